@@ -1,0 +1,95 @@
+/*
+ * core: what every module of recur shares and nothing more.
+ *
+ *  - the thread-local last error: every failing internal function sets it with a message
+ *    that names the exact thing that is wrong, and the public API hands it out through
+ *    recur_last_error();
+ *  - the log callback (the only other mutable global);
+ *  - element types for states and weights, with their sizes and conversions.
+ *
+ * Nothing here allocates except rcore_error_set (a fixed thread-local buffer, never heap).
+ */
+#ifndef RECUR_CORE_H
+#define RECUR_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RCORE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define RCORE_PRINTF(a, b)
+#endif
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+/* Longest message kept; longer ones are cut (never overflow). */
+#define RCORE_ERROR_MAX 512
+
+/* Sets this thread's last error (printf format). Returns nothing; callers return their own
+ * failure value right after. */
+void rcore_error_set(const char *fmt, ...) RCORE_PRINTF(1, 2);
+
+/* Prepends "prefix: " to the current message, so that an outer layer can say where an inner
+ * failure happened ("state file x.bin: cell 3: ...") without losing the inner reason. */
+void rcore_error_prefix(const char *fmt, ...) RCORE_PRINTF(1, 2);
+
+/* This thread's last error; "" when none was set. The pointer stays valid for the thread's
+ * life; the text changes with the next failure. */
+const char *rcore_error_get(void);
+
+void rcore_error_clear(void);
+
+/* ---- logging ---------------------------------------------------------------------------- */
+
+enum rcore_log_level { RCORE_LOG_DEBUG = 0, RCORE_LOG_INFO, RCORE_LOG_WARN, RCORE_LOG_ERROR };
+
+typedef void (*rcore_log_fn)(enum rcore_log_level level, const char *text, void *user);
+
+/* Installs the log callback for the whole process; NULL restores the default (warnings and
+ * errors to stderr). Not thread-safe against concurrent rcore_log calls: set it once at
+ * start-up, as with llama_log_set. */
+void rcore_log_set(rcore_log_fn fn, void *user);
+void rcore_log(enum rcore_log_level level, const char *fmt, ...) RCORE_PRINTF(2, 3);
+
+/* ---- element types ---------------------------------------------------------------------- */
+
+/* The values are those of the public enum recur_type and are written into state streams:
+ * never renumber them. */
+enum rcore_type { RCORE_TYPE_F32 = 0, RCORE_TYPE_F16 = 1, RCORE_TYPE_BF16 = 2, RCORE_TYPE_COUNT };
+
+bool rcore_type_valid(int type);
+/* Bytes per element (the types here are all scalar); 0 for an invalid type. */
+size_t rcore_type_size(enum rcore_type type);
+/* "f32", "f16", "bf16"; "?" for an invalid type. */
+const char *rcore_type_name(enum rcore_type type);
+
+/* IEEE binary16 <-> binary32, round to nearest even, infinities and NaN kept. */
+uint16_t rcore_f32_to_f16(float f);
+float rcore_f16_to_f32(uint16_t h);
+/* bfloat16 <-> binary32, round to nearest even, NaN kept quiet. */
+uint16_t rcore_f32_to_bf16(float f);
+float rcore_bf16_to_f32(uint16_t h);
+
+/* Converts n elements between f32 and a storage type (dst and src must not overlap). */
+void rcore_row_from_f32(enum rcore_type type, void *dst, const float *src, size_t n);
+void rcore_row_to_f32(enum rcore_type type, float *dst, const void *src, size_t n);
+
+/* ---- checked arithmetic ------------------------------------------------------------------ */
+
+/* a*b into *out; false on overflow (then *out is unchanged). */
+static inline bool rcore_mul_size(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+static inline bool rcore_add_size(size_t a, size_t b, size_t *out) {
+    if (b > SIZE_MAX - a) return false;
+    *out = a + b;
+    return true;
+}
+
+#endif /* RECUR_CORE_H */

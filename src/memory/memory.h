@@ -1,0 +1,223 @@
+/*
+ * memory: the recurrent state memory (llama.cpp's llama_kv_cache_recurrent, in C).
+ *
+ * A recurrent model keeps one fixed-size state per sequence. The memory owns `size` cells;
+ * each cell holds, for every layer, one K row (the small conv / token-shift state) and one V
+ * row (the large ssm / wkv state). It knows nothing of any model: rows are opaque elements of
+ * type_k / type_v, and the model reads and writes them through rmem_k_data / rmem_v_data.
+ *
+ * Data structures, chosen for thousands of sequences:
+ *  - per cell: pos (last position folded into the state, -1 when free), src (for the cells of
+ *    the current block: where its state is gathered from, -1 = zeros), and the number of
+ *    sequences sharing it with the head of an intrusive doubly linked list of them;
+ *  - per sequence: tail (the cell holding its state, -1 = none) and its list links.
+ *    A sequence has at most one state, so "cell c has sequence s" is tail[s] == c: O(1)
+ *    membership with no per-cell set at all, and moving a cell (swap, eviction) relinks only
+ *    the sequences that share it.
+ *  - the layer data: per layer one K buffer and one V buffer of `size` rows each, so the cells
+ *    [head, head+n) of a block are one contiguous run of rows per layer.
+ *
+ * Forks are copy on write: seq_cp makes the destination share the source's cell; the copy is
+ * made only when one of them is next decoded (find_slot gives it a cell of its own, and the
+ * compute gathers the old state in through s_copy).
+ *
+ * Placing a ubatch (find_slot) picks a window [head, head+n) of cells for its n streams,
+ * preferring windows that need no eviction and keep states in place; cells in the window that
+ * hold other sequences' states are moved out (their rows are copied at once). Every stream then
+ * owns slot head+s, and s_copy(s) / s_mask(s) say where its state comes from. Slot order is
+ * stream order, so a caller that decodes the same sequences step after step computes in place.
+ *
+ * Contract with the compute, per ubatch: call rmem_bctx_apply (or rmem_find_slot); then, for
+ * every layer, first read the state of every slot i from row rmem_s_copy(i) (or zeros when
+ * rmem_s_mask(i) is 0: do not read that row), and only then write the new states into rows
+ * head .. head+n-1. (Sources may lie inside the block, so all reads of a layer must come
+ * before its writes.) The metadata already describes the memory as it will be after the
+ * compute; a caller that does not compute leaves the placed sequences with stale rows.
+ *
+ * Errors: functions that can fail return false / a status and set the last error (core.h).
+ * Not thread-safe: one thread uses one memory at a time.
+ */
+#ifndef RECUR_MEMORY_H
+#define RECUR_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../batch/batch.h"
+#include "../core/core.h"
+#include "../io/io.h"
+
+struct rmem;
+
+struct rmem_params {
+    uint32_t n_layer;       /* >= 1 */
+    const uint32_t *k_row;  /* [n_layer] elements of a K row per cell in each layer (0 allowed) */
+    const uint32_t *v_row;  /* [n_layer] elements of a V row per cell in each layer (0 allowed) */
+    enum rcore_type type_k; /* f32, f16 or bf16 */
+    enum rcore_type type_v;
+    uint32_t n_cells;   /* >= 1; fewer cells than sequences is allowed (batches may not fit) */
+    uint32_t n_seq_max; /* >= 1; sequence ids are 0 .. n_seq_max-1 */
+};
+
+/* Creates a memory with every cell free and all rows zero. Returns NULL with the last error
+ * set on invalid parameters ("n_layer is 0", "layer 3: K row of 4294967295 elements overflows")
+ * or when memory cannot be had. Free with rmem_free. */
+struct rmem *rmem_create(const struct rmem_params *params);
+void rmem_free(struct rmem *mem); /* NULL is fine */
+
+/* ---- shape and size ---------------------------------------------------------------------- */
+
+uint32_t rmem_size(const struct rmem *mem); /* cells */
+uint32_t rmem_used(const struct rmem *mem); /* cells holding at least one sequence */
+uint32_t rmem_n_seq_max(const struct rmem *mem);
+uint32_t rmem_n_layer(const struct rmem *mem);
+enum rcore_type rmem_type_k(const struct rmem *mem);
+enum rcore_type rmem_type_v(const struct rmem *mem);
+size_t rmem_bytes_k(const struct rmem *mem); /* all K rows of all cells and layers */
+size_t rmem_bytes_v(const struct rmem *mem);
+size_t rmem_bytes_total(const struct rmem *mem); /* K + V */
+
+/* ---- sequence operations (the seed's semantics) ------------------------------------------ */
+
+/* Forgets every sequence; with data, also zeroes every row. */
+void rmem_clear(struct rmem *mem, bool data);
+
+/* Removes the positions [p0, p1) of seq (p0 < 0: 0; p1 < 0: to the end); seq < 0: every
+ * sequence. A state can only go whole: a range that cuts it (0 < p0 <= pos, or 0 < p1 <= pos)
+ * returns false and changes nothing; so does seq < 0 with a range other than all or empty, and
+ * seq >= n_seq_max. A range past the state, or a sequence that holds nothing, returns true. */
+bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1);
+
+/* Makes dst share src's state (dst's own state is dropped first). A recurrent state is copied
+ * whole: p0 and p1 are ignored, as in llama.cpp. src == dst, or an id out of range, does
+ * nothing. No row is copied here (copy on write). */
+void rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+
+/* Drops every sequence except seq (seq out of range: drops all). */
+void rmem_seq_keep(struct rmem *mem, int32_t seq);
+
+/* Moves the position of seq's state by delta when it lies in [p0, p1). Only the position
+ * changes: recurrent states do not depend on absolute positions. Sequences sharing the state
+ * move with it (they share one position). A position pushed below 0 drops the state, as
+ * llama.cpp's KV cache drops tokens shifted below 0. */
+void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+
+/* Divides the position of seq's state by d (d >= 1; d <= 0 is ignored) when in [p0, p1). */
+void rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d);
+
+/* The position held by seq, -1 when none (min and max coincide: one state per sequence). */
+int32_t rmem_seq_pos_min(const struct rmem *mem, int32_t seq);
+int32_t rmem_seq_pos_max(const struct rmem *mem, int32_t seq);
+
+/* Always true: shifting positions never touches a recurrent state. */
+bool rmem_can_shift(const struct rmem *mem);
+
+/* The cell holding seq's state, -1 when none or seq out of range. Sequences with the same
+ * tail share one state. */
+int32_t rmem_seq_tail(const struct rmem *mem, int32_t seq);
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+enum rmem_status {
+    RMEM_OK = 0,
+    RMEM_NO_ROOM = 1,  /* the batch needs more cells than the memory has; nothing changed */
+    RMEM_INVALID = -1, /* the batch is invalid (last error says which token); nothing changed */
+    RMEM_FAILED = -2,  /* out of memory; nothing changed */
+};
+
+struct rmem_batch_params {
+    uint32_t n_ubatch; /* most tokens per ubatch, >= 1 */
+    int32_t n_vocab;   /* token ids must be below; <= 0: not checked */
+    bool embd_pooled;  /* one sequence per ubatch (pooled embeddings) instead of equal split */
+    bool logits_all;   /* every token produces an output row */
+};
+
+/* The batch context: the ubatches of one batch, placed one after another. */
+struct rmem_bctx;
+
+/*
+ * Checks the batch, splits it into ubatches and makes sure every ubatch can be placed (a dry
+ * run over the metadata, then restored): the transactional prepare. On RMEM_OK, *out is a
+ * batch context positioned on the first ubatch, to be used as
+ *     do { apply; compute the block } while (rmem_bctx_next(ctx));
+ * and freed with rmem_bctx_free. On any other status *out is NULL, the last error says why,
+ * and the memory is bit for bit what it was. The batch is not referenced after the call.
+ */
+enum rmem_status rmem_init_batch(struct rmem *mem, const struct rbatch_in *batch,
+                                 const struct rmem_batch_params *params, struct rmem_bctx **out);
+
+/* The current ubatch (valid until rmem_bctx_free). */
+const struct rbatch_ubatch *rmem_bctx_ubatch(const struct rmem_bctx *ctx);
+uint32_t rmem_bctx_n_ubatches(const struct rmem_bctx *ctx);
+/* Places the current ubatch (find_slot). False only on an internal inconsistency, with the
+ * last error set; the prepare guarantees room. */
+bool rmem_bctx_apply(struct rmem_bctx *ctx);
+/* Moves to the next ubatch; false when there is none. */
+bool rmem_bctx_next(struct rmem_bctx *ctx);
+/* Batch index of each output row, in the order the ubatches produce them. */
+const int32_t *rmem_bctx_out_ids(const struct rmem_bctx *ctx, int32_t *n_outputs);
+/* The validated positions of the batch tokens, in batch order (filled in when it had none). */
+const int32_t *rmem_bctx_positions(const struct rmem_bctx *ctx);
+void rmem_bctx_free(struct rmem_bctx *ctx); /* NULL is fine */
+
+/*
+ * Places one ubatch made by an equal or seq split: each stream gets a cell of its own
+ * (copy on write for shared states), the cells become the contiguous block [head, head+n),
+ * positions are updated. Returns false with the last error set and nothing changed when the
+ * memory has too few cells ("no room: ...") or the ubatch contradicts the memory (a stream's
+ * sequences hold different states). rmem_init_batch checks all of this up front.
+ */
+bool rmem_find_slot(struct rmem *mem, const struct rbatch_ubatch *ubatch);
+
+/* ---- the block of the last placed ubatch, for the compute ---------------------------------- */
+
+uint32_t rmem_head(const struct rmem *mem); /* first cell of the block */
+uint32_t rmem_n(const struct rmem *mem);    /* cells in the block (= streams of the ubatch) */
+/* Row to gather slot i's state from (a cell index; slot head+i itself when nothing moves). */
+int32_t rmem_s_copy(const struct rmem *mem, uint32_t i);
+/* 1 when slot i continues a state, 0 when it starts from zeros. Pure, like s_copy. */
+float rmem_s_mask(const struct rmem *mem, uint32_t i);
+
+/* Layer il's rows: cell c's row starts at data + c * row_bytes. */
+void *rmem_k_data(struct rmem *mem, uint32_t il);
+void *rmem_v_data(struct rmem *mem, uint32_t il);
+size_t rmem_k_row_bytes(const struct rmem *mem, uint32_t il);
+size_t rmem_v_row_bytes(const struct rmem *mem, uint32_t il);
+
+/* ---- state streams ----------------------------------------------------------------------- */
+
+/*
+ * Stream layout (integers little-endian, rows as stored):
+ *   u32 magic "RMEM", u32 version, u32 n_layer, u32 cell_count,
+ *   per cell: i32 pos, u32 n_seq, n_seq x i32 sequence id  (n_seq = 0 in a one-sequence stream)
+ *   per layer: u32 type_k, u64 K row bytes, cell_count K rows
+ *   per layer: u32 type_v, u64 V row bytes, cell_count V rows
+ *   u64 XXH64 of everything before it.
+ */
+
+/* Bytes rmem_state_write would produce for seq (-1: the whole memory). */
+size_t rmem_state_size(const struct rmem *mem, int32_t seq);
+
+/* Writes the whole memory (seq = -1) or one sequence's state. False with the last error set
+ * when the writer fails or seq is out of range. */
+bool rmem_state_write(const struct rmem *mem, struct rio_writer *w, int32_t seq);
+
+/*
+ * Reads a stream made by rmem_state_write. seq = -1: replaces the whole memory. seq >= 0:
+ * puts a one-sequence stream's state into sequence seq (its former state is dropped; other
+ * sequences are untouched). A stream that is truncated, corrupt (checksum), or made for
+ * another shape (layers, types, row sizes, too many cells, sequence ids out of range) is
+ * refused with the last error saying what and where; the memory is then cleared (whole) or
+ * seq holds nothing (one sequence): never half-written.
+ */
+bool rmem_state_read(struct rmem *mem, struct rio_reader *r, int32_t seq);
+
+/* ---- checks for tests and debugging ------------------------------------------------------ */
+
+/* XXH64 over all metadata and all rows: equal fingerprints mean bit-identical memories. */
+uint64_t rmem_fingerprint(const struct rmem *mem);
+/* Verifies every internal invariant; false with the last error naming the broken one. */
+bool rmem_check(const struct rmem *mem);
+
+#endif /* RECUR_MEMORY_H */
