@@ -1,6 +1,6 @@
 /*
  * A tiny test harness: CHECK records a failure with file and line and goes on, so one run
- * reports every broken assertion; test_main prints "N passed, N failed" (the closing line CI
+ * reports every broken assertion; test_finish prints "N passed, N failed" (the closing line CI
  * reads) and returns non-zero when anything failed.
  */
 #ifndef RECUR_TEST_H

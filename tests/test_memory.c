@@ -360,6 +360,63 @@ static void test_init_batch_errors(void) {
     rmem_free(mem);
 }
 
+/* Every kind of invalid batch: status -1, a message naming the token, the memory bit-identical. */
+static void test_invalid_batches(void) {
+    struct rmem *mem = make(4, 4);
+    CHECK(decode_seq(mem, 0, 3, 1) == RMEM_OK); /* sequence 0 at position 2 */
+    CHECK(decode_seq(mem, 1, 1, 2) == RMEM_OK); /* sequence 1 at position 0 */
+    const uint64_t fp = rmem_fingerprint(mem);
+
+    enum { N = 3 };
+    struct {
+        const char *what;
+        const char *message;
+    } kinds[] = {
+        {"empty", "empty"},
+        {"token too big", "batch token 1"},
+        {"token negative", "batch token 2"},
+        {"no tokens nor embeddings", "neither token ids nor embeddings"},
+        {"sequence id too big", "batch token 0"},
+        {"sequence id negative", "batch token 1"},
+        {"no sequence id", "batch token 2"},
+        {"sequence id twice", "batch token 0"},
+        {"position does not follow the state", "batch token 0"},
+        {"position jumps within the batch", "batch token 2"},
+        {"negative position", "batch token 0"},
+        {"coupled sequences that hold different states", "share"},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int32_t tokens[N] = {5, 6, 7}, pos[N] = {3, 4, 5}, nseq[N] = {1, 1, 1};
+        int32_t ids[N][2] = {{0, 0}, {0, 0}, {0, 0}};
+        int32_t *ptr[N] = {ids[0], ids[1], ids[2]};
+        struct rbatch_in in = {N, tokens, NULL, pos, nseq, ptr, NULL};
+        switch (k) {
+        case 0: in.n_tokens = 0; break;
+        case 1: tokens[1] = N_VOCAB; break;
+        case 2: tokens[2] = -1; break;
+        case 3: in.token = NULL; break;
+        case 4: ids[0][0] = 4; break;
+        case 5: ids[1][0] = -1; break;
+        case 6: nseq[2] = 0; break;
+        case 7: nseq[0] = 2; break; /* {0, 0} */
+        case 8: pos[0] = 4, pos[1] = 5, pos[2] = 6; break;
+        case 9: pos[2] = 6; break;
+        case 10: pos[0] = -1; break;
+        default: nseq[0] = 2, ids[0][1] = 1; break; /* 0 and 1 differ */
+        }
+        struct rmem_batch_params bp = {2, N_VOCAB, false, false};
+        struct rmem_bctx *ctx = NULL;
+        enum rmem_status st = rmem_init_batch(mem, &in, &bp, &ctx);
+        CHECK_MSG(st == RMEM_INVALID && !ctx, "%s: status %d", kinds[k].what, (int)st);
+        CHECK_MSG(strstr(rcore_error_get(), kinds[k].message) != NULL,
+                  "%s: message \"%s\" should contain \"%s\"", kinds[k].what, rcore_error_get(),
+                  kinds[k].message);
+        CHECK_MSG(rmem_fingerprint(mem) == fp, "%s changed the memory", kinds[k].what);
+        rmem_bctx_free(ctx);
+    }
+    rmem_free(mem);
+}
+
 /* Thousands of sequences and cells: one batch of 4,096 single-token sequences, forks, a
  * second step, and removal of every other one. */
 static void test_many(void) {
@@ -409,6 +466,7 @@ int main(void) {
     RUN(test_find_slot_evict);
     RUN(test_no_room);
     RUN(test_init_batch_errors);
+    RUN(test_invalid_batches);
     RUN(test_many);
     RUN(test_clear);
     return test_finish("test_memory");

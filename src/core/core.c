@@ -169,6 +169,7 @@ float rcore_bf16_to_f32(uint16_t h) {
 }
 
 void rcore_row_from_f32(enum rcore_type type, void *dst, const float *src, size_t n) {
+    if (n == 0) return; /* rows of zero elements may have NULL data */
     switch (type) {
     case RCORE_TYPE_F32:
         memcpy(dst, src, n * sizeof(float));
@@ -185,6 +186,7 @@ void rcore_row_from_f32(enum rcore_type type, void *dst, const float *src, size_
 }
 
 void rcore_row_to_f32(enum rcore_type type, float *dst, const void *src, size_t n) {
+    if (n == 0) return;
     switch (type) {
     case RCORE_TYPE_F32:
         memcpy(dst, src, n * sizeof(float));

@@ -18,11 +18,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* xxhash (Debian's libxxhash-dev) is used header-only: its functions are inlined here, so the
- * library has no link dependency for it, and the digest state can be embedded by value. */
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL
-#endif
+/* xxhash (Debian's libxxhash-dev) is compiled into recur from its header (src/io/xxhash.c), so
+ * the library has no link dependency for it. Its symbols get recur's own prefix, so a program
+ * that also links the system libxxhash sees no clash; the digest state is embedded by value. */
+#define XXH_NAMESPACE rio_
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 /* ---- writer ----------------------------------------------------------------------------- */
@@ -38,9 +38,11 @@ struct rio_writer {
     XXH64_state_t digest;
 };
 
-/* A writer into dst[0..cap). Writing past cap fails ("buffer of N bytes is too small"). */
+/* A writer into dst[0..cap). Writing past cap fails ("buffer of N bytes is too small").
+ * dst NULL is an empty buffer (capacity 0). */
 void rio_writer_buffer(struct rio_writer *w, void *dst, size_t cap);
-/* A writer that stores nothing and only counts bytes: how big a stream will be. */
+/* A writer that stores nothing and only counts bytes: how big a stream will be. It does not
+ * hash (sizing needs no digest): its digest stays that of no input. */
 void rio_writer_counter(struct rio_writer *w);
 /* A writer into an open stdio stream (not closed by the writer). */
 void rio_writer_file(struct rio_writer *w, FILE *f);
@@ -65,6 +67,7 @@ struct rio_reader {
     XXH64_state_t digest;
 };
 
+/* A reader of src[0..size); src NULL is an empty stream. */
 void rio_reader_buffer(struct rio_reader *r, const void *src, size_t size);
 void rio_reader_file(struct rio_reader *r, FILE *f);
 

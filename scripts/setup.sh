@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set-up shared by run.sh and test.sh: installs the Debian packages recur needs (only those
+# missing, so a second run asks apt nothing), then configures and builds one build folder.
+#   scripts/setup.sh BUILD_DIR BUILD_TYPE [extra cmake -D flags...]
+set -euo pipefail
+
+build_dir=$1
+build_type=$2
+shift 2
+
+# gcc, ninja and cmake build it; libxxhash-dev gives the checksums of state streams
+# (used header-only, so the library has no link dependency on it).
+packages=(gcc libc6-dev cmake ninja-build libxxhash-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+        missing+=("$p")
+    fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+# Configuring an existing build folder takes a fraction of a second and picks up changed flags.
+generator=()
+[ -f "$root/$build_dir/CMakeCache.txt" ] || generator=(-G Ninja)
+cmake -S "$root" -B "$root/$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" "$@" >/dev/null
+cmake --build "$root/$build_dir" -j "$(nproc)"
