@@ -723,6 +723,7 @@ static void test_split_equal_basic(void) {
     in = tb_in(b, true);
     check_split(&in, b->pos, 2, RBATCH_SPLIT_EQUAL, false, 5, "0 | 1 ; 2 | 3 ; 4");
     check_split(&in, b->pos, 8, RBATCH_SPLIT_EQUAL, false, 5, "0 | 1 | 2 | 3 | 4");
+    check_split(&in, b->pos, 8, RBATCH_SPLIT_SEQ, false, 5, "0 ; 1 ; 2 ; 3 ; 4");
     free(b);
 }
 
@@ -785,6 +786,48 @@ static void test_split_equal_multi_seq(void) {
     in = tb_in(b, true);
     check_split(&in, b->pos, 64, RBATCH_SPLIT_EQUAL, false, 2, "0 1 ; 2 ; 3 | 4");
     check_split(&in, b->pos, 64, RBATCH_SPLIT_SEQ, false, 2, "0 1 ; 2 ; 3 ; 4");
+    free(b);
+}
+
+static void test_split_long_runs(void) {
+    /* sequence 0: tokens 0..299, sequence 1: 300..499, sequence 2: 500..509. All three are
+     * ready at once with runs 300, 200 and 10: ubatches of 3 x 10, then 2 x 190, then 1 x 100
+     * (runs this long also take the minimum across words of the run bitmap) */
+    struct tbatch *b = tb_new();
+    for (int i = 0; i < 510; i++) tb_add(b, -1, i < 300 ? "0" : i < 500 ? "1" : "2");
+    REQUIRE(tb_validate(b, false, 3, NULL, NULL, b->pos));
+    struct rbatch_in in = tb_in(b, true);
+    struct rbatch_split sp;
+    REQUIRE(rbatch_split(&in, b->pos, 4096, RBATCH_SPLIT_EQUAL, false, &sp));
+    CHECK(sp.n_ubatches == 3);
+    if (sp.n_ubatches == 3) {
+        const struct rbatch_ubatch *u = sp.ubatches;
+        CHECK(u[0].n_seq_tokens == 10 && u[0].n_seqs == 3);
+        CHECK(u[0].idx[0] == 0 && u[0].idx[9] == 9 && u[0].idx[10] == 300);
+        CHECK(u[0].idx[20] == 500 && u[0].idx[29] == 509);
+        CHECK(u[1].n_seq_tokens == 190 && u[1].n_seqs == 2);
+        CHECK(u[1].idx[0] == 10 && u[1].idx[189] == 199 && u[1].idx[190] == 310);
+        CHECK(u[1].idx[379] == 499);
+        CHECK(u[2].n_seq_tokens == 100 && u[2].n_seqs == 1);
+        CHECK(u[2].idx[0] == 200 && u[2].idx[99] == 299 && u[2].pos[99] == 299);
+    }
+    rbatch_split_free(&sp);
+    check_split(&in, b->pos, 4096, RBATCH_SPLIT_EQUAL, false, 3, NULL);
+
+    /* n_ubatch 100: three streams of 10; then one stream of up to 100 at a time (two never
+     * fit), always from the sequence whose next token comes first */
+    REQUIRE(rbatch_split(&in, b->pos, 100, RBATCH_SPLIT_EQUAL, false, &sp));
+    const uint32_t want[6][3] = {{10, 3, 0},   {100, 1, 10},  {100, 1, 110},
+                                 {90, 1, 210}, {100, 1, 310}, {90, 1, 410}};
+    CHECK(sp.n_ubatches == 6);
+    for (uint32_t u = 0; u < sp.n_ubatches && u < 6; u++) {
+        const struct rbatch_ubatch *ub = &sp.ubatches[u];
+        CHECK_MSG(ub->n_seq_tokens == want[u][0] && ub->n_seqs == want[u][1] &&
+                      ub->idx[0] == (int32_t)want[u][2],
+                  "ubatch %u: %u x %u from %d", u, ub->n_seqs, ub->n_seq_tokens, ub->idx[0]);
+    }
+    rbatch_split_free(&sp);
+    check_split(&in, b->pos, 100, RBATCH_SPLIT_SEQ, false, 3, NULL);
     free(b);
 }
 
@@ -961,6 +1004,18 @@ static void test_split_many_sequences(void) {
     REQUIRE(rbatch_split(&in, b->pos, 1000, RBATCH_SPLIT_EQUAL, false, &sp));
     CHECK(sp.n_ubatches == 5 && sp.ubatches[4].n_seqs == 96);
     rbatch_split_free(&sp);
+
+    /* the last token continues the first token's sequence: that set has a run of 2, the
+     * others of 1, so the first ubatch takes the 4,095 sets one token each */
+    b->ids[MAX_T - 1][0] = b->ids[0][0];
+    b->pos[MAX_T - 1] = 1;
+    REQUIRE(rbatch_split(&in, b->pos, MAX_T, RBATCH_SPLIT_EQUAL, false, &sp));
+    CHECK(sp.n_ubatches == 2 && sp.ubatches[0].n_seqs == MAX_T - 1);
+    CHECK(sp.ubatches[0].n_seq_tokens == 1 && sp.ubatches[0].idx[MAX_T - 2] == MAX_T - 2);
+    CHECK(sp.ubatches[1].n_tokens == 1 && sp.ubatches[1].idx[0] == MAX_T - 1);
+    rbatch_split_free(&sp);
+    check_split(&in, b->pos, 64, RBATCH_SPLIT_EQUAL, false, MAX_T, NULL);
+    check_split(&in, b->pos, 64, RBATCH_SPLIT_SEQ, false, MAX_T, NULL);
     free(b);
 }
 
@@ -970,9 +1025,10 @@ static void test_split_many_sequences(void) {
  * one another), tokens interleave the sequences, repeat the previous token's set now and then
  * (runs), and couple sequences that share a state. want_pos receives the positions.
  * any_sets: couple any sequences, ignoring states (valid for the split, not for validation),
- * so that runs get cut by tokens of other sets on shared sequences. */
+ * so that runs get cut by tokens of other sets on shared sequences.
+ * distinct: one token on each of some sequences, as in a generation step. */
 static void random_batch(unsigned long long *rng, struct tbatch *b, uint32_t n_seq, bool any_sets,
-                         int32_t *pos_max, int32_t *state_id, bool *use_state_id,
+                         bool distinct, int32_t *pos_max, int32_t *state_id, bool *use_state_id,
                          int32_t *want_pos) {
     int64_t ident[MAX_IDS];
     int32_t last[MAX_IDS];
@@ -1000,13 +1056,26 @@ static void random_batch(unsigned long long *rng, struct tbatch *b, uint32_t n_s
         last[s] = pos_max[s];
     }
 
-    const int n_tokens =
+    int n_tokens =
         1 + (test_rand_int(rng, 4) == 0 ? test_rand_int(rng, 128) : test_rand_int(rng, 24));
+    int32_t perm[MAX_IDS];
+    if (distinct) {
+        n_tokens = 1 + test_rand_int(rng, (int)n_seq);
+        for (uint32_t s = 0; s < n_seq; s++) perm[s] = (int32_t)s;
+        for (uint32_t s = n_seq - 1; s > 0; s--) {
+            const int k = test_rand_int(rng, (int)s + 1);
+            const int32_t t = perm[s];
+            perm[s] = perm[k];
+            perm[k] = t;
+        }
+    }
     b->n = 0;
     for (int i = 0; i < n_tokens; i++) {
         int32_t *ids = b->ids[i];
         int32_t n = 0;
-        if (i > 0 && test_rand_int(rng, 3) == 0) {
+        if (distinct) {
+            ids[n++] = perm[i];
+        } else if (i > 0 && test_rand_int(rng, 3) == 0) {
             /* the same set again, in a shuffled order (valid: they share the new state) */
             n = b->n_seq_id[i - 1];
             memcpy(ids, b->ids[i - 1], (size_t)n * sizeof(int32_t));
@@ -1056,8 +1125,10 @@ static void test_random(void) {
             const uint32_t n_seq = 1 + (uint32_t)test_rand_int(&rng, 64);
             int32_t pos_max[MAX_IDS], state_id[MAX_IDS];
             bool use_sid;
-            const bool any_sets = test_rand_int(&rng, 3) == 0;
-            random_batch(&rng, b, n_seq, any_sets, pos_max, state_id, &use_sid, want_pos);
+            const int mode = test_rand_int(&rng, 6);
+            const bool any_sets = mode == 0 || mode == 1;
+            random_batch(&rng, b, n_seq, any_sets, mode == 2, pos_max, state_id, &use_sid,
+                         want_pos);
             const bool with_pos = any_sets || test_rand_int(&rng, 2) == 0;
             bool ok = true;
             if (any_sets) {
@@ -1120,7 +1191,7 @@ static void test_random_invalid(void) {
         const uint32_t n_seq = 1 + (uint32_t)test_rand_int(&rng, 64);
         int32_t pos_max[MAX_IDS], state_id[MAX_IDS];
         bool use_sid;
-        random_batch(&rng, b, n_seq, false, pos_max, state_id, &use_sid, want_pos);
+        random_batch(&rng, b, n_seq, false, iter % 5 == 0, pos_max, state_id, &use_sid, want_pos);
         const int32_t t = (int32_t)test_rand_int(&rng, b->n);
         const int kind = test_rand_int(&rng, 4);
         const char *expect = NULL;
@@ -1175,6 +1246,7 @@ int main(void) {
     RUN(test_validate_many_sequences);
     RUN(test_split_equal_basic);
     RUN(test_split_equal_multi_seq);
+    RUN(test_split_long_runs);
     RUN(test_split_seq);
     RUN(test_split_simple);
     RUN(test_split_outputs);

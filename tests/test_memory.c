@@ -391,18 +391,42 @@ static void test_invalid_batches(void) {
         int32_t *ptr[N] = {ids[0], ids[1], ids[2]};
         struct rbatch_in in = {N, tokens, NULL, pos, nseq, ptr, NULL};
         switch (k) {
-        case 0: in.n_tokens = 0; break;
-        case 1: tokens[1] = N_VOCAB; break;
-        case 2: tokens[2] = -1; break;
-        case 3: in.token = NULL; break;
-        case 4: ids[0][0] = 4; break;
-        case 5: ids[1][0] = -1; break;
-        case 6: nseq[2] = 0; break;
-        case 7: nseq[0] = 2; break; /* {0, 0} */
-        case 8: pos[0] = 4, pos[1] = 5, pos[2] = 6; break;
-        case 9: pos[2] = 6; break;
-        case 10: pos[0] = -1; break;
-        default: nseq[0] = 2, ids[0][1] = 1; break; /* 0 and 1 differ */
+        case 0:
+            in.n_tokens = 0;
+            break;
+        case 1:
+            tokens[1] = N_VOCAB;
+            break;
+        case 2:
+            tokens[2] = -1;
+            break;
+        case 3:
+            in.token = NULL;
+            break;
+        case 4:
+            ids[0][0] = 4;
+            break;
+        case 5:
+            ids[1][0] = -1;
+            break;
+        case 6:
+            nseq[2] = 0;
+            break;
+        case 7:
+            nseq[0] = 2;
+            break; /* {0, 0} */
+        case 8:
+            pos[0] = 4, pos[1] = 5, pos[2] = 6;
+            break;
+        case 9:
+            pos[2] = 6;
+            break;
+        case 10:
+            pos[0] = -1;
+            break;
+        default:
+            nseq[0] = 2, ids[0][1] = 1;
+            break; /* 0 and 1 differ */
         }
         struct rmem_batch_params bp = {2, N_VOCAB, false, false};
         struct rmem_bctx *ctx = NULL;

@@ -32,20 +32,20 @@
 /* The caller's batch, in the shape of struct recur_batch / llama_batch. Not owned. */
 struct rbatch_in {
     int32_t n_tokens;
-    const int32_t *token;           /* [n_tokens] or NULL when embd is given */
-    const float *embd;              /* [n_tokens * n_embd] or NULL */
-    const int32_t *pos;             /* [n_tokens] or NULL: positions follow what each seq holds */
-    const int32_t *n_seq_id;        /* [n_tokens] or NULL: every token on sequence 0 */
-    int32_t *const *seq_id;         /* [n_tokens][n_seq_id[i]] or NULL (with n_seq_id NULL) */
-    const int8_t *logits;           /* [n_tokens] or NULL: only the last token has output */
+    const int32_t *token;    /* [n_tokens] or NULL when embd is given */
+    const float *embd;       /* [n_tokens * n_embd] or NULL */
+    const int32_t *pos;      /* [n_tokens] or NULL: positions follow what each seq holds */
+    const int32_t *n_seq_id; /* [n_tokens] or NULL: every token on sequence 0 */
+    int32_t *const *seq_id;  /* [n_tokens][n_seq_id[i]] or NULL (with n_seq_id NULL) */
+    const int8_t *logits;    /* [n_tokens] or NULL: only the last token has output */
 };
 
 /* What the sequences hold before the batch, as seen by the memory. */
 struct rbatch_seq_info {
-    uint32_t n_seq_max;            /* valid sequence ids are 0 .. n_seq_max-1 */
-    const int32_t *pos_max;        /* [n_seq_max]: last position held, -1 when empty */
-    const int32_t *state_id;       /* [n_seq_max]: sequences with equal ids share one state;
-                                      -1 = no state. NULL: no two sequences share. */
+    uint32_t n_seq_max;      /* valid sequence ids are 0 .. n_seq_max-1 */
+    const int32_t *pos_max;  /* [n_seq_max]: last position held, -1 when empty */
+    const int32_t *state_id; /* [n_seq_max]: sequences with equal ids share one state;
+                                -1 = no state. NULL: no two sequences share. */
 };
 
 enum rbatch_split_kind { RBATCH_SPLIT_EQUAL, RBATCH_SPLIT_SEQ, RBATCH_SPLIT_SIMPLE };
@@ -66,13 +66,13 @@ struct rbatch_ubatch {
 
 struct rbatch_split {
     enum rbatch_split_kind kind;
-    uint32_t n_ubatch;                 /* the limit used */
-    int32_t n_tokens;                  /* of the batch */
+    uint32_t n_ubatch; /* the limit used */
+    int32_t n_tokens;  /* of the batch */
     uint32_t n_ubatches;
-    struct rbatch_ubatch *ubatches;    /* [n_ubatches] */
+    struct rbatch_ubatch *ubatches; /* [n_ubatches] */
     int32_t n_outputs;
-    int32_t *out_ids;                  /* [n_outputs] batch index per output row */
-    void *storage;                     /* owned: everything the ubatches point into */
+    int32_t *out_ids; /* [n_outputs] batch index per output row */
+    void *storage;    /* owned: everything the ubatches point into */
 };
 
 /*

@@ -1,13 +1,7 @@
 /*
- * batch: validation and ubatch splitting.
+ * batch splits: cuts a validated batch into ubatches (batch.h).
  *
  * Data structures, and why:
- *
- *  - Validation keeps four arrays indexed by sequence id (last position, last batch token, a
- *    state identity and a "seen in token i" stamp for duplicate ids). One pass over the tokens
- *    with O(1) work per sequence id gives O(n_tokens * ids + n_seq_max) time; the identities
- *    are 64-bit so that the fresh ones a token hands out can never collide with the caller's
- *    int32 state ids.
  *
  *  - The equal and seq splits group tokens into "sets" (tokens with the same sequence-id set).
  *    Single-sequence tokens, the common case, find their set through a per-sequence table;
@@ -35,215 +29,17 @@
  *    their number is known (the scratch keeps 8 bytes of shape per ubatch until then). The
  *    scratch of the split is one more allocation, freed before returning.
  */
-#include "batch.h"
+#include "batch_impl.h"
 
 #include "../core/core.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- helpers shared by validation and splitting ------------------------------------------ */
-
-static int32_t tok_n_ids(const struct rbatch_in *batch, int32_t i) {
-    return batch->n_seq_id ? batch->n_seq_id[i] : 1;
-}
-
-static const int32_t *tok_ids(const struct rbatch_in *batch, int32_t i) {
-    /* n_seq_id NULL puts every token on sequence 0, whatever seq_id holds */
-    static const int32_t seq_zero = 0;
-    return batch->n_seq_id ? batch->seq_id[i] : &seq_zero;
-}
-
 bool rbatch_token_wants_output(const struct rbatch_in *batch, int32_t i, bool logits_all) {
     if (logits_all) return true;
     if (!batch->logits) return i == batch->n_tokens - 1;
     return batch->logits[i] != 0;
-}
-
-/* Carves one allocation into typed arrays: lay() reserves count elements and returns their
- * offset, and any overflow poisons the whole layout, so callers check once at the end. */
-struct layout {
-    size_t size;
-    bool ok;
-};
-
-static size_t lay(struct layout *l, size_t count, size_t elem, size_t align) {
-    size_t off = l->size;
-    size_t bytes;
-    if (!l->ok) return 0;
-    if (off % align != 0 && !rcore_add_size(off, align - off % align, &off)) l->ok = false;
-    if (!l->ok || !rcore_mul_size(count, elem, &bytes) || !rcore_add_size(off, bytes, &l->size)) {
-        l->ok = false;
-        return 0;
-    }
-    return off;
-}
-
-#define LAY(l, count, type) lay((l), (count), sizeof(type), _Alignof(type))
-
-/* ---- validation ------------------------------------------------------------------------ */
-
-/* Identities of states while the batch is simulated: the caller's state ids are >= 0, every
- * sequence without a state shares EMPTY, and the ones tokens hand out start past any int32
- * state id and any sequence id (the stand-in identity when the caller gives no state ids). */
-#define IDENT_EMPTY ((int64_t)-1)
-#define IDENT_FRESH ((int64_t)UINT32_MAX + 1)
-
-static bool check_ids(const struct rbatch_in *batch, const struct rbatch_seq_info *seqs, int32_t i,
-                      int32_t *stamp) {
-    int32_t n = tok_n_ids(batch, i);
-    if (n < 1) {
-        rcore_error_set("batch token %d: n_seq_id is %d (a token needs 1..%u sequence ids)", i, n,
-                        seqs->n_seq_max);
-        return false;
-    }
-    if ((uint32_t)n > seqs->n_seq_max) {
-        rcore_error_set("batch token %d: n_seq_id is %d, more than the %u sequences", i, n,
-                        seqs->n_seq_max);
-        return false;
-    }
-    const int32_t *ids = tok_ids(batch, i);
-    if (!ids) {
-        rcore_error_set("batch token %d: seq_id row is NULL", i);
-        return false;
-    }
-    for (int32_t j = 0; j < n; j++) {
-        int32_t s = ids[j];
-        if (s < 0 || (uint32_t)s >= seqs->n_seq_max) {
-            rcore_error_set("batch token %d: sequence id %d is out of range 0..%u", i, s,
-                            seqs->n_seq_max - 1);
-            return false;
-        }
-        if (stamp[s] == i) {
-            rcore_error_set("batch token %d: sequence id %d appears twice", i, s);
-            return false;
-        }
-        stamp[s] = i;
-    }
-    return true;
-}
-
-bool rbatch_validate(const struct rbatch_in *batch, int32_t n_vocab,
-                     const struct rbatch_seq_info *seqs, int32_t *pos_out) {
-    if (!batch || !seqs || !pos_out) {
-        rcore_error_set("rbatch_validate: batch, seqs and pos_out must not be NULL");
-        return false;
-    }
-    const int32_t n_tokens = batch->n_tokens;
-    if (n_tokens < 1) {
-        rcore_error_set("batch is empty (n_tokens is %d)", n_tokens);
-        return false;
-    }
-    if (!batch->token && !batch->embd) {
-        rcore_error_set("batch has neither token ids nor embeddings");
-        return false;
-    }
-    if (seqs->n_seq_max == 0) {
-        rcore_error_set("batch: no sequence id is valid (n_seq_max is 0)");
-        return false;
-    }
-    if (batch->n_seq_id && !batch->seq_id) {
-        rcore_error_set("batch has n_seq_id but no seq_id");
-        return false;
-    }
-
-    const size_t n_seq = seqs->n_seq_max;
-    struct layout l = {0, true};
-    size_t o_ident = LAY(&l, n_seq, int64_t);
-    size_t o_last = LAY(&l, n_seq, int32_t);
-    size_t o_last_tok = LAY(&l, n_seq, int32_t);
-    size_t o_stamp = LAY(&l, n_seq, int32_t);
-    char *mem = l.ok ? malloc(l.size) : NULL;
-    if (!mem) {
-        rcore_error_set("batch: out of memory for validating %u sequences", seqs->n_seq_max);
-        return false;
-    }
-    int64_t *ident = (int64_t *)(void *)(mem + o_ident);
-    int32_t *last = (int32_t *)(void *)(mem + o_last);
-    int32_t *last_tok = (int32_t *)(void *)(mem + o_last_tok);
-    int32_t *stamp = (int32_t *)(void *)(mem + o_stamp);
-
-    for (size_t s = 0; s < n_seq; s++) {
-        /* a missing pos_max means nothing is held yet */
-        int32_t pm = seqs->pos_max ? seqs->pos_max[s] : -1;
-        last[s] = pm < 0 ? -1 : pm;
-        last_tok[s] = -1;
-        stamp[s] = -1;
-        if (seqs->state_id) {
-            ident[s] = seqs->state_id[s] < 0 ? IDENT_EMPTY : seqs->state_id[s];
-        } else {
-            ident[s] = last[s] >= 0 ? (int64_t)s : IDENT_EMPTY;
-        }
-    }
-
-    bool ok = false;
-    int64_t next_ident = IDENT_FRESH;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        if (batch->token && n_vocab > 0 && (batch->token[i] < 0 || batch->token[i] >= n_vocab)) {
-            rcore_error_set("batch token %d: token id %d is out of range 0..%d", i, batch->token[i],
-                            n_vocab - 1);
-            goto done;
-        }
-        if (!check_ids(batch, seqs, i, stamp)) goto done;
-        const int32_t n = tok_n_ids(batch, i);
-        const int32_t *ids = tok_ids(batch, i);
-
-        int32_t p;
-        if (batch->pos) {
-            p = batch->pos[i];
-            if (p < 0) {
-                rcore_error_set("batch token %d: position %d is negative", i, p);
-                goto done;
-            }
-        } else {
-            /* llama.cpp semantics: the token follows what its first sequence holds */
-            if (last[ids[0]] == INT32_MAX) {
-                rcore_error_set("batch token %d: sequence %d already holds the largest position", i,
-                                ids[0]);
-                goto done;
-            }
-            p = last[ids[0]] + 1;
-        }
-
-        /* the state check comes first: for coupled sequences it is the real reason, where a
-         * position mismatch would only be its symptom */
-        for (int32_t j = 1; j < n; j++) {
-            if (ident[ids[j]] != ident[ids[0]]) {
-                rcore_error_set("batch token %d: sequences %d and %d do not share one state "
-                                "(fork with seq_cp first)",
-                                i, ids[0], ids[j]);
-                goto done;
-            }
-        }
-        for (int32_t j = 0; j < n; j++) {
-            int32_t s = ids[j];
-            if (last[s] < 0 || (int64_t)p == (int64_t)last[s] + 1) continue;
-            if (last_tok[s] < 0) {
-                rcore_error_set("batch token %d: position %d of sequence %d does not follow %d "
-                                "(the sequence holds positions up to %d)",
-                                i, p, s, last[s], last[s]);
-            } else {
-                rcore_error_set("batch token %d: position %d of sequence %d does not follow %d "
-                                "(the previous token of the batch on that sequence, token %d, "
-                                "is at %d)",
-                                i, p, s, last[s], last_tok[s], last[s]);
-            }
-            goto done;
-        }
-
-        /* the token leaves all its sequences in one new state, shared by them alone */
-        for (int32_t j = 0; j < n; j++) {
-            last[ids[j]] = p;
-            last_tok[ids[j]] = i;
-            ident[ids[j]] = next_ident;
-        }
-        next_ident++;
-        pos_out[i] = p;
-    }
-    ok = true;
-done:
-    free(mem);
-    return ok;
 }
 
 /* ---- split output ---------------------------------------------------------------------- */
@@ -448,16 +244,26 @@ static bool set_check_ready(struct grouping *g, int32_t k) {
     return true;
 }
 
-static uint32_t run_bucket(const struct grouping *g, uint32_t cap, int32_t k) {
-    return (uint32_t)g->set_run[k] < cap ? (uint32_t)g->set_run[k] : cap;
+/* The state of building ubatches out of the grouped sets. */
+struct placement {
+    struct ready_queue ready;
+    struct minset runs; /* run of every ready set, as min(run, cap) */
+    uint32_t cap;
+    int32_t *chosen;    /* [n_tokens] sets of the ubatch being built */
+    uint32_t *ub_nst;   /* [n_tokens] shape of each ubatch until the headers exist */
+    uint32_t *ub_nseqs; /* [n_tokens] */
+    uint32_t n_ub;
+};
+
+static uint32_t run_bucket(const struct grouping *g, const struct placement *pl, int32_t k) {
+    return (uint32_t)g->set_run[k] < pl->cap ? (uint32_t)g->set_run[k] : pl->cap;
 }
 
 /* Set k (whose set_run is current) joins the ready queue and the run minimum. */
-static void mark_ready(struct grouping *g, struct ready_queue *q, struct minset *runs, uint32_t cap,
-                       int32_t k) {
+static void mark_ready(struct grouping *g, struct placement *pl, int32_t k) {
     g->set_ready[k] = 1;
-    rq_push(q, set_head_token(g, k), k);
-    minset_add(runs, run_bucket(g, cap, k));
+    rq_push(&pl->ready, set_head_token(g, k), k);
+    minset_add(&pl->runs, run_bucket(g, pl, k));
 }
 
 static void sort_ids(int32_t *a, int32_t n) {
@@ -494,6 +300,110 @@ struct batch_shape {
     int32_t max_seq;    /* largest sequence id */
     int32_t n_outputs;
 };
+
+/* Builds the ubatches of the equal or seq split from grouped sets, putting their tokens through
+ * w and their shapes into pl. */
+static bool place_sets(struct grouping *g, size_t n_seq, struct placement *pl,
+                       enum rbatch_split_kind kind, uint32_t n_ubatch, struct writer *w) {
+    const int32_t n_tokens = g->batch->n_tokens;
+    const size_t nt = (size_t)n_tokens;
+
+    /* prefix sums, then the CSR lists in batch order (heads serve as fill cursors) */
+    g->set_off[0] = 0;
+    for (int32_t k = 0; k < g->n_sets; k++) g->set_off[k + 1] += g->set_off[k];
+    for (size_t s = 0; s < n_seq; s++) g->seq_off[s + 1] += g->seq_off[s];
+    for (int32_t k = 0; k < g->n_sets; k++) g->set_head[k] = 0;
+    for (size_t s = 0; s < n_seq; s++) g->seq_head[s] = g->seq_off[s];
+    for (int32_t i = 0; i < n_tokens; i++) {
+        const int32_t k = g->tok_set[i];
+        const int32_t n = tok_n_ids(g->batch, i);
+        const int32_t *ids = tok_ids(g->batch, i);
+        g->set_tok[g->set_off[k] + g->set_head[k]++] = i;
+        for (int32_t j = 0; j < n; j++) g->seq_tok[g->seq_head[ids[j]]++] = i;
+    }
+    for (size_t s = 0; s < n_seq; s++) {
+        const int32_t b = g->seq_off[s], e = g->seq_off[s + 1];
+        for (int32_t p = e - 1; p >= b; p--) {
+            const bool same =
+                p + 1 < e && g->tok_set[g->seq_tok[p + 1]] == g->tok_set[g->seq_tok[p]];
+            g->runlen[p] = same ? g->runlen[p + 1] + 1 : 1;
+        }
+        g->seq_head[s] = b;
+    }
+    for (int32_t k = 0; k < g->n_sets; k++) {
+        g->set_head[k] = 0;
+        g->set_ready[k] = 0;
+    }
+
+    /* sets were numbered by first token, so the initial pushes come in key order */
+    for (int32_t k = 0; k < g->n_sets; k++) {
+        if (set_check_ready(g, k)) mark_ready(g, pl, k);
+    }
+
+    while (w->n_put < nt) {
+        const size_t n_ready = rq_size(&pl->ready);
+        if (n_ready == 0) {
+            /* cannot happen: the earliest pending token always heads all its sequences */
+            rcore_error_set("batch: internal error: no ready sequence set with %zu tokens left",
+                            nt - w->n_put);
+            return false;
+        }
+        uint32_t n_seq_tokens, n_seqs;
+        if (kind == RBATCH_SPLIT_SEQ) {
+            const uint32_t run = (uint32_t)g->set_run[rq_peek(&pl->ready)];
+            n_seq_tokens = run < n_ubatch ? run : n_ubatch;
+            n_seqs = 1;
+        } else {
+            n_seq_tokens = minset_min(&pl->runs); /* already capped at n_ubatch */
+            n_seqs = n_ubatch / n_seq_tokens;
+            if ((size_t)n_seqs > n_ready) n_seqs = (uint32_t)n_ready;
+        }
+
+        for (uint32_t c = 0; c < n_seqs; c++) {
+            const int32_t k = rq_pop(&pl->ready);
+            pl->chosen[c] = k;
+            g->set_ready[k] = 0;
+            minset_remove(&pl->runs, run_bucket(g, pl, k));
+            for (uint32_t j = 0; j < n_seq_tokens; j++) {
+                put_token(w, g->set_tok[g->set_off[k] + g->set_head[k] + (int32_t)j]);
+            }
+        }
+        pl->ub_nst[pl->n_ub] = n_seq_tokens;
+        pl->ub_nseqs[pl->n_ub] = n_seqs;
+        pl->n_ub++;
+
+        /* move the heads only after the whole ubatch is taken, so that no set is pushed
+         * back and chosen twice in one ubatch */
+        for (uint32_t c = 0; c < n_seqs; c++) {
+            const int32_t k = pl->chosen[c];
+            const int32_t n = tok_n_ids(g->batch, g->set_first[k]);
+            const int32_t *ids = tok_ids(g->batch, g->set_first[k]);
+            for (int32_t j = 0; j < n; j++) g->seq_head[ids[j]] += (int32_t)n_seq_tokens;
+            g->set_head[k] += (int32_t)n_seq_tokens;
+            g->set_run[k] -= (int32_t)n_seq_tokens;
+        }
+        for (uint32_t c = 0; c < n_seqs; c++) {
+            const int32_t k = pl->chosen[c];
+            if (g->set_run[k] > 0) {
+                mark_ready(g, pl, k);
+                continue;
+            }
+            /* the run ended: the sets now at the head of its sequences may have become ready */
+            const int32_t n = tok_n_ids(g->batch, g->set_first[k]);
+            const int32_t *ids = tok_ids(g->batch, g->set_first[k]);
+            for (int32_t j = 0; j < n; j++) {
+                const int32_t at = g->seq_head[ids[j]];
+                if (at >= g->seq_off[ids[j] + 1]) continue;
+                const int32_t k2 = g->tok_set[g->seq_tok[at]];
+                if (!g->set_ready[k2] && set_check_ready(g, k2)) {
+                    mark_ready(g, pl, k2);
+                }
+            }
+        }
+    }
+
+    return true;
+}
 
 /* Puts the tokens in ubatch order through w and returns the ubatch headers (allocated here,
  * once their number is known) in *ubatches_out. */
@@ -569,27 +479,33 @@ static bool split_grouped(const struct rbatch_in *batch, const struct batch_shap
         .seq_head = AT(int32_t, o_seq_head),
         .runlen = AT(int32_t, o_runlen),
     };
-    struct ready_queue ready = {AT(uint64_t, o_fifo), 0, 0, {AT(uint64_t, o_heap), 0}};
-    struct minset runs = {AT(int32_t, o_cnt), AT(uint64_t, o_lo), AT(uint64_t, o_hi), n_hi};
+    struct placement pl = {
+        .ready = {AT(uint64_t, o_fifo), 0, 0, {AT(uint64_t, o_heap), 0}},
+        .runs = {AT(int32_t, o_cnt), AT(uint64_t, o_lo), AT(uint64_t, o_hi), n_hi},
+        .cap = cap,
+        .chosen = AT(int32_t, o_chosen),
+        .ub_nst = AT(uint32_t, o_ub_nst),
+        .ub_nseqs = AT(uint32_t, o_ub_nseqs),
+        .n_ub = 0,
+    };
     int32_t *set_key = AT(int32_t, o_set_key); /* offset of the set's sorted ids in keys */
-    int32_t *chosen = AT(int32_t, o_chosen);
-    uint32_t *ub_nst = AT(uint32_t, o_ub_nst); /* shape of each ubatch until the headers */
-    uint32_t *ub_nseqs = AT(uint32_t, o_ub_nseqs);
     int32_t *seq_single = AT(int32_t, o_seq_single);
     int32_t *seq_stamp = AT(int32_t, o_seq_stamp);
     int32_t *tmp = AT(int32_t, o_tmp);
     int32_t *keys = AT(int32_t, o_keys);
     int32_t *table = AT(int32_t, o_table);
 #undef AT
+    struct rbatch_ubatch *ubatches = NULL;
+    size_t start = 0;
     bool ok = false;
     int32_t n_keys = 0;
 
     for (size_t s = 0; s <= n_seq; s++) g.seq_off[s] = 0;
     for (size_t s = 0; s < n_seq; s++) seq_single[s] = seq_stamp[s] = -1;
     for (size_t h = 0; h < hcap; h++) table[h] = -1;
-    memset(runs.cnt, 0, ((size_t)cap + 1) * sizeof *runs.cnt);
-    memset(runs.lo, 0, n_lo * sizeof *runs.lo);
-    memset(runs.hi, 0, n_hi * sizeof *runs.hi);
+    memset(pl.runs.cnt, 0, ((size_t)cap + 1) * sizeof *pl.runs.cnt);
+    memset(pl.runs.lo, 0, n_lo * sizeof *pl.runs.lo);
+    memset(pl.runs.hi, 0, n_hi * sizeof *pl.runs.hi);
 
     /* group tokens into sets; count tokens per sequence (in seq_off[s+1]) and per set */
     for (int32_t i = 0; i < n_tokens; i++) {
@@ -644,7 +560,6 @@ static bool split_grouped(const struct rbatch_in *batch, const struct batch_shap
         g.set_off[k + 1]++;
     }
 
-    uint32_t n_ub = 0;
     if (n_multi == 0 && g.n_sets == n_tokens) {
         /* Every token alone on a sequence of its own (a generation step): all sets are ready
          * with runs of 1, so the equal split is batch order n_ubatch streams at a time and the
@@ -652,120 +567,26 @@ static bool split_grouped(const struct rbatch_in *batch, const struct batch_shap
          * common case several times cheaper. */
         const uint32_t per_ub = kind == RBATCH_SPLIT_SEQ ? 1 : n_ubatch;
         for (int32_t i = 0; i < n_tokens; i++) put_token(w, i);
-        for (size_t start = 0; start < nt; start += per_ub) {
-            ub_nst[n_ub] = 1;
-            ub_nseqs[n_ub++] = (uint32_t)(nt - start < per_ub ? nt - start : per_ub);
+        for (size_t at = 0; at < nt; at += per_ub) {
+            pl.ub_nst[pl.n_ub] = 1;
+            pl.ub_nseqs[pl.n_ub++] = (uint32_t)(nt - at < per_ub ? nt - at : per_ub);
         }
-        goto headers;
-    }
-
-    /* prefix sums, then the CSR lists in batch order (heads serve as fill cursors) */
-    g.set_off[0] = 0;
-    for (int32_t k = 0; k < g.n_sets; k++) g.set_off[k + 1] += g.set_off[k];
-    for (size_t s = 0; s < n_seq; s++) g.seq_off[s + 1] += g.seq_off[s];
-    for (int32_t k = 0; k < g.n_sets; k++) g.set_head[k] = 0;
-    for (size_t s = 0; s < n_seq; s++) g.seq_head[s] = g.seq_off[s];
-    for (int32_t i = 0; i < n_tokens; i++) {
-        const int32_t k = g.tok_set[i];
-        const int32_t n = tok_n_ids(batch, i);
-        const int32_t *ids = tok_ids(batch, i);
-        g.set_tok[g.set_off[k] + g.set_head[k]++] = i;
-        for (int32_t j = 0; j < n; j++) g.seq_tok[g.seq_head[ids[j]]++] = i;
-    }
-    for (size_t s = 0; s < n_seq; s++) {
-        const int32_t b = g.seq_off[s], e = g.seq_off[s + 1];
-        for (int32_t p = e - 1; p >= b; p--) {
-            const bool same = p + 1 < e && g.tok_set[g.seq_tok[p + 1]] == g.tok_set[g.seq_tok[p]];
-            g.runlen[p] = same ? g.runlen[p + 1] + 1 : 1;
-        }
-        g.seq_head[s] = b;
-    }
-    for (int32_t k = 0; k < g.n_sets; k++) {
-        g.set_head[k] = 0;
-        g.set_ready[k] = 0;
-    }
-
-    /* sets were numbered by first token, so the initial pushes come in key order */
-    for (int32_t k = 0; k < g.n_sets; k++) {
-        if (set_check_ready(&g, k)) mark_ready(&g, &ready, &runs, cap, k);
-    }
-
-    while (w->n_put < nt) {
-        const size_t n_ready = rq_size(&ready);
-        if (n_ready == 0) {
-            /* cannot happen: the earliest pending token always heads all its sequences */
-            rcore_error_set("batch: internal error: no ready sequence set with %zu tokens left",
-                            nt - w->n_put);
-            goto done;
-        }
-        uint32_t n_seq_tokens, n_seqs;
-        if (kind == RBATCH_SPLIT_SEQ) {
-            const uint32_t run = (uint32_t)g.set_run[rq_peek(&ready)];
-            n_seq_tokens = run < n_ubatch ? run : n_ubatch;
-            n_seqs = 1;
-        } else {
-            n_seq_tokens = minset_min(&runs); /* already capped at n_ubatch */
-            n_seqs = n_ubatch / n_seq_tokens;
-            if ((size_t)n_seqs > n_ready) n_seqs = (uint32_t)n_ready;
-        }
-
-        for (uint32_t c = 0; c < n_seqs; c++) {
-            const int32_t k = rq_pop(&ready);
-            chosen[c] = k;
-            g.set_ready[k] = 0;
-            minset_remove(&runs, run_bucket(&g, cap, k));
-            for (uint32_t j = 0; j < n_seq_tokens; j++) {
-                put_token(w, g.set_tok[g.set_off[k] + g.set_head[k] + (int32_t)j]);
-            }
-        }
-        ub_nst[n_ub] = n_seq_tokens;
-        ub_nseqs[n_ub] = n_seqs;
-        n_ub++;
-
-        /* move the heads only after the whole ubatch is taken, so that no set is pushed
-         * back and chosen twice in one ubatch */
-        for (uint32_t c = 0; c < n_seqs; c++) {
-            const int32_t k = chosen[c];
-            const int32_t n = tok_n_ids(batch, g.set_first[k]);
-            const int32_t *ids = tok_ids(batch, g.set_first[k]);
-            for (int32_t j = 0; j < n; j++) g.seq_head[ids[j]] += (int32_t)n_seq_tokens;
-            g.set_head[k] += (int32_t)n_seq_tokens;
-            g.set_run[k] -= (int32_t)n_seq_tokens;
-        }
-        for (uint32_t c = 0; c < n_seqs; c++) {
-            const int32_t k = chosen[c];
-            if (g.set_run[k] > 0) {
-                mark_ready(&g, &ready, &runs, cap, k);
-                continue;
-            }
-            /* the run ended: the sets now at the head of its sequences may have become ready */
-            const int32_t n = tok_n_ids(batch, g.set_first[k]);
-            const int32_t *ids = tok_ids(batch, g.set_first[k]);
-            for (int32_t j = 0; j < n; j++) {
-                const int32_t at = g.seq_head[ids[j]];
-                if (at >= g.seq_off[ids[j] + 1]) continue;
-                const int32_t k2 = g.tok_set[g.seq_tok[at]];
-                if (!g.set_ready[k2] && set_check_ready(&g, k2)) {
-                    mark_ready(&g, &ready, &runs, cap, k2);
-                }
-            }
-        }
-    }
-
-headers:;
-    struct rbatch_ubatch *ubatches = malloc((size_t)n_ub * sizeof *ubatches);
-    if (!ubatches) {
-        rcore_error_set("batch: out of memory for %u ubatch headers", n_ub);
+    } else if (!place_sets(&g, n_seq, &pl, kind, n_ubatch, w)) {
         goto done;
     }
-    size_t start = 0;
-    for (uint32_t u = 0; u < n_ub; u++) {
-        const uint32_t n = ub_nst[u] * ub_nseqs[u];
-        fill_ubatch(w, &ubatches[u], start, n, ub_nst[u], ub_nseqs[u]);
+
+    ubatches = malloc((size_t)pl.n_ub * sizeof *ubatches);
+    if (!ubatches) {
+        rcore_error_set("batch: out of memory for %u ubatch headers", pl.n_ub);
+        goto done;
+    }
+    for (uint32_t u = 0; u < pl.n_ub; u++) {
+        const uint32_t n = pl.ub_nst[u] * pl.ub_nseqs[u];
+        fill_ubatch(w, &ubatches[u], start, n, pl.ub_nst[u], pl.ub_nseqs[u]);
         start += n;
     }
     *ubatches_out = ubatches;
-    *n_ubatches = n_ub;
+    *n_ubatches = pl.n_ub;
     ok = true;
 done:
     free(mem);
