@@ -9,8 +9,8 @@ build_type=$2
 shift 2
 
 # gcc, ninja and cmake build it; libxxhash-dev gives the checksums of state streams
-# (used header-only, so the library has no link dependency on it).
-packages=(gcc libc6-dev cmake ninja-build libxxhash-dev)
+# (compiled in from its header); python3-numpy runs the reference of the model tests.
+packages=(gcc libc6-dev cmake ninja-build libxxhash-dev python3 python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -35,9 +35,13 @@ static int test_n_fail = 0;
         }                                                                                          \
     } while (0)
 
-/* the last error contains the given text */
+/* the last error contains the given text (tests of the public API define TEST_LAST_ERROR as
+   recur_last_error before including this file) */
+#ifndef TEST_LAST_ERROR
+#define TEST_LAST_ERROR rcore_error_get
+#endif
 #define CHECK_ERR(text)                                                                            \
-    CHECK_MSG(strstr(rcore_error_get(), (text)) != NULL, "error was \"%s\"", rcore_error_get())
+    CHECK_MSG(strstr(TEST_LAST_ERROR(), (text)) != NULL, "error was \"%s\"", TEST_LAST_ERROR())
 
 /* Stops a test that cannot go on (e.g. an allocation in the test itself failed). */
 #define REQUIRE(cond)                                                                              \

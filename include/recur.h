@@ -1,0 +1,223 @@
+/*
+ * recur: recurrent language models (Mamba, ...) with many sequences at once.
+ *
+ * The API follows llama.h: opaque handles, *_default_params() structs, a batch of tokens
+ * with positions and sequence ids, a memory of per-sequence recurrent states.
+ *
+ * Conventions
+ *  - Ownership: every object returned by a *_load / *_init / *_batch_init function is owned by
+ *    the caller and freed with its *_free. Pointers returned by getters (logits, embeddings,
+ *    the memory handle) are owned by the context and stay valid until the next recur_decode or
+ *    recur_free on it.
+ *  - Errors: functions that fail return NULL, false, 0 or a negative value as documented, and
+ *    set a thread-local message that recur_last_error() returns ("model.gguf: tensor
+ *    blk.3.ssm_in.weight has shape {768, 3000}, {768, 3072} was expected").
+ *  - Threads: a model may be shared by several contexts; one context is used by one thread at
+ *    a time.
+ */
+#ifndef RECUR_H
+#define RECUR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define RECUR_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define RECUR_API __attribute__((visibility("default")))
+#else
+#define RECUR_API
+#endif
+
+typedef int32_t recur_token;
+typedef int32_t recur_pos;
+typedef int32_t recur_seq_id;
+
+struct recur_model;
+struct recur_context;
+typedef struct recur_memory *recur_memory_t;
+
+/* Types of the recurrent states (type_k: the small conv / shift state, type_v: the large
+ * ssm state). f16 and bf16 halve the memory. */
+enum recur_type {
+    RECUR_TYPE_F32 = 0,
+    RECUR_TYPE_F16 = 1,
+    RECUR_TYPE_BF16 = 2,
+};
+
+struct recur_model_params {
+    bool use_mmap; /* map the file (default true); false reads it into memory */
+};
+
+struct recur_context_params {
+    uint32_t n_batch;        /* most tokens one recur_decode call accepts (default 2048) */
+    uint32_t n_ubatch;       /* most tokens computed at once (default 512) */
+    uint32_t n_seq_max;      /* sequence ids 0 .. n_seq_max-1, one state cell each (default 1) */
+    int32_t n_threads;       /* threads for generation (default 4; used from the speed work on) */
+    int32_t n_threads_batch; /* threads for prompt processing (default 4) */
+    enum recur_type type_k;  /* default f32 */
+    enum recur_type type_v;  /* default f32 */
+    bool embeddings;         /* also keep the final hidden state of output tokens (default false) */
+};
+
+RECUR_API struct recur_model_params recur_model_default_params(void);
+RECUR_API struct recur_context_params recur_context_default_params(void);
+
+/* ---- models and contexts ----------------------------------------------------------------- */
+
+/* Loads a GGUF model file (as llama.cpp's converter writes it). NULL on failure. */
+RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
+                                                         struct recur_model_params params);
+/* Frees the model; every context made from it must be freed first. NULL is fine. */
+RECUR_API void recur_model_free(struct recur_model *model);
+
+/* A context: the state memory for n_seq_max sequences, and buffers for decoding. NULL on
+ * failure (invalid parameters: the message names the field). */
+RECUR_API struct recur_context *recur_init_from_model(struct recur_model *model,
+                                                      struct recur_context_params params);
+RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */
+
+RECUR_API int32_t recur_model_n_vocab(const struct recur_model *model);
+RECUR_API int32_t recur_model_n_embd(const struct recur_model *model);
+RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
+RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
+RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
+RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);
+RECUR_API const struct recur_model *recur_get_model(const struct recur_context *ctx);
+RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
+                                   int32_t n_threads_batch);
+
+/* This thread's last error message ("" when none). Valid until the thread's next failure. */
+RECUR_API const char *recur_last_error(void);
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+/* As llama_batch: n_tokens tokens (token) or embedding rows (embd, n_embd floats each), each
+ * with a position, n_seq_id[i] sequence ids seq_id[i][..], and logits[i] != 0 when its
+ * output is wanted. pos NULL: positions follow what each token's first sequence holds.
+ * n_seq_id / seq_id NULL: every token on sequence 0. logits NULL: only the last token. */
+struct recur_batch {
+    int32_t n_tokens;
+    recur_token *token;
+    float *embd;
+    recur_pos *pos;
+    int32_t *n_seq_id;
+    recur_seq_id **seq_id;
+    int8_t *logits;
+};
+
+/* Allocates a batch for up to n_tokens tokens (embd > 0: embedding rows of embd floats
+ * instead of token ids), each with up to n_seq_max sequence ids. n_tokens is set to 0; fill
+ * the arrays and set n_tokens. Free with recur_batch_free. On allocation failure every
+ * pointer is NULL (check batch.pos). */
+RECUR_API struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
+/* A batch over the caller's tokens, all on sequence 0 at the positions that follow what
+ * sequence 0 holds, output for the last token only. Nothing is allocated: do not free. */
+RECUR_API struct recur_batch recur_batch_get_one(recur_token *tokens, int32_t n_tokens);
+RECUR_API void recur_batch_free(struct recur_batch batch);
+
+/*
+ * Decodes a batch: any mix of sequences and tokens, split into ubatches of equal tokens per
+ * sequence, each placed in the state memory and run through the model.
+ * Returns 0 on success; 1 when the memory has no room for the batch's sequences (memory
+ * unchanged); -1 for an invalid batch (a token id out of range, a sequence id out of range,
+ * positions that do not follow, more than n_batch tokens, an empty batch ...; memory
+ * unchanged, recur_last_error names the token); < -1 on another failure.
+ */
+RECUR_API int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch);
+
+/* The logits (n_vocab floats) of batch token i of the last decode; i < 0 counts outputs from
+ * the end (-1: the last output). NULL with the error set when token i asked for none. */
+RECUR_API float *recur_get_logits_ith(struct recur_context *ctx, int32_t i);
+/* All output rows of the last decode, in batch order (n_outputs x n_vocab). */
+RECUR_API float *recur_get_logits(struct recur_context *ctx);
+/* The final normalised hidden state (n_embd floats) of batch token i; contexts made with
+ * embeddings = true only. */
+RECUR_API float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i);
+
+/* ---- the state memory -------------------------------------------------------------------- */
+
+/* The context's memory (owned by the context). Semantics are llama.cpp's recurrent memory: a
+ * sequence's state can only be removed whole; seq_cp shares the state (copy on write). */
+RECUR_API recur_memory_t recur_get_memory(const struct recur_context *ctx);
+/* Forgets every sequence; data: also zero the states. */
+RECUR_API void recur_memory_clear(recur_memory_t mem, bool data);
+/* Removes positions [p0, p1) of seq (seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the
+ * end). Returns false, changing nothing, when the range would cut a state in the middle. */
+RECUR_API bool recur_memory_seq_rm(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
+                                   recur_pos p1);
+/* Makes dst share src's state (whole: p0, p1 are ignored). */
+RECUR_API void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_seq_id dst,
+                                   recur_pos p0, recur_pos p1);
+RECUR_API void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq);
+/* Moves the position of seq's state by delta when it lies in [p0, p1) (below 0: dropped). */
+RECUR_API void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
+                                    recur_pos p1, recur_pos delta);
+RECUR_API void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
+                                    recur_pos p1, int d);
+/* The position seq's state holds, -1 when none. */
+RECUR_API recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq);
+RECUR_API recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq);
+RECUR_API bool recur_memory_can_shift(recur_memory_t mem);
+
+/* ---- saving and restoring states --------------------------------------------------------- */
+
+/* The whole context (every sequence's state and the last decode's outputs), into a buffer.
+ * get_size: the bytes get_data will write. get_data: bytes written, 0 on failure (buffer too
+ * small). set_data: bytes read, 0 on failure: a state from another model or a corrupt one is
+ * refused with a message, and the memory is then cleared. */
+RECUR_API size_t recur_state_get_size(struct recur_context *ctx);
+RECUR_API size_t recur_state_get_data(struct recur_context *ctx, uint8_t *dst, size_t size);
+RECUR_API size_t recur_state_set_data(struct recur_context *ctx, const uint8_t *src, size_t size);
+/* One sequence's state. set_data puts it into sequence dest (its former state is dropped);
+ * on failure (0) dest holds nothing and other sequences are untouched. */
+RECUR_API size_t recur_state_seq_get_size(struct recur_context *ctx, recur_seq_id seq);
+RECUR_API size_t recur_state_seq_get_data(struct recur_context *ctx, uint8_t *dst, size_t size,
+                                          recur_seq_id seq);
+RECUR_API size_t recur_state_seq_set_data(struct recur_context *ctx, const uint8_t *src,
+                                          size_t size, recur_seq_id dest);
+/* Files: the state with the token list that produced it. load: the tokens go to tokens_out
+ * (at most capacity; a longer list fails), their count to *n_tokens_out. The file is written
+ * to a temporary name and renamed, so a failed save never leaves a half-written file. */
+RECUR_API bool recur_state_save_file(struct recur_context *ctx, const char *path,
+                                     const recur_token *tokens, size_t n_tokens);
+RECUR_API bool recur_state_load_file(struct recur_context *ctx, const char *path,
+                                     recur_token *tokens_out, size_t capacity,
+                                     size_t *n_tokens_out);
+/* One sequence: returns the bytes written / read, 0 on failure. */
+RECUR_API size_t recur_state_seq_save_file(struct recur_context *ctx, const char *path,
+                                           recur_seq_id seq, const recur_token *tokens,
+                                           size_t n_tokens);
+RECUR_API size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path,
+                                           recur_seq_id dest, recur_token *tokens_out,
+                                           size_t capacity, size_t *n_tokens_out);
+
+/* ---- vocabulary -------------------------------------------------------------------------- */
+
+/* Tokenises text (text_len bytes) into tokens. Returns the number of tokens, or the negated
+ * number needed when n_tokens_max is too small. add_special: add BOS when the model asks for
+ * it. parse_special: control tokens written in the text become their ids. */
+RECUR_API int32_t recur_tokenize(const struct recur_model *model, const char *text,
+                                 int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
+                                 bool add_special, bool parse_special);
+/* The text of a token (not NUL-terminated). Returns its length, or the negated size needed
+ * when length is too small. lstrip: leading spaces to drop; special: render control tokens. */
+RECUR_API int32_t recur_token_to_piece(const struct recur_model *model, recur_token token,
+                                       char *buf, int32_t length, int32_t lstrip, bool special);
+/* The text of a token sequence; negated size needed when text_len_max is too small. */
+RECUR_API int32_t recur_detokenize(const struct recur_model *model, const recur_token *tokens,
+                                   int32_t n_tokens, char *text, int32_t text_len_max,
+                                   bool remove_special, bool unparse_special);
+RECUR_API recur_token recur_token_bos(const struct recur_model *model); /* -1: none */
+RECUR_API recur_token recur_token_eos(const struct recur_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECUR_H */

@@ -1,0 +1,361 @@
+/* The public API (include/recur.h): models, contexts, batches, decoding, outputs, and the
+ * memory operations. State saving is in state.c. */
+#include "api_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+struct recur_model_params recur_model_default_params(void) {
+    struct recur_model_params p = {.use_mmap = true};
+    return p;
+}
+
+struct recur_context_params recur_context_default_params(void) {
+    struct recur_context_params p = {
+        .n_batch = 2048,
+        .n_ubatch = 512,
+        .n_seq_max = 1,
+        .n_threads = 4,
+        .n_threads_batch = 4,
+        .type_k = RECUR_TYPE_F32,
+        .type_v = RECUR_TYPE_F32,
+        .embeddings = false,
+    };
+    return p;
+}
+
+const char *recur_last_error(void) {
+    return rcore_error_get();
+}
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+struct recur_model *recur_model_load_from_file(const char *path, struct recur_model_params params) {
+    if (!path) {
+        rcore_error_set("model path is NULL");
+        return NULL;
+    }
+    struct recur_model *model = calloc(1, sizeof *model);
+    if (!model) {
+        rcore_error_set("%s: out of memory", path);
+        return NULL;
+    }
+    if (!(model->m = rmodel_load(path, params.use_mmap))) {
+        free(model);
+        return NULL;
+    }
+    return model;
+}
+
+void recur_model_free(struct recur_model *model) {
+    if (!model) return;
+    rmodel_free(model->m);
+    free(model);
+}
+
+int32_t recur_model_n_vocab(const struct recur_model *model) {
+    return rmodel_n_vocab(model->m);
+}
+
+int32_t recur_model_n_embd(const struct recur_model *model) {
+    return rmodel_n_embd(model->m);
+}
+
+int32_t recur_model_n_layer(const struct recur_model *model) {
+    return rmodel_n_layer(model->m);
+}
+
+recur_token recur_token_bos(const struct recur_model *model) {
+    return rmodel_token_bos(model->m);
+}
+
+recur_token recur_token_eos(const struct recur_model *model) {
+    return rmodel_token_eos(model->m);
+}
+
+/* ---- contexts ---------------------------------------------------------------------------- */
+
+static bool check_context_params(const struct recur_context_params *p) {
+    const char *bad = NULL;
+    if (p->n_batch == 0 || p->n_batch > (1u << 24))
+        bad = "n_batch must be 1 .. 16777216";
+    else if (p->n_ubatch == 0 || p->n_ubatch > p->n_batch)
+        bad = "n_ubatch must be 1 .. n_batch";
+    else if (p->n_seq_max == 0 || p->n_seq_max > (1u << 16))
+        bad = "n_seq_max must be 1 .. 65536";
+    else if (!rcore_type_valid((int)p->type_k) || !rcore_type_valid((int)p->type_v))
+        bad = "type_k and type_v must be RECUR_TYPE_F32, _F16 or _BF16";
+    if (bad) rcore_error_set("context parameters: %s", bad);
+    return bad == NULL;
+}
+
+struct recur_context *recur_init_from_model(struct recur_model *model,
+                                            struct recur_context_params params) {
+    if (!model) {
+        rcore_error_set("model is NULL");
+        return NULL;
+    }
+    if (!check_context_params(&params)) return NULL;
+    struct recur_context *ctx = calloc(1, sizeof *ctx);
+    const uint32_t n_layer = (uint32_t)rmodel_n_layer(model->m);
+    uint32_t *rows = calloc(2 * (size_t)n_layer, sizeof(uint32_t));
+    if (!ctx || !rows) {
+        free(ctx);
+        free(rows);
+        rcore_error_set("out of memory for a context");
+        return NULL;
+    }
+    ctx->model = model;
+    ctx->params = params;
+    rmodel_state_rows(model->m, rows, rows + n_layer);
+    /* one cell per sequence, as llama.cpp sizes its recurrent memory: every batch fits */
+    const struct rmem_params mp = {n_layer,
+                                   rows,
+                                   rows + n_layer,
+                                   (enum rcore_type)params.type_k,
+                                   (enum rcore_type)params.type_v,
+                                   params.n_seq_max,
+                                   params.n_seq_max};
+    ctx->mem = rmem_create(&mp);
+    free(rows);
+    if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch)) ||
+        !(ctx->output_ids = malloc(sizeof(int32_t) * params.n_batch))) {
+        if (ctx->mem && ctx->ws) rcore_error_set("out of memory for a context");
+        recur_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void recur_free(struct recur_context *ctx) {
+    if (!ctx) return;
+    rmem_free(ctx->mem);
+    rmodel_ws_free(ctx->ws);
+    free(ctx->output_ids);
+    free(ctx->logits);
+    free(ctx->embd);
+    free(ctx);
+}
+
+uint32_t recur_n_seq_max(const struct recur_context *ctx) {
+    return ctx->params.n_seq_max;
+}
+
+uint32_t recur_n_batch(const struct recur_context *ctx) {
+    return ctx->params.n_batch;
+}
+
+uint32_t recur_n_ubatch(const struct recur_context *ctx) {
+    return ctx->params.n_ubatch;
+}
+
+const struct recur_model *recur_get_model(const struct recur_context *ctx) {
+    return ctx->model;
+}
+
+void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
+    ctx->params.n_threads = n_threads;
+    ctx->params.n_threads_batch = n_threads_batch;
+}
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max) {
+    struct recur_batch b;
+    memset(&b, 0, sizeof b);
+    if (n_tokens <= 0 || embd < 0 || n_seq_max <= 0) {
+        rcore_error_set("recur_batch_init: n_tokens %d, embd %d, n_seq_max %d must be positive",
+                        n_tokens, embd, n_seq_max);
+        return b;
+    }
+    const size_t n = (size_t)n_tokens;
+    if (embd > 0)
+        b.embd = malloc(sizeof(float) * n * (size_t)embd);
+    else
+        b.token = malloc(sizeof(recur_token) * n);
+    b.pos = malloc(sizeof(recur_pos) * n);
+    b.n_seq_id = malloc(sizeof(int32_t) * n);
+    b.seq_id = calloc(n + 1, sizeof(recur_seq_id *)); /* NULL-terminated, as llama.cpp */
+    b.logits = malloc(n);
+    bool ok = (b.embd || b.token) && b.pos && b.n_seq_id && b.seq_id && b.logits;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (b.seq_id[i] = malloc(sizeof(recur_seq_id) * (size_t)n_seq_max)) != NULL;
+    if (!ok) {
+        recur_batch_free(b);
+        memset(&b, 0, sizeof b);
+        rcore_error_set("recur_batch_init: out of memory for %d tokens", n_tokens);
+    }
+    return b;
+}
+
+struct recur_batch recur_batch_get_one(recur_token *tokens, int32_t n_tokens) {
+    struct recur_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n_tokens;
+    b.token = tokens;
+    return b;
+}
+
+void recur_batch_free(struct recur_batch batch) {
+    if (batch.seq_id)
+        for (size_t i = 0; batch.seq_id[i]; i++) free(batch.seq_id[i]);
+    free(batch.token);
+    free(batch.embd);
+    free(batch.pos);
+    free(batch.n_seq_id);
+    free(batch.seq_id);
+    free(batch.logits);
+}
+
+/* ---- decoding ---------------------------------------------------------------------------- */
+
+/* Makes the output buffers hold n rows; the old outputs survive a failure. */
+static bool reserve_outputs(struct recur_context *ctx, int32_t n) {
+    if ((size_t)n <= ctx->out_cap) return true;
+    const size_t V = (size_t)rmodel_n_vocab(ctx->model->m),
+                 E = (size_t)rmodel_n_embd(ctx->model->m);
+    float *logits = malloc(sizeof(float) * V * (size_t)n);
+    float *embd = ctx->params.embeddings ? malloc(sizeof(float) * E * (size_t)n) : NULL;
+    if (!logits || (ctx->params.embeddings && !embd)) {
+        free(logits);
+        free(embd);
+        rcore_error_set("out of memory for %d output rows", n);
+        return false;
+    }
+    free(ctx->logits);
+    free(ctx->embd);
+    ctx->logits = logits;
+    ctx->embd = embd;
+    ctx->out_cap = (size_t)n;
+    return true;
+}
+
+int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
+    if (batch.n_tokens > (int32_t)ctx->params.n_batch) {
+        rcore_error_set("batch has %d tokens, n_batch is %u", batch.n_tokens, ctx->params.n_batch);
+        return -1;
+    }
+    const struct rbatch_in in = {batch.n_tokens, batch.token,  batch.embd,  batch.pos,
+                                 batch.n_seq_id, batch.seq_id, batch.logits};
+    const struct rmem_batch_params bp = {
+        ctx->params.n_ubatch, batch.token ? rmodel_n_vocab(ctx->model->m) : 0, false, false};
+    struct rmem_bctx *bctx = NULL;
+    switch (rmem_init_batch(ctx->mem, &in, &bp, &bctx)) {
+    case RMEM_OK:
+        break;
+    case RMEM_NO_ROOM:
+        return 1;
+    case RMEM_INVALID:
+        return -1;
+    default:
+        return -2;
+    }
+
+    int32_t n_outputs;
+    rmem_bctx_out_ids(bctx, &n_outputs);
+    if (!reserve_outputs(ctx, n_outputs)) {
+        rmem_bctx_free(bctx);
+        return -2;
+    }
+    /* output rows in batch order, so that recur_get_logits is in the caller's order */
+    int32_t row = 0;
+    for (int32_t i = 0; i < batch.n_tokens; i++)
+        ctx->output_ids[i] = rbatch_token_wants_output(&in, i, false) ? row++ : -1;
+    ctx->n_batch_tokens = batch.n_tokens;
+    ctx->n_outputs = n_outputs;
+
+    const struct rmodel_out out = {ctx->output_ids, ctx->logits, ctx->embd};
+    int32_t ret = 0;
+    do {
+        if (!rmem_bctx_apply(bctx) || !rmodel_forward(ctx->model->m, ctx->ws, ctx->mem,
+                                                      rmem_bctx_ubatch(bctx), batch.embd, &out)) {
+            ret = -3;
+            break;
+        }
+    } while (rmem_bctx_next(bctx));
+    rmem_bctx_free(bctx);
+    return ret;
+}
+
+/* Row of batch token i (i < 0: outputs from the end), or -1 with the error set. */
+static int32_t output_row(const struct recur_context *ctx, int32_t i) {
+    if (i < 0) {
+        if (-i > ctx->n_outputs) {
+            rcore_error_set("output %d: the last decode produced %d outputs", i, ctx->n_outputs);
+            return -1;
+        }
+        return ctx->n_outputs + i;
+    }
+    if (i >= ctx->n_batch_tokens) {
+        rcore_error_set("token %d: the last batch had %d tokens", i, ctx->n_batch_tokens);
+        return -1;
+    }
+    if (ctx->output_ids[i] < 0) rcore_error_set("token %d did not ask for output", i);
+    return ctx->output_ids[i];
+}
+
+float *recur_get_logits_ith(struct recur_context *ctx, int32_t i) {
+    int32_t r = output_row(ctx, i);
+    return r < 0 ? NULL : ctx->logits + (size_t)r * (size_t)rmodel_n_vocab(ctx->model->m);
+}
+
+float *recur_get_logits(struct recur_context *ctx) {
+    return ctx->n_outputs > 0 ? ctx->logits : NULL;
+}
+
+float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i) {
+    if (!ctx->params.embeddings) {
+        rcore_error_set("the context was made without embeddings");
+        return NULL;
+    }
+    int32_t r = output_row(ctx, i);
+    return r < 0 ? NULL : ctx->embd + (size_t)r * (size_t)rmodel_n_embd(ctx->model->m);
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+recur_memory_t recur_get_memory(const struct recur_context *ctx) {
+    return (recur_memory_t)ctx->mem;
+}
+
+void recur_memory_clear(recur_memory_t mem, bool data) {
+    rmem_clear(api_mem(mem), data);
+}
+
+bool recur_memory_seq_rm(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1) {
+    return rmem_seq_rm(api_mem(mem), seq, p0, p1);
+}
+
+void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_seq_id dst, recur_pos p0,
+                         recur_pos p1) {
+    rmem_seq_cp(api_mem(mem), src, dst, p0, p1);
+}
+
+void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq) {
+    rmem_seq_keep(api_mem(mem), seq);
+}
+
+void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1,
+                          recur_pos delta) {
+    rmem_seq_add(api_mem(mem), seq, p0, p1, delta);
+}
+
+void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1, int d) {
+    rmem_seq_div(api_mem(mem), seq, p0, p1, d);
+}
+
+recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq) {
+    return rmem_seq_pos_min(api_mem(mem), seq);
+}
+
+recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq) {
+    return rmem_seq_pos_max(api_mem(mem), seq);
+}
+
+bool recur_memory_can_shift(recur_memory_t mem) {
+    return rmem_can_shift(api_mem(mem));
+}

@@ -1,0 +1,33 @@
+/* Private to src/api: the objects behind the public handles of include/recur.h. */
+#ifndef RECUR_API_IMPL_H
+#define RECUR_API_IMPL_H
+
+#include "recur.h"
+
+#include "../memory/memory.h"
+#include "../model/model.h"
+
+struct recur_model {
+    struct rmodel *m;
+};
+
+struct recur_context {
+    const struct recur_model *model;
+    struct recur_context_params params;
+    struct rmem *mem;
+    struct rmodel_ws *ws;
+
+    /* outputs of the last successful decode */
+    int32_t n_batch_tokens; /* tokens of that batch */
+    int32_t *output_ids;    /* [n_batch] row of each batch token, -1 when none */
+    int32_t n_outputs;
+    float *logits;  /* n_outputs x n_vocab */
+    float *embd;    /* n_outputs x n_embd, when params.embeddings */
+    size_t out_cap; /* rows the buffers hold */
+};
+
+static inline struct rmem *api_mem(recur_memory_t mem) {
+    return (struct rmem *)mem;
+}
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * Mamba-1 (general.architecture = "mamba"), as llama.cpp's converter writes it (SPEC §4).
+ *
+ * One layer, for the tokens of one sequence (x is the residual stream):
+ *   h = rmsnorm(x) * attn_norm;  [xi, z] = ssm_in · h
+ *   xc = silu(causal depthwise conv of xi over [conv_state; xi] + bias)
+ *   [dtr, B, C] = ssm_x · xc     (RMS-normalised each, for Falcon-Mamba)
+ *   dt = softplus(ssm_dt · dtr + dt_bias)
+ *   s = s * exp(dt * A) + B * xc * dt;   y = (s · C + D * xc) * silu(z)
+ *   x += ssm_out · y
+ * and the output: logits = output · (rmsnorm(x) * output_norm).
+ *
+ * The state of a sequence, per layer: K row = conv state, d_inner channels of d_conv-1 inputs
+ * (channel-major, oldest first); V row = ssm state, d_inner channels of d_state values. This is
+ * llama.cpp's layout ({d_conv-1, d_inner} and {d_state, d_inner} per sequence).
+ *
+ * A ubatch holds n_seqs sequences of n_seq_tokens tokens each, stream-major. The projections
+ * run over all its tokens at once; the conv and the scan run per sequence, token after token.
+ */
+#include "model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+bool rmamba_load(struct rmodel *m) {
+    struct rmamba_hparams *hp = &m->mamba;
+    if (!rmodel_key_u32(m, "ssm.conv_kernel", &hp->d_conv) ||
+        !rmodel_key_u32(m, "ssm.inner_size", &hp->d_inner) ||
+        !rmodel_key_u32(m, "ssm.state_size", &hp->d_state) ||
+        !rmodel_key_u32(m, "ssm.time_step_rank", &hp->dt_rank) ||
+        !rgguf_get_f32(m->gguf, "mamba.attention.layer_norm_rms_epsilon", &hp->eps))
+        return false;
+    if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
+        hp->d_state < 1 || hp->d_state > 4096 || hp->dt_rank < 1 || hp->dt_rank > hp->d_inner ||
+        !(hp->eps > 0.0f && hp->eps < 1.0f)) {
+        rcore_error_set("mamba hyper-parameters out of range: d_conv %u, d_inner %u, d_state %u, "
+                        "dt_rank %u, eps %g",
+                        hp->d_conv, hp->d_inner, hp->d_state, hp->dt_rank, (double)hp->eps);
+        return false;
+    }
+    bool flag = false;
+    if (rgguf_find_key(m->gguf, "mamba.ssm.dt_b_c_rms") >= 0) {
+        if (!rgguf_get_bool(m->gguf, "mamba.ssm.dt_b_c_rms", &flag)) return false;
+    }
+    hp->dt_b_c_rms = flag;
+
+    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rcore_error_set("out of memory for %d layers", m->n_layer);
+        return false;
+    }
+    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        struct rmamba_layer *L = &m->layers[il];
+        char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+        const int64_t ne_e[1] = {E}, ne_di[1] = {Di}, ne_conv[2] = {K, Di}, ne_a[2] = {N, Di};
+        if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
+            !rmodel_matrix(m, TNAME("ssm_in.weight"), E, 2 * Di, &L->ssm_in) ||
+            !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+            !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_di)) ||
+            !rmodel_matrix(m, TNAME("ssm_x.weight"), Di, R + 2 * N, &L->ssm_x) ||
+            !rmodel_matrix(m, TNAME("ssm_dt.weight"), R, Di, &L->ssm_dt) ||
+            !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_di)) ||
+            !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_a)) ||
+            !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 1, ne_di)) ||
+            !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
+            return false;
+#undef TNAME
+    }
+    return true;
+}
+
+void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        k_row[il] = (m->mamba.d_conv - 1) * m->mamba.d_inner;
+        v_row[il] = m->mamba.d_state * m->mamba.d_inner;
+    }
+}
+
+/* ---- workspace --------------------------------------------------------------------------- */
+
+/* Rows of outputs computed at a time (bounds the logits scratch for large vocabularies). */
+#define OUT_CHUNK 16
+
+struct ws_view {
+    float *x;     /* n x E residual stream */
+    float *h;     /* n x E normalised input, then the layer's output */
+    float *xz;    /* n x 2Di */
+    float *xc;    /* n x Di conv output */
+    float *xdb;   /* n x (R + 2N) */
+    float *dtr;   /* n x R, dt input made contiguous */
+    float *dt;    /* n x Di */
+    float *y;     /* n x Di */
+    float *conv;  /* n x (K-1)Di gathered conv states (at most n sequences) */
+    float *ssm;   /* n x Di N gathered ssm states */
+    float *row;   /* one weight row: max(E, Di, R) */
+    float *logit; /* OUT_CHUNK x n_vocab */
+    float *norm;  /* OUT_CHUNK x E */
+};
+
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
+    const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
+                 R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
+    size_t row = E > Di ? E : Di;
+    if (R > row) row = R;
+    const size_t sizes[] = {n * E, n * E,         n * 2 * Di,   n * Di,           n * (R + 2 * N),
+                            n * R, n * Di,        n * Di,       n * (K - 1) * Di, n * Di * N,
+                            row,   OUT_CHUNK * V, OUT_CHUNK * E};
+    float **slots[] = {&v->x, &v->h,    &v->xz,  &v->xc,  &v->xdb,   &v->dtr, &v->dt,
+                       &v->y, &v->conv, &v->ssm, &v->row, &v->logit, &v->norm};
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (base) *slots[i] = base + off;
+        off += sizes[i] + 16; /* keeps rows apart: 64-byte gaps */
+    }
+    return off;
+}
+
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
+    struct ws_view v;
+    return ws_layout(m, n_ubatch, NULL, &v);
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/* Gathers the states of every slot of the block: all reads before any write (memory.h). */
+static void gather_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
+                          size_t v_elems, float *conv, float *ssm) {
+    const uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
+    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        float *cs = conv + s * k_elems, *ss = ssm + s * v_elems;
+        if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
+            memset(cs, 0, k_elems * sizeof(float));
+            memset(ss, 0, v_elems * sizeof(float));
+            continue;
+        }
+        const size_t src = (size_t)rmem_s_copy(mem, s);
+        rcore_row_to_f32(rmem_type_k(mem), cs, k + src * kb, k_elems);
+        rcore_row_to_f32(rmem_type_v(mem), ss, v + src * vb, v_elems);
+    }
+}
+
+static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
+                           size_t v_elems, const float *conv, const float *ssm) {
+    uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
+    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
+    const size_t head = rmem_head(mem);
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        rcore_row_from_f32(rmem_type_k(mem), k + (head + s) * kb, conv + s * k_elems, k_elems);
+        rcore_row_from_f32(rmem_type_v(mem), v + (head + s) * vb, ssm + s * v_elems, v_elems);
+    }
+}
+
+static void layer_forward(const struct rmodel *m, const struct rmamba_layer *L,
+                          const struct ws_view *w, uint32_t n_seqs, uint32_t nst) {
+    const struct rmamba_hparams *hp = &m->mamba;
+    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv,
+                  W = R + 2 * N, n = (int64_t)n_seqs * nst;
+
+    for (int64_t t = 0; t < n; t++)
+        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
+    rops_matmul(&L->ssm_in, w->h, n, w->xz, w->row);
+
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        const int64_t t0 = (int64_t)s * nst;
+        rops_ssm_conv(w->conv + s * (K - 1) * Di, w->xz + t0 * 2 * Di, 2 * Di, nst, Di, K,
+                      L->conv_w, L->conv_b, w->xc + t0 * Di, Di);
+    }
+
+    rops_matmul(&L->ssm_x, w->xc, n, w->xdb, w->row);
+    for (int64_t t = 0; t < n; t++) {
+        float *dbc = w->xdb + t * W;
+        if (hp->dt_b_c_rms) {
+            rops_rmsnorm(dbc, NULL, R, hp->eps, dbc);
+            rops_rmsnorm(dbc + R, NULL, N, hp->eps, dbc + R);
+            rops_rmsnorm(dbc + R + N, NULL, N, hp->eps, dbc + R + N);
+        }
+        memcpy(w->dtr + t * R, dbc, (size_t)R * sizeof(float));
+    }
+    rops_matmul(&L->ssm_dt, w->dtr, n, w->dt, w->row);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < Di; c++)
+            w->dt[t * Di + c] = rops_softplus(w->dt[t * Di + c] + L->dt_b[c]);
+
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        const int64_t t0 = (int64_t)s * nst;
+        rops_ssm_scan(w->ssm + s * Di * N, w->xc + t0 * Di, Di, w->dt + t0 * Di, Di, L->A,
+                      w->xdb + t0 * W + R, w->xdb + t0 * W + R + N, W, L->D,
+                      w->xz + t0 * 2 * Di + Di, 2 * Di, nst, Di, N, w->y + t0 * Di, Di);
+    }
+
+    rops_matmul(&L->ssm_out, w->y, n, w->h, w->row);
+    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
+}
+
+/* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
+static void outputs(const struct rmodel *m, const struct ws_view *w, const struct rbatch_ubatch *ub,
+                    const struct rmodel_out *out) {
+    const int64_t E = m->n_embd, V = m->n_vocab;
+    int32_t rows[OUT_CHUNK];
+    int n = 0;
+    for (uint32_t t = 0; t <= ub->n_tokens; t++) {
+        if (t < ub->n_tokens && ub->output[t]) {
+            rops_rmsnorm(w->x + (int64_t)t * E, m->output_norm, E, m->mamba.eps,
+                         w->norm + (int64_t)n * E);
+            rows[n++] = out->out_row[ub->idx[t]];
+        }
+        if (n == OUT_CHUNK || (t == ub->n_tokens && n > 0)) {
+            if (out->logits) {
+                rops_matmul(&m->output, w->norm, n, w->logit, w->row);
+                for (int i = 0; i < n; i++)
+                    memcpy(out->logits + (size_t)rows[i] * (size_t)V, w->logit + (int64_t)i * V,
+                           (size_t)V * sizeof(float));
+            }
+            if (out->embd)
+                for (int i = 0; i < n; i++)
+                    memcpy(out->embd + (size_t)rows[i] * (size_t)E, w->norm + (int64_t)i * E,
+                           (size_t)E * sizeof(float));
+            n = 0;
+        }
+    }
+}
+
+bool rmamba_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *mem,
+                    const struct rbatch_ubatch *ub, const float *embd_in,
+                    const struct rmodel_out *out) {
+    const struct rmamba_hparams *hp = &m->mamba;
+    const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
+    const int64_t E = m->n_embd;
+    if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs) {
+        rcore_error_set("mamba: the ubatch (%u sequences of %u tokens) does not match the "
+                        "placed block of %u",
+                        n_seqs, nst, rmem_n(mem));
+        return false;
+    }
+    struct ws_view w;
+    ws_layout(m, ws->n_ubatch, ws->buf, &w);
+
+    for (uint32_t t = 0; t < ub->n_tokens; t++) {
+        if (ub->token)
+            rops_get_row(&m->tok_embd, ub->token[t], w.x + (int64_t)t * E);
+        else
+            memcpy(w.x + (int64_t)t * E, embd_in + (size_t)ub->idx[t] * (size_t)E,
+                   (size_t)E * sizeof(float));
+    }
+
+    const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->d_inner;
+    const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
+        layer_forward(m, &m->layers[il], &w, n_seqs, nst);
+        scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
+    }
+    outputs(m, &w, ub, out);
+    return true;
+}

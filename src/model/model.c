@@ -1,0 +1,226 @@
+/* Loading a model: the GGUF file, the architecture dispatch, helpers shared by the
+ * architectures (small tensors as f32, weight matrices in place), the fingerprint. */
+#include "model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+#include "../io/io.h"
+
+#define BIT(t) ((uint64_t)1 << (t))
+/* Weight types the kernels read (the speed issue adds the quantized ones). */
+#define FLOAT_TYPES (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
+
+static const char *const arch_names[] = {"mamba"};
+
+const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
+                              const int64_t *ne) {
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, n_dims, ne, FLOAT_TYPES);
+    if (!t) return NULL;
+    if (m->n_small == m->cap_small) {
+        size_t cap = m->cap_small ? 2 * m->cap_small : 16;
+        float **grown = realloc(m->small, cap * sizeof *grown);
+        if (!grown) goto oom;
+        m->small = grown;
+        m->cap_small = cap;
+    }
+    size_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
+    float *dst = malloc(n * sizeof(float));
+    if (!dst) goto oom;
+    struct rops_mat as_mat = {t->data, t->type, (int64_t)n, 1, t->nbytes};
+    rops_get_row(&as_mat, 0, dst);
+    m->small[m->n_small++] = dst;
+    return dst;
+oom:
+    rcore_error_set("out of memory reading tensor %s", name);
+    return NULL;
+}
+
+bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                   struct rops_mat *out) {
+    const int64_t ne[2] = {n_cols, n_rows};
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, FLOAT_TYPES);
+    if (!t) return false;
+    *out = (struct rops_mat){t->data, t->type, n_cols, n_rows,
+                             t->nbytes / (size_t)(n_rows ? n_rows : 1)};
+    return true;
+}
+
+bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch_names[m->arch], suffix);
+    return rgguf_get_u32(m->gguf, key, out);
+}
+
+/* Hyper-parameters, tensor names, types, shapes, and the first and last 4 KiB of every
+ * tensor's bytes: cheap at load time, and different random or trained weights differ. */
+static uint64_t fingerprint(const struct rmodel *m) {
+    XXH64_state_t st;
+    XXH64_reset(&st, 0);
+    const int32_t dims[4] = {(int32_t)m->arch, m->n_vocab, m->n_embd, m->n_layer};
+    XXH64_update(&st, dims, sizeof dims);
+    for (int64_t i = 0; i < rgguf_n_tensors(m->gguf); i++) {
+        const struct rgguf_tensor *t = rgguf_tensor(m->gguf, i);
+        XXH64_update(&st, t->name, strlen(t->name));
+        XXH64_update(&st, &t->type, sizeof t->type);
+        XXH64_update(&st, t->ne, sizeof t->ne);
+        size_t head = t->nbytes < 4096 ? t->nbytes : 4096;
+        XXH64_update(&st, t->data, head);
+        XXH64_update(&st, (const uint8_t *)t->data + t->nbytes - head, head);
+    }
+    return XXH64_digest(&st);
+}
+
+static bool load_common(struct rmodel *m) {
+    const struct rgguf_tensor *emb = rgguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!emb) {
+        rcore_error_set("tensor token_embd.weight is missing");
+        return false;
+    }
+    uint32_t n_embd, n_layer;
+    if (!rmodel_key_u32(m, "embedding_length", &n_embd) ||
+        !rmodel_key_u32(m, "block_count", &n_layer))
+        return false;
+    if (n_embd == 0 || n_embd > (1u << 20) || n_layer == 0 || n_layer > 4096) {
+        rcore_error_set("%s.embedding_length %u / block_count %u are out of range",
+                        arch_names[m->arch], n_embd, n_layer);
+        return false;
+    }
+    if (emb->n_dims != 2 || emb->ne[0] != (int64_t)n_embd || emb->ne[1] < 1 ||
+        emb->ne[1] > INT32_MAX) {
+        rcore_error_set("tensor token_embd.weight has %u dimensions {%lld, %lld}, {%u, n_vocab} "
+                        "was expected",
+                        emb->n_dims, (long long)emb->ne[0], (long long)emb->ne[1], n_embd);
+        return false;
+    }
+    m->n_embd = (int32_t)n_embd;
+    m->n_layer = (int32_t)n_layer;
+    m->n_vocab = (int32_t)emb->ne[1];
+    if (!rmodel_matrix(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
+    const int64_t ne[1] = {n_embd};
+    if (!(m->output_norm = rmodel_small_f32(m, "output_norm.weight", 1, ne))) return false;
+    if (rgguf_find_tensor(m->gguf, "output.weight")) {
+        if (!rmodel_matrix(m, "output.weight", n_embd, m->n_vocab, &m->output)) return false;
+    } else {
+        m->output = m->tok_embd; /* tied */
+    }
+    uint32_t id;
+    m->bos = rgguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? (int32_t)id : -1;
+    m->eos = rgguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id) ? (int32_t)id : -1;
+    if (m->bos >= m->n_vocab) m->bos = -1;
+    if (m->eos >= m->n_vocab) m->eos = -1;
+    rcore_error_clear(); /* absent special tokens are not an error */
+    return true;
+}
+
+struct rmodel *rmodel_load(const char *path, bool use_mmap) {
+    struct rgguf *g = rgguf_open(path, use_mmap);
+    if (!g) return NULL;
+    struct rmodel *m = calloc(1, sizeof *m);
+    if (!m) {
+        rgguf_close(g);
+        rcore_error_set("%s: out of memory", path);
+        return NULL;
+    }
+    m->gguf = g;
+
+    const char *arch;
+    size_t len;
+    if (!rgguf_get_str(g, "general.architecture", &arch, &len)) goto fail;
+    size_t a = 0;
+    while (a < sizeof arch_names / sizeof arch_names[0] && strcmp(arch, arch_names[a]) != 0) a++;
+    if (a == sizeof arch_names / sizeof arch_names[0]) {
+        rcore_error_set("architecture %s is not supported (supported: mamba)", arch);
+        goto fail;
+    }
+    m->arch = (enum rmodel_arch)a;
+    if (!load_common(m) || !rmamba_load(m)) goto fail;
+    m->fingerprint = fingerprint(m);
+    return m;
+
+fail:
+    rcore_error_prefix("%s", path);
+    rmodel_free(m);
+    return NULL;
+}
+
+void rmodel_free(struct rmodel *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_small; i++) free(m->small[i]);
+    free(m->small);
+    free(m->layers);
+    rgguf_close(m->gguf);
+    free(m);
+}
+
+enum rmodel_arch rmodel_arch(const struct rmodel *m) {
+    return m->arch;
+}
+
+const char *rmodel_arch_name(const struct rmodel *m) {
+    return arch_names[m->arch];
+}
+
+int32_t rmodel_n_vocab(const struct rmodel *m) {
+    return m->n_vocab;
+}
+
+int32_t rmodel_n_embd(const struct rmodel *m) {
+    return m->n_embd;
+}
+
+int32_t rmodel_n_layer(const struct rmodel *m) {
+    return m->n_layer;
+}
+
+int32_t rmodel_token_bos(const struct rmodel *m) {
+    return m->bos;
+}
+
+int32_t rmodel_token_eos(const struct rmodel *m) {
+    return m->eos;
+}
+
+const struct rgguf *rmodel_gguf(const struct rmodel *m) {
+    return m->gguf;
+}
+
+uint64_t rmodel_fingerprint(const struct rmodel *m) {
+    return m->fingerprint;
+}
+
+void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    rmamba_state_rows(m, k_row, v_row);
+}
+
+struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch) {
+    struct rmodel_ws *ws = calloc(1, sizeof *ws);
+    size_t n = rmamba_ws_floats(m, n_ubatch);
+    if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float)))) {
+        free(ws);
+        rcore_error_set("out of memory for a workspace of %u tokens", n_ubatch);
+        return NULL;
+    }
+    ws->n_ubatch = n_ubatch;
+    ws->n_floats = n;
+    return ws;
+}
+
+void rmodel_ws_free(struct rmodel_ws *ws) {
+    if (!ws) return;
+    free(ws->buf);
+    free(ws);
+}
+
+bool rmodel_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *mem,
+                    const struct rbatch_ubatch *ub, const float *embd_in,
+                    const struct rmodel_out *out) {
+    if (ub->n_tokens > ws->n_ubatch) {
+        rcore_error_set("ubatch of %u tokens, the workspace holds %u", ub->n_tokens, ws->n_ubatch);
+        return false;
+    }
+    return rmamba_forward(m, ws, mem, ub, embd_in, out);
+}

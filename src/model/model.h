@@ -1,0 +1,70 @@
+/*
+ * model: architectures (one file each: mamba.c, ...), loaded from GGUF, and their forward pass
+ * over one placed ubatch.
+ *
+ * A loaded model keeps the GGUF file open (mapped) and reads its large weight matrices in
+ * place; small tensors (norms, biases, A, D, conv weights) are converted to f32 copies at load
+ * time. The forward pass reads and writes the recurrent states through the memory's block
+ * (rmem_s_copy / rmem_s_mask / rmem_k_data / rmem_v_data) and its own workspace.
+ */
+#ifndef RECUR_MODEL_H
+#define RECUR_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../batch/batch.h"
+#include "../gguf/gguf.h"
+#include "../memory/memory.h"
+
+enum rmodel_arch { RMODEL_ARCH_MAMBA = 0 };
+
+struct rmodel;
+struct rmodel_ws;
+
+/* Loads a model file. NULL with the last error set: the file is not GGUF, its architecture is
+ * not supported ("model.gguf: architecture rwkv6 is not supported (supported: mamba)"), a key
+ * or tensor is missing or has the wrong shape or type (the message names it). */
+struct rmodel *rmodel_load(const char *path, bool use_mmap);
+void rmodel_free(struct rmodel *model); /* NULL is fine */
+
+enum rmodel_arch rmodel_arch(const struct rmodel *model);
+const char *rmodel_arch_name(const struct rmodel *model);
+int32_t rmodel_n_vocab(const struct rmodel *model);
+int32_t rmodel_n_embd(const struct rmodel *model);
+int32_t rmodel_n_layer(const struct rmodel *model);
+int32_t rmodel_token_bos(const struct rmodel *model); /* -1 when the file names none */
+int32_t rmodel_token_eos(const struct rmodel *model);
+const struct rgguf *rmodel_gguf(const struct rmodel *model);
+/* A 64-bit identity of this model (hyper-parameters and a sample of every tensor's bytes):
+ * state files record it, so that a state made by another model is refused. */
+uint64_t rmodel_fingerprint(const struct rmodel *model);
+
+/* Elements of the K and V state rows of each layer (arrays of n_layer). */
+void rmodel_state_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_row);
+
+/* A workspace for ubatches of up to n_ubatch tokens. NULL with the error set when memory
+ * cannot be had. */
+struct rmodel_ws *rmodel_ws_create(const struct rmodel *model, uint32_t n_ubatch);
+void rmodel_ws_free(struct rmodel_ws *ws);
+
+/* Where the forward pass puts its outputs. For ubatch token t that asks for output, row =
+ * out_row[ub->idx[t]]: logits go to logits + row * n_vocab, and (when embd is not NULL) the
+ * final normalised hidden state to embd + row * n_embd. */
+struct rmodel_out {
+    const int32_t *out_row; /* per batch index */
+    float *logits;
+    float *embd;
+};
+
+/*
+ * Runs the model over a ubatch already placed in mem (rmem_find_slot / rmem_bctx_apply): reads
+ * the states of the block, writes the new ones. Token ids come from ub->token, or, for an
+ * embedding batch, rows of embd_in (indexed by batch index, n_embd floats each).
+ * Returns false only on a broken invariant (error set); shapes were checked at load.
+ */
+bool rmodel_forward(const struct rmodel *model, struct rmodel_ws *ws, struct rmem *mem,
+                    const struct rbatch_ubatch *ub, const float *embd_in,
+                    const struct rmodel_out *out);
+
+#endif /* RECUR_MODEL_H */

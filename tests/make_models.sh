@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Writes the random-weight Mamba-1 models the model tests run on (a ctest fixture).
+#   make_models.sh RECUR_BIN OUT_DIR
+# The file name says the weight type, which sets the tolerance against the reference.
+set -euo pipefail
+recur=$1
+out=$2
+mkdir -p "$out"
+mk() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba "$@"
+}
+mk f32-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 1 --type f32
+mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tied --inner 80 --conv 3
+mk f32-rms --embd 32 --layers 2 --vocab 256 --state 16 --seed 3 --type f32 --dt-b-c-rms
+mk f16-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 4 --type f16
+mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --tied --dt-rank 8
+echo "make_models: 5 models in $out"

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (SPEC section 4).
+
+Reads a GGUF model as llama.cpp writes it (general.architecture = "mamba") with the small
+reader in gguf_reader.py, and runs tokens one at a time, the way recur does, keeping a
+recurrent state per layer: conv_state (d_conv-1, d_inner) and ssm_state (d_inner, d_state),
+both zero at the start of a sequence. Each step of the layer is its own function and reads
+like the equations of SPEC section 4; everything is float64 numpy, vectorised over channels.
+
+Weights are numpy arrays in numpy order (GGUF {ne0, ne1} -> shape (ne1, ne0)), so a
+projection from n inputs to m outputs is an (m, n) matrix and is applied as W @ v.
+
+Command line:
+    python3 tests/ref/mamba_ref.py MODEL.gguf --tokens 1,2,3 [--tokens 4,5 ...]
+                                   [--out FILE] [--print]
+Each --tokens list is its own sequence from a zero state. --out writes, for every sequence
+and every token in order, the n_vocab logits as little-endian float64 (so the file holds
+sum(len) * n_vocab doubles). --print prints the first logits of every token.
+"""
+
+import argparse
+import os
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    # The pyenv python3 that may come first in PATH has no numpy; Debian's python3-numpy
+    # lives with /usr/bin/python3. Re-run there once, else say what is missing.
+    if os.path.exists("/usr/bin/python3") and not os.environ.get("RECUR_REF_REEXEC"):
+        os.environ["RECUR_REF_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("mamba_ref: numpy is required (Debian: apt-get install python3-numpy)")
+
+from gguf_reader import GGUFError, GGUFFile
+
+
+class ModelError(Exception):
+    """The GGUF file is readable but is not a Mamba-1 model this reference can run."""
+
+
+# ---------------------------------------------------------------------------------------
+# Elementwise functions
+
+
+def rmsnorm(x, weight, eps):
+    """x / sqrt(mean(x^2) + eps) * weight (weight None: no scaling)."""
+    y = x / np.sqrt(np.mean(x * x) + eps)
+    return y if weight is None else y * weight
+
+
+def silu(x):
+    """x * sigmoid(x), with sigmoid written through tanh so no exp can overflow."""
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def softplus(x):
+    """log(1 + exp(x)), computed as log1p(exp(-|x|)) + max(x, 0) so it cannot overflow."""
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0.0)
+
+
+# ---------------------------------------------------------------------------------------
+# The model
+
+
+class Layer:
+    """The weights of one Mamba-1 block, in numpy order."""
+
+    def __init__(self, get, i, n_embd, d_conv, d_inner, d_state, dt_rank):
+        p = "blk.%d." % i
+        self.attn_norm = get(p + "attn_norm.weight", (n_embd,))
+        self.ssm_in = get(p + "ssm_in.weight", (2 * d_inner, n_embd))
+        self.conv1d = get(p + "ssm_conv1d.weight", (d_inner, d_conv))  # [c][k]
+        self.conv_bias = get(p + "ssm_conv1d.bias", (d_inner,))
+        self.ssm_x = get(p + "ssm_x.weight", (dt_rank + 2 * d_state, d_inner))
+        self.ssm_dt = get(p + "ssm_dt.weight", (d_inner, dt_rank))
+        self.dt_bias = get(p + "ssm_dt.bias", (d_inner,))
+        self.A = get(p + "ssm_a", (d_inner, d_state))                  # A[c][n] = -exp(A_log)
+        self.D = get(p + "ssm_d", (d_inner,))
+        self.ssm_out = get(p + "ssm_out.weight", (n_embd, d_inner))
+
+
+class MambaModel:
+    """Hyperparameters and float64 weights of a Mamba-1 GGUF model."""
+
+    def __init__(self, path):
+        f = GGUFFile(path)
+        kv = f.kv
+
+        arch = kv.get("general.architecture")
+        if arch != "mamba":
+            raise ModelError("%s: general.architecture is %r, not 'mamba'" % (path, arch))
+
+        def key(name):
+            if name not in kv:
+                raise ModelError("%s: missing key %s" % (path, name))
+            return kv[name]
+
+        self.n_embd = int(key("mamba.embedding_length"))
+        self.n_layer = int(key("mamba.block_count"))
+        self.d_conv = int(key("mamba.ssm.conv_kernel"))
+        self.d_inner = int(key("mamba.ssm.inner_size"))
+        self.d_state = int(key("mamba.ssm.state_size"))
+        self.dt_rank = int(key("mamba.ssm.time_step_rank"))
+        self.eps = float(key("mamba.attention.layer_norm_rms_epsilon"))
+        self.dt_b_c_rms = bool(kv.get("mamba.ssm.dt_b_c_rms", False))
+        if min(self.n_embd, self.n_layer, self.d_conv, self.d_inner,
+               self.d_state, self.dt_rank) < 1:
+            raise ModelError("%s: a Mamba size key is zero or negative" % path)
+
+        def get(name, shape):
+            """Tensor `name` as float64, checked to have numpy shape `shape` (None: any)."""
+            if name not in f.tensors:
+                raise ModelError("%s: missing tensor %s" % (path, name))
+            t = f.tensor(name)
+            if len(t.shape) != len(shape) or any(
+                    want is not None and have != want for have, want in zip(t.shape, shape)):
+                raise ModelError("%s: tensor %s has GGUF shape %s, expected %s" % (
+                    path, name, list(reversed(t.shape)),
+                    ["*" if d is None else d for d in reversed(shape)]))
+            return t
+
+        self.token_embd = get("token_embd.weight", (None, self.n_embd))  # (n_vocab, n_embd)
+        self.n_vocab = self.token_embd.shape[0]
+        self.output_norm = get("output_norm.weight", (self.n_embd,))
+        self.tied = "output.weight" not in f.tensors
+        if self.tied:
+            self.output = self.token_embd
+        else:
+            self.output = get("output.weight", (self.n_vocab, self.n_embd))
+        self.layers = [Layer(get, i, self.n_embd, self.d_conv, self.d_inner,
+                             self.d_state, self.dt_rank) for i in range(self.n_layer)]
+
+
+class LayerState:
+    """The recurrent state of one layer for one sequence."""
+
+    def __init__(self, d_conv, d_inner, d_state):
+        self.conv = np.zeros((d_conv - 1, d_inner))  # the last d_conv-1 inputs, oldest first
+        self.ssm = np.zeros((d_inner, d_state))
+
+
+def new_state(model):
+    """A zero state for a new sequence: one LayerState per layer."""
+    return [LayerState(model.d_conv, model.d_inner, model.d_state) for _ in model.layers]
+
+
+# ---------------------------------------------------------------------------------------
+# One Mamba-1 layer for one token, step by step
+
+
+def in_projection(layer, h):
+    """[xi, z] = ssm_in . h; each d_inner long."""
+    xz = layer.ssm_in @ h
+    d_inner = xz.shape[0] // 2
+    return xz[:d_inner], xz[d_inner:]
+
+
+def conv_step(conv_state, xi, conv1d, conv_bias):
+    """Causal depthwise conv over the window w = [conv_state; xi] (d_conv rows).
+
+    Returns (sum_k conv1d[c][k] * w[k][c] + conv_bias[c], new conv_state = last d_conv-1
+    rows of w). No activation here: the caller applies silu.
+    """
+    w = np.vstack([conv_state, xi[None, :]])      # (d_conv, d_inner), newest row last
+    out = np.sum(conv1d.T * w, axis=0) + conv_bias
+    return out, w[1:]
+
+
+def x_projection(layer, xc, dt_rank, d_state):
+    """[dtr, B, C] = ssm_x . xc; lengths dt_rank, d_state, d_state."""
+    dbc = layer.ssm_x @ xc
+    return dbc[:dt_rank], dbc[dt_rank:dt_rank + d_state], dbc[dt_rank + d_state:]
+
+
+def dt_projection(layer, dtr):
+    """dt = softplus(ssm_dt . dtr + ssm_dt_bias); d_inner long."""
+    return softplus(layer.ssm_dt @ dtr + layer.dt_bias)
+
+
+def scan_step(ssm_state, xc, dt, A, B, C, D):
+    """The selective scan for one token.
+
+    s[c][n] = s[c][n] * exp(dt[c] * A[c][n]) + B[n] * xc[c] * dt[c]
+    y[c]    = sum_n s[c][n] * C[n] + D[c] * xc[c]
+    Returns (y, new ssm_state).
+    """
+    s = ssm_state * np.exp(dt[:, None] * A) + np.outer(dt * xc, B)
+    y = s @ C + D * xc
+    return y, s
+
+
+def mamba_layer(model, layer, st, x):
+    """One layer on the residual stream x for one token; updates st in place."""
+    h = rmsnorm(x, layer.attn_norm, model.eps)
+    xi, z = in_projection(layer, h)
+
+    conv, st.conv = conv_step(st.conv, xi, layer.conv1d, layer.conv_bias)
+    xc = silu(conv)
+
+    dtr, B, C = x_projection(layer, xc, model.dt_rank, model.d_state)
+    if model.dt_b_c_rms:  # Falcon-Mamba: each normalised over its own length, no weight
+        dtr = rmsnorm(dtr, None, model.eps)
+        B = rmsnorm(B, None, model.eps)
+        C = rmsnorm(C, None, model.eps)
+    dt = dt_projection(layer, dtr)
+
+    y, st.ssm = scan_step(st.ssm, xc, dt, layer.A, B, C, layer.D)
+    y = y * silu(z)
+    return x + layer.ssm_out @ y
+
+
+def forward(model, state, token):
+    """Run one token through the model, updating `state`; returns the n_vocab logits."""
+    x = model.token_embd[token].copy()
+    for layer, st in zip(model.layers, state):
+        x = mamba_layer(model, layer, st, x)
+    return model.output @ rmsnorm(x, model.output_norm, model.eps)
+
+
+def run_sequence(model, tokens):
+    """Logits for every token of one sequence from a zero state: shape (len, n_vocab)."""
+    for t in tokens:
+        if not 0 <= t < model.n_vocab:
+            raise ModelError("token id %d out of range [0, %d)" % (t, model.n_vocab))
+    state = new_state(model)
+    return np.array([forward(model, state, t) for t in tokens]).reshape(len(tokens),
+                                                                         model.n_vocab)
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_tokens(text):
+    try:
+        tokens = [int(t) for t in text.replace(" ", "").split(",") if t != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError("bad token list %r (want e.g. 1,2,3)" % text)
+    if not tokens:
+        raise argparse.ArgumentTypeError("empty token list")
+    return tokens
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="float64 reference of the Mamba-1 forward pass (recur SPEC section 4)")
+    ap.add_argument("model", help="Mamba-1 GGUF file")
+    ap.add_argument("--tokens", type=parse_tokens, action="append", required=True,
+                    metavar="ID,ID,...", help="one sequence of token ids (repeatable)")
+    ap.add_argument("--out", help="write all logits here as little-endian float64")
+    ap.add_argument("--print", dest="print_", action="store_true",
+                    help="print the first logits of every token")
+    args = ap.parse_args(argv)
+
+    try:
+        model = MambaModel(args.model)
+        results = [run_sequence(model, seq) for seq in args.tokens]
+    except (GGUFError, ModelError, OSError) as e:
+        print("mamba_ref: error: %s" % e, file=sys.stderr)
+        return 1
+    except (ValueError, TypeError) as e:  # e.g. a size key holding a string
+        print("mamba_ref: error: %s: bad model file: %s" % (args.model, e), file=sys.stderr)
+        return 1
+
+    if args.out:
+        try:
+            np.concatenate(results).astype("<f8").tofile(args.out)
+        except OSError as e:
+            print("mamba_ref: error: %s" % e, file=sys.stderr)
+            return 1
+    if args.print_:
+        for i, (seq, logits) in enumerate(zip(args.tokens, results)):
+            for token, row in zip(seq, logits):
+                print("seq %d token %d: argmax %d  %s" % (
+                    i, token, int(np.argmax(row)),
+                    " ".join("%.6g" % v for v in row[:8])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,655 @@
+#!/usr/bin/env python3
+"""test_ref.py: self-tests of the Python reference (gguf_reader.py, mamba_ref.py).
+
+They do not touch recur's C code. A minimal GGUF writer below (struct.pack) makes tiny
+files; the reader must decode them to hand-computed values (F32, F16, BF16, Q8_0, Q4_0,
+every metadata type, alignment, error cases). Single steps of the Mamba-1 math are checked
+against hand-computed or closed-form values, two tokens through a random two-layer model
+against a separately written, unrolled scalar computation, tied against untied output,
+mixed weight types against F32, and the command line end to end.
+
+Run: python3 tests/ref/test_ref.py     (last line: "test_ref: N passed, M failed")
+"""
+
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+try:
+    import numpy as np
+except ImportError:
+    # Debian's python3-numpy belongs to /usr/bin/python3, which may not be first in PATH.
+    if os.path.exists("/usr/bin/python3") and not os.environ.get("RECUR_REF_REEXEC"):
+        os.environ["RECUR_REF_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("test_ref: numpy is required (Debian: apt-get install python3-numpy)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gguf_reader as gr  # noqa: E402
+import mamba_ref as mr    # noqa: E402
+
+MAMBA_REF = os.path.join(HERE, "mamba_ref.py")
+
+# ---------------------------------------------------------------------------------------
+# A minimal GGUF v3 writer
+
+F32, F16, Q4_0, Q8_0, BF16 = 0, 1, 2, 8, 30
+U8, I8, U16, I16, U32, I32, F32V, BOOL, STR, ARR, U64, I64, F64 = range(13)
+VALUE_FORMATS = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i",
+                 F32V: "<f", BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+
+
+def pack_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def pack_value(vtype, v):
+    if vtype == STR:
+        return pack_string(v)
+    if vtype == ARR:
+        etype, items = v
+        return (struct.pack("<IQ", etype, len(items))
+                + b"".join(pack_value(etype, x) for x in items))
+    return struct.pack(VALUE_FORMATS[vtype], v)
+
+
+def gguf_bytes(kvs, tensors, alignment=32, magic=b"GGUF", version=3):
+    """kvs: [(key, vtype, value)]; tensors: [(name, ne (GGUF order), ggml type, raw bytes)]."""
+    out = bytearray(magic + struct.pack("<IQQ", version, len(tensors), len(kvs)))
+    for key, vtype, value in kvs:
+        out += pack_string(key) + struct.pack("<I", vtype) + pack_value(vtype, value)
+    offsets, off = [], 0
+    for _, _, _, raw in tensors:
+        off = (off + alignment - 1) // alignment * alignment
+        offsets.append(off)
+        off += len(raw)
+    for (name, ne, gtype, _), off in zip(tensors, offsets):
+        out += pack_string(name) + struct.pack("<I", len(ne))
+        out += struct.pack("<%dQ" % len(ne), *ne) + struct.pack("<IQ", gtype, off)
+    out += b"\0" * (-len(out) % alignment)
+    start = len(out)
+    for (_, _, _, raw), off in zip(tensors, offsets):
+        out += b"\0" * (start + off - len(out))
+        out += raw
+    return bytes(out)
+
+
+def encode(arr, gtype):
+    """numpy array -> (raw bytes of `gtype`, the float64 values those bytes decode to)."""
+    a = np.asarray(arr, dtype=np.float64)
+    flat = a.reshape(-1)
+    if gtype == F32:
+        v = flat.astype("<f4")
+        return v.tobytes(), v.astype(np.float64).reshape(a.shape)
+    if gtype == F16:
+        v = flat.astype("<f2")
+        return v.tobytes(), v.astype(np.float64).reshape(a.shape)
+    if gtype == BF16:  # truncate the f32 to its upper 16 bits
+        bits = (flat.astype("<f4").view("<u4") >> 16).astype("<u2")
+        dec = (bits.astype(np.uint32) << 16).view("<f4").astype(np.float64)
+        return bits.tobytes(), dec.reshape(a.shape)
+    raw, dec = bytearray(), []
+    for blk in flat.reshape(-1, 32):
+        amax = blk[np.argmax(np.abs(blk))]
+        if gtype == Q8_0:
+            d = np.float16(abs(amax) / 127.0)
+            q = np.clip(np.round(blk / float(d)), -128, 127) if d else np.zeros(32)
+            raw += d.astype("<f2").tobytes() + q.astype(np.int8).tobytes()
+            dec.extend(float(d) * q)
+        elif gtype == Q4_0:
+            d = np.float16(amax / -8.0)
+            q = np.clip(np.round(blk / float(d) + 8), 0, 15) if d else np.full(32, 8.0)
+            q = q.astype(np.uint8)
+            raw += d.astype("<f2").tobytes() + (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
+            dec.extend(float(d) * (q.astype(np.float64) - 8))
+        else:
+            raise ValueError(gtype)
+    return bytes(raw), np.array(dec).reshape(a.shape)
+
+
+def ne_of(arr):
+    return list(reversed(np.shape(arr)))
+
+
+class TempDirCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+# ---------------------------------------------------------------------------------------
+# Random Mamba-1 models, written as GGUF
+
+
+HP = dict(n_embd=4, n_layer=2, d_conv=4, d_inner=6, d_state=3, dt_rank=2, n_vocab=7)
+
+
+def random_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, dt_rank, n_vocab,
+                   tied=False):
+    """Weights in numpy order, named like the GGUF tensors."""
+    def mat(rows, cols):
+        return rng.standard_normal((rows, cols)) / math.sqrt(cols)
+
+    w = {"token_embd.weight": rng.standard_normal((n_vocab, n_embd)),
+         "output_norm.weight": rng.uniform(0.5, 1.5, n_embd)}
+    if not tied:
+        w["output.weight"] = mat(n_vocab, n_embd)
+    for i in range(n_layer):
+        p = "blk.%d." % i
+        w[p + "attn_norm.weight"] = rng.uniform(0.5, 1.5, n_embd)
+        w[p + "ssm_in.weight"] = mat(2 * d_inner, n_embd)
+        w[p + "ssm_conv1d.weight"] = rng.standard_normal((d_inner, d_conv)) * 0.5
+        w[p + "ssm_conv1d.bias"] = rng.standard_normal(d_inner) * 0.1
+        w[p + "ssm_x.weight"] = mat(dt_rank + 2 * d_state, d_inner)
+        w[p + "ssm_dt.weight"] = mat(d_inner, dt_rank)
+        w[p + "ssm_dt.bias"] = rng.uniform(-3, 0, d_inner)
+        w[p + "ssm_a"] = -np.exp(rng.uniform(-1, 1.5, (d_inner, d_state)))
+        w[p + "ssm_d"] = rng.standard_normal(d_inner)
+        w[p + "ssm_out.weight"] = mat(n_embd, d_inner)
+    return w
+
+
+def model_bytes(hp, weights, eps=1e-5, dt_b_c_rms=None, types=None, arch="mamba"):
+    """A Mamba-1 GGUF file. Returns (bytes, the float64 weights the file decodes to)."""
+    kvs = [("general.architecture", STR, arch),
+           ("general.name", STR, "ref-test"),
+           ("mamba.context_length", U32, 1 << 20),
+           ("mamba.embedding_length", U32, hp["n_embd"]),
+           ("mamba.block_count", U32, hp["n_layer"]),
+           ("mamba.ssm.conv_kernel", U32, hp["d_conv"]),
+           ("mamba.ssm.inner_size", U32, hp["d_inner"]),
+           ("mamba.ssm.state_size", U32, hp["d_state"]),
+           ("mamba.ssm.time_step_rank", U32, hp["dt_rank"]),
+           ("mamba.attention.layer_norm_rms_epsilon", F32V, eps)]
+    if dt_b_c_rms is not None:
+        kvs.append(("mamba.ssm.dt_b_c_rms", BOOL, dt_b_c_rms))
+    tensors, decoded = [], {}
+    for name, arr in weights.items():
+        gtype = (types or {}).get(name.split(".", 2)[-1] if name.startswith("blk.") else name,
+                                  F32)
+        raw, decoded[name] = encode(arr, gtype)
+        tensors.append((name, ne_of(arr), gtype, raw))
+    return gguf_bytes(kvs, tensors), decoded
+
+
+# ---------------------------------------------------------------------------------------
+# The reader
+
+
+class ReaderTests(TempDirCase):
+    def test_metadata_all_value_types(self):
+        kvs = [("a.u8", U8, 200), ("a.i8", I8, -5), ("a.u16", U16, 60000),
+               ("a.i16", I16, -300), ("a.u32", U32, 4000000000), ("a.i32", I32, -7),
+               ("a.f32", F32V, 1.5), ("a.bool", BOOL, True), ("a.str", STR, "h\u00e9llo"),
+               ("a.arr_i32", ARR, (I32, [1, -2, 3])), ("a.arr_str", ARR, (STR, ["a", "bc"])),
+               ("a.arr_bool", ARR, (BOOL, [True, False])), ("a.u64", U64, 2**40),
+               ("a.i64", I64, -2**40), ("a.f64", F64, 0.1), ("a.empty", ARR, (U32, []))]
+        f = gr.GGUFFile(self.write("kv.gguf", gguf_bytes(kvs, [])))
+        self.assertEqual(f.version, 3)
+        self.assertEqual(f.tensors, {})
+        self.assertEqual(list(f.kv), [k for k, _, _ in kvs])
+        for k, _, v in kvs:
+            got = f.kv[k]
+            if isinstance(v, tuple):
+                self.assertEqual(list(got), v[1], k)
+            else:
+                self.assertEqual(got, v, k)
+
+    def test_f32_shape_is_reversed(self):
+        raw = struct.pack("<6f", 0, 1, 2, 3, 4, 5)
+        f = gr.GGUFFile(self.write("f32.gguf", gguf_bytes([], [("t", [3, 2], F32, raw)])))
+        t = f.tensor("t")
+        self.assertEqual(t.dtype, np.float64)
+        self.assertEqual(t.shape, (2, 3))
+        np.testing.assert_array_equal(t, [[0, 1, 2], [3, 4, 5]])
+
+    def test_f16_values(self):
+        bits = [0x3C00, 0xC000, 0x3555, 0x7BFF, 0x0001, 0x3800]
+        want = [1.0, -2.0, 0.333251953125, 65504.0, 2.0 ** -24, 0.5]
+        raw = struct.pack("<6H", *bits)
+        f = gr.GGUFFile(self.write("f16.gguf", gguf_bytes([], [("t", [2, 3], F16, raw)])))
+        np.testing.assert_array_equal(f.tensor("t"), np.reshape(want, (3, 2)))
+
+    def test_bf16_values(self):
+        bits = [0x3F80, 0xC040, 0x4049, 0x3E20, 0x8000, 0x7F80]
+        want = [1.0, -3.0, 3.140625, 0.15625, -0.0, np.inf]
+        raw = struct.pack("<6H", *bits)
+        f = gr.GGUFFile(self.write("bf16.gguf", gguf_bytes([], [("t", [6], BF16, raw)])))
+        t = f.tensor("t")
+        np.testing.assert_array_equal(t, want)
+        self.assertTrue(np.signbit(t[4]))
+
+    def test_q8_0_values(self):
+        # block 0: d = 0.5 (f16 0x3800), q[i] = i - 16
+        # block 1: d = -2 (f16 0xC000), q = 127, -128, 0, ...
+        q1 = [127, -128] + [0] * 30
+        raw = (struct.pack("<H", 0x3800) + struct.pack("<32b", *range(-16, 16))
+               + struct.pack("<H", 0xC000) + struct.pack("<32b", *q1))
+        f = gr.GGUFFile(self.write("q8.gguf", gguf_bytes([], [("t", [32, 2], Q8_0, raw)])))
+        t = f.tensor("t")
+        self.assertEqual(t.shape, (2, 32))
+        np.testing.assert_array_equal(t[0], [0.5 * (i - 16) for i in range(32)])
+        np.testing.assert_array_equal(t[1], [-254.0, 256.0] + [0.0] * 30)
+
+    def test_q4_0_values(self):
+        # d = 2 (f16 0x4000); byte j holds low nibble j (element j), high nibble 15-j (element 16+j)
+        raw = struct.pack("<H", 0x4000) + bytes(j | ((15 - j) << 4) for j in range(16))
+        f = gr.GGUFFile(self.write("q4.gguf", gguf_bytes([], [("t", [32], Q4_0, raw)])))
+        want = [2.0 * (j - 8) for j in range(16)] + [2.0 * (7 - j) for j in range(16)]
+        np.testing.assert_array_equal(f.tensor("t"), want)
+
+    def test_alignment(self):
+        a = struct.pack("<3f", 1, 2, 3)
+        b = struct.pack("<2f", 4, 5)
+        for alignment in (32, 64):
+            kvs = [("x", U8, 1)]
+            if alignment != 32:
+                kvs.append(("general.alignment", U32, alignment))
+            data = gguf_bytes(kvs, [("a", [3], F32, a), ("b", [2], F32, b)], alignment)
+            f = gr.GGUFFile(self.write("al%d.gguf" % alignment, data))
+            self.assertEqual(f.data_start % alignment, 0)
+            self.assertEqual(f.tensors["b"].offset, alignment)
+            np.testing.assert_array_equal(f.tensor("a"), [1, 2, 3])
+            np.testing.assert_array_equal(f.tensor("b"), [4, 5])
+
+    def test_errors(self):
+        good = gguf_bytes([("k", STR, "v")], [("t", [4], F32, b"\0" * 16)])
+        bad = {
+            "magic": gguf_bytes([], [], magic=b"GGUG"),
+            "version": gguf_bytes([], [], version=2),
+            "truncated header": good[:30],
+            "truncated data": good[:-4],
+            "empty": b"",
+            "type": gguf_bytes([], [("t", [256], 12, b"\0" * 144)]),  # Q4_K: unsupported
+            "block": gguf_bytes([], [("t", [16], Q8_0, b"\0" * 17)]),  # row not 32-aligned
+            "value type": good[:24] + pack_string("k") + struct.pack("<I", 99),
+        }
+        gr.GGUFFile(self.write("good.gguf", good))
+        for what, data in bad.items():
+            with self.assertRaises(gr.GGUFError, msg=what):
+                gr.GGUFFile(self.write("bad.gguf", data))
+
+
+# ---------------------------------------------------------------------------------------
+# Single steps of the math
+
+
+class MathTests(unittest.TestCase):
+    def test_rmsnorm(self):
+        x = np.array([3.0, -4.0, 0.0, 0.0])  # mean(x^2) = 25/4, rms = 2.5
+        np.testing.assert_allclose(mr.rmsnorm(x, None, 0.0), [1.2, -1.6, 0, 0], rtol=1e-15)
+        np.testing.assert_allclose(mr.rmsnorm(x, np.array([1.0, 2, 3, 4]), 0.0),
+                                   [1.2, -3.2, 0, 0], rtol=1e-15)
+        # eps: x / sqrt(6.25 + 3.75) = x / sqrt(10)
+        np.testing.assert_allclose(mr.rmsnorm(x, None, 3.75), x / math.sqrt(10), rtol=1e-15)
+        np.testing.assert_array_equal(mr.rmsnorm(np.zeros(3), None, 1e-5), np.zeros(3))
+
+    def test_softplus(self):
+        x = np.array([0.0, 1.0, -1.0, 30.0, 1000.0, -50.0, -1000.0])
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            y = mr.softplus(x)
+        want = [math.log(2), math.log(1 + math.e), math.log(1 + 1 / math.e),
+                30 + math.exp(-30), 1000.0, math.exp(-50), 0.0]
+        np.testing.assert_allclose(y, want, rtol=1e-14, atol=0)
+
+    def test_silu(self):
+        x = np.array([0.0, 1.0, -1.0, 1000.0, -1000.0, 2.5])
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            y = mr.silu(x)
+        want = [0.0, 1 / (1 + math.exp(-1)), -1 / (1 + math.e), 1000.0, 0.0,
+                2.5 / (1 + math.exp(-2.5))]
+        np.testing.assert_allclose(y, want, rtol=1e-14, atol=1e-300)
+
+    def test_conv_step_known_weights(self):
+        state = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])  # oldest row first
+        xi = np.array([4.0, 40.0])
+        conv1d = np.array([[1.0, 0.0, 0.0, 0.0],        # channel 0 picks the oldest row
+                           [0.5, 0.25, 0.125, 1.0]])    # channel 1: tap 3 is the newest
+        bias = np.array([0.5, -1.0])
+        out, new = mr.conv_step(state, xi, conv1d, bias)
+        # channel 1: 10*.5 + 20*.25 + 30*.125 + 40*1 - 1 = 52.75
+        np.testing.assert_array_equal(out, [1.5, 52.75])
+        np.testing.assert_array_equal(new, [[2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
+        np.testing.assert_array_equal(state, [[1, 10], [2, 20], [3, 30]])  # not modified
+
+    def test_conv_is_causal_convolution(self):
+        rng = np.random.default_rng(1)
+        d_conv, d_inner, T = 4, 3, 9
+        conv1d = rng.standard_normal((d_inner, d_conv))
+        xs = rng.standard_normal((T, d_inner))
+        state = np.zeros((d_conv - 1, d_inner))
+        outs = []
+        for t in range(T):
+            o, state = mr.conv_step(state, xs[t], conv1d, np.zeros(d_inner))
+            outs.append(o)
+        for c in range(d_inner):
+            # out[t] = sum_k w[k] x[t - (d_conv-1) + k]  ==  full convolution with w reversed
+            want = np.convolve(xs[:, c], conv1d[c][::-1])[:T]
+            np.testing.assert_allclose(np.array(outs)[:, c], want, rtol=1e-12, atol=1e-14)
+
+    def test_scan_closed_form(self):
+        # constant inputs: s_T = dt x B (1 - a^T) / (1 - a), a = exp(dt A); y = s C + D x
+        dt, A, B, C, D, x = 0.3, -0.7, 1.3, -0.9, 0.25, 2.0
+        a = math.exp(dt * A)
+        s = np.zeros((1, 1))
+        for T in range(1, 11):
+            y, s = mr.scan_step(s, np.array([x]), np.array([dt]), np.array([[A]]),
+                                np.array([B]), np.array([C]), np.array([D]))
+            s_want = dt * x * B * (1 - a ** T) / (1 - a)
+            self.assertAlmostEqual(s[0, 0], s_want, places=13)
+            self.assertAlmostEqual(y[0], s_want * C + D * x, places=13)
+
+    def test_scan_per_channel_and_state(self):
+        # d_inner 2, d_state 3, one step from a known state: every (c, n) by hand
+        s0 = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]])
+        xc, dt = np.array([2.0, -1.0]), np.array([0.5, 2.0])
+        A = np.array([[-1.0, -2.0, -0.5], [-0.1, -1.0, -3.0]])
+        B, C, D = np.array([1.0, -1.0, 0.5]), np.array([0.2, 0.3, -0.4]), np.array([1.5, 2.0])
+        y, s = mr.scan_step(s0, xc, dt, A, B, C, D)
+        for c in range(2):
+            for n in range(3):
+                want = s0[c][n] * math.exp(dt[c] * A[c][n]) + B[n] * xc[c] * dt[c]
+                self.assertAlmostEqual(s[c][n], want, places=14)
+            self.assertAlmostEqual(y[c], sum(s[c][n] * C[n] for n in range(3)) + D[c] * xc[c],
+                                   places=14)
+
+    def test_projections_split_in_order(self):
+        class L:
+            pass
+        layer = L()
+        layer.ssm_in = np.eye(6, 3) + 2 * np.eye(6, 3, -3)  # first half x = h, then z = 2h
+        xi, z = mr.in_projection(layer, np.array([1.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(xi, [1, 2, 3])
+        np.testing.assert_array_equal(z, [2, 4, 6])
+        layer.ssm_x = np.diag(np.arange(1.0, 6.0))  # dt_rank 1, d_state 2
+        dtr, B, C = mr.x_projection(layer, np.ones(5), 1, 2)
+        np.testing.assert_array_equal(dtr, [1])
+        np.testing.assert_array_equal(B, [2, 3])
+        np.testing.assert_array_equal(C, [4, 5])
+        layer.ssm_dt = np.array([[1.0], [-2.0]])
+        layer.dt_bias = np.array([0.5, 0.0])
+        np.testing.assert_allclose(mr.dt_projection(layer, np.array([0.5])),
+                                   [math.log1p(math.e), math.log1p(math.exp(-1))], rtol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------
+# Whole models
+
+
+def unrolled_two_tokens(w, hp, eps, dt_b_c_rms, t1, t2):
+    """Logits of tokens t1, t2 of one sequence, written out with scalar loops.
+
+    Layer by layer for both tokens at once (the reference goes token by token): token 1
+    sees a zero state, so its conv window is [0, ..., 0, xi1] and its scan state is
+    dt1 xc1 B1; token 2's window is [0, ..., xi1, xi2] and its state
+    s1 exp(dt2 A) + dt2 xc2 B2.
+    """
+    E, K = hp["d_inner"], hp["d_conv"]
+    R, N = hp["dt_rank"], hp["d_state"]
+
+    def rms(v, g):
+        r = 1.0 / math.sqrt(sum(a * a for a in v) / len(v) + eps)
+        return [v[i] * r * (1.0 if g is None else g[i]) for i in range(len(v))]
+
+    def silu(a):
+        return a / (1.0 + math.exp(-a))
+
+    def softplus(a):
+        return math.log(1.0 + math.exp(a))
+
+    def matvec(W, v):
+        return [sum(W[i][j] * v[j] for j in range(len(v))) for i in range(len(W))]
+
+    def split_dbc(dbc):
+        dtr, B, C = dbc[:R], dbc[R:R + N], dbc[R + N:]
+        if dt_b_c_rms:
+            dtr, B, C = rms(dtr, None), rms(B, None), rms(C, None)
+        return dtr, B, C
+
+    x1 = list(w["token_embd.weight"][t1])
+    x2 = list(w["token_embd.weight"][t2])
+    for i in range(hp["n_layer"]):
+        p = "blk.%d." % i
+        norm, Win = w[p + "attn_norm.weight"], w[p + "ssm_in.weight"]
+        conv, cb = w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"]
+        Wx, Wdt, dtb = w[p + "ssm_x.weight"], w[p + "ssm_dt.weight"], w[p + "ssm_dt.bias"]
+        A, D, Wout = w[p + "ssm_a"], w[p + "ssm_d"], w[p + "ssm_out.weight"]
+
+        # token 1
+        xz = matvec(Win, rms(x1, norm))
+        xi1, z1 = xz[:E], xz[E:]
+        xc1 = [silu(conv[c][K - 1] * xi1[c] + cb[c]) for c in range(E)]
+        dtr, B1, C1 = split_dbc(matvec(Wx, xc1))
+        dt1 = [softplus(sum(Wdt[c][r] * dtr[r] for r in range(R)) + dtb[c]) for c in range(E)]
+        s1 = [[dt1[c] * xc1[c] * B1[n] for n in range(N)] for c in range(E)]
+        y1 = [(sum(s1[c][n] * C1[n] for n in range(N)) + D[c] * xc1[c]) * silu(z1[c])
+              for c in range(E)]
+        x1 = [x1[j] + sum(Wout[j][c] * y1[c] for c in range(E)) for j in range(len(x1))]
+
+        # token 2
+        xz = matvec(Win, rms(x2, norm))
+        xi2, z2 = xz[:E], xz[E:]
+        xc2 = [silu(conv[c][K - 2] * xi1[c] + conv[c][K - 1] * xi2[c] + cb[c])
+               for c in range(E)]
+        dtr, B2, C2 = split_dbc(matvec(Wx, xc2))
+        dt2 = [softplus(sum(Wdt[c][r] * dtr[r] for r in range(R)) + dtb[c]) for c in range(E)]
+        s2 = [[s1[c][n] * math.exp(dt2[c] * A[c][n]) + dt2[c] * xc2[c] * B2[n]
+               for n in range(N)] for c in range(E)]
+        y2 = [(sum(s2[c][n] * C2[n] for n in range(N)) + D[c] * xc2[c]) * silu(z2[c])
+              for c in range(E)]
+        x2 = [x2[j] + sum(Wout[j][c] * y2[c] for c in range(E)) for j in range(len(x2))]
+
+    out = w.get("output.weight", w["token_embd.weight"])
+    onorm = w["output_norm.weight"]
+    return np.array([matvec(out, rms(x1, onorm)), matvec(out, rms(x2, onorm))])
+
+
+class ModelTests(TempDirCase):
+    def load(self, name, data):
+        return mr.MambaModel(self.write(name, data))
+
+    def test_hparams_and_shapes(self):
+        rng = np.random.default_rng(2)
+        data, _ = model_bytes(HP, random_weights(rng, **HP), dt_b_c_rms=True)
+        m = self.load("m.gguf", data)
+        self.assertEqual((m.n_embd, m.n_layer, m.d_conv, m.d_inner, m.d_state, m.dt_rank,
+                          m.n_vocab), (4, 2, 4, 6, 3, 2, 7))
+        self.assertTrue(m.dt_b_c_rms)
+        self.assertAlmostEqual(m.eps, 1e-5, places=12)
+        self.assertEqual(m.layers[1].conv1d.shape, (6, 4))
+        self.assertEqual(m.layers[1].A.shape, (6, 3))
+        st = mr.new_state(m)
+        self.assertEqual(len(st), 2)
+        self.assertEqual(st[0].conv.shape, (3, 6))
+        self.assertEqual(st[0].ssm.shape, (6, 3))
+
+    def check_two_tokens(self, dt_b_c_rms, seed):
+        rng = np.random.default_rng(seed)
+        data, w = model_bytes(HP, random_weights(rng, **HP), dt_b_c_rms=dt_b_c_rms)
+        m = self.load("m.gguf", data)
+        got = mr.run_sequence(m, [3, 5])
+        want = unrolled_two_tokens(w, HP, m.eps, bool(dt_b_c_rms), 3, 5)
+        self.assertEqual(got.shape, (2, 7))
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def test_two_tokens_match_unrolled(self):
+        for seed in (3, 4, 5):
+            self.check_two_tokens(None, seed)
+
+    def test_two_tokens_match_unrolled_dt_b_c_rms(self):
+        for seed in (6, 7):
+            self.check_two_tokens(True, seed)
+
+    def test_dt_b_c_rms_false_is_off(self):
+        rng = np.random.default_rng(8)
+        w = random_weights(rng, **HP)
+        a = mr.run_sequence(self.load("a.gguf", model_bytes(HP, w)[0]), [1, 2, 3])
+        b = mr.run_sequence(self.load("b.gguf", model_bytes(HP, w, dt_b_c_rms=False)[0]),
+                            [1, 2, 3])
+        np.testing.assert_array_equal(a, b)
+
+    def test_dt_b_c_rms_makes_ssm_x_scale_invariant(self):
+        # with dt, B, C rms-normalised (tiny eps), scaling ssm_x changes nothing
+        rng = np.random.default_rng(9)
+        w = random_weights(rng, **HP)
+        w8 = dict(w)
+        for i in range(HP["n_layer"]):
+            w8["blk.%d.ssm_x.weight" % i] = w["blk.%d.ssm_x.weight" % i] * 8.0
+        runs = {}
+        for flag in (True, False):
+            for name, ws in (("w", w), ("w8", w8)):
+                data, _ = model_bytes(HP, ws, eps=1e-20, dt_b_c_rms=flag)
+                runs[flag, name] = mr.run_sequence(self.load("s.gguf", data), [0, 4, 6, 2])
+        np.testing.assert_allclose(runs[True, "w"], runs[True, "w8"], rtol=1e-9, atol=1e-12)
+        self.assertGreater(np.max(np.abs(runs[False, "w"] - runs[False, "w8"])), 1e-3)
+
+    def test_tied_and_untied_output(self):
+        rng = np.random.default_rng(10)
+        w = random_weights(rng, tied=True, **HP)
+        tied = self.load("t.gguf", model_bytes(HP, w)[0])
+        self.assertTrue(tied.tied)
+        self.assertIs(tied.output, tied.token_embd)
+
+        same = dict(w, **{"output.weight": w["token_embd.weight"]})
+        untied_same = self.load("u.gguf", model_bytes(HP, same)[0])
+        self.assertFalse(untied_same.tied)
+        tokens = [6, 0, 3]
+        np.testing.assert_array_equal(mr.run_sequence(tied, tokens),
+                                      mr.run_sequence(untied_same, tokens))
+
+        other = dict(w, **{"output.weight": rng.standard_normal((7, 4))})
+        data, dec = model_bytes(HP, other)
+        untied = self.load("o.gguf", data)
+        got = mr.run_sequence(untied, [6, 0])
+        np.testing.assert_allclose(got, unrolled_two_tokens(dec, HP, untied.eps, False, 6, 0),
+                                   rtol=1e-12, atol=1e-12)
+        self.assertGreater(np.max(np.abs(got - mr.run_sequence(tied, [6, 0]))), 1e-3)
+        # the logits are the output matrix times the final normalised stream: tied == E h
+        st = mr.new_state(tied)
+        x = tied.token_embd[6].copy()
+        for layer, s in zip(tied.layers, st):
+            x = mr.mamba_layer(tied, layer, s, x)
+        h = mr.rmsnorm(x, tied.output_norm, tied.eps)
+        np.testing.assert_allclose(mr.run_sequence(tied, [6])[0], tied.token_embd @ h,
+                                   rtol=1e-13, atol=1e-13)
+
+    def test_mixed_weight_types_equal_f32(self):
+        hp = dict(n_embd=32, n_layer=2, d_conv=4, d_inner=64, d_state=4, dt_rank=2,
+                  n_vocab=11)
+        rng = np.random.default_rng(11)
+        w = random_weights(rng, **hp)
+        types = {"token_embd.weight": F16, "output.weight": BF16, "ssm_in.weight": Q8_0,
+                 "ssm_out.weight": Q4_0, "ssm_x.weight": BF16, "ssm_dt.weight": F16,
+                 "ssm_conv1d.weight": F16}
+        data, dec = model_bytes(hp, w, types=types)
+        mixed = self.load("mixed.gguf", data)
+        plain = self.load("plain.gguf", model_bytes(hp, dec)[0])  # decoded values are exact f32
+        np.testing.assert_array_equal(mixed.layers[0].ssm_in, dec["blk.0.ssm_in.weight"])
+        np.testing.assert_array_equal(mixed.layers[1].ssm_out, dec["blk.1.ssm_out.weight"])
+        np.testing.assert_array_equal(mr.run_sequence(mixed, [1, 10, 5]),
+                                      mr.run_sequence(plain, [1, 10, 5]))
+
+    def test_sequences_start_from_zero_state(self):
+        rng = np.random.default_rng(12)
+        m = self.load("m.gguf", model_bytes(HP, random_weights(rng, **HP))[0])
+        long = mr.run_sequence(m, [2, 4, 1, 3])
+        np.testing.assert_array_equal(mr.run_sequence(m, [2, 4]), long[:2])
+        self.assertGreater(np.max(np.abs(mr.run_sequence(m, [1, 3]) - long[2:])), 1e-6)
+
+    def test_bad_models(self):
+        rng = np.random.default_rng(13)
+        w = random_weights(rng, **HP)
+        with self.assertRaises(mr.ModelError):
+            self.load("arch.gguf", model_bytes(HP, w, arch="rwkv6")[0])
+        wrong = dict(w, **{"blk.1.ssm_x.weight": np.zeros((7, 6))})
+        with self.assertRaisesRegex(mr.ModelError, "blk.1.ssm_x.weight"):
+            self.load("shape.gguf", model_bytes(HP, wrong)[0])
+        missing = {k: v for k, v in w.items() if k != "blk.0.ssm_d"}
+        with self.assertRaisesRegex(mr.ModelError, "blk.0.ssm_d"):
+            self.load("missing.gguf", model_bytes(HP, missing)[0])
+        m = self.load("ok.gguf", model_bytes(HP, w)[0])
+        with self.assertRaises(mr.ModelError):
+            mr.run_sequence(m, [1, 7])
+
+    def test_speed(self):
+        hp = dict(n_embd=128, n_layer=4, d_conv=4, d_inner=256, d_state=16, dt_rank=8,
+                  n_vocab=1000)
+        rng = np.random.default_rng(14)
+        path = self.write("big.gguf", model_bytes(hp, random_weights(rng, **hp))[0])
+        t0 = time.time()
+        logits = mr.run_sequence(mr.MambaModel(path), list(range(0, 1000, 20)))
+        elapsed = time.time() - t0
+        self.assertEqual(logits.shape, (50, 1000))
+        self.assertTrue(np.all(np.isfinite(logits)))
+        self.assertLess(elapsed, 10.0)
+
+
+# ---------------------------------------------------------------------------------------
+# The command line
+
+
+class CLITests(TempDirCase):
+    def run_cli(self, *args):
+        return subprocess.run([sys.executable, MAMBA_REF] + list(args),
+                              capture_output=True, text=True)
+
+    def test_out_file_holds_all_sequences(self):
+        rng = np.random.default_rng(15)
+        data, _ = model_bytes(HP, random_weights(rng, **HP))
+        path = self.write("m.gguf", data)
+        out = os.path.join(self.tmp.name, "logits.bin")
+        r = self.run_cli(path, "--tokens", "1,2,3", "--tokens", "4, 5", "--out", out, "--print")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.strip().splitlines()), 5)
+        got = np.fromfile(out, dtype="<f8")
+        self.assertEqual(got.size, 5 * 7)
+        m = mr.MambaModel(path)
+        want = np.concatenate([mr.run_sequence(m, [1, 2, 3]), mr.run_sequence(m, [4, 5])])
+        np.testing.assert_array_equal(got.reshape(5, 7), want)
+
+    def test_errors_exit_non_zero(self):
+        rng = np.random.default_rng(16)
+        path = self.write("m.gguf", model_bytes(HP, random_weights(rng, **HP))[0])
+        r = self.run_cli(path, "--tokens", "1,7", "--print")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("out of range", r.stderr)
+        r = self.run_cli(path, "--tokens", "1,-1", "--print")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("out of range", r.stderr)
+        r = self.run_cli(self.write("bad.gguf", b"not a gguf file"), "--tokens", "1")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("bad magic", r.stderr)
+        r = self.run_cli(os.path.join(self.tmp.name, "absent.gguf"), "--tokens", "1")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("error", r.stderr)
+        r = self.run_cli(path, "--tokens", "1,x")
+        self.assertNotEqual(r.returncode, 0)
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2 if "-v" in sys.argv else 1).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    print("test_ref: %d passed, %d failed" % (result.testsRun - failed - len(result.skipped),
+                                               failed))
+    return 0 if failed == 0 and result.testsRun > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

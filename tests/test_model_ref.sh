@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Logits of recur against the independent float64 reference (tests/ref/mamba_ref.py), for every
+# model that make_models.sh wrote.
+#   test_model_ref.sh TEST_MODEL_BIN MODELS_DIR
+# Tolerance (max |a-b| / rms(b) per token): 1e-4 for f32 weights, 1e-2 for f16 and bf16.
+set -euo pipefail
+test_bin=$1
+models=$2
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# three sequences: one token, a short run, and 23 tokens spread over the first 256 ids
+seqs=("7" "1,2,3,250,4,5,0,255" "17,200,33,91,128,6,44,250,3,77,160,12,9,199,81,64,31,222,140,5,18,96,240")
+passed=0
+failed=0
+for model in "$models"/*.gguf; do
+    case "$(basename "$model")" in
+    f32-*) tol=1e-4 ;;
+    *) tol=1e-2 ;;
+    esac
+    args=()
+    for s in "${seqs[@]}"; do args+=(--tokens "$s"); done
+    python3 "$here/ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
+    if "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${seqs[@]}"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
+done
+echo "test_model_ref: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
