@@ -1,0 +1,80 @@
+/*
+ * recur: the command-line program. main only dispatches to a subcommand (tools.h); each
+ * subcommand parses its own flags, so that `recur CMD --help` documents exactly what CMD takes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools.h"
+
+#ifndef RECUR_VERSION_STRING
+#define RECUR_VERSION_STRING "unknown"
+#endif
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"mkmodel", cmd_mkmodel, "write a random-weight model (GGUF, llama.cpp's layout)"},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: recur COMMAND [ARGS...]\n"
+                 "       recur help [COMMAND] | recur --help | recur --version\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`recur COMMAND --help` lists the flags of COMMAND.\n");
+}
+
+static const struct command *find_command(const char *name) {
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return TOOL_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+        (strcmp(cmd, "help") == 0 && argc == 2)) {
+        usage(stdout);
+        return TOOL_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("recur %s\n", RECUR_VERSION_STRING);
+        return TOOL_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        /* `recur help CMD` is `recur CMD --help`, so the text lives in one place. */
+        const struct command *c = find_command(argv[2]);
+        if (!c) {
+            fprintf(stderr, "recur: help: unknown command '%s'\n\n", argv[2]);
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+        if (argc > 3) {
+            fprintf(stderr, "recur: help: unexpected argument '%s'\n\n", argv[3]);
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+        char help_flag[] = "--help";
+        char *sub_argv[] = {argv[2], help_flag, NULL};
+        return c->run(2, sub_argv);
+    }
+    const struct command *c = find_command(cmd);
+    if (!c) {
+        fprintf(stderr, "recur: unknown command '%s'\n\n", cmd);
+        usage(stderr);
+        return TOOL_USAGE;
+    }
+    return c->run(argc - 1, argv + 1);
+}

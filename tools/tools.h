@@ -1,0 +1,15 @@
+/*
+ * tools: the subcommands of the `recur` program. Each takes the arguments that follow its
+ * name (argv[0] is the subcommand's name) and returns the process exit status: 0 done,
+ * 1 a runtime failure (one line on stderr), 2 a usage error (message and usage on stderr).
+ */
+#ifndef RECUR_TOOLS_H
+#define RECUR_TOOLS_H
+
+/* Exit statuses shared by every subcommand. */
+enum { TOOL_OK = 0, TOOL_FAIL = 1, TOOL_USAGE = 2 };
+
+/* recur mkmodel: writes a random-weight model in llama.cpp's GGUF layout (tools/mkmodel.c). */
+int cmd_mkmodel(int argc, char **argv);
+
+#endif /* RECUR_TOOLS_H */
