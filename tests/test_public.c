@@ -1,0 +1,32 @@
+/* Links against the installed-style library target `recur` (not the internal one) and uses
+ * only include/recur.h, as an outside program would: the public symbols must all be exported
+ * (also from the shared library) and the header must stand on its own. */
+#include "recur.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    int failed = 0, passed = 0;
+#define EXPECT(c) ((c) ? (void)passed++ : (void)(failed++, fprintf(stderr, "failed: %s\n", #c)))
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_public MODEL\n");
+        return 2;
+    }
+    EXPECT(recur_model_load_from_file("/nonexistent.gguf", recur_model_default_params()) == NULL);
+    EXPECT(strstr(recur_last_error(), "/nonexistent.gguf") != NULL);
+    struct recur_model *m = recur_model_load_from_file(argv[1], recur_model_default_params());
+    EXPECT(m != NULL);
+    if (!m) return 1;
+    struct recur_context *ctx = recur_init_from_model(m, recur_context_default_params());
+    EXPECT(ctx != NULL);
+    recur_token t[3] = {1, 2, 3};
+    EXPECT(recur_decode(ctx, recur_batch_get_one(t, 3)) == 0);
+    EXPECT(recur_get_logits_ith(ctx, -1) != NULL);
+    EXPECT(recur_memory_seq_pos_max(recur_get_memory(ctx), 0) == 2);
+    EXPECT(recur_state_get_size(ctx) > 0);
+    recur_free(ctx);
+    recur_model_free(m);
+    printf("test_public: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
