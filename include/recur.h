@@ -199,22 +199,110 @@ RECUR_API size_t recur_state_seq_load_file(struct recur_context *ctx, const char
 
 /* ---- vocabulary -------------------------------------------------------------------------- */
 
-/* Tokenises text (text_len bytes) into tokens. Returns the number of tokens, or the negated
- * number needed when n_tokens_max is too small. add_special: add BOS when the model asks for
- * it. parse_special: control tokens written in the text become their ids. */
+/* Tokenises text (text_len bytes, any bytes: invalid UTF-8 round-trips) into tokens. Returns
+ * the number of tokens, or the negated number needed when n_tokens_max is too small (tokens'
+ * contents are then unspecified); INT32_MIN with the error set on a bad argument.
+ * add_special: add BOS / EOS when the model asks for them. parse_special: control tokens
+ * written in the text become their ids. */
 RECUR_API int32_t recur_tokenize(const struct recur_model *model, const char *text,
                                  int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
                                  bool add_special, bool parse_special);
 /* The text of a token (not NUL-terminated). Returns its length, or the negated size needed
- * when length is too small. lstrip: leading spaces to drop; special: render control tokens. */
+ * when length is too small; 0 with the error set for an id out of range. lstrip: leading
+ * spaces to drop; special: render control tokens (else they give ""). */
 RECUR_API int32_t recur_token_to_piece(const struct recur_model *model, recur_token token,
                                        char *buf, int32_t length, int32_t lstrip, bool special);
-/* The text of a token sequence; negated size needed when text_len_max is too small. */
+/* The text of a token sequence (not NUL-terminated), with llama.cpp's clean-up of spaces
+ * where the vocabulary asks for it; the negated size needed when text_len_max is too small;
+ * INT32_MIN with the error set for an id out of range. */
 RECUR_API int32_t recur_detokenize(const struct recur_model *model, const recur_token *tokens,
                                    int32_t n_tokens, char *text, int32_t text_len_max,
                                    bool remove_special, bool unparse_special);
 RECUR_API recur_token recur_token_bos(const struct recur_model *model); /* -1: none */
 RECUR_API recur_token recur_token_eos(const struct recur_model *model);
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+/* Samplers turn a row of logits into a token, as llama.cpp's llama_sampler: a sampler filters
+ * or reorders candidates (top-k, top-p, min-p, temperature, penalties) or selects one
+ * (greedy, dist), and a chain applies samplers in order. Candidates are ranked by logit and
+ * equal logits by id (lower first), so every result is deterministic; NaN logits count as
+ * -INFINITY, and a token whose logit is -INFINITY is never chosen.
+ *
+ * Ownership: each recur_sampler_init_* / recur_sampler_chain_* function returns a sampler the
+ * caller owns and frees with recur_sampler_free, unless it was handed to a chain, which then
+ * owns it (and frees it with itself). Errors: NULL or -1, with recur_last_error() set. A
+ * sampler is used by one thread at a time; separate samplers may run in parallel. */
+struct recur_sampler;
+
+struct recur_sampler_params {
+    uint64_t seed;          /* of the dist sampler (default 0xdecaf); equal seeds, equal draws */
+    float temp;             /* temperature (default 0.8); <= 0: greedy */
+    int32_t top_k;          /* keep the k most likely (default 40); <= 0: off */
+    float top_p;            /* keep the smallest set with this probability mass (default 0.95);
+                               >= 1: off */
+    float min_p;            /* keep p >= min_p * the largest p (default 0.05); <= 0: off */
+    int32_t penalty_last_n; /* penalise the last n accepted tokens (default 64); <= 0: off */
+    float penalty_repeat;   /* logit > 0 ? logit / r : logit * r (default 1.0: off; > 0) */
+    float penalty_freq;     /* logit -= count * freq (default 0) */
+    float penalty_present;  /* logit -= present, once per token in the window (default 0) */
+};
+
+RECUR_API struct recur_sampler_params recur_sampler_default_params(void);
+
+/* The chain of llama.cpp's common sampling: penalties -> top-k -> top-p -> min-p ->
+ * temperature -> dist; temp <= 0: penalties -> greedy. Sized for the model's vocabulary, so
+ * sampling does not allocate. NULL when model is NULL, a parameter is NaN or penalty_repeat
+ * <= 0 (the message names the field), or on allocation failure. */
+RECUR_API struct recur_sampler *recur_sampler_chain_default(const struct recur_model *model,
+                                                            struct recur_sampler_params params);
+
+/* An empty chain. */
+RECUR_API struct recur_sampler *recur_sampler_chain_init(void);
+/* Appends smpl to chain, which takes ownership of it in every case (on failure it is freed).
+ * Returns false on allocation failure or when chain is not a chain; when smpl is NULL it
+ * returns false leaving the error of the init that failed, so that
+ * `ok = recur_sampler_chain_add(chain, recur_sampler_init_top_k(40))` needs one check. */
+RECUR_API bool recur_sampler_chain_add(struct recur_sampler *chain, struct recur_sampler *smpl);
+
+/* Selects the most likely token (equal logits: the lowest id). */
+RECUR_API struct recur_sampler *recur_sampler_init_greedy(void);
+/* Selects at random from the softmax of the candidates, with its own generator: the same seed
+ * gives the same tokens on every machine. recur_sampler_reset restarts it from the seed. */
+RECUR_API struct recur_sampler *recur_sampler_init_dist(uint64_t seed);
+/* Divides the logits by temp; temp <= 0 keeps only the most likely token. */
+RECUR_API struct recur_sampler *recur_sampler_init_temp(float temp);
+/* Keeps the k most likely tokens; k <= 0: no change. */
+RECUR_API struct recur_sampler *recur_sampler_init_top_k(int32_t k);
+/* Keeps the most likely tokens until their probability mass reaches p, and at least min_keep
+ * of them (0 counts as 1); p >= 1: no change. */
+RECUR_API struct recur_sampler *recur_sampler_init_top_p(float p, size_t min_keep);
+/* Keeps the tokens whose probability is at least min_p times the largest one, and at least
+ * min_keep (0 counts as 1); min_p <= 0: no change. */
+RECUR_API struct recur_sampler *recur_sampler_init_min_p(float min_p, size_t min_keep);
+/* Penalises the tokens among the last last_n accepted ones (<= 0: none): repeat as in
+ * llama.cpp (logit > 0 ? logit / repeat : logit * repeat; 1: off, must be > 0), then logit -=
+ * count * freq + present. recur_sampler_reset empties the window. */
+RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, float repeat,
+                                                             float freq, float present);
+
+/* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:
+ * idx < 0 counts from the end), accepts the token (penalties remember it) and returns it.
+ * -1 with the error set when there are no such logits, or when the sampler selects nothing
+ * (a chain must end with greedy or dist). */
+RECUR_API recur_token recur_sampler_sample(struct recur_sampler *smpl, struct recur_context *ctx,
+                                           int32_t idx);
+/* The same from the caller's logits (n_vocab floats, not kept). */
+RECUR_API recur_token recur_sampler_sample_logits(struct recur_sampler *smpl, const float *logits,
+                                                  int32_t n_vocab);
+/* Tells the sampler that token was chosen (recur_sampler_sample does it itself): for tokens
+ * of the prompt, so that penalties see them. NULL smpl: nothing. */
+RECUR_API void recur_sampler_accept(struct recur_sampler *smpl, recur_token token);
+/* Forgets the accepted tokens and reseeds dist samplers with their seed; NULL: nothing. */
+RECUR_API void recur_sampler_reset(struct recur_sampler *smpl);
+/* "greedy", "dist", "temp", "top-k", "top-p", "min-p", "penalties" or "chain". */
+RECUR_API const char *recur_sampler_name(const struct recur_sampler *smpl);
+RECUR_API void recur_sampler_free(struct recur_sampler *smpl); /* NULL is fine */
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,9 @@ build_type=$2
 shift 2
 
 # gcc, ninja and cmake build it; libxxhash-dev gives the checksums of state streams
-# (compiled in from its header); python3-numpy runs the reference of the model tests.
-packages=(gcc libc6-dev cmake ninja-build libxxhash-dev python3 python3-numpy)
+# (compiled in from its header); libpcre2-dev the tokenizer's pre-tokenizer pattern (linked:
+# libpcre2-8); python3-numpy runs the reference of the model tests.
+packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev python3 python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -281,36 +281,8 @@ static int parse_args(int argc, char **argv, struct mk *m) {
 
 /* ---- random numbers ------------------------------------------------------------------------- */
 
-/* xoshiro256** seeded through splitmix64 (Blackman and Vigna): small, fast, and the same
- * stream on every platform, so that a seed names a model. */
-struct rng {
-    uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
+/* rcore_rng (xoshiro256**) gives the same stream on every platform, so that a seed names a
+ * model; each tensor gets its own generator from the seed and its name. */
 static uint64_t fnv1a64(const void *p, size_t n, uint64_t h) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
@@ -320,19 +292,18 @@ static uint64_t fnv1a64(const void *p, size_t n, uint64_t h) {
 #define FNV_OFFSET 0xcbf29ce484222325u
 
 /* One generator per tensor, from the seed and the tensor's name. */
-static void rng_seed(struct rng *r, uint64_t seed, const char *name) {
-    uint64_t x = seed ^ fnv1a64(name, strlen(name), FNV_OFFSET);
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+static void rng_seed(struct rcore_rng *r, uint64_t seed, const char *name) {
+    rcore_rng_seed(r, seed ^ fnv1a64(name, strlen(name), FNV_OFFSET));
 }
 
 /* Uniform in (0, 1]: never 0, so that log() below is finite. */
-static double rng_uniform(struct rng *r) {
-    return (double)((rng_next(r) >> 11) + 1) * 0x1.0p-53;
+static double rng_uniform(struct rcore_rng *r) {
+    return (double)((rcore_rng_next(r) >> 11) + 1) * 0x1.0p-53;
 }
 
 /* Standard normal (Box-Muller; the second value is not kept, which keeps the generator
  * stateless beyond its four words). */
-static double rng_normal(struct rng *r) {
+static double rng_normal(struct rcore_rng *r) {
     double u1 = rng_uniform(r), u2 = rng_uniform(r);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
@@ -346,7 +317,8 @@ enum init {
     INIT_DT_BIAS, /* inverse softplus of dt drawn log-uniform in [1e-3, 1e-1] */
 };
 
-static void fill(float *v, int64_t ne0, int64_t ne1, enum init init, double scale, struct rng *r) {
+static void fill(float *v, int64_t ne0, int64_t ne1, enum init init, double scale,
+                 struct rcore_rng *r) {
     int64_t n = ne0 * ne1;
     switch (init) {
     case INIT_NORMAL:
@@ -390,7 +362,7 @@ static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *n
         rcore_error_set("tensor %s: out of memory (%zu bytes)", name, nbytes);
         return false;
     }
-    struct rng r;
+    struct rcore_rng r;
     rng_seed(&r, m->seed, name);
     fill(v, ne[0], ne[1], init, scale, &r);
 

@@ -18,6 +18,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"run", cmd_run, "generate text from a prompt, streaming it"},
+    {"parallel", cmd_parallel, "generate several continuations of one prompt at once"},
     {"mkmodel", cmd_mkmodel, "write a random-weight model (GGUF, llama.cpp's layout)"},
 };
 

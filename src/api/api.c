@@ -48,11 +48,19 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         free(model);
         return NULL;
     }
+    /* as llama.cpp, a model whose tokenizer cannot be used (an unknown pre-tokenizer, say) is
+       refused at load time rather than at the first tokenize */
+    if (!(model->vocab = rvocab_load(rmodel_gguf(model->m)))) {
+        rcore_error_prefix("%s", path);
+        recur_model_free(model);
+        return NULL;
+    }
     return model;
 }
 
 void recur_model_free(struct recur_model *model) {
     if (!model) return;
+    rvocab_free(model->vocab);
     rmodel_free(model->m);
     free(model);
 }

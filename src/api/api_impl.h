@@ -6,9 +6,11 @@
 
 #include "../memory/memory.h"
 #include "../model/model.h"
+#include "../vocab/vocab.h"
 
 struct recur_model {
     struct rmodel *m;
+    struct rvocab *vocab; /* from the model file's tokenizer.ggml.* keys */
 };
 
 struct recur_context {

@@ -77,6 +77,18 @@ float rcore_bf16_to_f32(uint16_t h);
 void rcore_row_from_f32(enum rcore_type type, void *dst, const float *src, size_t n);
 void rcore_row_to_f32(enum rcore_type type, float *dst, const void *src, size_t n);
 
+/* ---- random numbers ------------------------------------------------------------------------ */
+
+/* xoshiro256** seeded through splitmix64: small, fast, and the same stream on every machine,
+ * so seeded sampling and generated models are reproducible anywhere. Four successive
+ * splitmix64 outputs are distinct, so the state is never the all-zero one xoshiro cannot leave. */
+struct rcore_rng {
+    uint64_t s[4];
+};
+
+void rcore_rng_seed(struct rcore_rng *r, uint64_t seed);
+uint64_t rcore_rng_next(struct rcore_rng *r);
+
 /* ---- checked arithmetic ------------------------------------------------------------------ */
 
 /* a*b into *out; false on overflow (then *out is unchanged). */

@@ -64,13 +64,13 @@ const char *rgguf_vtype_name(uint32_t vtype);
 struct rgguf;
 
 struct rgguf_tensor {
-    const char *name;          /* NUL-terminated copy */
-    uint32_t n_dims;           /* 1..4 */
+    const char *name;           /* NUL-terminated copy */
+    uint32_t n_dims;            /* 1..4 */
     int64_t ne[RGGUF_MAX_DIMS]; /* unused dimensions are 1 */
-    uint32_t type;             /* enum rgguf_ttype value */
-    uint64_t offset;           /* from the start of the data section */
+    uint32_t type;              /* enum rgguf_ttype value */
+    uint64_t offset;            /* from the start of the data section */
     size_t nbytes;
-    const void *data;          /* inside the mapping / buffer, aligned as the file says */
+    const void *data; /* inside the mapping / buffer, aligned as the file says */
 };
 
 /* Opens and checks a GGUF file. use_mmap false reads the file into memory instead. Returns
@@ -136,7 +136,7 @@ const struct rgguf_tensor *rgguf_require_tensor(const struct rgguf *g, const cha
 struct rgguf_writer;
 
 struct rgguf_writer *rgguf_writer_create(void); /* NULL (error set) when out of memory */
-void rgguf_writer_free(struct rgguf_writer *w);  /* NULL is fine */
+void rgguf_writer_free(struct rgguf_writer *w); /* NULL is fine */
 
 /* Each adder copies what it is given; keys must be unique (a duplicate fails). All return
  * false with the error set on failure (out of memory, duplicate key or tensor, bad shape). */

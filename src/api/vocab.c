@@ -1,0 +1,22 @@
+/* The vocabulary functions of the public API: thin wrappers over src/vocab, which documents
+ * the semantics (llama.cpp's). */
+#include "api_impl.h"
+
+int32_t recur_tokenize(const struct recur_model *model, const char *text, int32_t text_len,
+                       recur_token *tokens, int32_t n_tokens_max, bool add_special,
+                       bool parse_special) {
+    return rvocab_tokenize(model->vocab, text, text_len, tokens, n_tokens_max, add_special,
+                           parse_special);
+}
+
+int32_t recur_token_to_piece(const struct recur_model *model, recur_token token, char *buf,
+                             int32_t length, int32_t lstrip, bool special) {
+    return rvocab_token_to_piece(model->vocab, token, buf, length, lstrip, special);
+}
+
+int32_t recur_detokenize(const struct recur_model *model, const recur_token *tokens,
+                         int32_t n_tokens, char *text, int32_t text_len_max, bool remove_special,
+                         bool unparse_special) {
+    return rvocab_detokenize(model->vocab, tokens, n_tokens, text, text_len_max, remove_special,
+                             unparse_special);
+}

@@ -1,0 +1,1192 @@
+/*
+ * vocab: byte-level BPE (tokenizer.ggml.model = "gpt2") with llama.cpp's semantics.
+ *
+ * Data structures, and why:
+ *
+ *  - tokens[]: per id, offsets into two byte arenas: `text` (the token as stored, in the GPT-2
+ *    byte alphabet, NUL after each) and `pieces` (the bytes token_to_piece hands out, decoded
+ *    once at load, as llama.cpp caches them). Two big allocations instead of 50,000 small
+ *    ones, and token_to_piece is a bounds check and a memcpy.
+ *
+ *  - text_table: open addressing (linear probing, power-of-two size, load <= 1/2) from token
+ *    text to id, keyed by XXH64 of the text, storing the hash's low 32 bits beside the id so
+ *    that most probes skip the memcmp. It is used at load (duplicates, merges, the 256 byte
+ *    tokens) and by rvocab_text_to_token; tokenizing never hashes a string.
+ *
+ *  - merge_table: open addressing from the pair (left id, right id), packed in 64 bits, to
+ *    (rank, merged id). Every merge is checked at load to name tokens that exist, so the BPE
+ *    works on ids alone: a symbol is an id, a merge is one 64-bit probe. (llama.cpp hashes
+ *    the pair of strings and looks the result up by text.)
+ *
+ *  - BPE on one piece, as llama.cpp and sentencepiece do it: the piece's bytes start as a
+ *    doubly linked list of symbols (one byte-token each) and every adjacent pair that has a
+ *    merge goes into a binary heap ordered by (rank, position), so the lowest rank wins and the
+ *    leftmost on ties. Popping a candidate whose symbols changed since it was queued is
+ *    detected by comparing the ids stored in the candidate with the symbols' current ids
+ *    (a symbol's id changes exactly when its text does), and skipped. A merge queues at most
+ *    two new candidates, so a piece of n bytes costs O(n log n) whatever its shape; a rescan
+ *    for the best pair after each merge would be O(n^2) on one long word.
+ *
+ *  - Pre-tokenization: PCRE2 (8-bit, UTF + UCP), compiled once per vocabulary and owned by it.
+ *    The text is first cut into runs of valid UTF-8 (strict RFC 3629) by our own scan; every
+ *    byte outside such a run is a piece by itself, so invalid input round-trips byte for byte
+ *    and no match ever sees it. Each valid run is matched with PCRE2_NO_UTF_CHECK. Why not let
+ *    PCRE2 handle invalid UTF: with PCRE2_MATCH_INVALID_UTF the interpreter re-validates the
+ *    rest of the subject on every call, which makes splitting a megabyte quadratic (seconds
+ *    per hundred kilobytes, measured with PCRE2 10.42). The JIT has no such cost, so the
+ *    pattern is compiled with PCRE2_MATCH_INVALID_UTF when JIT compilation succeeds (a second
+ *    guard against a validator bug), and without it for the interpreter, which then honours
+ *    PCRE2_NO_UTF_CHECK on the runs we validated.
+ *
+ *  - Special tokens (control, unknown and user-defined types) are kept sorted longest first;
+ *    tokenize cuts the text around each in turn, as llama.cpp's tokenizer_st_partition does.
+ *
+ * A loaded vocabulary is never written again; each tokenize call allocates its own scratch
+ * (symbols, heap, fragments, PCRE2 match data), so any number of threads may share one.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "vocab/vocab.h"
+
+#include "core/core.h"
+#include "gguf/gguf.h"
+#include "io/io.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef PCRE2_MATCH_INVALID_UTF /* before PCRE2 10.34 */
+#define PCRE2_MATCH_INVALID_UTF 0
+#endif
+
+#define KEY_MODEL      "tokenizer.ggml.model"
+#define KEY_PRE        "tokenizer.ggml.pre"
+#define KEY_TOKENS     "tokenizer.ggml.tokens"
+#define KEY_TYPES      "tokenizer.ggml.token_type"
+#define KEY_MERGES     "tokenizer.ggml.merges"
+#define KEY_BOS        "tokenizer.ggml.bos_token_id"
+#define KEY_EOS        "tokenizer.ggml.eos_token_id"
+#define KEY_UNK        "tokenizer.ggml.unknown_token_id"
+#define KEY_PAD        "tokenizer.ggml.padding_token_id"
+#define KEY_ADD_BOS    "tokenizer.ggml.add_bos_token"
+#define KEY_ADD_EOS    "tokenizer.ggml.add_eos_token"
+#define KEY_ADD_PREFIX "tokenizer.ggml.add_space_prefix"
+
+/* The GPT-2 pattern, with \s widened to Unicode's White_Space property: PCRE2's \s (UCP) lacks
+ * U+0085 NEXT LINE, which llama.cpp's GPT-2 splitter and Hugging Face's regex count as
+ * space. */
+static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
+                                   "| ?[^\\s\\x{85}\\p{L}\\p{N}]+"
+                                   "|[\\s\\x{85}]+(?![^\\s\\x{85}])|[\\s\\x{85}]+";
+
+/* Longest token text accepted, and longest decoded piece (a character outside the byte
+ * alphabet decodes to a longer text, as in llama.cpp): keeps every size far from INT32_MAX. */
+#define MAX_TOKEN_LEN (1u << 20)
+#define MAX_PIECE_LEN (1u << 24)
+
+/* Code points of the GPT-2 byte alphabet: bytes map to 0 .. 255 + 68. */
+#define N_ALPHABET_CP 324
+
+struct vtoken {
+    uint32_t text_off, text_len;
+    uint32_t piece_off, piece_len;
+    uint8_t type;
+};
+
+struct text_slot {
+    uint32_t hash; /* low bits of XXH64 of the text */
+    int32_t id;    /* -1: empty */
+};
+
+struct merge_slot {
+    uint64_t key; /* left id << 32 | right id; MERGE_EMPTY when free */
+    int32_t rank;
+    int32_t result;
+};
+
+#define MERGE_EMPTY UINT64_MAX
+
+struct rvocab {
+    int32_t n_tokens;
+    int32_t n_merges;
+    struct vtoken *tokens;
+    char *text;   /* token texts, each NUL-terminated */
+    char *pieces; /* decoded pieces, back to back */
+
+    struct text_slot *text_table;
+    size_t text_mask;
+    struct merge_slot *merge_table;
+    size_t merge_mask;
+
+    int32_t *specials; /* control / unknown / user-defined ids, longest text first */
+    int32_t n_specials;
+
+    int32_t byte_token[256]; /* token of each byte's alphabet character, -1 if missing */
+    uint16_t byte_cp[256];
+    int16_t cp_byte[N_ALPHABET_CP]; /* inverse of byte_cp, -1 elsewhere */
+
+    int32_t bos, eos, unk, pad;
+    bool add_bos, add_eos, add_space_prefix, clean_spaces;
+
+    pcre2_code *re;
+    bool jit;
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s[0..n) (strict: no overlongs, surrogates or code
+ * points past U+10FFFF, the rules PCRE2 checks), or 0 when s[0] does not start one. */
+static int utf8_len(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F)) return 0;
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F)) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static uint32_t utf8_decode(const uint8_t *s, int len) {
+    switch (len) {
+    case 1:
+        return s[0];
+    case 2:
+        return (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
+    case 3:
+        return (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+    default:
+        return (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 |
+               (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
+    }
+}
+
+static int utf8_encode(uint32_t cp, char *out) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A growable byte buffer for building the arenas at load. */
+struct bytes {
+    char *p;
+    size_t n, cap;
+};
+
+static bool bytes_add(struct bytes *b, const void *src, size_t n) {
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->n < n) {
+            if (cap > SIZE_MAX / 2) {
+                rcore_error_set("vocabulary: out of memory");
+                return false;
+            }
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            rcore_error_set("vocabulary: out of memory (%zu bytes)", cap);
+            return false;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return true;
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n) c *= 2;
+    return c;
+}
+
+/* ---- the text -> id table ------------------------------------------------------------------ */
+
+static uint64_t text_hash(const char *s, size_t n) {
+    return XXH64(s, n, 0);
+}
+
+static const char *tok_text(const struct rvocab *v, int32_t id) {
+    return v->text + v->tokens[id].text_off;
+}
+
+/* The slot holding text, or the empty slot where it would go. */
+static struct text_slot *text_slot_find(const struct rvocab *v, const char *s, size_t n,
+                                        uint64_t h) {
+    size_t i = (size_t)h & v->text_mask;
+    for (;;) {
+        struct text_slot *e = &v->text_table[i];
+        if (e->id < 0) return e;
+        if (e->hash == (uint32_t)h && v->tokens[e->id].text_len == n &&
+            memcmp(tok_text(v, e->id), s, n) == 0)
+            return e;
+        i = (i + 1) & v->text_mask;
+    }
+}
+
+int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t len) {
+    if (!v || (!text && len)) return -1;
+    return text_slot_find(v, text ? text : "", len, text_hash(text ? text : "", len))->id;
+}
+
+/* ---- the pair -> merge table ---------------------------------------------------------------- */
+
+static size_t merge_index(uint64_t key, size_t mask) {
+    /* Fibonacci hashing: ids are small and dense, the multiply spreads them over the table. */
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+}
+
+static const struct merge_slot *merge_find(const struct rvocab *v, int32_t left, int32_t right) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    for (size_t i = merge_index(key, v->merge_mask);; i = (i + 1) & v->merge_mask) {
+        const struct merge_slot *e = &v->merge_table[i];
+        if (e->key == key) return e;
+        if (e->key == MERGE_EMPTY) return NULL;
+    }
+}
+
+/* ---- load ---------------------------------------------------------------------------------- */
+
+static void byte_alphabet(struct rvocab *v) {
+    /* GPT-2's bytes_to_unicode: printable bytes keep their code point, the 68 others get
+     * 256, 257, ... in byte order, so that every byte is a visible, non-space character. */
+    int extra = 0;
+    for (int i = 0; i < N_ALPHABET_CP; i++) v->cp_byte[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        v->byte_cp[b] = (uint16_t)(keep ? b : 256 + extra++);
+        v->cp_byte[v->byte_cp[b]] = (int16_t)b;
+    }
+}
+
+/* Reads an optional token id key: -1 when absent; an id out of range is ignored with a
+ * warning, as llama.cpp does. False only for a key of the wrong type. */
+static bool load_special_id(const struct rgguf *g, const char *key, int32_t n_tokens, int32_t *id) {
+    *id = -1;
+    if (rgguf_find_key(g, key) < 0) return true;
+    uint32_t u;
+    if (!rgguf_get_u32(g, key, &u)) {
+        int32_t s;
+        if (rgguf_get_i32(g, key, &s) && s < 0) { /* -1 written for "none" */
+            rcore_error_clear();
+            return true;
+        }
+        return rgguf_get_u32(g, key, &u); /* false, with the u32 getter's message */
+    }
+    if (u >= (uint32_t)n_tokens) {
+        rcore_log(RCORE_LOG_WARN, "%s = %u is out of range (%d tokens): ignored", key, u, n_tokens);
+        return true;
+    }
+    *id = (int32_t)u;
+    return true;
+}
+
+static bool load_bool(const struct rgguf *g, const char *key, bool *out) {
+    if (rgguf_find_key(g, key) < 0) return true;
+    return rgguf_get_bool(g, key, out);
+}
+
+static bool load_model_and_pre(const struct rgguf *g) {
+    const char *s;
+    size_t n;
+    if (!rgguf_get_str(g, KEY_MODEL, &s, &n)) return false;
+    if (n != 4 || memcmp(s, "gpt2", 4) != 0) {
+        rcore_error_set("%s is \"%.*s\": only \"gpt2\" (byte-level BPE) is supported", KEY_MODEL,
+                        (int)(n > 64 ? 64 : n), s);
+        return false;
+    }
+    if (rgguf_find_key(g, KEY_PRE) < 0) return true;
+    if (!rgguf_get_str(g, KEY_PRE, &s, &n)) return false;
+    if ((n == 5 && memcmp(s, "gpt-2", 5) == 0) || (n == 3 && memcmp(s, "mpt", 3) == 0)) return true;
+    rcore_error_set("%s is \"%.*s\", an unknown pre-tokenizer: supported are \"gpt-2\", \"mpt\" "
+                    "and a missing key (all use the GPT-2 pattern)",
+                    KEY_PRE, (int)(n > 64 ? 64 : n), s);
+    return false;
+}
+
+static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
+    enum rgguf_vtype et;
+    uint64_t n;
+    if (!rgguf_get_arr(g, KEY_TOKENS, &et, &n)) return false;
+    if (et != RGGUF_STRING) {
+        rcore_error_set("%s is an array of %s, strings were expected", KEY_TOKENS,
+                        rgguf_vtype_name(et));
+        return false;
+    }
+    if (n == 0 || n > (uint64_t)INT32_MAX / 4) {
+        rcore_error_set("%s holds %llu tokens, 1 to %d are supported", KEY_TOKENS,
+                        (unsigned long long)n, INT32_MAX / 4);
+        return false;
+    }
+    v->n_tokens = (int32_t)n;
+
+    const char *types = NULL; /* int32 values, read with memcpy: no alignment assumed */
+    if (rgguf_find_key(g, KEY_TYPES) >= 0) {
+        const void *data;
+        uint64_t nt;
+        if (!rgguf_get_arr_data(g, KEY_TYPES, RGGUF_INT32, &data, &nt)) return false;
+        if (nt < n) {
+            rcore_error_set("%s holds %llu types for %llu tokens", KEY_TYPES,
+                            (unsigned long long)nt, (unsigned long long)n);
+            return false;
+        }
+        types = data;
+    }
+
+    v->tokens = calloc((size_t)n, sizeof *v->tokens);
+    v->text_mask = pow2_at_least((size_t)n * 2) - 1;
+    v->text_table = malloc((v->text_mask + 1) * sizeof *v->text_table);
+    if (!v->tokens || !v->text_table) {
+        rcore_error_set("%s: out of memory for %llu tokens", KEY_TOKENS, (unsigned long long)n);
+        return false;
+    }
+    for (size_t i = 0; i <= v->text_mask; i++) v->text_table[i].id = -1;
+
+    struct bytes arena = {0};
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        const char *s;
+        size_t len;
+        if (!rgguf_get_arr_str(g, KEY_TOKENS, (uint64_t)id, &s, &len)) goto fail;
+        char empty[32];
+        if (len == 0) {
+            /* llama.cpp renames empty tokens so that every id has a distinct text */
+            len = (size_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", (int)id);
+            s = empty;
+        }
+        if (len > MAX_TOKEN_LEN) {
+            rcore_error_set("%s: token %d is %zu bytes long (at most %u are supported)", KEY_TOKENS,
+                            (int)id, len, MAX_TOKEN_LEN);
+            goto fail;
+        }
+        if (arena.n > UINT32_MAX - len - 1) {
+            rcore_error_set("%s: token texts exceed 4 GiB", KEY_TOKENS);
+            goto fail;
+        }
+        struct vtoken *t = &v->tokens[id];
+        t->text_off = (uint32_t)arena.n;
+        t->text_len = (uint32_t)len;
+        int32_t type = RVOCAB_TYPE_NORMAL;
+        if (types) memcpy(&type, types + (size_t)id * sizeof type, sizeof type);
+        t->type = (uint8_t)(type >= RVOCAB_TYPE_NORMAL && type <= RVOCAB_TYPE_BYTE
+                                ? type
+                                : RVOCAB_TYPE_UNDEFINED);
+        if (!bytes_add(&arena, s, len) || !bytes_add(&arena, "", 1)) goto fail;
+        v->text = arena.p; /* text_slot_find reads texts back through v->text */
+        uint64_t h = text_hash(s, len);
+        struct text_slot *e = text_slot_find(v, s, len, h);
+        if (e->id >= 0) {
+            rcore_error_set("%s: token %d \"%.*s\" has the same text as token %d", KEY_TOKENS,
+                            (int)id, (int)(len > 64 ? 64 : len), s, (int)e->id);
+            goto fail;
+        }
+        e->hash = (uint32_t)h;
+        e->id = id;
+    }
+    v->text = arena.p;
+    return true;
+fail:
+    free(arena.p);
+    v->text = NULL;
+    return false;
+}
+
+static bool merge_error(int64_t i, const char *s, size_t n, const char *why) {
+    rcore_error_set("%s: merge %lld \"%.*s\" %s", KEY_MERGES, (long long)i, (int)(n > 80 ? 80 : n),
+                    s, why);
+    return false;
+}
+
+static bool load_merges(struct rvocab *v, const struct rgguf *g) {
+    enum rgguf_vtype et;
+    uint64_t n;
+    if (!rgguf_get_arr(g, KEY_MERGES, &et, &n)) return false;
+    if (et != RGGUF_STRING) {
+        rcore_error_set("%s is an array of %s, strings were expected", KEY_MERGES,
+                        rgguf_vtype_name(et));
+        return false;
+    }
+    if (n > (uint64_t)INT32_MAX / 4) {
+        rcore_error_set("%s holds %llu merges, at most %d are supported", KEY_MERGES,
+                        (unsigned long long)n, INT32_MAX / 4);
+        return false;
+    }
+    v->merge_mask = pow2_at_least((size_t)n * 2) - 1;
+    v->merge_table = malloc((v->merge_mask + 1) * sizeof *v->merge_table);
+    if (!v->merge_table) {
+        rcore_error_set("%s: out of memory for %llu merges", KEY_MERGES, (unsigned long long)n);
+        return false;
+    }
+    for (size_t i = 0; i <= v->merge_mask; i++) v->merge_table[i].key = MERGE_EMPTY;
+
+    struct bytes joined = {0}; /* left and right glued together, to find the result */
+    bool ok = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (!rgguf_get_arr_str(g, KEY_MERGES, i, &s, &len)) goto done;
+        /* split at the first space after the first byte, as llama.cpp does */
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp) {
+            merge_error((int64_t)i, s, len, "has no space between two tokens");
+            goto done;
+        }
+        size_t nl = (size_t)(sp - s), nr = len - nl - 1;
+        int32_t left = rvocab_text_to_token(v, s, nl);
+        int32_t right = rvocab_text_to_token(v, sp + 1, nr);
+        if (left < 0 || right < 0) {
+            merge_error((int64_t)i, s, len, "names a token that is not in the vocabulary");
+            goto done;
+        }
+        joined.n = 0;
+        if (!bytes_add(&joined, s, nl) || !bytes_add(&joined, sp + 1, nr)) goto done;
+        int32_t result = rvocab_text_to_token(v, joined.p, joined.n);
+        if (result < 0) {
+            merge_error((int64_t)i, s, len, "makes a token that is not in the vocabulary");
+            goto done;
+        }
+        uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+        size_t j = merge_index(key, v->merge_mask);
+        while (v->merge_table[j].key != MERGE_EMPTY && v->merge_table[j].key != key)
+            j = (j + 1) & v->merge_mask;
+        if (v->merge_table[j].key == MERGE_EMPTY) { /* a repeated pair keeps its first rank */
+            v->merge_table[j] = (struct merge_slot){key, (int32_t)i, result};
+            v->n_merges++;
+        }
+    }
+    ok = true;
+done:
+    free(joined.p);
+    return ok;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* What token_to_piece hands out with special = true, as llama.cpp's token_to_piece cache. */
+static bool add_piece(struct rvocab *v, struct bytes *out, int32_t id) {
+    const struct vtoken *t = &v->tokens[id];
+    const char *s = tok_text(v, id);
+    size_t start = out->n;
+    switch (t->type) {
+    case RVOCAB_TYPE_CONTROL:
+    case RVOCAB_TYPE_UNKNOWN:
+    case RVOCAB_TYPE_USER_DEFINED:
+        return bytes_add(out, s, t->text_len);
+    case RVOCAB_TYPE_BYTE: {
+        bool form = t->text_len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>';
+        int hi = form ? hex_digit(s[3]) : -1, lo = form ? hex_digit(s[4]) : -1;
+        if (hi >= 0 && lo >= 0) {
+            char c = (char)(hi << 4 | lo);
+            return bytes_add(out, &c, 1);
+        }
+        return true; /* not of the form <0xXX>: no byte to give */
+    }
+    case RVOCAB_TYPE_NORMAL: {
+        const uint8_t *p = (const uint8_t *)s;
+        size_t n = t->text_len;
+        for (size_t i = 0; i < n;) {
+            int len = utf8_len(p + i, n - i);
+            uint32_t cp = len ? utf8_decode(p + i, len) : 0xFFFD;
+            i += len ? (size_t)len : 1;
+            if (cp < N_ALPHABET_CP && v->cp_byte[cp] >= 0) {
+                char c = (char)v->cp_byte[cp];
+                if (!bytes_add(out, &c, 1)) return false;
+                continue;
+            }
+            /* llama.cpp's llama_decode_text writes a character outside the alphabet so */
+            char u8[4], hex[9];
+            int k = utf8_encode(cp, u8);
+            for (int j = 0; j < k; j++) snprintf(hex + 2 * j, 3, "%02x", (uint8_t)u8[j]);
+            if (!bytes_add(out, "[UNK_BYTE_0x", 12) || !bytes_add(out, hex, (size_t)(2 * k)) ||
+                !bytes_add(out, s, n) || !bytes_add(out, "]", 1))
+                return false;
+            if (out->n - start > MAX_PIECE_LEN) {
+                rcore_error_set("%s: token %d: its decoded text exceeds %u bytes", KEY_TOKENS,
+                                (int)id, MAX_PIECE_LEN);
+                return false;
+            }
+        }
+        return true;
+    }
+    default:
+        return true; /* unused and undefined tokens have no text */
+    }
+}
+
+static bool build_pieces(struct rvocab *v) {
+    struct bytes out = {0};
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        size_t before = out.n;
+        if (!add_piece(v, &out, id)) goto fail;
+        if (out.n > UINT32_MAX) {
+            rcore_error_set("%s: decoded token texts exceed 4 GiB", KEY_TOKENS);
+            goto fail;
+        }
+        v->tokens[id].piece_off = (uint32_t)before;
+        v->tokens[id].piece_len = (uint32_t)(out.n - before);
+    }
+    if (!out.p && !bytes_add(&out, "", 1)) goto fail; /* never NULL, even if all are empty */
+    v->pieces = out.p;
+    return true;
+fail:
+    free(out.p);
+    return false;
+}
+
+struct special_sort {
+    uint32_t len;
+    int32_t id;
+};
+
+static int cmp_special(const void *a, const void *b) {
+    const struct special_sort *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longest first */
+    return (x->id > y->id) - (x->id < y->id);              /* then by id, to be deterministic */
+}
+
+static bool build_specials(struct rvocab *v) {
+    int32_t n = 0;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        uint8_t t = v->tokens[id].type;
+        n += t == RVOCAB_TYPE_CONTROL || t == RVOCAB_TYPE_UNKNOWN || t == RVOCAB_TYPE_USER_DEFINED;
+    }
+    if (n == 0) return true;
+    struct special_sort *s = malloc((size_t)n * sizeof *s);
+    v->specials = malloc((size_t)n * sizeof *v->specials);
+    if (!s || !v->specials) {
+        free(s);
+        rcore_error_set("vocabulary: out of memory for %d special tokens", (int)n);
+        return false;
+    }
+    int32_t k = 0;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        uint8_t t = v->tokens[id].type;
+        if (t == RVOCAB_TYPE_CONTROL || t == RVOCAB_TYPE_UNKNOWN || t == RVOCAB_TYPE_USER_DEFINED)
+            s[k++] = (struct special_sort){v->tokens[id].text_len, id};
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_special);
+    for (int32_t i = 0; i < n; i++) v->specials[i] = s[i].id;
+    v->n_specials = n;
+    free(s);
+    return true;
+}
+
+static pcre2_code *compile_pattern(uint32_t options) {
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | options, &err, &off, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        rcore_error_set("pre-tokenizer pattern: PCRE2 cannot compile it at offset %zu: %s",
+                        (size_t)off, (const char *)msg);
+    }
+    return re;
+}
+
+static bool build_regex(struct rvocab *v, bool want_jit) {
+    if (want_jit) {
+        v->re = compile_pattern(PCRE2_MATCH_INVALID_UTF);
+        if (!v->re) return false;
+        int rc = pcre2_jit_compile(v->re, PCRE2_JIT_COMPLETE);
+        if (rc == 0) {
+            v->jit = true;
+            return true;
+        }
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        rcore_log(RCORE_LOG_DEBUG, "vocab: PCRE2 JIT unavailable (%s), using the interpreter",
+                  (const char *)msg);
+        pcre2_code_free(v->re);
+    }
+    /* Without MATCH_INVALID_UTF, so that the interpreter honours PCRE2_NO_UTF_CHECK. */
+    v->re = compile_pattern(0);
+    return v->re != NULL;
+}
+
+struct rvocab *rvocab_load(const struct rgguf *g) {
+    return rvocab_load_flags(g, 0);
+}
+
+struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
+    if (!g) {
+        rcore_error_set("rvocab_load: no GGUF file");
+        return NULL;
+    }
+    if (!load_model_and_pre(g)) return NULL;
+    struct rvocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        rcore_error_set("vocabulary: out of memory");
+        return NULL;
+    }
+    v->clean_spaces = (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
+    byte_alphabet(v);
+    if (!load_tokens(v, g) || !load_merges(v, g)) goto fail;
+    if (!load_special_id(g, KEY_BOS, v->n_tokens, &v->bos) ||
+        !load_special_id(g, KEY_EOS, v->n_tokens, &v->eos) ||
+        !load_special_id(g, KEY_UNK, v->n_tokens, &v->unk) ||
+        !load_special_id(g, KEY_PAD, v->n_tokens, &v->pad))
+        goto fail;
+    if (!load_bool(g, KEY_ADD_BOS, &v->add_bos) || !load_bool(g, KEY_ADD_EOS, &v->add_eos) ||
+        !load_bool(g, KEY_ADD_PREFIX, &v->add_space_prefix))
+        goto fail;
+    if (v->add_bos && v->bos < 0) {
+        rcore_error_set("%s is true, but %s is not set", KEY_ADD_BOS, KEY_BOS);
+        goto fail;
+    }
+    if (v->add_eos && v->eos < 0) {
+        rcore_error_set("%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
+        goto fail;
+    }
+    for (int b = 0; b < 256; b++) {
+        char u8[4];
+        int k = utf8_encode(v->byte_cp[b], u8);
+        v->byte_token[b] = rvocab_text_to_token(v, u8, (size_t)k);
+    }
+    if (!build_pieces(v) || !build_specials(v)) goto fail;
+    if (!build_regex(v, (flags & RVOCAB_LOAD_NO_JIT) == 0)) goto fail;
+    return v;
+fail:
+    rvocab_free(v);
+    return NULL;
+}
+
+void rvocab_free(struct rvocab *v) {
+    if (!v) return;
+    pcre2_code_free(v->re);
+    free(v->tokens);
+    free(v->text);
+    free(v->pieces);
+    free(v->text_table);
+    free(v->merge_table);
+    free(v->specials);
+    free(v);
+}
+
+/* ---- properties ------------------------------------------------------------------------------ */
+
+int32_t rvocab_n_tokens(const struct rvocab *v) {
+    return v ? v->n_tokens : 0;
+}
+
+int32_t rvocab_n_merges(const struct rvocab *v) {
+    return v ? v->n_merges : 0;
+}
+
+int32_t rvocab_bos(const struct rvocab *v) {
+    return v ? v->bos : -1;
+}
+
+int32_t rvocab_eos(const struct rvocab *v) {
+    return v ? v->eos : -1;
+}
+
+int32_t rvocab_unk(const struct rvocab *v) {
+    return v ? v->unk : -1;
+}
+
+int32_t rvocab_pad(const struct rvocab *v) {
+    return v ? v->pad : -1;
+}
+
+bool rvocab_add_bos(const struct rvocab *v) {
+    return v && v->add_bos;
+}
+
+bool rvocab_add_eos(const struct rvocab *v) {
+    return v && v->add_eos;
+}
+
+bool rvocab_clean_spaces(const struct rvocab *v) {
+    return v && v->clean_spaces;
+}
+
+bool rvocab_uses_jit(const struct rvocab *v) {
+    return v && v->jit;
+}
+
+enum rvocab_token_type rvocab_token_type(const struct rvocab *v, int32_t token) {
+    if (!v || token < 0 || token >= v->n_tokens) return RVOCAB_TYPE_UNDEFINED;
+    return (enum rvocab_token_type)v->tokens[token].type;
+}
+
+const char *rvocab_token_text(const struct rvocab *v, int32_t token, size_t *len) {
+    if (!v || token < 0 || token >= v->n_tokens) return NULL;
+    if (len) *len = v->tokens[token].text_len;
+    return tok_text(v, token);
+}
+
+/* ---- tokenize ------------------------------------------------------------------------------ */
+
+struct sym {
+    int32_t id; /* SYM_DEAD once merged into its left neighbour */
+    int32_t prev, next;
+};
+
+#define SYM_DEAD (-2)
+
+/* A candidate merge of the symbol at `left` with its right neighbour, valid while both still
+ * carry the ids they had when it was queued. */
+struct cand {
+    int32_t rank;
+    int32_t left;
+    int32_t lid, rid;
+    int32_t result;
+};
+
+struct fragment {
+    size_t off, len;
+    int32_t token; /* -1: text to tokenize */
+};
+
+struct tok {
+    const struct rvocab *v;
+    int32_t *out;
+    int64_t n_out, max_out;
+    struct sym *syms;
+    size_t syms_cap;
+    struct cand *heap;
+    size_t heap_n, heap_cap;
+    pcre2_match_data *md;
+    struct rvocab_stats st;
+};
+
+static void emit(struct tok *t, int32_t id) {
+    if (t->n_out < t->max_out) t->out[t->n_out] = id;
+    t->n_out++;
+}
+
+static bool cand_before(const struct cand *a, const struct cand *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(struct tok *t, struct cand c) {
+    /* capacity is reserved per piece: at most n - 1 + (number of merges) <= 2n entries */
+    size_t i = t->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!cand_before(&c, &t->heap[parent])) break;
+        t->heap[i] = t->heap[parent];
+        i = parent;
+    }
+    t->heap[i] = c;
+    t->st.n_queue_pushes++;
+}
+
+static struct cand heap_pop(struct tok *t) {
+    struct cand top = t->heap[0];
+    struct cand last = t->heap[--t->heap_n];
+    size_t i = 0, n = t->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && cand_before(&t->heap[c + 1], &t->heap[c])) c++;
+        if (!cand_before(&t->heap[c], &last)) break;
+        t->heap[i] = t->heap[c];
+        i = c;
+    }
+    if (n) t->heap[i] = last;
+    t->st.n_queue_pops++;
+    return top;
+}
+
+static void try_pair(struct tok *t, int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    int32_t lid = t->syms[left].id, rid = t->syms[right].id;
+    if (lid < 0 || rid < 0) return; /* a byte whose token the vocabulary lacks */
+    const struct merge_slot *m = merge_find(t->v, lid, rid);
+    if (m) heap_push(t, (struct cand){m->rank, left, lid, rid, m->result});
+}
+
+static bool reserve(struct tok *t, size_t n) {
+    if (n > t->syms_cap) {
+        size_t cap = n < 256 ? 256 : n;
+        struct sym *s = realloc(t->syms, cap * sizeof *s);
+        if (!s) goto oom;
+        t->syms = s;
+        t->syms_cap = cap;
+    }
+    if (2 * n > t->heap_cap) {
+        size_t cap = 2 * n < 512 ? 512 : 2 * n;
+        struct cand *h = realloc(t->heap, cap * sizeof *h);
+        if (!h) goto oom;
+        t->heap = h;
+        t->heap_cap = cap;
+    }
+    return true;
+oom:
+    rcore_error_set("tokenize: out of memory for a piece of %zu bytes", n);
+    return false;
+}
+
+static void emit_symbol(struct tok *t, int32_t id) {
+    if (id >= 0) {
+        emit(t, id);
+    } else if (t->v->unk >= 0) {
+        emit(t, t->v->unk); /* only when the vocabulary lacks a byte's token */
+    }
+}
+
+/* BPE-merges one pre-token and emits its tokens. */
+static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
+    const struct rvocab *v = t->v;
+    t->st.n_pieces++;
+    if (n == 1) {
+        emit_symbol(t, v->byte_token[p[0]]);
+        return true;
+    }
+    if (!reserve(t, n)) return false;
+    struct sym *s = t->syms;
+    for (size_t i = 0; i < n; i++) {
+        s[i].id = v->byte_token[p[i]];
+        s[i].prev = (int32_t)i - 1;
+        s[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    t->heap_n = 0;
+    for (size_t i = 1; i < n; i++) try_pair(t, (int32_t)i - 1, (int32_t)i);
+    while (t->heap_n) {
+        struct cand c = heap_pop(t);
+        struct sym *l = &s[c.left];
+        if (l->id != c.lid || l->next < 0 || s[l->next].id != c.rid) continue; /* stale */
+        struct sym *r = &s[l->next];
+        l->id = c.result;
+        l->next = r->next;
+        if (r->next >= 0) s[r->next].prev = c.left;
+        r->id = SYM_DEAD;
+        t->st.n_merges++;
+        try_pair(t, l->prev, c.left);
+        try_pair(t, c.left, l->next);
+    }
+    for (int32_t i = 0; i >= 0; i = s[i].next) emit_symbol(t, s[i].id);
+    return true;
+}
+
+/* Splits a run of valid UTF-8 with the pattern and BPE-merges each match. */
+static bool split_run(struct tok *t, const uint8_t *s, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        int rc = pcre2_match(t->v->re, s, n, off, PCRE2_NO_UTF_CHECK, t->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) return bpe_piece(t, s + off, n - off); /* cannot happen */
+        if (rc < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            rcore_error_set("tokenize: PCRE2 matching failed at byte %zu: %s", off,
+                            (const char *)msg);
+            return false;
+        }
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+        size_t start = ov[0], end = ov[1];
+        /* Every character starts a match of this pattern, and none is empty: the two guards
+         * below only keep the loop finite and every byte emitted if that ever changes. */
+        if (start > off && !bpe_piece(t, s + off, start - off)) return false;
+        if (end <= start) {
+            if (start >= n) break;
+            end = start + (size_t)utf8_len(s + start, n - start);
+        }
+        if (!bpe_piece(t, s + start, end - start)) return false;
+        off = end;
+    }
+    return true;
+}
+
+static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        for (int k; j < n && (k = utf8_len(s + j, n - j)) > 0;) j += (size_t)k;
+        if (j > i && !split_run(t, s + i, j - i)) return false;
+        if (j < n && !bpe_piece(t, s + j, 1)) return false; /* a byte that is not UTF-8 */
+        i = j + (j < n);
+    }
+    return true;
+}
+
+static const char *find_bytes(const char *hay, size_t n, const char *needle, size_t m) {
+    if (m == 0 || m > n) return NULL;
+    const char *last = hay + (n - m);
+    for (const char *p = hay; p <= last; p++) {
+        p = memchr(p, needle[0], (size_t)(last - p) + 1);
+        if (!p) return NULL;
+        if (memcmp(p, needle, m) == 0) return p;
+    }
+    return NULL;
+}
+
+struct frags {
+    struct fragment *a;
+    size_t n, cap;
+};
+
+static bool frag_add(struct frags *f, size_t off, size_t len, int32_t token) {
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        struct fragment *a = realloc(f->a, cap * sizeof *a);
+        if (!a) {
+            rcore_error_set("tokenize: out of memory");
+            return false;
+        }
+        f->a = a;
+        f->cap = cap;
+    }
+    f->a[f->n++] = (struct fragment){off, len, token};
+    return true;
+}
+
+/* llama.cpp's tokenizer_st_partition: for each special token, longest first, cut every text
+ * fragment at each of its (non-overlapping, left to right) occurrences. */
+static bool partition(const struct rvocab *v, const char *text, size_t n, bool parse_special,
+                      struct frags *cur) {
+    struct frags next = {0};
+    if (n && !frag_add(cur, 0, n, -1)) return false;
+    for (int32_t k = 0; k < v->n_specials && cur->n; k++) {
+        int32_t id = v->specials[k];
+        uint8_t type = v->tokens[id].type;
+        if (!parse_special && (type == RVOCAB_TYPE_CONTROL || type == RVOCAB_TYPE_UNKNOWN))
+            continue; /* user-defined tokens are matched always, as in llama.cpp */
+        const char *st = tok_text(v, id);
+        size_t sl = v->tokens[id].text_len;
+        bool found = false;
+        next.n = 0;
+        for (size_t i = 0; i < cur->n; i++) {
+            struct fragment f = cur->a[i];
+            if (f.token >= 0) {
+                if (!frag_add(&next, f.off, f.len, f.token)) goto oom;
+                continue;
+            }
+            size_t base = f.off, end = f.off + f.len;
+            const char *m;
+            while (base < end && (m = find_bytes(text + base, end - base, st, sl)) != NULL) {
+                size_t at = (size_t)(m - text);
+                if (at > base && !frag_add(&next, base, at - base, -1)) goto oom;
+                if (!frag_add(&next, at, sl, id)) goto oom;
+                base = at + sl;
+                found = true;
+            }
+            if (base < end && !frag_add(&next, base, end - base, -1)) goto oom;
+        }
+        if (found) { /* swap, so that the next special scans the new list */
+            struct frags tmp = *cur;
+            *cur = next;
+            next = tmp;
+        }
+    }
+    free(next.a);
+    return true;
+oom:
+    free(next.a);
+    return false;
+}
+
+int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
+                        int32_t n_tokens_max, bool add_special, bool parse_special) {
+    return rvocab_tokenize_stats(v, text, text_len, tokens, n_tokens_max, add_special,
+                                 parse_special, NULL);
+}
+
+int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t text_len,
+                              int32_t *tokens, int32_t n_tokens_max, bool add_special,
+                              bool parse_special, struct rvocab_stats *stats) {
+    if (stats) *stats = (struct rvocab_stats){0};
+    if (!v) {
+        rcore_error_set("tokenize: no vocabulary");
+        return INT32_MIN;
+    }
+    if (text_len < 0 || (!text && text_len > 0)) {
+        rcore_error_set("tokenize: invalid text (length %d%s)", (int)text_len,
+                        text ? "" : ", NULL pointer");
+        return INT32_MIN;
+    }
+    if (n_tokens_max < 0 || (!tokens && n_tokens_max > 0)) {
+        rcore_error_set("tokenize: invalid token buffer (room for %d%s)", (int)n_tokens_max,
+                        tokens ? "" : ", NULL pointer");
+        return INT32_MIN;
+    }
+    struct tok t = {.v = v, .out = tokens, .max_out = n_tokens_max};
+    struct frags frags = {0};
+    bool ok = false;
+    t.md = pcre2_match_data_create(1, NULL);
+    if (!t.md) {
+        rcore_error_set("tokenize: out of memory");
+        goto done;
+    }
+    if (add_special && v->add_bos) emit(&t, v->bos);
+    if (!partition(v, text, (size_t)text_len, parse_special, &frags)) goto done;
+    for (size_t i = 0; i < frags.n; i++) {
+        const struct fragment *f = &frags.a[i];
+        if (f->token >= 0) {
+            emit(&t, f->token);
+        } else if (!tokenize_text(&t, (const uint8_t *)text + f->off, f->len)) {
+            goto done;
+        }
+    }
+    if (add_special && v->add_eos) emit(&t, v->eos);
+    if (t.n_out > INT32_MAX) {
+        rcore_error_set("tokenize: %lld tokens do not fit in an int32_t", (long long)t.n_out);
+        goto done;
+    }
+    ok = true;
+done:
+    pcre2_match_data_free(t.md);
+    free(t.syms);
+    free(t.heap);
+    free(frags.a);
+    if (stats) *stats = t.st;
+    if (!ok) return INT32_MIN;
+    return t.n_out <= n_tokens_max ? (int32_t)t.n_out : -(int32_t)t.n_out;
+}
+
+/* ---- detokenize ---------------------------------------------------------------------------- */
+
+int32_t rvocab_token_to_piece(const struct rvocab *v, int32_t token, char *buf, int32_t length,
+                              int32_t lstrip, bool special) {
+    if (!v) {
+        rcore_error_set("token_to_piece: no vocabulary");
+        return 0;
+    }
+    if (token < 0 || token >= v->n_tokens) {
+        rcore_error_set("token_to_piece: token %d is out of range (%d tokens)", (int)token,
+                        (int)v->n_tokens);
+        return 0;
+    }
+    const struct vtoken *t = &v->tokens[token];
+    if (!special && (t->type == RVOCAB_TYPE_CONTROL || t->type == RVOCAB_TYPE_UNKNOWN)) return 0;
+    const char *p = v->pieces + t->piece_off;
+    int32_t size = (int32_t)t->piece_len;
+    for (int32_t i = 0; i < lstrip && size && *p == ' '; i++) {
+        p++;
+        size--;
+    }
+    if (length < size) return -size;
+    if (size) memcpy(buf, p, (size_t)size);
+    return size;
+}
+
+/* llama.cpp's clean-up of tokenization spaces, three passes in place over text[0..total). */
+static int32_t clean_spaces(char *text, int32_t total) {
+    /* " ?", " !", " .", " ," lose the space */
+    int32_t total1 = total;
+    total = total ? 1 : 0;
+    for (int32_t i = 1; i < total1; ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
+        text[total++] = x;
+    }
+    /* " ' " loses both spaces */
+    int32_t total2 = total;
+    total = total ? 1 : 0;
+    for (int32_t i = 1; i < total2; ++i) {
+        const char x = text[i];
+        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            total--;
+            text[++i] = '\0';
+        }
+        text[total++] = x;
+    }
+    /* " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it) */
+    int32_t total3 = total;
+    total = total ? 1 : 0;
+    for (int32_t i = 1; i < total3; ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
+            const char x1 = text[i + 1];
+            if (x1 == 't' || x1 == 'd') {
+                /* kept */
+            } else if (x1 == 's' || x1 == 'm') {
+                total--;
+            } else if (i + 2 < total3) {
+                const char x2 = text[i + 2];
+                if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) total--;
+            }
+        }
+        text[total++] = x;
+    }
+    return total;
+}
+
+int32_t rvocab_detokenize(const struct rvocab *v, const int32_t *tokens, int32_t n_tokens,
+                          char *text, int32_t text_len_max, bool remove_special,
+                          bool unparse_special) {
+    if (!v) {
+        rcore_error_set("detokenize: no vocabulary");
+        return INT32_MIN;
+    }
+    if (n_tokens < 0 || (!tokens && n_tokens > 0) || text_len_max < 0 ||
+        (!text && text_len_max > 0)) {
+        rcore_error_set("detokenize: invalid arguments (%d tokens, room for %d bytes)",
+                        (int)n_tokens, (int)text_len_max);
+        return INT32_MIN;
+    }
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || tokens[i] >= v->n_tokens) {
+            rcore_error_set("detokenize: token %d (at %d) is out of range (%d tokens)",
+                            (int)tokens[i], (int)i, (int)v->n_tokens);
+            return INT32_MIN;
+        }
+    }
+    bool remove_space = v->add_space_prefix;
+    if (remove_special && v->add_bos && n_tokens > 0 && tokens[0] == v->bos) {
+        remove_space = false;
+        n_tokens--;
+        tokens++;
+    }
+    if (remove_special && v->add_eos && n_tokens > 0 && tokens[n_tokens - 1] == v->eos) {
+        n_tokens--;
+    }
+    int64_t avail = text_len_max, total = 0;
+    char *out = text;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        int32_t n =
+            rvocab_token_to_piece(v, tokens[i], out, (int32_t)avail, remove_space, unparse_special);
+        remove_space = false;
+        if (n < 0) {
+            avail = 0; /* sizing from here on: nothing more is written */
+            total -= n;
+        } else if (n > 0) {
+            avail -= n;
+            out += n;
+            total += n;
+        }
+        if (total > INT32_MAX) {
+            rcore_error_set("detokenize: the text exceeds %d bytes", INT32_MAX);
+            return INT32_MIN;
+        }
+    }
+    if (total > text_len_max) return -(int32_t)total;
+    if (v->clean_spaces) total = clean_spaces(text, (int32_t)total);
+    return (int32_t)total;
+}

@@ -1,0 +1,156 @@
+/*
+ * vocab: the byte-level BPE tokenizer of GGUF files with tokenizer.ggml.model = "gpt2"
+ * (GPT-2, GPT-NeoX-20B as Mamba uses it, ...), with llama.cpp's semantics for tokenize,
+ * token_to_piece and detokenize.
+ *
+ * A vocabulary is loaded once from an open GGUF file and then only read: every function taking
+ * a const struct rvocab * may run in any number of threads at once (each call allocates its own
+ * scratch memory). The vocabulary copies what it needs, so the GGUF file may be closed after
+ * rvocab_load.
+ *
+ * Token ids are int32_t, 0 .. rvocab_n_tokens() - 1; -1 stands for "no such token".
+ * Errors: functions that fail set the thread's last error (core.h) with a message naming the
+ * key, token or argument at fault.
+ */
+#ifndef RECUR_VOCAB_H
+#define RECUR_VOCAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rgguf;
+struct rvocab;
+
+/* Token types, as tokenizer.ggml.token_type stores them (llama.cpp's llama_token_type). A value
+ * outside 1..6 in the file reads as RVOCAB_TYPE_UNDEFINED, as in llama.cpp. */
+enum rvocab_token_type {
+    RVOCAB_TYPE_UNDEFINED = 0,
+    RVOCAB_TYPE_NORMAL = 1,
+    RVOCAB_TYPE_UNKNOWN = 2,
+    RVOCAB_TYPE_CONTROL = 3,
+    RVOCAB_TYPE_USER_DEFINED = 4,
+    RVOCAB_TYPE_UNUSED = 5,
+    RVOCAB_TYPE_BYTE = 6,
+};
+
+/* Flags for rvocab_load_flags. */
+enum {
+    /* Do not JIT-compile the pre-tokenizer pattern: match with PCRE2's interpreter (tests use
+     * it to check that both paths give the same pieces). */
+    RVOCAB_LOAD_NO_JIT = 1u << 0,
+    /* Make rvocab_detokenize a plain concatenation of pieces, without llama.cpp's clean-up of
+     * spaces before punctuation and contractions, so that detokenize(tokenize(s)) == s. */
+    RVOCAB_LOAD_NO_CLEAN_SPACES = 1u << 1,
+};
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* Loads the tokenizer key-values of g:
+ *  - tokenizer.ggml.model must be "gpt2"; tokenizer.ggml.pre, when present, must be "gpt-2" or
+ *    "mpt" (both, and a missing key, use the GPT-2 pre-tokenizer pattern); anything else is
+ *    refused, as llama.cpp refuses an unknown pre-tokenizer;
+ *  - tokenizer.ggml.tokens (strings; must be unique; an empty one is renamed "[EMPTY_<id>]" as
+ *    llama.cpp does), tokenizer.ggml.token_type (int32, optional: all normal when absent),
+ *    tokenizer.ggml.merges (strings "left right", rank = index; both halves and their
+ *    concatenation must be tokens; a repeated pair keeps its first rank);
+ *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent; an id out of
+ *    range is ignored with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and
+ *    add_eos_token (default false; true without the matching id is an error),
+ *    tokenizer.ggml.add_space_prefix (default false; only detokenize uses it).
+ * Returns NULL with the last error set ("tokenizer.ggml.merges: merge 17 \"a b\" names a token
+ * that is not in the vocabulary"). The result is freed with rvocab_free; it does not refer to g. */
+struct rvocab *rvocab_load(const struct rgguf *g);
+/* The same with RVOCAB_LOAD_* flags. */
+struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags);
+void rvocab_free(struct rvocab *v); /* NULL is fine */
+
+/* ---- properties --------------------------------------------------------------------------- */
+
+int32_t rvocab_n_tokens(const struct rvocab *v);
+int32_t rvocab_n_merges(const struct rvocab *v); /* distinct pairs kept */
+/* Special ids; -1 when the file does not name one. */
+int32_t rvocab_bos(const struct rvocab *v);
+int32_t rvocab_eos(const struct rvocab *v);
+int32_t rvocab_unk(const struct rvocab *v);
+int32_t rvocab_pad(const struct rvocab *v);
+/* Whether tokenize with add_special adds BOS at the start / EOS at the end. */
+bool rvocab_add_bos(const struct rvocab *v);
+bool rvocab_add_eos(const struct rvocab *v);
+/* Whether detokenize cleans up spaces as llama.cpp does for these vocabularies (true unless
+ * loaded with RVOCAB_LOAD_NO_CLEAN_SPACES). */
+bool rvocab_clean_spaces(const struct rvocab *v);
+/* Whether the pre-tokenizer pattern runs JIT-compiled (false: PCRE2's interpreter, because JIT
+ * is unavailable on this machine or RVOCAB_LOAD_NO_JIT was given). */
+bool rvocab_uses_jit(const struct rvocab *v);
+
+/* A token's type; RVOCAB_TYPE_UNDEFINED for an id out of range. */
+enum rvocab_token_type rvocab_token_type(const struct rvocab *v, int32_t token);
+/* A token's text as stored in the file (GPT-2 byte alphabet, e.g. "Ġthe"); NUL-terminated,
+ * *len (may be NULL) gets its length. Lives as long as v. NULL for an id out of range. */
+const char *rvocab_token_text(const struct rvocab *v, int32_t token, size_t *len);
+/* The id of the token whose stored text is exactly text[0..len), or -1. */
+int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t len);
+
+/* ---- tokenize ----------------------------------------------------------------------------- */
+
+/* Work counters of one rvocab_tokenize_stats call, to check that tokenizing is linear in the
+ * text: every queue operation is O(log n), and their number is O(n) per piece. */
+struct rvocab_stats {
+    uint64_t n_pieces;       /* pre-tokens the BPE ran on */
+    uint64_t n_merges;       /* merges applied */
+    uint64_t n_queue_pushes; /* candidate merges queued */
+    uint64_t n_queue_pops;   /* candidates taken from the queue, stale ones included */
+};
+
+/* Tokenizes text[0..text_len) (bytes; need not be NUL-terminated nor valid UTF-8) into
+ * tokens[0..n_tokens_max), as llama_tokenize does:
+ *  - parse_special: texts of control and unknown-type tokens found in the text become their
+ *    ids instead of being tokenized as text. User-defined tokens are always matched, as in
+ *    llama.cpp and Hugging Face tokenizers (GPT-NeoX's runs of spaces are such tokens). Longer
+ *    special texts are found first, anywhere in the text, then shorter ones in what is left;
+ *  - the text between is split by the GPT-2 pattern (PCRE2) and each piece is BPE-merged by
+ *    merge rank (lowest first, leftmost on ties). Bytes that are not valid UTF-8 are pieces of
+ *    their own, so any input round-trips byte for byte;
+ *  - add_special: BOS first / EOS last only when the vocabulary asks for them
+ *    (rvocab_add_bos / rvocab_add_eos), as in llama.cpp.
+ * Returns the number of tokens; when it is more than n_tokens_max, returns minus that number
+ * and the contents of tokens are unspecified (tokens may be NULL when n_tokens_max is 0).
+ * INT32_MIN with the last error set on a bad argument (NULL vocabulary, negative length or
+ * n_tokens_max, NULL text with a length), out of memory or a PCRE2 matching failure. */
+int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
+                        int32_t n_tokens_max, bool add_special, bool parse_special);
+/* The same; stats (may be NULL) receives the counts of this call. */
+int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t text_len,
+                              int32_t *tokens, int32_t n_tokens_max, bool add_special,
+                              bool parse_special, struct rvocab_stats *stats);
+
+/* ---- detokenize --------------------------------------------------------------------------- */
+
+/* Writes the bytes of one token into buf[0..length), as llama_token_to_piece does: a normal
+ * token's text decoded from the byte alphabet (a character outside the alphabet comes out as
+ * llama.cpp writes it, "[UNK_BYTE_0x<hex><text>]"); control and unknown-type tokens give ""
+ * unless special, and their text as is when special; user-defined tokens give their text;
+ * byte tokens ("<0xXX>") the byte; unused and undefined tokens "". Up to lstrip leading spaces
+ * are dropped. No NUL is written.
+ * Returns the number of bytes written; minus the number needed when length is too small
+ * (nothing written). An id out of range returns 0 with the last error set (llama.cpp would
+ * abort): callers that must tell it from an empty piece check the id first or clear the error
+ * before the call. */
+int32_t rvocab_token_to_piece(const struct rvocab *v, int32_t token, char *buf, int32_t length,
+                              int32_t lstrip, bool special);
+
+/* Writes the text of tokens[0..n_tokens) into text[0..text_len_max), as llama_detokenize does:
+ * remove_special drops a leading BOS / trailing EOS when the vocabulary adds them;
+ * unparse_special renders control tokens (as token_to_piece's special); then, unless loaded
+ * with RVOCAB_LOAD_NO_CLEAN_SPACES, llama.cpp's clean-up of spaces (" ?" " !" " ." " ," lose
+ * the space, " ' " loses both, " 's" " 'm" " 're" " 've" lose it). No NUL is written.
+ * Returns the number of bytes written; minus the number needed when text_len_max is too small
+ * (the bytes before clean-up, which is enough; text's contents are then unspecified).
+ * INT32_MIN with the last error set for an id out of range, a negative count or size, NULL
+ * pointers with non-zero sizes, or a text longer than INT32_MAX. */
+int32_t rvocab_detokenize(const struct rvocab *v, const int32_t *tokens, int32_t n_tokens,
+                          char *text, int32_t text_len_max, bool remove_special,
+                          bool unparse_special);
+
+#endif /* RECUR_VOCAB_H */

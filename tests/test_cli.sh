@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Tests of `recur run` and `recur parallel` against the C API and each other.
+#   test_cli.sh RECUR_BIN TEST_MODEL_BIN MODELS_DIR
+set -uo pipefail
+recur=$1
+test_model=$2
+models=$3
+model="$models/f32-untied.gguf"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+check() { # check NAME COMMAND...: the command must succeed
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $name" >&2
+    fi
+}
+
+# expect_exit NAME CODE MESSAGE COMMAND...: exit status CODE and MESSAGE on stderr
+expect_exit() {
+    local name=$1 code=$2 msg=$3
+    shift 3
+    "$@" >"$work/out" 2>"$work/err"
+    local got=$?
+    if [ "$got" -eq "$code" ] && { [ -z "$msg" ] || grep -aqF -- "$msg" "$work/err"; }; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $name: exit $got (want $code), stderr: $(head -c 300 "$work/err")" >&2
+    fi
+}
+
+prompt="Hello world, this is a test of"
+
+# greedy `recur run` prints what a plain argmax loop over the C API gives
+"$recur" run -m "$model" -p "$prompt" -n 24 --temp 0 >"$work/run.txt" 2>"$work/run.err"
+check "run exits 0" [ $? -eq 0 ]
+"$test_model" greedy "$model" "$prompt" 24 >"$work/api.txt"
+check "greedy run equals the C API" cmp -s "$work/run.txt" "$work/api.txt"
+check "run reports speed" grep -q "tokens/s" "$work/run.err"
+n_prompt=$(sed -n 's/^recur: prompt \([0-9]*\) tokens.*/\1/p' "$work/run.err")
+check "run reports the prompt's tokens" [ -n "$n_prompt" ]
+
+# the prompt from a file gives the same
+printf '%s' "$prompt" >"$work/prompt.txt"
+"$recur" run -m "$model" -f "$work/prompt.txt" -n 24 --temp 0 >"$work/runf.txt" 2>/dev/null
+check "-f equals -p" cmp -s "$work/run.txt" "$work/runf.txt"
+
+# parallel, greedy: 8 identical continuations, each equal to `recur run`
+"$recur" parallel -m "$model" -p "$prompt" -np 8 -n 24 --temp 0 >"$work/par.txt" 2>"$work/par.err"
+check "parallel exits 0" [ $? -eq 0 ]
+want=$(cat "$work/run.txt")
+for i in 0 1 2 3 4 5 6 7; do
+    got=$(LC_ALL=C sed -n "s/^sequence $i: //p" "$work/par.txt")
+    check "parallel sequence $i equals run" [ "$got" = "$want" ]
+done
+check "parallel reports speed" grep -q "tokens/s" "$work/par.err"
+
+# parallel with sampling: seeds differ per sequence, so not all continuations are equal, and
+# the same seed gives the same output again
+"$recur" parallel -m "$model" -p "$prompt" -np 4 -n 16 --temp 1.5 --top-k 0 --top-p 1 \
+    --min-p 0 --seed 7 >"$work/s1.txt" 2>/dev/null
+"$recur" parallel -m "$model" -p "$prompt" -np 4 -n 16 --temp 1.5 --top-k 0 --top-p 1 \
+    --min-p 0 --seed 7 >"$work/s2.txt" 2>/dev/null
+check "sampling is deterministic under a seed" cmp -s "$work/s1.txt" "$work/s2.txt"
+distinct=$(grep -a '^sequence' "$work/s1.txt" | sed 's/^sequence [0-9]*: //' | sort -u | wc -l)
+check "sampled continuations differ" [ "$distinct" -gt 1 ]
+
+# state: a saved prompt is reused and continuing equals an uninterrupted run
+"$recur" run -m "$model" -p "$prompt" -n 0 --state-out "$work/s.bin" >/dev/null 2>&1
+check "state-out writes a file" [ -s "$work/s.bin" ]
+"$recur" run -m "$model" -p "$prompt" -n 24 --temp 0 --state-in "$work/s.bin" \
+    >"$work/cont.txt" 2>"$work/cont.err"
+check "state-in equals an uninterrupted run" cmp -s "$work/cont.txt" "$work/run.txt"
+check "state-in reuses every prompt token" grep -q "($n_prompt reused" "$work/cont.err"
+longer="$prompt the emergency broadcast system"
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 >"$work/long.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --state-in "$work/s.bin" \
+    >"$work/long2.txt" 2>"$work/long2.err"
+check "a longer prompt continues from the state" cmp -s "$work/long.txt" "$work/long2.txt"
+check "the saved prefix is not decoded again" grep -q "($n_prompt reused" "$work/long2.err"
+# a conversation: save after generating, continue with the whole text so far
+"$recur" run -m "$model" -p "$prompt" -n 8 --temp 0 --state-out "$work/t1.bin" \
+    >"$work/t1.txt" 2>/dev/null
+turn2="$(cat "$work/t1.txt") and then"
+"$recur" run -m "$model" -p "$turn2" -n 8 --temp 0 >"$work/t2a.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$turn2" -n 8 --temp 0 --state-in "$work/t1.bin" \
+    >"$work/t2b.txt" 2>/dev/null
+check "second turn from the state equals a fresh run" cmp -s "$work/t2a.txt" "$work/t2b.txt"
+# another model's state is refused
+"$recur" run -m "$models/f32-tied.gguf" -p "$prompt" -n 2 --state-in "$work/s.bin" \
+    >/dev/null 2>"$work/other.err"
+check "another model's state is refused (exit 1)" [ $? -eq 1 ]
+check "another model's state: message" grep -q "another model" "$work/other.err"
+
+# errors: usage (2) and runtime (1), one clear line
+expect_exit "no model" 2 "-m MODEL is required" "$recur" run -p x
+expect_exit "no prompt" 2 "-p or -f" "$recur" run -m "$model"
+expect_exit "unknown flag" 2 "unknown flag '--bogus'" "$recur" run -m "$model" -p x --bogus 1
+expect_exit "bad number" 2 "--temp: 'hot' is not a valid value" "$recur" run -m "$model" -p x --temp hot
+expect_exit "missing value" 2 "-n needs a value" "$recur" run -m "$model" -p x -n
+expect_exit "bad -np" 2 "-np: '0' is not a valid value" "$recur" parallel -m "$model" -p x -np 0
+expect_exit "unknown command" 2 "unknown command 'fly'" "$recur" fly
+expect_exit "missing file" 1 "$work/none.gguf" "$recur" run -m "$work/none.gguf" -p x
+expect_exit "missing prompt file" 1 "$work/none.txt" "$recur" run -m "$model" -f "$work/none.txt"
+printf 'not a model' >"$work/text.gguf"
+expect_exit "not GGUF" 1 "not a GGUF file" "$recur" run -m "$work/text.gguf" -p x
+# a model of another architecture: the value of general.architecture patched to "mambo"
+python3 - "$model" "$work/mambo.gguf" <<'EOF'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+key = b"general.architecture"
+i = data.index(key) + len(key)
+assert struct.unpack_from("<I", data, i)[0] == 8  # a string value
+n = struct.unpack_from("<Q", data, i + 4)[0]
+assert data[i + 12:i + 12 + n] == b"mamba"
+data[i + 12:i + 12 + n] = b"mambo"
+open(sys.argv[2], "wb").write(data)
+EOF
+expect_exit "unsupported architecture" 1 "architecture mambo is not supported" \
+    "$recur" run -m "$work/mambo.gguf" -p x
+lines=$(wc -l <"$work/err")
+check "a runtime error is one line" [ "$lines" -eq 1 ]
+expect_exit "help" 0 "" "$recur" run --help
+check "help lists --state-in" grep -q -- "--state-in" "$work/out"
+expect_exit "parallel help" 0 "" "$recur" parallel --help
+check "parallel help lists -np" grep -q -- "-np" "$work/out"
+
+echo "test_cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,331 @@
+/* Shared by `recur run` and `recur parallel` (see common.h). */
+#include "common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "tools.h"
+
+struct flag_spec {
+    const char *short_name; /* NULL: none */
+    const char *long_name;
+    const char *arg; /* NULL: takes no value */
+    const char *help;
+};
+
+static const struct flag_spec specs[G_COUNT] = {
+    [G_MODEL] = {"-m", "--model", "FILE", "model file (GGUF)"},
+    [G_PROMPT] = {"-p", "--prompt", "TEXT", "prompt text"},
+    [G_FILE] = {"-f", "--file", "FILE", "read the prompt from FILE"},
+    [G_N_PREDICT] = {"-n", "--n-predict", "N", "tokens to generate (default 64)"},
+    [G_THREADS] = {"-t", "--threads", "N", "threads (default 4)"},
+    [G_BATCH] = {"-b", "--batch-size", "N", "most tokens per decode call (default 2048)"},
+    [G_UBATCH] = {"-ub", "--ubatch-size", "N", "most tokens computed at once (default 512)"},
+    [G_TEMP] = {NULL, "--temp", "T", "temperature; 0 = greedy (default 0.8)"},
+    [G_TOP_K] = {NULL, "--top-k", "K", "keep the K most likely tokens; 0 = all (default 40)"},
+    [G_TOP_P] = {NULL, "--top-p", "P", "keep the most likely tokens up to mass P (default 0.95)"},
+    [G_MIN_P] = {NULL, "--min-p", "P", "drop tokens below P x the best (default 0.05)"},
+    [G_SEED] = {"-s", "--seed", "S", "sampling seed (default 0)"},
+    [G_REPEAT_PENALTY] = {NULL, "--repeat-penalty", "F", "repetition penalty (default 1.0 = off)"},
+    [G_REPEAT_LAST_N] = {NULL, "--repeat-last-n", "N",
+                         "tokens the penalties look back (default 64)"},
+    [G_FREQ_PENALTY] = {NULL, "--frequency-penalty", "F", "frequency penalty (default 0)"},
+    [G_PRESENCE_PENALTY] = {NULL, "--presence-penalty", "F", "presence penalty (default 0)"},
+    [G_STATE_IN] = {NULL, "--state-in", "FILE",
+                    "start from a saved state; prompt tokens it holds are not decoded again"},
+    [G_STATE_OUT] = {NULL, "--state-out", "FILE", "save the state (and its tokens) at the end"},
+    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences to generate (default 8)"},
+};
+
+static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
+    fprintf(out, "usage: recur %s [FLAGS]\n%s\n\nflags:\n", cmd, summary);
+    for (int f = 0; f < G_COUNT; f++) {
+        if (!(accepted & GBIT(f))) continue;
+        char names[64];
+        snprintf(names, sizeof names, "%s%s%s %s", specs[f].short_name ? specs[f].short_name : "",
+                 specs[f].short_name ? ", " : "", specs[f].long_name,
+                 specs[f].arg ? specs[f].arg : "");
+        fprintf(out, "  %-28s %s\n", names, specs[f].help);
+    }
+    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+                       ...) RCORE_PRINTF(4, 5);
+static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+                       ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "recur %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n\n");
+    print_usage(stderr, cmd, accepted, summary);
+    return TOOL_USAGE;
+}
+
+static bool parse_long(const char *s, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float min, float max, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v >= min && v <= max)) return false;
+    *out = v;
+    return true;
+}
+
+int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o) {
+    const char *cmd = argv[0];
+    memset(o, 0, sizeof *o);
+    o->n_predict = 64;
+    o->n_threads = 4;
+    o->n_batch = 2048;
+    o->n_ubatch = 512;
+    o->n_parallel = 8;
+    o->sampling = recur_sampler_default_params();
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            print_usage(stdout, cmd, accepted, summary);
+            return TOOL_OK;
+        }
+        int f = 0;
+        while (f < G_COUNT && !((accepted & GBIT(f)) &&
+                                ((specs[f].short_name && strcmp(a, specs[f].short_name) == 0) ||
+                                 strcmp(a, specs[f].long_name) == 0)))
+            f++;
+        if (f == G_COUNT) return usage_error(cmd, accepted, summary, "unknown flag '%s'", a);
+        if (i + 1 >= argc)
+            return usage_error(cmd, accepted, summary, "%s needs a value (%s)", a, specs[f].arg);
+        const char *v = argv[++i];
+        long n = 0;
+        float x = 0;
+        bool ok = true;
+        struct recur_sampler_params *sp = &o->sampling;
+        switch ((enum gen_flag)f) {
+        case G_MODEL:
+            o->model = v;
+            break;
+        case G_PROMPT:
+            o->prompt = v;
+            break;
+        case G_FILE:
+            o->prompt_file = v;
+            break;
+        case G_STATE_IN:
+            o->state_in = v;
+            break;
+        case G_STATE_OUT:
+            o->state_out = v;
+            break;
+        case G_N_PREDICT:
+            if ((ok = parse_long(v, 0, INT32_MAX, &n))) o->n_predict = (int32_t)n;
+            break;
+        case G_THREADS:
+            if ((ok = parse_long(v, 1, 1024, &n))) o->n_threads = (int32_t)n;
+            break;
+        case G_BATCH:
+            if ((ok = parse_long(v, 1, 1 << 24, &n))) o->n_batch = (uint32_t)n;
+            break;
+        case G_UBATCH:
+            if ((ok = parse_long(v, 1, 1 << 24, &n))) o->n_ubatch = (uint32_t)n;
+            break;
+        case G_PARALLEL:
+            if ((ok = parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
+            break;
+        case G_TOP_K:
+            if ((ok = parse_long(v, 0, INT32_MAX, &n))) sp->top_k = (int32_t)n;
+            break;
+        case G_REPEAT_LAST_N:
+            if ((ok = parse_long(v, 0, 1 << 20, &n))) sp->penalty_last_n = (int32_t)n;
+            break;
+        case G_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long seed = strtoull(v, &end, 10);
+            if ((ok = !errno && end != v && !*end && v[0] != '-')) sp->seed = seed;
+            break;
+        }
+        case G_TEMP:
+            if ((ok = parse_float(v, 0, 100, &x))) sp->temp = x;
+            break;
+        case G_TOP_P:
+            if ((ok = parse_float(v, 0, 1, &x))) sp->top_p = x;
+            break;
+        case G_MIN_P:
+            if ((ok = parse_float(v, 0, 1, &x))) sp->min_p = x;
+            break;
+        case G_REPEAT_PENALTY:
+            if ((ok = parse_float(v, 0, 100, &x))) sp->penalty_repeat = x;
+            break;
+        case G_FREQ_PENALTY:
+            if ((ok = parse_float(v, -100, 100, &x))) sp->penalty_freq = x;
+            break;
+        case G_PRESENCE_PENALTY:
+            if ((ok = parse_float(v, -100, 100, &x))) sp->penalty_present = x;
+            break;
+        case G_COUNT:
+            break;
+        }
+        if (!ok) return usage_error(cmd, accepted, summary, "%s: '%s' is not a valid value", a, v);
+    }
+    if (!o->model) return usage_error(cmd, accepted, summary, "-m MODEL is required");
+    if ((accepted & GBIT(G_PROMPT)) && !o->prompt == !o->prompt_file)
+        return usage_error(cmd, accepted, summary, "give the prompt with -p or -f (one of them)");
+    if (o->n_ubatch > o->n_batch)
+        return usage_error(cmd, accepted, summary, "--ubatch-size must not exceed --batch-size");
+    return -1;
+}
+
+char *gen_prompt_text(const struct gen_opts *o, size_t *len) {
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        char *copy = malloc(*len + 1);
+        if (!copy) {
+            fprintf(stderr, "recur: out of memory\n");
+            return NULL;
+        }
+        memcpy(copy, o->prompt, *len + 1);
+        return copy;
+    }
+    FILE *f = fopen(o->prompt_file, "rb");
+    if (!f) {
+        fprintf(stderr, "recur: %s: %s\n", o->prompt_file, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (ferror(f) || n < cap - 1) break;
+        char *grown = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    bool bad = !buf || ferror(f);
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "recur: %s: cannot read the prompt (or it is over 1 GiB)\n",
+                o->prompt_file);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,
+                          int32_t *n_tokens) {
+    if (len > INT32_MAX / 2) {
+        fprintf(stderr, "recur: the prompt is too long (%zu bytes)\n", len);
+        return NULL;
+    }
+    int32_t cap = (int32_t)len + 2;
+    recur_token *t = malloc(sizeof(recur_token) * (size_t)cap);
+    if (!t) {
+        fprintf(stderr, "recur: out of memory\n");
+        return NULL;
+    }
+    int32_t n = recur_tokenize(model, text, (int32_t)len, t, cap, true, true);
+    if (n < 0) { /* more tokens than bytes + 2 cannot happen with byte-level BPE */
+        fprintf(stderr, "recur: tokenising the prompt failed: %s\n", recur_last_error());
+        free(t);
+        return NULL;
+    }
+    *n_tokens = n;
+    return t;
+}
+
+bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
+              struct recur_context **ctx) {
+    *ctx = NULL;
+    *model = recur_model_load_from_file(o->model, recur_model_default_params());
+    if (!*model) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        return false;
+    }
+    struct recur_context_params cp = recur_context_default_params();
+    cp.n_seq_max = n_seq;
+    cp.n_batch = o->n_batch;
+    cp.n_ubatch = o->n_ubatch;
+    cp.n_threads = cp.n_threads_batch = o->n_threads;
+    *ctx = recur_init_from_model(*model, cp);
+    if (!*ctx) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        recur_model_free(*model);
+        *model = NULL;
+        return false;
+    }
+    return true;
+}
+
+bool gen_decode_prompt(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,
+                       int32_t n_tokens) {
+    const int32_t chunk = (int32_t)recur_n_batch(ctx);
+    const bool bar = isatty(STDERR_FILENO) && n_tokens > 64;
+    struct recur_batch b = recur_batch_init(chunk < n_tokens ? chunk : n_tokens, 0, 1);
+    if (!b.pos) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        return false;
+    }
+    bool ok = true;
+    for (int32_t i = 0; i < n_tokens && ok; i += chunk) {
+        int32_t k = n_tokens - i < chunk ? n_tokens - i : chunk;
+        recur_pos start = recur_memory_seq_pos_max(recur_get_memory(ctx), seq) + 1;
+        for (int32_t j = 0; j < k; j++) {
+            b.token[j] = tokens[i + j];
+            b.pos[j] = start + j;
+            b.n_seq_id[j] = 1;
+            b.seq_id[j][0] = seq;
+            b.logits[j] = i + j == n_tokens - 1;
+        }
+        b.n_tokens = k;
+        int32_t ret = recur_decode(ctx, b);
+        if (ret != 0) {
+            fprintf(stderr, "%srecur: decoding the prompt failed (%d): %s\n", bar ? "\n" : "", ret,
+                    recur_last_error());
+            ok = false;
+        } else if (bar) {
+            int done = (int)((int64_t)(i + k) * 100 / n_tokens);
+            fprintf(stderr, "\rprompt [%-40.*s] %3d%% (%d/%d tokens)", done * 40 / 100,
+                    "########################################", done, i + k, n_tokens);
+        }
+    }
+    if (bar && ok) fputc('\n', stderr);
+    recur_batch_free(b);
+    return ok;
+}
+
+void gen_print_piece(FILE *out, const struct recur_model *model, recur_token token) {
+    char buf[256];
+    int32_t n = recur_token_to_piece(model, token, buf, sizeof buf, 0, false);
+    if (n > 0) fwrite(buf, 1, (size_t)n, out);
+}
+
+double gen_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

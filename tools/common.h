@@ -1,0 +1,80 @@
+/*
+ * What the generating subcommands (run, parallel) share: one flag table and parser, loading
+ * the model and context, reading and tokenising the prompt, decoding a prompt with a progress
+ * bar, and timing. Everything here uses only the public API (recur.h).
+ */
+#ifndef RECUR_TOOLS_COMMON_H
+#define RECUR_TOOLS_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "recur.h"
+
+/* Flags; a subcommand accepts a subset (a bit mask of these). */
+enum gen_flag {
+    G_MODEL,
+    G_PROMPT,
+    G_FILE,
+    G_N_PREDICT,
+    G_THREADS,
+    G_BATCH,
+    G_UBATCH,
+    G_TEMP,
+    G_TOP_K,
+    G_TOP_P,
+    G_MIN_P,
+    G_SEED,
+    G_REPEAT_PENALTY,
+    G_REPEAT_LAST_N,
+    G_FREQ_PENALTY,
+    G_PRESENCE_PENALTY,
+    G_STATE_IN,
+    G_STATE_OUT,
+    G_PARALLEL,
+    G_COUNT
+};
+
+#define GBIT(f) (1u << (f))
+
+struct gen_opts {
+    const char *model;
+    const char *prompt;
+    const char *prompt_file;
+    int32_t n_predict;
+    int32_t n_threads;
+    uint32_t n_batch, n_ubatch;
+    struct recur_sampler_params sampling;
+    const char *state_in, *state_out;
+    int32_t n_parallel;
+};
+
+/* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
+ * return now (0 after --help, 2 after a usage error, with the message on stderr). */
+int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o);
+
+/* The prompt text (from -p or -f), malloc'd and NUL-terminated; NULL with a message on stderr.
+ * *len gets its length. */
+char *gen_prompt_text(const struct gen_opts *o, size_t *len);
+
+/* Tokens of text (with BOS when the model asks for it), malloc'd; NULL with a message. */
+recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,
+                          int32_t *n_tokens);
+
+/* Loads the model and makes a context for n_seq sequences; false with a message on stderr. */
+bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
+              struct recur_context **ctx);
+
+/* Decodes tokens on sequence seq at the positions that follow, in chunks of n_batch, with a
+ * progress bar on stderr when it is a terminal; logits for the last token. False with a
+ * message on stderr. */
+bool gen_decode_prompt(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,
+                       int32_t n_tokens);
+
+/* Writes the text of a token to out (control tokens are not shown). */
+void gen_print_piece(FILE *out, const struct recur_model *model, recur_token token);
+
+double gen_now_s(void);
+
+#endif
