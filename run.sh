@@ -19,7 +19,7 @@ fi
 demo=build/demo-mamba.gguf
 if [ ! -f "$demo" ]; then
     "$recur" mkmodel "$demo" --arch mamba --embd 256 --layers 4 --vocab 50257 --state 16 \
-        --seed 1 --type f16 --tied >&2
+        --seed 1 --type f16 >&2
 fi
 prompt="The recurrent state of a sequence"
 echo "== recur run -m $demo -p \"$prompt\" -n 48 --seed 1"
