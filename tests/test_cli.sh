@@ -5,6 +5,7 @@ set -uo pipefail
 recur=$1
 test_model=$2
 models=$3
+here=$(cd "$(dirname "$0")" && pwd)
 model="$models/f32-untied.gguf"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -99,8 +100,33 @@ check "second turn from the state equals a fresh run" cmp -s "$work/t2a.txt" "$w
 check "another model's state is refused (exit 1)" [ $? -eq 1 ]
 check "another model's state: message" grep -q "another model" "$work/other.err"
 
+# perplexity: the mean loss of recur's windows equals the float64 reference's (computed
+# from its own logits and log-softmax), to 1e-4 relative
+printf 'The quick brown fox jumps over the lazy dog. A stitch in time saves nine, they say.' \
+    >"$work/ppl.txt"
+"$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 >"$work/ppl.out" 2>"$work/ppl.err"
+check "perplexity exits 0" [ $? -eq 0 ]
+check "perplexity prints llama-perplexity's final line" grep -q "^Final estimate: PPL = " "$work/ppl.out"
+check "perplexity prints the running value per window" \
+    grep -q "^\[1\][0-9.]*,\[2\][0-9.]*,\[3\][0-9.]*,$" "$work/ppl.out"
+got_loss=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 21 scored tokens in 3 windows of 8$/\1/p' "$work/ppl.out")
+check "perplexity scores 3 windows x 7 tokens" [ -n "$got_loss" ]
+read -r -a ids < <("$recur" tokenize -m "$model" -f "$work/ppl.txt" --no-bos 2>/dev/null)
+windows=()
+for k in 0 1 2; do
+    windows+=(--tokens "$(IFS=,; echo "${ids[*]:$((k * 8)):8}")")
+done
+want_loss=$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)
+check "perplexity equals the reference's mean loss ($got_loss vs $want_loss)" \
+    awk -v a="${got_loss:-nan}" -v b="$want_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
+expect_exit "perplexity without -f" 2 "-f FILE is required" "$recur" perplexity -m "$model"
+printf 'too short' >"$work/short.txt"
+expect_exit "perplexity on a text shorter than a window" 1 "fewer than one window of -c 256" \
+    "$recur" perplexity -m "$model" -f "$work/short.txt"
+
 # errors: usage (2) and runtime (1), one clear line
-expect_exit "no model" 2 "-m MODEL is required" "$recur" run -p x
+# without -m: $RECUR_MODEL, else the shipped model
+RECUR_MODEL="$work/none.gguf" expect_exit "no -m: RECUR_MODEL" 1 "$work/none.gguf" "$recur" run -p x
 expect_exit "no prompt" 2 "-p or -f" "$recur" run -m "$model"
 expect_exit "unknown flag" 2 "unknown flag '--bogus'" "$recur" run -m "$model" -p x --bogus 1
 expect_exit "bad number" 2 "--temp: 'hot' is not a valid value" "$recur" run -m "$model" -p x --temp hot

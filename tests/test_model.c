@@ -674,7 +674,9 @@ static int run_malformed(const char *path) {
 
 /* ---- greedy: the text a plain argmax loop over the C API gives (for the CLI tests) -------- */
 
-static int run_greedy(const char *path, const char *prompt, int n_predict) {
+/* ids: print the generated token ids, comma-separated, and do not stop at EOS (as
+ * tests/ref/mamba_ref.py --greedy does); else print the text and stop at EOS. */
+static int run_greedy(const char *path, const char *prompt, int n_predict, bool ids) {
     struct recur_model *m = recur_model_load_from_file(path, recur_model_default_params());
     REQUIRE(m);
     struct recur_context *ctx = new_ctx(m, 1, 512);
@@ -684,17 +686,21 @@ static int run_greedy(const char *path, const char *prompt, int n_predict) {
     int32_t *t = malloc(sizeof(int32_t) * (size_t)(-n + n_predict));
     REQUIRE(t && recur_tokenize(m, prompt, (int32_t)strlen(prompt), t, -n, true, true) == -n);
     n = -n;
-    fputs(prompt, stdout);
+    if (!ids) fputs(prompt, stdout);
     REQUIRE(recur_decode(ctx, recur_batch_get_one(t, n)) == 0);
     for (int i = 0; i < n_predict; i++) {
         const float *l = recur_get_logits_ith(ctx, -1);
         int32_t best = 0;
         for (int32_t v = 1; v < n_vocab; v++)
             if (l[v] > l[best]) best = v;
-        if (best == recur_token_eos(m)) break;
-        char piece[256];
-        int32_t k = recur_token_to_piece(m, best, piece, sizeof piece, 0, false);
-        if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+        if (ids) {
+            printf(i ? ",%d" : "%d", best);
+        } else {
+            if (best == recur_token_eos(m)) break;
+            char piece[256];
+            int32_t k = recur_token_to_piece(m, best, piece, sizeof piece, 0, false);
+            if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+        }
         t[n] = best;
         REQUIRE(recur_decode(ctx, recur_batch_get_one(&t[n], 1)) == 0);
         n++;
@@ -708,12 +714,14 @@ static int run_greedy(const char *path, const char *prompt, int n_predict) {
 
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "greedy") == 0)
-        return run_greedy(argv[2], argv[3], atoi(argv[4]));
+        return run_greedy(argv[2], argv[3], atoi(argv[4]), false);
+    if (argc == 5 && strcmp(argv[1], "greedy-ids") == 0)
+        return run_greedy(argv[2], argv[3], atoi(argv[4]), true);
     if (argc >= 6 && strcmp(argv[1], "ref") == 0)
         return run_ref(argv[2], argv[3], atof(argv[4]), argc - 5, argv + 5);
     if (argc == 4 && strcmp(argv[1], "api") == 0) return run_api(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "malformed") == 0) return run_malformed(argv[2]);
     fprintf(stderr, "usage: test_model ref MODEL REF.bin TOL SEQ... | api MODEL OTHER | "
-                    "malformed MODEL | greedy MODEL PROMPT N\n");
+                    "malformed MODEL | greedy[-ids] MODEL PROMPT N\n");
     return 2;
 }

@@ -1,4 +1,4 @@
-/* Shared by `recur run` and `recur parallel` (see common.h). */
+/* Shared by the model-running subcommands (see common.h). */
 #include "common.h"
 
 #include <errno.h>
@@ -21,7 +21,8 @@ struct flag_spec {
 };
 
 static const struct flag_spec specs[G_COUNT] = {
-    [G_MODEL] = {"-m", "--model", "FILE", "model file (GGUF)"},
+    [G_MODEL] = {"-m", "--model", "FILE",
+                 "model file (GGUF); default $RECUR_MODEL, else the model shipped with recur"},
     [G_PROMPT] = {"-p", "--prompt", "TEXT", "prompt text"},
     [G_FILE] = {"-f", "--file", "FILE", "read the prompt from FILE"},
     [G_N_PREDICT] = {"-n", "--n-predict", "N", "tokens to generate (default 64)"},
@@ -41,7 +42,9 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_STATE_IN] = {NULL, "--state-in", "FILE",
                     "start from a saved state; prompt tokens it holds are not decoded again"},
     [G_STATE_OUT] = {NULL, "--state-out", "FILE", "save the state (and its tokens) at the end"},
-    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences to generate (default 8)"},
+    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences run at once (default 8)"},
+    [G_CTX] = {"-c", "--ctx-size", "N", "tokens per evaluation window (default 256)"},
+    [G_CHUNKS] = {NULL, "--chunks", "N", "evaluate only the first N windows (default: all)"},
 };
 
 static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
@@ -97,6 +100,8 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
     o->n_batch = 2048;
     o->n_ubatch = 512;
     o->n_parallel = 8;
+    o->n_ctx = 256;
+    o->n_chunks = -1;
     o->sampling = recur_sampler_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -149,6 +154,12 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
         case G_PARALLEL:
             if ((ok = parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
             break;
+        case G_CHUNKS:
+            if ((ok = parse_long(v, 1, INT32_MAX, &n))) o->n_chunks = (int32_t)n;
+            break;
+        case G_CTX:
+            if ((ok = parse_long(v, 2, 1 << 20, &n))) o->n_ctx = (int32_t)n;
+            break;
         case G_TOP_K:
             if ((ok = parse_long(v, 0, INT32_MAX, &n))) sp->top_k = (int32_t)n;
             break;
@@ -185,12 +196,22 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
         }
         if (!ok) return usage_error(cmd, accepted, summary, "%s: '%s' is not a valid value", a, v);
     }
-    if (!o->model) return usage_error(cmd, accepted, summary, "-m MODEL is required");
+    if (!o->model) o->model = gen_default_model();
     if ((accepted & GBIT(G_PROMPT)) && !o->prompt == !o->prompt_file)
         return usage_error(cmd, accepted, summary, "give the prompt with -p or -f (one of them)");
     if (o->n_ubatch > o->n_batch)
         return usage_error(cmd, accepted, summary, "--ubatch-size must not exceed --batch-size");
     return -1;
+}
+
+const char *gen_default_model(void) {
+    const char *env = getenv("RECUR_MODEL");
+    if (env && *env) return env;
+#ifdef RECUR_DEFAULT_MODEL
+    return RECUR_DEFAULT_MODEL;
+#else
+    return "models/recur-mamba-fortunes.gguf";
+#endif
 }
 
 char *gen_prompt_text(const struct gen_opts *o, size_t *len) {

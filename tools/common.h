@@ -1,7 +1,7 @@
 /*
- * What the generating subcommands (run, parallel) share: one flag table and parser, loading
- * the model and context, reading and tokenising the prompt, decoding a prompt with a progress
- * bar, and timing. Everything here uses only the public API (recur.h).
+ * What the model-running subcommands (run, parallel, perplexity) share: one flag table and
+ * parser, loading the model and context, reading and tokenising the prompt, decoding a prompt
+ * with a progress bar, and timing. Everything here uses only the public API (recur.h).
  */
 #ifndef RECUR_TOOLS_COMMON_H
 #define RECUR_TOOLS_COMMON_H
@@ -33,6 +33,8 @@ enum gen_flag {
     G_STATE_IN,
     G_STATE_OUT,
     G_PARALLEL,
+    G_CTX,
+    G_CHUNKS,
     G_COUNT
 };
 
@@ -48,11 +50,17 @@ struct gen_opts {
     struct recur_sampler_params sampling;
     const char *state_in, *state_out;
     int32_t n_parallel;
+    int32_t n_ctx;
+    int32_t n_chunks; /* -1: all */
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
  * return now (0 after --help, 2 after a usage error, with the message on stderr). */
 int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o);
+
+/* The model used without -m: $RECUR_MODEL when set, else the trained model that ships in the
+ * source tree (models/recur-mamba-fortunes.gguf, its path compiled in). */
+const char *gen_default_model(void);
 
 /* The prompt text (from -p or -f), malloc'd and NUL-terminated; NULL with a message on stderr.
  * *len gets its length. */

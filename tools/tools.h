@@ -11,8 +11,12 @@ enum { TOOL_OK = 0, TOOL_FAIL = 1, TOOL_USAGE = 2 };
 
 /* recur mkmodel: writes a random-weight model in llama.cpp's GGUF layout (tools/mkmodel.c). */
 int cmd_mkmodel(int argc, char **argv);
+/* recur tokenize: token ids of a text (tools/tokenize.c). */
+int cmd_tokenize(int argc, char **argv);
 /* recur run: generate text from a prompt (tools/run.c). */
 int cmd_run(int argc, char **argv);
+/* recur perplexity: a model's perplexity on a text, as llama-perplexity (tools/perplexity.c). */
+int cmd_perplexity(int argc, char **argv);
 /* recur parallel: several continuations of one prompt in one batch per step (tools/parallel.c). */
 int cmd_parallel(int argc, char **argv);
 

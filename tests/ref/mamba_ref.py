@@ -12,10 +12,13 @@ projection from n inputs to m outputs is an (m, n) matrix and is applied as W @ 
 
 Command line:
     python3 tests/ref/mamba_ref.py MODEL.gguf --tokens 1,2,3 [--tokens 4,5 ...]
-                                   [--out FILE] [--print]
+                                   [--out FILE] [--print] [--greedy N]
 Each --tokens list is its own sequence from a zero state. --out writes, for every sequence
 and every token in order, the n_vocab logits as little-endian float64 (so the file holds
-sum(len) * n_vocab doubles). --print prints the first logits of every token.
+sum(len) * n_vocab doubles). --print prints the first logits of every token. --greedy N
+continues the one sequence by N argmax tokens and prints their ids (the golden test of the
+shipped model). --mean-nll prints the mean next-token loss over the sequences (what
+`recur perplexity` reports as its mean loss).
 """
 
 import argparse
@@ -228,6 +231,28 @@ def run_sequence(model, tokens):
                                                                          model.n_vocab)
 
 
+def log_softmax(logits):
+    m = np.max(logits)
+    return logits - m - np.log(np.sum(np.exp(logits - m)))
+
+
+def greedy(model, prompt, n):
+    """n tokens that follow prompt, each the argmax of the logits (no stop at EOS), and the
+    smallest gap between the best and the second-best logit met on the way: a gap far above
+    recur's rounding error means recur must pick the same tokens."""
+    state = new_state(model)
+    for t in prompt[:-1]:
+        forward(model, state, t)
+    token, out, gap = prompt[-1], [], np.inf
+    for _ in range(n):
+        logits = forward(model, state, token)
+        top2 = np.sort(logits)[-2:]
+        gap = min(gap, top2[1] - top2[0])
+        token = int(np.argmax(logits))
+        out.append(token)
+    return out, gap
+
+
 # ---------------------------------------------------------------------------------------
 # Command line
 
@@ -251,10 +276,23 @@ def main(argv=None):
     ap.add_argument("--out", help="write all logits here as little-endian float64")
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="print the first logits of every token")
+    ap.add_argument("--greedy", type=int, default=0, metavar="N",
+                    help="continue the one sequence by N argmax tokens; print their ids and "
+                         "the smallest gap between the best and second-best logit")
+    ap.add_argument("--mean-nll", action="store_true",
+                    help="print the mean negative log-likelihood (nats) of every token after "
+                         "the first of each sequence, given the tokens before it")
     args = ap.parse_args(argv)
+    if args.greedy and len(args.tokens) != 1:
+        ap.error("--greedy takes exactly one --tokens sequence")
 
     try:
         model = MambaModel(args.model)
+        if args.greedy:
+            ids, gap = greedy(model, args.tokens[0], args.greedy)
+            print(",".join(str(t) for t in ids))
+            print("smallest top-2 logit gap: %.6g" % gap, file=sys.stderr)
+            return 0
         results = [run_sequence(model, seq) for seq in args.tokens]
     except (GGUFError, ModelError, OSError) as e:
         print("mamba_ref: error: %s" % e, file=sys.stderr)
@@ -263,6 +301,10 @@ def main(argv=None):
         print("mamba_ref: error: %s: bad model file: %s" % (args.model, e), file=sys.stderr)
         return 1
 
+    if args.mean_nll:
+        nll = [log_softmax(row)[nxt] for seq, logits in zip(args.tokens, results)
+               for row, nxt in zip(logits[:-1], seq[1:])]
+        print("%.9f" % -np.mean(nll))
     if args.out:
         try:
             np.concatenate(results).astype("<f8").tofile(args.out)
