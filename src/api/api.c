@@ -87,6 +87,14 @@ recur_token recur_token_eos(const struct recur_model *model) {
 
 /* ---- contexts ---------------------------------------------------------------------------- */
 
+/* The kernels' instruction set: the best the CPU has, unless RECUR_ISA=scalar asks for the
+ * portable path (for comparisons and tests; read once per context). */
+static enum rops_isa context_isa(void) {
+    const char *env = getenv("RECUR_ISA");
+    if (env && strcmp(env, "scalar") == 0) return ROPS_ISA_SCALAR;
+    return rops_isa_best();
+}
+
 static bool check_context_params(const struct recur_context_params *p) {
     const char *bad = NULL;
     if (p->n_batch == 0 || p->n_batch > (1u << 24))
@@ -97,6 +105,9 @@ static bool check_context_params(const struct recur_context_params *p) {
         bad = "n_seq_max must be 1 .. 65536";
     else if (!rcore_type_valid((int)p->type_k) || !rcore_type_valid((int)p->type_v))
         bad = "type_k and type_v must be RECUR_TYPE_F32, _F16 or _BF16";
+    else if (p->n_threads < 1 || p->n_threads > 256 || p->n_threads_batch < 1 ||
+             p->n_threads_batch > 256)
+        bad = "n_threads and n_threads_batch must be 1 .. 256";
     if (bad) rcore_error_set("context parameters: %s", bad);
     return bad == NULL;
 }
@@ -130,7 +141,11 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
                                    params.n_seq_max};
     ctx->mem = rmem_create(&mp);
     free(rows);
+    ctx->isa = context_isa();
+    const int32_t n_pool =
+        params.n_threads > params.n_threads_batch ? params.n_threads : params.n_threads_batch;
     if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch)) ||
+        (n_pool > 1 && !(ctx->pool = rpool_create(n_pool))) ||
         !(ctx->output_ids = malloc(sizeof(int32_t) * params.n_batch))) {
         if (ctx->mem && ctx->ws) rcore_error_set("out of memory for a context");
         recur_free(ctx);
@@ -143,6 +158,7 @@ void recur_free(struct recur_context *ctx) {
     if (!ctx) return;
     rmem_free(ctx->mem);
     rmodel_ws_free(ctx->ws);
+    rpool_free(ctx->pool);
     free(ctx->output_ids);
     free(ctx->logits);
     free(ctx->embd);
@@ -166,6 +182,17 @@ const struct recur_model *recur_get_model(const struct recur_context *ctx) {
 }
 
 void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
+    n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
+    n_threads_batch = n_threads_batch < 1 ? 1 : n_threads_batch > 256 ? 256 : n_threads_batch;
+    const int32_t need = n_threads > n_threads_batch ? n_threads : n_threads_batch;
+    if (need > rpool_size(ctx->pool)) {
+        /* a bigger team; if threads cannot be had, keep the old one (calls are clamped) */
+        struct rpool *bigger = rpool_create(need);
+        if (bigger) {
+            rpool_free(ctx->pool);
+            ctx->pool = bigger;
+        }
+    }
     ctx->params.n_threads = n_threads;
     ctx->params.n_threads_batch = n_threads_batch;
 }
@@ -277,9 +304,13 @@ int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
     ctx->n_outputs = n_outputs;
 
     const struct rmodel_out out = {ctx->output_ids, ctx->logits, ctx->embd};
+    /* as llama.cpp: one token per call is generation (n_threads), more is a prompt */
+    int32_t nth = batch.n_tokens == 1 ? ctx->params.n_threads : ctx->params.n_threads_batch;
+    if (nth > rpool_size(ctx->pool)) nth = rpool_size(ctx->pool);
+    const struct rops_exec ex = {ctx->pool, nth, ctx->isa};
     int32_t ret = 0;
     do {
-        if (!rmem_bctx_apply(bctx) || !rmodel_forward(ctx->model->m, ctx->ws, ctx->mem,
+        if (!rmem_bctx_apply(bctx) || !rmodel_forward(ctx->model->m, &ex, ctx->ws, ctx->mem,
                                                       rmem_bctx_ubatch(bctx), batch.embd, &out)) {
             ret = -3;
             break;

@@ -6,6 +6,7 @@
 
 #include "../memory/memory.h"
 #include "../model/model.h"
+#include "../pool/pool.h"
 #include "../vocab/vocab.h"
 
 struct recur_model {
@@ -18,6 +19,8 @@ struct recur_context {
     struct recur_context_params params;
     struct rmem *mem;
     struct rmodel_ws *ws;
+    struct rpool *pool; /* NULL when one thread is all the context uses */
+    enum rops_isa isa;
 
     /* outputs of the last successful decode */
     int32_t n_batch_tokens; /* tokens of that batch */

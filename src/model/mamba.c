@@ -15,7 +15,8 @@
  * llama.cpp's layout ({d_conv-1, d_inner} and {d_state, d_inner} per sequence).
  *
  * A ubatch holds n_seqs sequences of n_seq_tokens tokens each, stream-major. The projections
- * run over all its tokens at once; the conv and the scan run per sequence, token after token.
+ * run over all its tokens at once (one pass over each weight for all sequences); the conv and
+ * the scan run token after token, all sequences in one call, channels shared among threads.
  */
 #include "model_impl.h"
 
@@ -99,7 +100,6 @@ struct ws_view {
     float *y;     /* n x Di */
     float *conv;  /* n x (K-1)Di gathered conv states (at most n sequences) */
     float *ssm;   /* n x Di N gathered ssm states */
-    float *row;   /* one weight row: max(E, Di, R) */
     float *logit; /* OUT_CHUNK x n_vocab */
     float *norm;  /* OUT_CHUNK x E */
 };
@@ -107,13 +107,11 @@ struct ws_view {
 static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
                  R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
-    size_t row = E > Di ? E : Di;
-    if (R > row) row = R;
-    const size_t sizes[] = {n * E, n * E,         n * 2 * Di,   n * Di,           n * (R + 2 * N),
-                            n * R, n * Di,        n * Di,       n * (K - 1) * Di, n * Di * N,
-                            row,   OUT_CHUNK * V, OUT_CHUNK * E};
-    float **slots[] = {&v->x, &v->h,    &v->xz,  &v->xc,  &v->xdb,   &v->dtr, &v->dt,
-                       &v->y, &v->conv, &v->ssm, &v->row, &v->logit, &v->norm};
+    const size_t sizes[] = {
+        n * E,  n * E,  n * 2 * Di,       n * Di,     n * (R + 2 * N), n * R,
+        n * Di, n * Di, n * (K - 1) * Di, n * Di * N, OUT_CHUNK * V,   OUT_CHUNK * E};
+    float **slots[] = {&v->x,  &v->h, &v->xz,   &v->xc,  &v->xdb,   &v->dtr,
+                       &v->dt, &v->y, &v->conv, &v->ssm, &v->logit, &v->norm};
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (base) *slots[i] = base + off;
@@ -158,23 +156,18 @@ static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_
     }
 }
 
-static void layer_forward(const struct rmodel *m, const struct rmamba_layer *L,
-                          const struct ws_view *w, uint32_t n_seqs, uint32_t nst) {
+static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
+                          const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
+                          uint32_t nst) {
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv,
                   W = R + 2 * N, n = (int64_t)n_seqs * nst;
 
     for (int64_t t = 0; t < n; t++)
         rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
-    rops_matmul(&L->ssm_in, w->h, n, w->xz, w->row);
-
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        const int64_t t0 = (int64_t)s * nst;
-        rops_ssm_conv(w->conv + s * (K - 1) * Di, w->xz + t0 * 2 * Di, 2 * Di, nst, Di, K,
-                      L->conv_w, L->conv_b, w->xc + t0 * Di, Di);
-    }
-
-    rops_matmul(&L->ssm_x, w->xc, n, w->xdb, w->row);
+    rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
+    rops_ssm_conv(ex, w->conv, w->xz, 2 * Di, n_seqs, nst, Di, K, L->conv_w, L->conv_b, w->xc);
+    rops_matmul(ex, &L->ssm_x, w->xc, n, w->xdb);
     for (int64_t t = 0; t < n; t++) {
         float *dbc = w->xdb + t * W;
         if (hp->dt_b_c_rms) {
@@ -184,25 +177,20 @@ static void layer_forward(const struct rmodel *m, const struct rmamba_layer *L,
         }
         memcpy(w->dtr + t * R, dbc, (size_t)R * sizeof(float));
     }
-    rops_matmul(&L->ssm_dt, w->dtr, n, w->dt, w->row);
+    rops_matmul(ex, &L->ssm_dt, w->dtr, n, w->dt);
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < Di; c++)
             w->dt[t * Di + c] = rops_softplus(w->dt[t * Di + c] + L->dt_b[c]);
 
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        const int64_t t0 = (int64_t)s * nst;
-        rops_ssm_scan(w->ssm + s * Di * N, w->xc + t0 * Di, Di, w->dt + t0 * Di, Di, L->A,
-                      w->xdb + t0 * W + R, w->xdb + t0 * W + R + N, W, L->D,
-                      w->xz + t0 * 2 * Di + Di, 2 * Di, nst, Di, N, w->y + t0 * Di, Di);
-    }
-
-    rops_matmul(&L->ssm_out, w->y, n, w->h, w->row);
+    rops_ssm_scan(ex, w->ssm, w->xc, w->dt, L->A, w->xdb + R, w->xdb + R + N, W, L->D, w->xz + Di,
+                  2 * Di, n_seqs, nst, Di, N, w->y);
+    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
 /* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
-static void outputs(const struct rmodel *m, const struct ws_view *w, const struct rbatch_ubatch *ub,
-                    const struct rmodel_out *out) {
+static void outputs(const struct rmodel *m, const struct rops_exec *ex, const struct ws_view *w,
+                    const struct rbatch_ubatch *ub, const struct rmodel_out *out) {
     const int64_t E = m->n_embd, V = m->n_vocab;
     int32_t rows[OUT_CHUNK];
     int n = 0;
@@ -214,7 +202,7 @@ static void outputs(const struct rmodel *m, const struct ws_view *w, const struc
         }
         if (n == OUT_CHUNK || (t == ub->n_tokens && n > 0)) {
             if (out->logits) {
-                rops_matmul(&m->output, w->norm, n, w->logit, w->row);
+                rops_matmul(ex, &m->output, w->norm, n, w->logit);
                 for (int i = 0; i < n; i++)
                     memcpy(out->logits + (size_t)rows[i] * (size_t)V, w->logit + (int64_t)i * V,
                            (size_t)V * sizeof(float));
@@ -228,8 +216,8 @@ static void outputs(const struct rmodel *m, const struct ws_view *w, const struc
     }
 }
 
-bool rmamba_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *mem,
-                    const struct rbatch_ubatch *ub, const float *embd_in,
+bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
+                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
                     const struct rmodel_out *out) {
     const struct rmamba_hparams *hp = &m->mamba;
     const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
@@ -255,9 +243,9 @@ bool rmamba_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *m
     const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
     for (int32_t il = 0; il < m->n_layer; il++) {
         gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
-        layer_forward(m, &m->layers[il], &w, n_seqs, nst);
+        layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst);
         scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
     }
-    outputs(m, &w, ub, out);
+    outputs(m, ex, &w, ub, out);
     return true;
 }

@@ -10,8 +10,9 @@
 #include "../io/io.h"
 
 #define BIT(t) ((uint64_t)1 << (t))
-/* Weight types the kernels read (the speed issue adds the quantized ones). */
-#define FLOAT_TYPES (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
+/* Small tensors are read as floats; matrices also in ggml's q8_0 and q4_0 blocks. */
+#define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
+#define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
 
 static const char *const arch_names[] = {"mamba"};
 
@@ -42,8 +43,13 @@ oom:
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                    struct rops_mat *out) {
     const int64_t ne[2] = {n_cols, n_rows};
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, FLOAT_TYPES);
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, MATRIX_TYPES);
     if (!t) return false;
+    if (!rops_type_supported(t->type, n_cols)) {
+        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
+                        rgguf_type_name(t->type), (long long)n_cols);
+        return false;
+    }
     *out = (struct rops_mat){t->data, t->type, n_cols, n_rows,
                              t->nbytes / (size_t)(n_rows ? n_rows : 1)};
     return true;
@@ -215,12 +221,12 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws);
 }
 
-bool rmodel_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *mem,
-                    const struct rbatch_ubatch *ub, const float *embd_in,
+bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
+                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
                     const struct rmodel_out *out) {
     if (ub->n_tokens > ws->n_ubatch) {
         rcore_error_set("ubatch of %u tokens, the workspace holds %u", ub->n_tokens, ws->n_ubatch);
         return false;
     }
-    return rmamba_forward(m, ws, mem, ub, embd_in, out);
+    return rmamba_forward(m, ex, ws, mem, ub, embd_in, out);
 }

@@ -16,6 +16,7 @@
 #include "../batch/batch.h"
 #include "../gguf/gguf.h"
 #include "../memory/memory.h"
+#include "../ops/ops.h"
 
 enum rmodel_arch { RMODEL_ARCH_MAMBA = 0 };
 
@@ -58,13 +59,13 @@ struct rmodel_out {
 };
 
 /*
- * Runs the model over a ubatch already placed in mem (rmem_find_slot / rmem_bctx_apply): reads
- * the states of the block, writes the new ones. Token ids come from ub->token, or, for an
- * embedding batch, rows of embd_in (indexed by batch index, n_embd floats each).
- * Returns false only on a broken invariant (error set); shapes were checked at load.
+ * Runs the model over a ubatch already placed in mem, its kernels as ex says (threads, ISA)
+ * (rmem_find_slot / rmem_bctx_apply): reads the states of the block, writes the new ones. Token ids
+ * come from ub->token, or, for an embedding batch, rows of embd_in (indexed by batch index, n_embd
+ * floats each). Returns false only on a broken invariant (error set); shapes were checked at load.
  */
-bool rmodel_forward(const struct rmodel *model, struct rmodel_ws *ws, struct rmem *mem,
-                    const struct rbatch_ubatch *ub, const float *embd_in,
+bool rmodel_forward(const struct rmodel *model, const struct rops_exec *ex, struct rmodel_ws *ws,
+                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
                     const struct rmodel_out *out);
 
 #endif /* RECUR_MODEL_H */

@@ -58,8 +58,8 @@ bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out);
 bool rmamba_load(struct rmodel *m);
 size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
-bool rmamba_forward(const struct rmodel *m, struct rmodel_ws *ws, struct rmem *mem,
-                    const struct rbatch_ubatch *ub, const float *embd_in,
+bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
+                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
                     const struct rmodel_out *out);
 
 struct rmodel_ws {

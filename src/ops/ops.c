@@ -1,40 +1,94 @@
-/* Portable C kernels (see ops.h). Written for clarity first; the speed issue replaces the hot
- * ones with threaded and vectorised versions that must give the same results within the
- * tolerances of the model tests. */
+/*
+ * Dispatch, threading and the portable C kernels (see ops.h). The portable path is the
+ * definition the vectorised one is tested against: written for clarity, in the same tiling
+ * (4 weight rows, ROPS_KT columns at a time) so that both add in a similar order.
+ */
 #include "ops.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "../core/core.h"
+#include "ops_impl.h"
 
-enum { TYPE_F32 = 0, TYPE_F16 = 1, TYPE_BF16 = 30 };
+/* ---- instruction sets ---------------------------------------------------------------------- */
 
-int rops_type_supported(uint32_t type) {
-    return type == TYPE_F32 || type == TYPE_F16 || type == TYPE_BF16;
+enum rops_isa rops_isa_best(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (rops_have_avx2_kernels() && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return ROPS_ISA_AVX2;
+#endif
+    return ROPS_ISA_SCALAR;
 }
 
-void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
+const char *rops_isa_name(enum rops_isa isa) {
+    return isa == ROPS_ISA_AVX2 ? "avx2" : "scalar";
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+int rops_type_supported(uint32_t type, int64_t n_cols) {
+    switch (type) {
+    case TYPE_F32:
+    case TYPE_F16:
+    case TYPE_BF16:
+        return 1;
+    case TYPE_Q8_0:
+    case TYPE_Q4_0:
+        return n_cols % 32 == 0;
+    default:
+        return 0;
+    }
+}
+
+/* Columns [c0, c0 + kt) of row r as f32; for the block types c0 and kt are multiples of 32. */
+static void row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
     switch (w->type) {
     case TYPE_F32:
-        rcore_row_to_f32(RCORE_TYPE_F32, out, row, (size_t)w->n_cols);
+        memcpy(out, row + c0 * 4, sizeof(float) * (size_t)kt);
         break;
     case TYPE_F16:
-        rcore_row_to_f32(RCORE_TYPE_F16, out, row, (size_t)w->n_cols);
+        rcore_row_to_f32(RCORE_TYPE_F16, out, row + c0 * 2, (size_t)kt);
         break;
     case TYPE_BF16:
-        rcore_row_to_f32(RCORE_TYPE_BF16, out, row, (size_t)w->n_cols);
+        rcore_row_to_f32(RCORE_TYPE_BF16, out, row + c0 * 2, (size_t)kt);
         break;
+    case TYPE_Q8_0: {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c0 / 32;
+        for (int64_t i = 0; i < kt / 32; i++) {
+            const float d = rcore_f16_to_f32(b[i].d);
+            for (int j = 0; j < 32; j++) out[i * 32 + j] = d * (float)b[i].qs[j];
+        }
+        break;
+    }
+    case TYPE_Q4_0: {
+        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c0 / 32;
+        for (int64_t i = 0; i < kt / 32; i++) {
+            const float d = rcore_f16_to_f32(b[i].d);
+            for (int j = 0; j < 16; j++) {
+                out[i * 32 + j] = d * (float)((b[i].qs[j] & 15) - 8);
+                out[i * 32 + j + 16] = d * (float)((b[i].qs[j] >> 4) - 8);
+            }
+        }
+        break;
+    }
     default:
-        memset(out, 0, sizeof(float) * (size_t)w->n_cols);
+        memset(out, 0, sizeof(float) * (size_t)kt);
         break;
     }
 }
 
+void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
+    row_tile(w, r, 0, w->n_cols, out);
+}
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
 static float dot(const float *a, const float *b, int64_t n) {
-    /* four partial sums: shorter dependency chains, and a summation order the compiler may
-       vectorise without -ffast-math */
+    /* four partial sums: shorter dependency chains, and an order the compiler may vectorise
+       without -ffast-math */
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -47,19 +101,55 @@ static float dot(const float *a, const float *b, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-void rops_matmul(const struct rops_mat *w, const float *x, int64_t n, float *y, float *scratch) {
+void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                             int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows;
-    for (int64_t r = 0; r < m; r++) {
-        const float *row;
-        if (w->type == TYPE_F32) {
-            row = (const float *)((const uint8_t *)w->data + (size_t)r * w->row_bytes);
-        } else {
-            rops_get_row(w, r, scratch);
-            row = scratch;
+    float panel[ROPS_RB][ROPS_KT];
+    for (int64_t r = r0; r < r1; r += ROPS_RB) {
+        const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
+        for (int64_t k0 = 0; k0 < k; k0 += ROPS_KT) {
+            const int64_t kt = k - k0 < ROPS_KT ? k - k0 : ROPS_KT;
+            for (int64_t j = 0; j < rb; j++) row_tile(w, r + j, k0, kt, panel[j]);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < rb; j++) {
+                    const float d = dot(panel[j], x + i * k + k0, kt);
+                    y[i * m + r + j] = k0 == 0 ? d : y[i * m + r + j] + d;
+                }
         }
-        for (int64_t i = 0; i < n; i++) y[i * m + r] = dot(row, x + i * k, k);
     }
 }
+
+struct matmul_task {
+    const struct rops_mat *w;
+    const float *x;
+    int64_t n;
+    float *y;
+    enum rops_isa isa;
+};
+
+static void matmul_thread(void *arg, int ith, int nth) {
+    const struct matmul_task *t = arg;
+    /* whole blocks of ROPS_RB rows per thread, as even as the blocks allow */
+    const int64_t blocks = (t->w->n_rows + ROPS_RB - 1) / ROPS_RB;
+    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
+    if (r1 > t->w->n_rows) r1 = t->w->n_rows;
+    if (r0 >= r1) return;
+    if (t->isa == ROPS_ISA_AVX2)
+        rops_matmul_rows_avx2(t->w, t->x, t->n, t->y, r0, r1);
+    else
+        rops_matmul_rows_scalar(t->w, t->x, t->n, t->y, r0, r1);
+}
+
+void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
+                 float *y) {
+    struct matmul_task t = {w, x, n, y, ex->isa};
+    /* a thread's share should be worth a hand-off (~1 us): at least ~64k multiply-adds */
+    int64_t work = w->n_rows * w->n_cols * n, nth = ex->n_threads;
+    if (nth > work / 65536) nth = work / 65536;
+    rpool_run(ex->pool, matmul_thread, &t, nth < 1 ? 1 : (int)nth);
+}
+
+/* ---- small elementwise --------------------------------------------------------------------- */
 
 void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out) {
     double ss = 0.0;
@@ -77,45 +167,117 @@ float rops_softplus(float x) {
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
-void rops_ssm_conv(float *state, const float *x, int64_t x_stride, int64_t n_tok, int64_t d_inner,
-                   int64_t d_conv, const float *w, const float *b, float *out, int64_t out_stride) {
-    const int64_t n_prev = d_conv - 1;
-    for (int64_t c = 0; c < d_inner; c++) {
-        float *st = state + c * n_prev; /* oldest first */
-        const float *wc = w + c * d_conv;
-        for (int64_t t = 0; t < n_tok; t++) {
-            const float xt = x[t * x_stride + c];
-            float sum = b[c];
-            for (int64_t k = 0; k < n_prev; k++) sum += wc[k] * st[k];
-            sum += wc[n_prev] * xt;
-            out[t * out_stride + c] = rops_silu(sum);
-            /* slide the window: drop the oldest input, append this one */
-            if (n_prev > 0) {
-                memmove(st, st + 1, sizeof(float) * (size_t)(n_prev - 1));
-                st[n_prev - 1] = xt;
+/* ---- Mamba's conv and scan ----------------------------------------------------------------- */
+
+void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    const int64_t n_prev = a->d_conv - 1, Di = a->d_inner;
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        const float *x = a->x + s * a->n_tok * a->x_stride;
+        float *xc = a->xc + s * a->n_tok * Di;
+        for (int64_t c = c0; c < c1; c++) {
+            float *st = a->conv_state + (s * Di + c) * n_prev; /* oldest first */
+            const float *wc = a->conv_w + c * a->d_conv;
+            for (int64_t t = 0; t < a->n_tok; t++) {
+                const float xt = x[t * a->x_stride + c];
+                float sum = a->conv_b[c];
+                for (int64_t k = 0; k < n_prev; k++) sum += wc[k] * st[k];
+                sum += wc[n_prev] * xt;
+                xc[t * Di + c] = rops_silu(sum);
+                /* slide the window: drop the oldest input, append this one */
+                if (n_prev > 0) {
+                    memmove(st, st + 1, sizeof(float) * (size_t)(n_prev - 1));
+                    st[n_prev - 1] = xt;
+                }
             }
         }
     }
 }
 
-void rops_ssm_scan(float *s, const float *x, int64_t x_stride, const float *dt, int64_t dt_stride,
-                   const float *A, const float *B, const float *C, int64_t bc_stride,
-                   const float *D, const float *z, int64_t z_stride, int64_t n_tok, int64_t d_inner,
-                   int64_t d_state, float *y, int64_t y_stride) {
-    for (int64_t t = 0; t < n_tok; t++) {
-        const float *xt = x + t * x_stride, *dtt = dt + t * dt_stride, *zt = z + t * z_stride;
-        const float *Bt = B + t * bc_stride, *Ct = C + t * bc_stride;
-        float *yt = y + t * y_stride;
-        for (int64_t c = 0; c < d_inner; c++) {
-            float *sc = s + c * d_state;
-            const float *Ac = A + c * d_state;
-            const float dx = dtt[c] * xt[c];
-            float acc = 0.0f;
-            for (int64_t n = 0; n < d_state; n++) {
-                sc[n] = sc[n] * expf(dtt[c] * Ac[n]) + Bt[n] * dx;
-                acc += sc[n] * Ct[n];
+void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    const int64_t Di = a->d_inner, N = a->d_state;
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *xt = a->u + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
+            const float *Bt = a->B + t * a->bc_stride, *Ct = a->C + t * a->bc_stride;
+            float *yt = a->y + t * Di;
+            for (int64_t c = c0; c < c1; c++) {
+                float *sc = a->ssm_state + (s * Di + c) * N;
+                const float *Ac = a->A + c * N;
+                const float dx = dtt[c] * xt[c];
+                float acc = 0.0f;
+                for (int64_t n = 0; n < N; n++) {
+                    sc[n] = sc[n] * expf(dtt[c] * Ac[n]) + Bt[n] * dx;
+                    acc += sc[n] * Ct[n];
+                }
+                yt[c] = (acc + a->D[c] * xt[c]) * rops_silu(zt[c]);
             }
-            yt[c] = (acc + D[c] * xt[c]) * rops_silu(zt[c]);
         }
     }
+}
+
+struct ssm_task {
+    const struct rops_ssm_args *a;
+    enum rops_isa isa;
+    bool scan;
+};
+
+static void ssm_thread(void *arg, int ith, int nth) {
+    const struct ssm_task *t = arg;
+    /* channels in runs of 8 (one vector) per thread */
+    const int64_t groups = (t->a->d_inner + 7) / 8;
+    int64_t c0 = groups * ith / nth * 8, c1 = groups * (ith + 1) / nth * 8;
+    if (c1 > t->a->d_inner) c1 = t->a->d_inner;
+    if (c0 >= c1) return;
+    if (!t->scan)
+        rops_conv_channels_scalar(t->a, c0, c1);
+    else if (t->isa == ROPS_ISA_AVX2)
+        rops_scan_channels_avx2(t->a, c0, c1);
+    else
+        rops_scan_channels_scalar(t->a, c0, c1);
+}
+
+static int ssm_threads(const struct rops_exec *ex, int64_t work) {
+    int64_t nth = ex->n_threads;
+    if (nth > work / 16384) nth = work / 16384;
+    return nth < 1 ? 1 : (int)nth;
+}
+
+void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x, int64_t x_stride,
+                   int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_conv, const float *w,
+                   const float *b, float *xc) {
+    struct rops_ssm_args a = {.conv_state = conv_state,
+                              .x = x,
+                              .x_stride = x_stride,
+                              .conv_w = w,
+                              .conv_b = b,
+                              .xc = xc,
+                              .n_seqs = n_seqs,
+                              .n_tok = n_tok,
+                              .d_inner = d_inner,
+                              .d_conv = d_conv};
+    struct ssm_task t = {&a, ex->isa, false};
+    rpool_run(ex->pool, ssm_thread, &t, ssm_threads(ex, n_seqs * n_tok * d_inner * d_conv));
+}
+
+void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x, const float *dt,
+                   const float *A, const float *B, const float *C, int64_t bc_stride,
+                   const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
+                   int64_t d_inner, int64_t d_state, float *y) {
+    struct rops_ssm_args a = {.ssm_state = ssm_state,
+                              .u = x,
+                              .dt = dt,
+                              .A = A,
+                              .B = B,
+                              .C = C,
+                              .D = D,
+                              .z = z,
+                              .bc_stride = bc_stride,
+                              .z_stride = z_stride,
+                              .n_seqs = n_seqs,
+                              .n_tok = n_tok,
+                              .d_inner = d_inner,
+                              .d_state = d_state,
+                              .y = y};
+    struct ssm_task t = {&a, ex->isa, true};
+    rpool_run(ex->pool, ssm_thread, &t, ssm_threads(ex, n_seqs * n_tok * d_inner * d_state));
 }

@@ -1,11 +1,16 @@
 /*
- * ops: the numeric kernels models are made of, behind plain C signatures so that faster
- * versions (threads, SIMD, quantized weights) can replace them one at a time.
+ * ops: the numeric kernels models are made of.
  *
  * Activations are f32, row-major: a batch of n vectors of length k is x[n][k]. Weights are
- * matrices in the file's own type (f32, f16, bf16), read in place from the model file.
- * Nothing here allocates, except where a scratch row is passed in, and nothing fails: shapes
- * are checked when the model is loaded.
+ * matrices in the file's own type (f32, f16, bf16, q8_0, q4_0 in ggml's block layouts), read
+ * in place from the model file. Nothing here allocates and nothing fails: shapes are checked
+ * when the model is loaded.
+ *
+ * Every heavy kernel takes a struct rops_exec: the thread pool and how many of its threads to
+ * use, and the instruction set. Each kernel has a portable C path and, on x86-64 CPUs with
+ * AVX2, FMA and F16C, a vectorised one (ops_avx2.c); both give the same results within float
+ * rounding (the tests compare them), and the choice is made per call, so tests and benchmarks
+ * can force either.
  */
 #ifndef RECUR_OPS_H
 #define RECUR_OPS_H
@@ -13,24 +18,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../pool/pool.h"
+
+enum rops_isa {
+    ROPS_ISA_SCALAR = 0, /* portable C */
+    ROPS_ISA_AVX2 = 1,   /* x86-64 AVX2 + FMA + F16C */
+};
+
+/* The best instruction set this CPU runs (CPU detection at run time). */
+enum rops_isa rops_isa_best(void);
+const char *rops_isa_name(enum rops_isa isa);
+
+/* How a kernel runs: on n_threads threads of pool (pool NULL or n_threads 1: on the caller
+ * alone) with instruction set isa (one this CPU runs). */
+struct rops_exec {
+    struct rpool *pool;
+    int n_threads;
+    enum rops_isa isa;
+};
+
 /* A weight matrix of n_rows rows of n_cols elements (GGUF {n_cols, n_rows}). */
 struct rops_mat {
     const void *data;
-    uint32_t type; /* ggml type: 0 f32, 1 f16, 30 bf16 */
+    uint32_t type; /* ggml type: 0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16 */
     int64_t n_cols;
     int64_t n_rows;
     size_t row_bytes;
 };
 
-/* True when the kernels can use weights of this ggml type. */
-int rops_type_supported(uint32_t type);
+/* True when the kernels can use weights of this ggml type with rows of n_cols elements
+ * (the block types need n_cols to be a multiple of their 32-element block). */
+int rops_type_supported(uint32_t type, int64_t n_cols);
 
 /* Row r of W, converted to f32 (n_cols values). */
 void rops_get_row(const struct rops_mat *w, int64_t r, float *out);
 
-/* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows).
- * scratch: n_cols floats (a weight row converted once and used for all n inputs). */
-void rops_matmul(const struct rops_mat *w, const float *x, int64_t n, float *y, float *scratch);
+/* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows). The rows of W
+ * are shared out among the threads; each block of weight rows is converted to f32 once and
+ * used for all n inputs (so many sequences cost one pass over the weights). */
+void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
+                 float *y);
 
 /* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. */
 void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out);
@@ -39,27 +66,32 @@ float rops_silu(float x);
 float rops_softplus(float x);
 
 /*
- * Mamba's causal depthwise convolution over one sequence's run of tokens.
- * state: (d_conv-1) previous inputs per channel, channel-major (state[c*(d_conv-1) + k],
- * oldest first), updated in place to the last d_conv-1 inputs.
- * x: n_tok x d_inner inputs (row stride x_stride); out: n_tok x d_inner (stride out_stride),
- * out[t][c] = silu(sum_k w[c*d_conv + k] * window_t[k][c] + b[c]), where window_t is the d_conv
- * inputs ending at token t.
+ * Mamba's causal depthwise convolution and selective scan, with the output gate, for the
+ * tokens of n_seqs sequences of n_tok tokens each (stream-major: sequence s has tokens
+ * s*n_tok .. s*n_tok + n_tok - 1), with the channels shared out among the threads.
+ *
+ * conv: per sequence (d_conv-1) previous inputs per channel, channel-major (state[c*(d_conv-1)
+ * + k], oldest first), updated in place to the last d_conv-1 inputs; sequence s's state at
+ * conv_state + s * (d_conv-1) * d_inner.
+ * x: tokens x d_inner inputs (row stride x_stride); xc: tokens x d_inner (stride d_inner),
+ *   xc[t][c] = silu(sum_k w[c*d_conv + k] * window_t[k][c] + b[c]),
+ * where window_t is the d_conv inputs ending at token t.
  */
-void rops_ssm_conv(float *state, const float *x, int64_t x_stride, int64_t n_tok, int64_t d_inner,
-                   int64_t d_conv, const float *w, const float *b, float *out, int64_t out_stride);
+void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x, int64_t x_stride,
+                   int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_conv, const float *w,
+                   const float *b, float *xc);
 
 /*
- * Mamba's selective scan over one sequence's run of tokens, with the output gate.
- * s: d_inner x d_state state (s[c*d_state + n]), updated in place. Per token t:
+ * The scan. s: per sequence a d_inner x d_state state (s[c*d_state + n]), sequence s's at
+ * ssm_state + s * d_inner * d_state, updated in place. Per token t:
  *   s[c][n] = s[c][n] * exp(dt[c] * A[c][n]) + B[n] * x[c] * dt[c]
  *   y[c] = (sum_n s[c][n] * C[n] + D[c] * x[c]) * silu(z[c])
- * x, dt, z, y: n_tok rows of d_inner (row strides given); B, C: n_tok rows of d_state
- * (stride bc_stride).
+ * x, dt, y: tokens x d_inner (stride d_inner); z: tokens x d_inner (stride z_stride); B, C:
+ * tokens x d_state (stride bc_stride).
  */
-void rops_ssm_scan(float *s, const float *x, int64_t x_stride, const float *dt, int64_t dt_stride,
+void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x, const float *dt,
                    const float *A, const float *B, const float *C, int64_t bc_stride,
-                   const float *D, const float *z, int64_t z_stride, int64_t n_tok, int64_t d_inner,
-                   int64_t d_state, float *y, int64_t y_stride);
+                   const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
+                   int64_t d_inner, int64_t d_state, float *y);
 
 #endif /* RECUR_OPS_H */

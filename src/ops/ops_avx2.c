@@ -1,0 +1,255 @@
+/*
+ * The AVX2 + FMA + F16C kernels (see ops.h). This file alone is compiled with -mavx2 -mfma
+ * -mf16c; nothing in it runs unless rops_isa_best() found those on the CPU.
+ *
+ * Matmul: for a block of 4 weight rows, ROPS_KT columns at a time, the rows are converted to
+ * f32 once (f16 with vcvtph2ps, bf16 by a shift, q8_0 / q4_0 by scale x integer), then a
+ * 4-rows x 3-inputs tile of dot products runs on 12 accumulators, so each weight load feeds
+ * three FMAs and each input load four. The scan: per channel its d_state states as vectors,
+ * with a vector exp.
+ */
+#include "ops_impl.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+bool rops_have_avx2_kernels(void) {
+    return true;
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- weights to f32 ------------------------------------------------------------------------ */
+
+static void tile_f16(const uint16_t *src, int64_t kt, float *out) {
+    int64_t i = 0;
+    for (; i + 8 <= kt; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < kt; i++) out[i] = rcore_f16_to_f32(src[i]);
+}
+
+static void tile_bf16(const uint16_t *src, int64_t kt, float *out) {
+    int64_t i = 0;
+    for (; i + 8 <= kt; i += 8) {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+    }
+    for (; i < kt; i++) out[i] = rcore_bf16_to_f32(src[i]);
+}
+
+static inline __m256 f16_scale(uint16_t d) {
+    return _mm256_set1_ps(_cvtsh_ss(d));
+}
+
+static void tile_q8_0(const struct rops_block_q8_0 *b, int64_t kt, float *out) {
+    for (int64_t i = 0; i < kt / 32; i++, out += 32) {
+        const __m256 d = f16_scale(b[i].d);
+        for (int j = 0; j < 32; j += 8) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + j));
+            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(d, v));
+        }
+    }
+}
+
+static void tile_q4_0(const struct rops_block_q4_0 *b, int64_t kt, float *out) {
+    const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < kt / 32; i++, out += 32) {
+        const __m256 d = f16_scale(b[i].d);
+        const __m128i q = _mm_loadu_si128((const __m128i *)b[i].qs);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);
+        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int j = 0; j < 4; j++) {
+            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[j]));
+            _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(d, v));
+        }
+    }
+}
+
+/* Columns [c0, c0 + kt) of row r as f32: a pointer into the weights for f32, else the row
+ * converted into buf. */
+static const float *row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt,
+                             float *buf) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    switch (w->type) {
+    case TYPE_F32:
+        return (const float *)row + c0;
+    case TYPE_F16:
+        tile_f16((const uint16_t *)row + c0, kt, buf);
+        break;
+    case TYPE_BF16:
+        tile_bf16((const uint16_t *)row + c0, kt, buf);
+        break;
+    case TYPE_Q8_0:
+        tile_q8_0((const struct rops_block_q8_0 *)row + c0 / 32, kt, buf);
+        break;
+    case TYPE_Q4_0:
+        tile_q4_0((const struct rops_block_q4_0 *)row + c0 / 32, kt, buf);
+        break;
+    default:
+        memset(buf, 0, sizeof(float) * (size_t)kt);
+        break;
+    }
+    return buf;
+}
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
+/* out[j*NB + i] = dot(w[j], x[i]) over kt columns, for RB rows and NB inputs (constants once
+ * inlined: the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void
+tile_dots(int RB, int NB, const float *const *w, const float *const *x, int64_t kt, float *out) {
+    __m256 acc[ROPS_RB][3];
+    for (int j = 0; j < RB; j++)
+        for (int i = 0; i < NB; i++) acc[j][i] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= kt; c += 8) {
+        __m256 xv[3];
+        for (int i = 0; i < NB; i++) xv[i] = _mm256_loadu_ps(x[i] + c);
+        for (int j = 0; j < RB; j++) {
+            const __m256 wv = _mm256_loadu_ps(w[j] + c);
+            for (int i = 0; i < NB; i++) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
+        }
+    }
+    for (int j = 0; j < RB; j++)
+        for (int i = 0; i < NB; i++) {
+            float s = hsum(acc[j][i]);
+            for (int64_t t = c; t < kt; t++) s += w[j][t] * x[i][t];
+            out[j * NB + i] = s;
+        }
+}
+
+static void tile_4x3(const float *const *w, const float *const *x, int64_t kt, float *out) {
+    tile_dots(4, 3, w, x, kt, out);
+}
+static void tile_4x1(const float *const *w, const float *const *x, int64_t kt, float *out) {
+    tile_dots(4, 1, w, x, kt, out);
+}
+static void tile_1x3(const float *const *w, const float *const *x, int64_t kt, float *out) {
+    tile_dots(1, 3, w, x, kt, out);
+}
+static void tile_1x1(const float *const *w, const float *const *x, int64_t kt, float *out) {
+    tile_dots(1, 1, w, x, kt, out);
+}
+
+void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows;
+    float panel[ROPS_RB][ROPS_KT] __attribute__((aligned(32)));
+    for (int64_t r = r0; r < r1; r += ROPS_RB) {
+        const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
+        for (int64_t k0 = 0; k0 < k; k0 += ROPS_KT) {
+            const int64_t kt = k - k0 < ROPS_KT ? k - k0 : ROPS_KT;
+            const float *wr[ROPS_RB];
+            for (int64_t j = 0; j < rb; j++) wr[j] = row_tile(w, r + j, k0, kt, panel[j]);
+            for (int64_t i = 0; i < n;) {
+                const int64_t nb = n - i >= 3 ? 3 : 1;
+                const float *xr[3] = {x + i * k + k0, NULL, NULL};
+                if (nb == 3) {
+                    xr[1] = xr[0] + k;
+                    xr[2] = xr[1] + k;
+                }
+                float out[ROPS_RB * 3];
+                if (rb == ROPS_RB) {
+                    if (nb == 3)
+                        tile_4x3(wr, xr, kt, out);
+                    else
+                        tile_4x1(wr, xr, kt, out);
+                } else {
+                    for (int64_t j = 0; j < rb; j++) {
+                        if (nb == 3)
+                            tile_1x3(wr + j, xr, kt, out + j * nb);
+                        else
+                            tile_1x1(wr + j, xr, kt, out + j * nb);
+                    }
+                }
+                for (int64_t j = 0; j < rb; j++)
+                    for (int64_t q = 0; q < nb; q++) {
+                        float *dst = &y[(i + q) * m + r + j];
+                        *dst = k0 == 0 ? out[j * nb + q] : *dst + out[j * nb + q];
+                    }
+                i += nb;
+            }
+        }
+    }
+}
+
+/* ---- the scan ------------------------------------------------------------------------------ */
+
+/* e^x for 8 floats, within a few ulp over the range where e^x is a normal float; inputs below
+ * -87 give 0-ish tiny values and above 88 are clamped (the scan only takes e^(dt * A) <= 1).
+ * x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial, 2^n into the exponent. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* r = x - n ln2, with ln2 split in two for precision */
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    const int64_t Di = a->d_inner, N = a->d_state;
+    if (N % 8 != 0) { /* the vector path takes whole vectors of states */
+        rops_scan_channels_scalar(a, c0, c1);
+        return;
+    }
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *xt = a->u + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
+            const float *Bt = a->B + t * a->bc_stride, *Ct = a->C + t * a->bc_stride;
+            float *yt = a->y + t * Di;
+            for (int64_t c = c0; c < c1; c++) {
+                float *sc = a->ssm_state + (s * Di + c) * N;
+                const float *Ac = a->A + c * N;
+                const __m256 dt = _mm256_set1_ps(dtt[c]), dx = _mm256_set1_ps(dtt[c] * xt[c]);
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t n = 0; n < N; n += 8) {
+                    const __m256 dA = exp8(_mm256_mul_ps(dt, _mm256_loadu_ps(Ac + n)));
+                    __m256 st = _mm256_mul_ps(_mm256_loadu_ps(sc + n), dA);
+                    st = _mm256_fmadd_ps(_mm256_loadu_ps(Bt + n), dx, st);
+                    _mm256_storeu_ps(sc + n, st);
+                    acc = _mm256_fmadd_ps(st, _mm256_loadu_ps(Ct + n), acc);
+                }
+                yt[c] = (hsum(acc) + a->D[c] * xt[c]) * rops_silu(zt[c]);
+            }
+        }
+    }
+}
+
+#else /* no AVX2 kernels in this build: never called, rops_isa_best() says scalar */
+
+bool rops_have_avx2_kernels(void) {
+    return false;
+}
+
+void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1) {
+    rops_matmul_rows_scalar(w, x, n, y, r0, r1);
+}
+
+void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    rops_scan_channels_scalar(a, c0, c1);
+}
+
+#endif

@@ -1,0 +1,54 @@
+/* What ops.c (dispatch, threading, portable kernels) and ops_avx2.c (vectorised kernels)
+ * share. Each kernel here does one thread's share of a call. */
+#ifndef RECUR_OPS_IMPL_H
+#define RECUR_OPS_IMPL_H
+
+#include <stdbool.h>
+
+#include "ops.h"
+
+enum { TYPE_F32 = 0, TYPE_F16 = 1, TYPE_Q4_0 = 2, TYPE_Q8_0 = 8, TYPE_BF16 = 30 };
+
+/* Columns of the weight converted to f32 at a time: a multiple of the 32-element quant block,
+ * and small enough that 4 converted rows and a few inputs stay in L1. */
+#define ROPS_KT 256
+/* Weight rows per block: the kernels compute 4 rows x several inputs at once. */
+#define ROPS_RB 4
+
+/* ggml's quantized blocks (32 weights each): value = d * q. */
+struct rops_block_q8_0 {
+    uint16_t d; /* f16 scale */
+    int8_t qs[32];
+};
+struct rops_block_q4_0 {
+    uint16_t d;     /* f16 scale */
+    uint8_t qs[16]; /* weight j < 16: low nibble of qs[j]; j >= 16: high nibble of qs[j-16]; */
+};                  /* q = nibble - 8 */
+
+/* Rows [r0, r1) of y = W x (see rops_matmul). */
+void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                             int64_t r0, int64_t r1);
+void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1);
+
+/* The arguments of rops_ssm_conv / rops_ssm_scan, for one thread's channels [c0, c1). */
+struct rops_ssm_args {
+    float *conv_state, *ssm_state;
+    const float *x;
+    int64_t x_stride;
+    const float *conv_w, *conv_b;
+    float *xc;
+    const float *u; /* the scan's input: the conv's output */
+    const float *dt, *A, *B, *C, *D, *z;
+    int64_t bc_stride, z_stride;
+    int64_t n_seqs, n_tok, d_inner, d_conv, d_state;
+    float *y;
+};
+void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
+void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
+void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
+
+/* True when this build has the AVX2 kernels (x86-64 with a compiler that takes -mavx2). */
+bool rops_have_avx2_kernels(void);
+
+#endif /* RECUR_OPS_IMPL_H */

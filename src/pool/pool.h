@@ -1,0 +1,35 @@
+/*
+ * pool: a fixed team of worker threads that run one function in parallel, for the kernels.
+ *
+ * A model step calls a kernel a few hundred times per token (every matrix of every layer), so
+ * threads are made once, with the context, and a parallel call costs a hand-off of tens of
+ * nanoseconds while the workers are spinning: after a call they spin for a short while
+ * (about RPOOL_SPIN_NS) waiting for the next one, then sleep on a condition variable, so an
+ * idle context burns no CPU. The calling thread always takes part as thread 0.
+ *
+ * Not reentrant: one rpool_run at a time per pool (a context decodes one batch at a time).
+ */
+#ifndef RECUR_POOL_H
+#define RECUR_POOL_H
+
+#include <stdbool.h>
+
+struct rpool;
+
+/* The work of one thread: ith in [0, nth), nth the number of threads running fn. */
+typedef void (*rpool_fn)(void *arg, int ith, int nth);
+
+/* A pool of n_threads threads in all (the caller plus n_threads - 1 workers), 1..256.
+ * NULL with the last error set when a thread or memory cannot be had. */
+struct rpool *rpool_create(int n_threads);
+/* Stops and joins the workers. NULL is fine. */
+void rpool_free(struct rpool *pool);
+
+/* Threads in the pool (the caller included). A NULL pool counts as 1. */
+int rpool_size(const struct rpool *pool);
+
+/* Runs fn(arg, i, nth) for every i in [0, nth) and returns when all are done; the caller runs
+ * i = 0. nth is clamped to [1, rpool_size]. A NULL pool runs fn(arg, 0, 1) on the caller. */
+void rpool_run(struct rpool *pool, rpool_fn fn, void *arg, int nth);
+
+#endif /* RECUR_POOL_H */

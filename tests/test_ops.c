@@ -1,0 +1,346 @@
+/*
+ * The kernels (src/ops) and the thread pool (src/pool): every matmul weight type (f32, f16,
+ * bf16, q8_0, q4_0) on every ISA path this CPU has, 1 and 2 threads, sizes that are not
+ * multiples of the vector, tile or block width, against a float64 reference written here from
+ * ggml's block layouts; the conv and scan paths against a float64 reference; and the pool's
+ * guarantees (each index once, calls back to back, calls after the workers went to sleep).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "ops/ops.h"
+#include "pool/pool.h"
+#include "test.h"
+
+static unsigned long long rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)((double)(test_rand(&rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* ---- pool ---------------------------------------------------------------------------------- */
+
+struct count_task {
+    _Atomic int hits[8];
+    _Atomic int calls;
+    _Atomic int bad; /* calls with ith out of [0, nth) (CHECK is not thread-safe) */
+};
+
+static void count_fn(void *arg, int ith, int nth) {
+    struct count_task *t = arg;
+    if (ith < 0 || ith >= nth || ith >= 8) {
+        atomic_fetch_add(&t->bad, 1);
+        return;
+    }
+    atomic_fetch_add(&t->hits[ith], 1);
+    atomic_fetch_add(&t->calls, 1);
+}
+
+static void test_pool(void) {
+    CHECK(rpool_create(0) == NULL);
+    CHECK_ERR("0 threads requested");
+    CHECK(rpool_size(NULL) == 1);
+    struct count_task t;
+    memset(&t, 0, sizeof t);
+    rpool_run(NULL, count_fn, &t, 4); /* no pool: the caller alone */
+    CHECK(t.calls == 1 && t.hits[0] == 1);
+
+    for (int n = 1; n <= 4; n++) {
+        struct rpool *p = rpool_create(n);
+        REQUIRE(p);
+        CHECK(rpool_size(p) == n);
+        for (int nth = 1; nth <= 6; nth++) {
+            memset(&t, 0, sizeof t);
+            const int runs = 2000;
+            for (int r = 0; r < runs; r++) rpool_run(p, count_fn, &t, nth);
+            const int used = nth < n ? nth : n;
+            CHECK_MSG(t.calls == runs * used && t.bad == 0, "pool %d, nth %d: %d calls", n, nth,
+                      t.calls);
+            for (int i = 0; i < 8; i++) CHECK(t.hits[i] == (i < used ? runs : 0));
+        }
+        /* after the workers went to sleep (past their spin), a call still wakes them */
+        memset(&t, 0, sizeof t);
+        for (int r = 0; r < 3; r++) {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            rpool_run(p, count_fn, &t, n);
+        }
+        CHECK(t.calls == 3 * n);
+        rpool_free(p);
+    }
+    rpool_free(NULL);
+}
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
+/* A random matrix in a ggml type, and its exact values (as float64) for the reference. */
+struct test_mat {
+    struct rops_mat m;
+    uint8_t *bytes;
+    double *exact; /* n_rows x n_cols */
+};
+
+static size_t row_bytes(uint32_t type, int64_t k) {
+    switch (type) {
+    case 0:
+        return 4 * (size_t)k;
+    case 1:
+    case 30:
+        return 2 * (size_t)k;
+    case 8:
+        return (size_t)k / 32 * 34;
+    case 2:
+        return (size_t)k / 32 * 18;
+    }
+    return 0;
+}
+
+static void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static struct test_mat make_mat(uint32_t type, int64_t rows, int64_t k) {
+    struct test_mat t;
+    const size_t rb = row_bytes(type, k);
+    t.bytes = malloc(rb * (size_t)rows);
+    t.exact = malloc(sizeof(double) * (size_t)(rows * k));
+    REQUIRE(t.bytes && t.exact);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = t.bytes + (size_t)r * rb;
+        double *ex = t.exact + r * k;
+        if (type == 0 || type == 1 || type == 30) {
+            for (int64_t c = 0; c < k; c++) {
+                float v = frand();
+                if (type == 0) {
+                    memcpy(row + 4 * c, &v, 4);
+                    ex[c] = v;
+                } else if (type == 1) {
+                    uint16_t h = rcore_f32_to_f16(v);
+                    put_u16(row + 2 * c, h);
+                    ex[c] = rcore_f16_to_f32(h);
+                } else {
+                    uint16_t h = rcore_f32_to_bf16(v);
+                    put_u16(row + 2 * c, h);
+                    ex[c] = rcore_bf16_to_f32(h);
+                }
+            }
+        } else {
+            /* blocks as ggml lays them out: f16 scale d, then the quants; value = d * q */
+            for (int64_t b = 0; b < k / 32; b++) {
+                const float d = 0.01f + 0.05f * (frand() + 1.0f);
+                const uint16_t dh = rcore_f32_to_f16(d);
+                const double dd = rcore_f16_to_f32(dh);
+                if (type == 8) {
+                    uint8_t *blk = row + b * 34;
+                    put_u16(blk, dh);
+                    for (int j = 0; j < 32; j++) {
+                        int q = (int)(frand() * 127.0f);
+                        blk[2 + j] = (uint8_t)(int8_t)q;
+                        ex[b * 32 + j] = dd * q;
+                    }
+                } else {
+                    uint8_t *blk = row + b * 18;
+                    put_u16(blk, dh);
+                    for (int j = 0; j < 16; j++) {
+                        int lo = test_rand_int(&rng, 16), hi = test_rand_int(&rng, 16);
+                        blk[2 + j] = (uint8_t)(lo | (hi << 4));
+                        ex[b * 32 + j] = dd * (lo - 8);
+                        ex[b * 32 + j + 16] = dd * (hi - 8);
+                    }
+                }
+            }
+        }
+    }
+    t.m = (struct rops_mat){t.bytes, type, k, rows, rb};
+    return t;
+}
+
+static void free_mat(struct test_mat *t) {
+    free(t->bytes);
+    free(t->exact);
+}
+
+/* y from every path against the float64 product; error relative to sum |w||x| of the dot. */
+static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_t k, int64_t n) {
+    struct test_mat w = make_mat(type, rows, k);
+    float *x = malloc(sizeof(float) * (size_t)(n * k));
+    float *y = malloc(sizeof(float) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    REQUIRE(x && y && row);
+    for (int64_t i = 0; i < n * k; i++) x[i] = frand();
+
+    /* rops_get_row gives the exact values */
+    for (int64_t r = 0; r<rows; r += rows> 3 ? rows - 1 : 1) {
+        rops_get_row(&w.m, r, row);
+        bool same = true;
+        for (int64_t c = 0; c < k; c++) same &= row[c] == (float)w.exact[r * k + c];
+        CHECK_MSG(same, "get_row: type %u row %lld", w.m.type, (long long)r);
+    }
+    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+    for (int ii = 0; ii < 2; ii++) {
+        if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+        for (int nth = 1; nth <= 2; nth++) {
+            const struct rops_exec ex = {pool, nth, isas[ii]};
+            memset(y, 0xff, sizeof(float) * (size_t)(n * rows)); /* NaNs: every slot is written */
+            rops_matmul(&ex, &w.m, x, n, y);
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t r = 0; r < rows; r++) {
+                    double want = 0, mag = 0;
+                    for (int64_t c = 0; c < k; c++) {
+                        want += w.exact[r * k + c] * x[i * k + c];
+                        mag += fabs(w.exact[r * k + c] * x[i * k + c]);
+                    }
+                    double err = fabs(y[i * rows + r] - want) / (mag + 1e-30);
+                    if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
+                }
+            CHECK_MSG(worst < 1e-6,
+                      "matmul %s type %u rows %lld k %lld n %lld threads %d: "
+                      "relative error %g",
+                      rops_isa_name(isas[ii]), type, (long long)rows, (long long)k, (long long)n,
+                      nth, worst);
+        }
+    }
+    free(x);
+    free(y);
+    free(row);
+    free_mat(&w);
+}
+
+static void test_matmul(void) {
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    const uint32_t float_types[] = {0, 1, 30}, block_types[] = {8, 2};
+    const int64_t rows[] = {1, 3, 4, 5, 13, 64};
+    const int64_t float_k[] = {1, 7, 8, 33, 300, 600}, block_k[] = {32, 64, 288, 544};
+    const int64_t ns[] = {1, 2, 3, 4, 7, 16};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ri = 0; ri < 6; ri++)
+            for (size_t ki = 0; ki < 6; ki++)
+                check_matmul(pool, float_types[ti], rows[ri], float_k[ki], ns[(ri + ki) % 6]);
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t ri = 0; ri < 6; ri++)
+            for (size_t ki = 0; ki < 4; ki++)
+                check_matmul(pool, block_types[ti], rows[ri], block_k[ki], ns[(ri + ki) % 6]);
+    /* a large one, so that the work is split among the threads */
+    check_matmul(pool, 1, 200, 768, 5);
+    check_matmul(pool, 8, 130, 512, 3);
+    CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
+    CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));
+    CHECK(rops_type_supported(1, 33) && !rops_type_supported(3, 32));
+    rpool_free(pool);
+}
+
+/* ---- conv and scan ------------------------------------------------------------------------- */
+
+static double silu64(double v) {
+    return v / (1.0 + exp(-v));
+}
+
+static void test_ssm(void) {
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    const int64_t shapes[][4] = {/* n_seqs, n_tok, d_inner, d_state */
+                                 {1, 1, 8, 16},
+                                 {3, 5, 24, 16},
+                                 {2, 7, 13, 8},
+                                 {4, 3, 40, 5},
+                                 {2, 9, 1536 / 8, 16}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t S = shapes[si][0], T = shapes[si][1], Di = shapes[si][2], N = shapes[si][3];
+        const int64_t K = 4, n = S * T;
+        float *xz = malloc(sizeof(float) * (size_t)(n * 2 * Di)),
+              *w = malloc(sizeof(float) * (size_t)(Di * K));
+        float *b = malloc(sizeof(float) * (size_t)Di),
+              *conv0 = malloc(sizeof(float) * (size_t)(S * Di * (K - 1)));
+        float *dt = malloc(sizeof(float) * (size_t)(n * Di)),
+              *A = malloc(sizeof(float) * (size_t)(Di * N));
+        float *BC = malloc(sizeof(float) * (size_t)(n * 2 * N)),
+              *D = malloc(sizeof(float) * (size_t)Di);
+        float *ssm0 = malloc(sizeof(float) * (size_t)(S * Di * N));
+        float *conv = malloc(sizeof(float) * (size_t)(S * Di * (K - 1))),
+              *ssm = malloc(sizeof(float) * (size_t)(S * Di * N));
+        float *xc = malloc(sizeof(float) * (size_t)(n * Di)),
+              *y = malloc(sizeof(float) * (size_t)(n * Di));
+        double *rconv = malloc(sizeof(double) * (size_t)(S * Di * (K - 1))),
+               *rssm = malloc(sizeof(double) * (size_t)(S * Di * N));
+        double *rxc = malloc(sizeof(double) * (size_t)(n * Di)),
+               *ry = malloc(sizeof(double) * (size_t)(n * Di));
+        REQUIRE(xz && w && b && conv0 && dt && A && BC && D && ssm0 && conv && ssm && xc && y &&
+                rconv && rssm && rxc && ry);
+        for (int64_t i = 0; i < n * 2 * Di; i++) xz[i] = frand() * 2;
+        for (int64_t i = 0; i < Di * K; i++) w[i] = frand();
+        for (int64_t i = 0; i < Di; i++) b[i] = frand() * 0.5f, D[i] = frand();
+        for (int64_t i = 0; i < S * Di * (K - 1); i++) conv0[i] = frand();
+        for (int64_t i = 0; i < n * Di; i++) dt[i] = 0.001f + 0.2f * (frand() + 1.0f);
+        for (int64_t i = 0; i < Di * N; i++) A[i] = -(float)(1 + i % N) * (1.0f + 0.1f * frand());
+        for (int64_t i = 0; i < n * 2 * N; i++) BC[i] = frand();
+        for (int64_t i = 0; i < S * Di * N; i++) ssm0[i] = frand();
+
+        /* float64 reference, token after token */
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t c = 0; c < Di; c++) {
+                double win[8];
+                for (int64_t k = 0; k < K - 1; k++) win[k] = conv0[(s * Di + c) * (K - 1) + k];
+                double st[64];
+                for (int64_t q = 0; q < N; q++) st[q] = ssm0[(s * Di + c) * N + q];
+                for (int64_t t = s * T; t < (s + 1) * T; t++) {
+                    win[K - 1] = xz[t * 2 * Di + c];
+                    double sum = b[c];
+                    for (int64_t k = 0; k < K; k++) sum += (double)w[c * K + k] * win[k];
+                    for (int64_t k = 0; k < K - 1; k++) win[k] = win[k + 1];
+                    const double u = silu64(sum), d = dt[t * Di + c];
+                    rxc[t * Di + c] = u;
+                    double acc = 0;
+                    for (int64_t q = 0; q < N; q++) {
+                        st[q] = st[q] * exp(d * A[c * N + q]) + BC[t * 2 * N + q] * u * d;
+                        acc += st[q] * BC[t * 2 * N + N + q];
+                    }
+                    ry[t * Di + c] = (acc + D[c] * u) * silu64(xz[t * 2 * Di + Di + c]);
+                }
+                for (int64_t k = 0; k < K - 1; k++) rconv[(s * Di + c) * (K - 1) + k] = win[k];
+                for (int64_t q = 0; q < N; q++) rssm[(s * Di + c) * N + q] = st[q];
+            }
+
+        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+        for (int ii = 0; ii < 2; ii++) {
+            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+            for (int nth = 1; nth <= 2; nth++) {
+                const struct rops_exec ex = {pool, nth, isas[ii]};
+                memcpy(conv, conv0, sizeof(float) * (size_t)(S * Di * (K - 1)));
+                memcpy(ssm, ssm0, sizeof(float) * (size_t)(S * Di * N));
+                rops_ssm_conv(&ex, conv, xz, 2 * Di, S, T, Di, K, w, b, xc);
+                rops_ssm_scan(&ex, ssm, xc, dt, A, BC, BC + N, 2 * N, D, xz + Di, 2 * Di, S, T, Di,
+                              N, y);
+                double e_xc = 0, e_y = 0, e_conv = 0, e_ssm = 0;
+                for (int64_t i = 0; i < n * Di; i++) {
+                    e_xc = fmax(e_xc, fabs(xc[i] - rxc[i]) / (1 + fabs(rxc[i])));
+                    e_y = fmax(e_y, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
+                }
+                for (int64_t i = 0; i < S * Di * (K - 1); i++)
+                    e_conv = fmax(e_conv, fabs(conv[i] - rconv[i]));
+                for (int64_t i = 0; i < S * Di * N; i++)
+                    e_ssm = fmax(e_ssm, fabs(ssm[i] - rssm[i]) / (1 + fabs(rssm[i])));
+                CHECK_MSG(e_xc < 1e-5 && e_y < 1e-4 && e_conv == 0 && e_ssm < 1e-4,
+                          "ssm %s threads %d shape %zu: errors xc %g y %g conv %g ssm %g",
+                          rops_isa_name(isas[ii]), nth, si, e_xc, e_y, e_conv, e_ssm);
+            }
+        }
+        free(xz), free(w), free(b), free(conv0), free(dt), free(A), free(BC), free(D), free(ssm0);
+        free(conv), free(ssm), free(xc), free(y), free(rconv), free(rssm), free(rxc), free(ry);
+    }
+    rpool_free(pool);
+}
+
+int main(void) {
+    printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
+    RUN(test_pool);
+    RUN(test_matmul);
+    RUN(test_ssm);
+    return test_finish("test_ops");
+}
