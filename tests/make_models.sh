@@ -16,4 +16,15 @@ mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tie
 mk f32-rms --embd 32 --layers 2 --vocab 256 --state 16 --seed 3 --type f32 --dt-b-c-rms
 mk f16-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 4 --type f16
 mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --tied --dt-rank 8
-echo "make_models: 5 models in $out"
+# quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
+# the shapes are whole 32-value blocks, so that every matrix is converted
+quantize() {
+    "$recur" quantize "$out/$1.gguf" "$out/$2.gguf" "$3" 2>"$out/$2.log"
+    grep -q ": [1-9][0-9]* of [0-9]* tensors in $3" "$out/$2.log" || {
+        echo "make_models: quantize $1 -> $2: nothing was converted" >&2
+        return 1
+    }
+}
+quantize f32-untied q8_0-untied q8_0
+quantize f32-rms q4_0-rms q4_0
+echo "make_models: $(ls "$out"/*.gguf | wc -l) models in $out"

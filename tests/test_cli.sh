@@ -124,6 +124,20 @@ printf 'too short' >"$work/short.txt"
 expect_exit "perplexity on a text shorter than a window" 1 "fewer than one window of -c 256" \
     "$recur" perplexity -m "$model" -f "$work/short.txt"
 
+# quantize: the q8_0 file holds q8_0 matrices, decodes, and its greedy text equals the C API's
+"$recur" quantize "$model" "$work/q8.gguf" q8_0 2>"$work/q.err"
+check "quantize exits 0" [ $? -eq 0 ]
+check "quantize converts the matrices" grep -q ": 8 of 23 tensors in q8_0" "$work/q.err"
+"$recur" run -m "$work/q8.gguf" -p "$prompt" -n 8 --temp 0 >"$work/q8run.txt" 2>/dev/null
+"$test_model" greedy "$work/q8.gguf" "$prompt" 8 >"$work/q8api.txt"
+check "q8_0 greedy run equals the C API" cmp -s "$work/q8run.txt" "$work/q8api.txt"
+"$recur" quantize "$work/q8.gguf" "$work/f16.gguf" f16 2>/dev/null
+check "q8_0 -> f16 loads" "$recur" run -m "$work/f16.gguf" -p x -n 1 --temp 0 >/dev/null 2>&1
+expect_exit "quantize: unknown type" 2 "unknown type 'q5_k'" "$recur" quantize "$model" "$work/x.gguf" q5_k
+expect_exit "quantize: same file" 2 "IN and OUT are the same file" "$recur" quantize "$model" "$model" q8_0
+expect_exit "quantize: missing input" 1 "$work/none.gguf" "$recur" quantize "$work/none.gguf" "$work/x.gguf" q8_0
+check "quantize: no output after a failure" [ ! -e "$work/x.gguf" ]
+
 # errors: usage (2) and runtime (1), one clear line
 # without -m: $RECUR_MODEL, else the shipped model
 RECUR_MODEL="$work/none.gguf" expect_exit "no -m: RECUR_MODEL" 1 "$work/none.gguf" "$recur" run -p x

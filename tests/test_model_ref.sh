@@ -2,7 +2,8 @@
 # Logits of recur against the independent float64 reference (tests/ref/mamba_ref.py), for every
 # model that make_models.sh wrote.
 #   test_model_ref.sh TEST_MODEL_BIN MODELS_DIR
-# Tolerance (max |a-b| / rms(b) per token): 1e-4 for f32 weights, 1e-2 for f16 and bf16.
+# Tolerance (max |a-b| / rms(b) per token): 1e-4 for f32, q8_0 and q4_0 weights, 1e-2 for f16
+# and bf16.
 set -euo pipefail
 test_bin=$1
 models=$2
@@ -16,7 +17,7 @@ passed=0
 failed=0
 for model in "$models"/*.gguf; do
     case "$(basename "$model")" in
-    f32-*) tol=1e-4 ;;
+    f32-* | q8_0-* | q4_0-*) tol=1e-4 ;; # quantized: exact weights (d * q), f32 arithmetic
     *) tol=1e-2 ;;
     esac
     args=()

@@ -236,6 +236,38 @@ static void test_matmul(void) {
     rpool_free(pool);
 }
 
+/* Quantizing rounds to the nearest step of each block's scale (q4_0: within one step, the
+ * top value being clamped at 7 steps), and matches ggml's choice of scale. */
+static void test_quantize(void) {
+    float x[96], back[96];
+    uint8_t q[3 * 34];
+    for (int rep = 0; rep < 50; rep++) {
+        for (int i = 0; i < 96; i++) x[i] = frand() * (rep % 2 ? 100.0f : 0.01f);
+        if (rep == 3) memset(x + 32, 0, 32 * sizeof(float)); /* an all-zero block */
+        const uint32_t types[2] = {8, 2};
+        for (int ti = 0; ti < 2; ti++) {
+            REQUIRE(rops_quantize_row(types[ti], x, 96, q));
+            const struct rops_mat m = {q, types[ti], 96, 1, rops_row_bytes(types[ti], 96)};
+            rops_get_row(&m, 0, back);
+            for (int b = 0; b < 3; b++) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+                const float step = ti == 0 ? amax / 127 : amax / 8;
+                float worst = 0;
+                for (int j = 0; j < 32; j++)
+                    worst = fmaxf(worst, fabsf(back[b * 32 + j] - x[b * 32 + j]));
+                /* half a step, plus the f16 rounding of the scale over up to 127 steps */
+                CHECK_MSG(worst <= step * (ti == 0 ? 0.57f : 1.01f),
+                          "%s block %d: error %g, step %g", ti == 0 ? "q8_0" : "q4_0", b,
+                          (double)worst, (double)step);
+            }
+        }
+    }
+    CHECK(rops_row_bytes(8, 64) == 68 && rops_row_bytes(2, 64) == 36);
+    CHECK(rops_row_bytes(0, 5) == 20 && rops_row_bytes(8, 40) == 0);
+    CHECK(!rops_quantize_row(8, x, 40, q) && !rops_quantize_row(1, x, 32, q));
+}
+
 /* ---- conv and scan ------------------------------------------------------------------------- */
 
 static double silu64(double v) {
@@ -341,6 +373,7 @@ int main(void) {
     printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
     RUN(test_pool);
     RUN(test_matmul);
+    RUN(test_quantize);
     RUN(test_ssm);
     return test_finish("test_ops");
 }

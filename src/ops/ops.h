@@ -15,6 +15,7 @@
 #ifndef RECUR_OPS_H
 #define RECUR_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +53,14 @@ int rops_type_supported(uint32_t type, int64_t n_cols);
 
 /* Row r of W, converted to f32 (n_cols values). */
 void rops_get_row(const struct rops_mat *w, int64_t r, float *out);
+
+/* Writes n values (a multiple of 32) of src as ggml q8_0 or q4_0 blocks into dst
+ * (rops_quant_row_bytes(type, n) bytes), rounding as ggml's reference quantizers do:
+ * q8_0 d = max|x| / 127, q = round(x / d); q4_0 d = x_m / -8 for the x_m of largest magnitude,
+ * q = min(15, trunc(x / d + 8.5)). Returns false (nothing written) for another type or n. */
+bool rops_quantize_row(uint32_t type, const float *src, int64_t n, void *dst);
+/* Bytes of a row of n values in type (f32, f16, bf16, q8_0, q4_0); 0 when not supported. */
+size_t rops_row_bytes(uint32_t type, int64_t n);
 
 /* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows). The rows of W
  * are shared out among the threads; each block of weight rows is converted to f32 once and
