@@ -138,6 +138,23 @@ expect_exit "quantize: same file" 2 "IN and OUT are the same file" "$recur" quan
 expect_exit "quantize: missing input" 1 "$work/none.gguf" "$recur" quantize "$work/none.gguf" "$work/x.gguf" q8_0
 check "quantize: no output after a failure" [ ! -e "$work/x.gguf" ]
 
+# bench: JSON with every test, positive speeds, the spread around the median, and bounds
+"$recur" bench -m "$model" -p 16 -n 4 -np 1,3 -r 3 -t 2 --json >"$work/bench.json" 2>"$work/bench.err"
+check "bench exits 0 ($(head -c 200 "$work/bench.err"))" [ $? -eq 0 ]
+check "bench JSON holds pp16, tg4, tg4 x3 with sane figures" python3 - "$work/bench.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+tests = {r["test"]: r for r in d["results"]}
+assert list(tests) == ["pp16", "tg4", "tg4 x3"], tests
+assert tests["tg4 x3"]["tokens"] == 12 and tests["pp16"]["tokens"] == 16
+for r in tests.values():
+    assert 0 < r["min_tps"] <= r["median_tps"] <= r["max_tps"], r
+    assert r["bound_tps"] > 0 and r["bound_by"] in ("memory", "compute"), r
+assert d["machine"]["fma_gflops"] > 0 and d["machine"]["read_gbps"] > 0
+assert d["weights"]["layer_params"] == 2 * (64 * 256 + 128 * 20 + 4 * 128 + 128 * 64), d
+EOF
+expect_exit "bench: bad -np" 2 "-np: '1,x' is not a valid value" "$recur" bench -m "$model" -np 1,x
+
 # errors: usage (2) and runtime (1), one clear line
 # without -m: $RECUR_MODEL, else the shipped model
 RECUR_MODEL="$work/none.gguf" expect_exit "no -m: RECUR_MODEL" 1 "$work/none.gguf" "$recur" run -p x

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/core.h"
 #include "ops_impl.h"
@@ -325,4 +326,103 @@ void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x,
                               .y = y};
     struct ssm_task t = {&a, ex->isa, true};
     rpool_run(ex->pool, ssm_thread, &t, ssm_threads(ex, n_seqs * n_tok * d_inner * d_state));
+}
+
+/* ---- machine probes ------------------------------------------------------------------------ */
+
+double rops_probe_fma_scalar(int64_t iters) {
+    /* 8 independent chains of a*b+c: enough to fill the FMA pipes of a scalar core */
+    volatile float seed = 1.0f;
+    float a[8], b = 0.999999f, c = 1e-7f;
+    for (int j = 0; j < 8; j++) a[j] = seed + (float)j;
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 8; j++) a[j] = fmaf(a[j], b, c);
+    float s = 0;
+    for (int j = 0; j < 8; j++) s += a[j];
+    seed = s;
+    return (double)iters * 8 * 2;
+}
+
+float rops_probe_sum_scalar(const float *p, size_t n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct probe_task {
+    enum rops_isa isa;
+    int64_t iters;
+    const float *buf;
+    size_t n_floats;
+    double flops[256];
+    float sums[256];
+};
+
+static void probe_fma_thread(void *arg, int ith, int nth) {
+    struct probe_task *t = arg;
+    (void)nth;
+    t->flops[ith] =
+        t->isa == ROPS_ISA_AVX2 ? rops_probe_fma_avx2(t->iters) : rops_probe_fma_scalar(t->iters);
+}
+
+static void probe_read_thread(void *arg, int ith, int nth) {
+    struct probe_task *t = arg;
+    const size_t per = t->n_floats / (size_t)nth / 16 * 16;
+    const float *p = t->buf + per * (size_t)ith;
+    t->sums[ith] =
+        t->isa == ROPS_ISA_AVX2 ? rops_probe_sum_avx2(p, per) : rops_probe_sum_scalar(p, per);
+}
+
+double rops_probe_gflops(const struct rops_exec *ex) {
+    struct probe_task t;
+    memset(&t, 0, sizeof t);
+    t.isa = ex->isa;
+    const int nth = ex->n_threads < 1 ? 1 : ex->n_threads > 256 ? 256 : ex->n_threads;
+    double best = 0;
+    for (t.iters = 1 << 16;; t.iters *= 2) { /* grow until one round takes 0.1 s */
+        double t0 = seconds_now();
+        rpool_run(ex->pool, probe_fma_thread, &t, nth);
+        double dt = seconds_now() - t0, flops = 0;
+        for (int i = 0; i < nth && i < rpool_size(ex->pool); i++) flops += t.flops[i];
+        if (dt > 0 && flops / dt > best) best = flops / dt;
+        if (dt > 0.1) break;
+    }
+    for (int rep = 0; rep < 2; rep++) { /* best of three rounds of that length */
+        double t0 = seconds_now();
+        rpool_run(ex->pool, probe_fma_thread, &t, nth);
+        double dt = seconds_now() - t0, flops = 0;
+        for (int i = 0; i < nth && i < rpool_size(ex->pool); i++) flops += t.flops[i];
+        if (flops / dt > best) best = flops / dt;
+    }
+    return best / 1e9;
+}
+
+double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t n_bytes) {
+    struct probe_task t;
+    memset(&t, 0, sizeof t);
+    t.isa = ex->isa;
+    t.buf = buf;
+    t.n_floats = n_bytes / sizeof(float);
+    int nth = ex->n_threads < 1 ? 1 : ex->n_threads > 256 ? 256 : ex->n_threads;
+    if (nth > rpool_size(ex->pool)) nth = rpool_size(ex->pool);
+    const size_t read = t.n_floats / (size_t)nth / 16 * 16 * (size_t)nth * sizeof(float);
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = seconds_now();
+        rpool_run(ex->pool, probe_read_thread, &t, nth);
+        double dt = seconds_now() - t0;
+        if ((double)read / dt > best) best = (double)read / dt;
+    }
+    return best / 1e9;
 }

@@ -74,6 +74,12 @@ void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, flo
 float rops_silu(float x);
 float rops_softplus(float x);
 
+/* Machine probes for `recur bench`, on ex's threads and ISA: the multiply-add peak in GFLOP/s
+ * (independent FMA chains, no memory traffic), and the read bandwidth in GB/s of streaming
+ * buf (n_bytes, a multiple of 64, larger than the caches) once per thread share. */
+double rops_probe_gflops(const struct rops_exec *ex);
+double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t n_bytes);
+
 /*
  * Mamba's causal depthwise convolution and selective scan, with the output gate, for the
  * tokens of n_seqs sequences of n_tok tokens each (stream-major: sequence s has tokens

@@ -237,6 +237,33 @@ void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
     }
 }
 
+/* ---- machine probes ------------------------------------------------------------------------ */
+
+double rops_probe_fma_avx2(int64_t iters) {
+    /* 10 independent vector chains: FMA latency (4-5 cycles) x 2 ports */
+    __m256 a[10];
+    const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int j = 0; j < 10; j++) a[j] = _mm256_set1_ps(1.0f + (float)j);
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 10; j++) a[j] = _mm256_fmadd_ps(a[j], b, c);
+    __m256 s = a[0];
+    for (int j = 1; j < 10; j++) s = _mm256_add_ps(s, a[j]);
+    volatile float sink = hsum(s);
+    (void)sink;
+    return (double)iters * 10 * 8 * 2;
+}
+
+float rops_probe_sum_avx2(const float *p, size_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
 #else /* no AVX2 kernels in this build: never called, rops_isa_best() says scalar */
 
 bool rops_have_avx2_kernels(void) {
@@ -250,6 +277,14 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
 
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
     rops_scan_channels_scalar(a, c0, c1);
+}
+
+double rops_probe_fma_avx2(int64_t iters) {
+    return rops_probe_fma_scalar(iters);
+}
+
+float rops_probe_sum_avx2(const float *p, size_t n) {
+    return rops_probe_sum_scalar(p, n);
 }
 
 #endif

@@ -48,6 +48,13 @@ void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_
 void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 
+/* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats (the
+ * result keeps the compiler from skipping the reads). */
+double rops_probe_fma_scalar(int64_t iters);
+double rops_probe_fma_avx2(int64_t iters);
+float rops_probe_sum_scalar(const float *p, size_t n_floats);
+float rops_probe_sum_avx2(const float *p, size_t n_floats);
+
 /* True when this build has the AVX2 kernels (x86-64 with a compiler that takes -mavx2). */
 bool rops_have_avx2_kernels(void);
 

@@ -1,0 +1,320 @@
+/*
+ * recur bench: prompt and generation speed of a model, as llama-bench measures it, each figure
+ * set against the bound of this machine that limits it.
+ *
+ *   pp<P>      one sequence, a prompt of P tokens in one batch (logits for the last)
+ *   tg<N>      one sequence, N tokens one call at a time (logits for each)
+ *   tg<N> xK   K sequences, N steps of one batch holding a token of each (aggregate t/s)
+ *
+ * Tokens are random ids (seeded), every run starts from empty states; each figure is the
+ * median of -r runs after one warm-up, with the slowest and fastest run as its spread.
+ *
+ * The machine probe measures, on the same threads, the multiply-add peak (GFLOP/s) and the
+ * read bandwidth (GB/s). A prompt is bound by compute: 2 flops per weight of the layers per
+ * token. One sequence's generation is bound by memory: every weight matrix (layers and output)
+ * is read once per token. K sequences read the weights once per step for K tokens: bound by
+ * whichever of the two is lower.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/core.h"
+#include "gguf/gguf.h"
+#include "ops/ops.h"
+#include "pool/pool.h"
+#include "tools.h"
+
+#define MAX_NP 16
+
+struct bench_opts {
+    const char *model;
+    int32_t n_prompt, n_gen, reps, n_threads;
+    int32_t np[MAX_NP];
+    int n_np;
+    bool json;
+};
+
+struct result {
+    char test[32];
+    int32_t n_seq, tokens;
+    double median, lo, hi; /* tokens/s */
+    double bound;          /* tokens/s the limiting resource allows */
+    const char *bound_by;
+};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: recur bench [-m MODEL] [-p N] [-n N] [-np LIST] [-t N] [-r N] [--json]\n"
+            "Measures prompt and generation tokens/s, with the machine's FLOP/s and bandwidth\n"
+            "bounds.\n\n"
+            "flags:\n"
+            "  -m, --model FILE     model (default $RECUR_MODEL, else the shipped model)\n"
+            "  -p, --n-prompt N     prompt tokens (default 512; 0 skips the prompt test)\n"
+            "  -n, --n-gen N        generated tokens / steps (default 128)\n"
+            "  -np, --parallel LIST sequences generating at once (default 1,4,16,64)\n"
+            "  -t, --threads N      threads (default 2)\n"
+            "  -r, --repetitions N  runs per test (default 3)\n"
+            "  --json               print JSON instead of the table\n"
+            "  -h, --help           show this help\n");
+}
+
+static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+static int parse(int argc, char **argv, struct bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_prompt = 512;
+    o->n_gen = 128;
+    o->reps = 3;
+    o->n_threads = 2;
+    const int32_t def_np[] = {1, 4, 16, 64};
+    memcpy(o->np, def_np, sizeof def_np);
+    o->n_np = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return TOOL_OK;
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "recur bench: %s needs a value\n\n", a);
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+        const char *v = argv[++i];
+        bool ok = true;
+        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0)
+            o->model = v;
+        else if (strcmp(a, "-p") == 0 || strcmp(a, "--n-prompt") == 0)
+            ok = parse_int(v, 0, 1 << 20, &o->n_prompt);
+        else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0)
+            ok = parse_int(v, 1, 1 << 20, &o->n_gen);
+        else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)
+            ok = parse_int(v, 1, 256, &o->n_threads);
+        else if (strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0)
+            ok = parse_int(v, 1, 1000, &o->reps);
+        else if (strcmp(a, "-np") == 0 || strcmp(a, "--parallel") == 0) {
+            o->n_np = 0;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *tok = strtok(buf, ","); tok && ok; tok = strtok(NULL, ",")) {
+                ok = o->n_np < MAX_NP && parse_int(tok, 1, 4096, &o->np[o->n_np]);
+                o->n_np++;
+            }
+            ok = ok && o->n_np > 0;
+        } else {
+            fprintf(stderr, "recur bench: unknown flag '%s'\n\n", a);
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+        if (!ok) {
+            fprintf(stderr, "recur bench: %s: '%s' is not a valid value\n\n", a, v);
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+    }
+    if (!o->model) o->model = gen_default_model();
+    return -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One run: n_steps decode calls, each of n_seq sequences x per_call tokens. Seconds, or -1. */
+static double run_once(struct recur_context *ctx, struct recur_batch *b, int32_t n_seq,
+                       int32_t per_call, int32_t n_steps, bool all_logits, uint64_t *rng,
+                       int32_t n_vocab) {
+    recur_memory_clear(recur_get_memory(ctx), true);
+    double t0 = gen_now_s();
+    for (int32_t step = 0; step < n_steps; step++) {
+        b->n_tokens = 0;
+        for (int32_t s = 0; s < n_seq; s++)
+            for (int32_t j = 0; j < per_call; j++) {
+                int32_t k = b->n_tokens++;
+                *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+                b->token[k] = (recur_token)((*rng >> 33) % (uint64_t)n_vocab);
+                b->pos[k] = step * per_call + j;
+                b->n_seq_id[k] = 1;
+                b->seq_id[k][0] = s;
+                b->logits[k] = all_logits || j == per_call - 1;
+            }
+        if (recur_decode(ctx, *b) != 0) {
+            fprintf(stderr, "recur: decode failed: %s\n", recur_last_error());
+            return -1;
+        }
+    }
+    return gen_now_s() - t0;
+}
+
+static bool measure(struct recur_context *ctx, struct recur_batch *b, const struct bench_opts *o,
+                    int32_t n_seq, int32_t per_call, int32_t n_steps, bool all_logits,
+                    int32_t n_vocab, struct result *r) {
+    double *tps = malloc(sizeof(double) * (size_t)o->reps);
+    if (!tps) return false;
+    uint64_t rng = 1;
+    bool ok = run_once(ctx, b, n_seq, per_call, n_steps, all_logits, &rng, n_vocab) >= 0;
+    for (int32_t i = 0; ok && i < o->reps; i++) {
+        double dt = run_once(ctx, b, n_seq, per_call, n_steps, all_logits, &rng, n_vocab);
+        ok = dt > 0;
+        tps[i] = (double)n_seq * per_call * n_steps / dt;
+        if (!o->json) fprintf(stderr, "  %s run %d: %.1f t/s\n", r->test, i + 1, ok ? tps[i] : 0.0);
+    }
+    if (ok) {
+        qsort(tps, (size_t)o->reps, sizeof *tps, cmp_double);
+        r->median =
+            o->reps % 2 ? tps[o->reps / 2] : 0.5 * (tps[o->reps / 2 - 1] + tps[o->reps / 2]);
+        r->lo = tps[0];
+        r->hi = tps[o->reps - 1];
+        r->n_seq = n_seq;
+        r->tokens = n_seq * per_call * n_steps;
+    }
+    free(tps);
+    return ok;
+}
+
+/* Weights the layers multiply by (elements) and bytes read per token by one sequence. */
+static bool weight_sizes(const char *path, double *layer_elems, double *out_elems,
+                         double *bytes_per_token, double *file_bytes) {
+    struct rgguf *g = rgguf_open(path, true);
+    if (!g) return false;
+    *layer_elems = *out_elems = *bytes_per_token = *file_bytes = 0;
+    const struct rgguf_tensor *out = rgguf_find_tensor(g, "output.weight");
+    if (!out) out = rgguf_find_tensor(g, "token_embd.weight");
+    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
+        const struct rgguf_tensor *t = rgguf_tensor(g, i);
+        *file_bytes += (double)t->nbytes;
+        if (strncmp(t->name, "blk.", 4) == 0) {
+            *bytes_per_token += (double)t->nbytes;
+            if (t->n_dims == 2 && !strstr(t->name, "conv1d") && !strstr(t->name, "ssm_a"))
+                *layer_elems += (double)t->ne[0] * (double)t->ne[1];
+        }
+    }
+    if (out) {
+        *out_elems = (double)out->ne[0] * (double)out->ne[1];
+        *bytes_per_token += (double)out->nbytes;
+    }
+    rgguf_close(g);
+    return true;
+}
+
+int cmd_bench(int argc, char **argv) {
+    struct bench_opts o;
+    int st = parse(argc, argv, &o);
+    if (st >= 0) return st;
+
+    double layer_elems, out_elems, bytes_tok, file_bytes;
+    if (!weight_sizes(o.model, &layer_elems, &out_elems, &bytes_tok, &file_bytes)) {
+        fprintf(stderr, "recur: %s\n", rcore_error_get());
+        return TOOL_FAIL;
+    }
+    int32_t max_np = 1, max_batch = o.n_prompt > 1 ? o.n_prompt : 1;
+    for (int i = 0; i < o.n_np; i++) {
+        if (o.np[i] > max_np) max_np = o.np[i];
+        if (o.np[i] > max_batch) max_batch = o.np[i];
+    }
+    struct gen_opts go;
+    memset(&go, 0, sizeof go);
+    go.model = o.model;
+    go.n_threads = o.n_threads;
+    go.n_batch = (uint32_t)max_batch;
+    go.n_ubatch = (uint32_t)(max_batch < 512 ? max_batch : 512);
+    struct recur_model *model;
+    struct recur_context *ctx;
+    if (!gen_load(&go, (uint32_t)max_np, &model, &ctx)) return TOOL_FAIL;
+    const int32_t n_vocab = recur_model_n_vocab(model);
+    int ret = TOOL_FAIL;
+    struct result res[MAX_NP + 1];
+    int n_res = 0;
+    struct recur_batch b = recur_batch_init(max_batch, 0, 1);
+    struct rpool *pool = rpool_create(o.n_threads);
+    const size_t probe_bytes = (size_t)256 << 20;
+    float *probe_buf = malloc(probe_bytes);
+    if (!b.pos || !pool || !probe_buf) {
+        fprintf(stderr, "recur: out of memory for the benchmark\n");
+        goto done;
+    }
+
+    /* the machine, on the same threads and ISA as the model */
+    const enum rops_isa isa = rops_isa_best();
+    const struct rops_exec ex = {pool, o.n_threads, isa};
+    for (size_t i = 0; i < probe_bytes / sizeof(float); i++) probe_buf[i] = (float)(i & 1023);
+    const double gflops = rops_probe_gflops(&ex);
+    const double gbps = rops_probe_read_gbps(&ex, probe_buf, probe_bytes);
+    rpool_free(pool);
+    pool = NULL;
+    if (!o.json)
+        fprintf(stderr, "machine: %.1f GFLOP/s FMA peak, %.1f GB/s read (%d threads, %s)\n", gflops,
+                gbps, o.n_threads, rops_isa_name(isa));
+
+    const double flops_prompt = 2 * layer_elems, flops_gen = 2 * (layer_elems + out_elems);
+    if (o.n_prompt > 0) {
+        struct result *r = &res[n_res++];
+        snprintf(r->test, sizeof r->test, "pp%d", o.n_prompt);
+        if (!measure(ctx, &b, &o, 1, o.n_prompt, 1, false, n_vocab, r)) goto done;
+        r->bound = gflops * 1e9 / flops_prompt;
+        r->bound_by = "compute";
+    }
+    for (int i = 0; i < o.n_np; i++) {
+        struct result *r = &res[n_res++];
+        const int32_t k = o.np[i];
+        if (k == 1)
+            snprintf(r->test, sizeof r->test, "tg%d", o.n_gen);
+        else
+            snprintf(r->test, sizeof r->test, "tg%d x%d", o.n_gen, k);
+        if (!measure(ctx, &b, &o, k, 1, o.n_gen, true, n_vocab, r)) goto done;
+        const double by_mem = gbps * 1e9 / bytes_tok * k, by_flops = gflops * 1e9 / flops_gen;
+        r->bound = by_mem < by_flops ? by_mem : by_flops;
+        r->bound_by = by_mem < by_flops ? "memory" : "compute";
+    }
+
+    if (o.json) {
+        printf("{\n  \"model\": \"%s\",\n  \"file_bytes\": %.0f,\n  \"threads\": %d,\n"
+               "  \"isa\": \"%s\",\n  \"repetitions\": %d,\n"
+               "  \"machine\": {\"fma_gflops\": %.2f, \"read_gbps\": %.2f},\n"
+               "  \"weights\": {\"layer_params\": %.0f, \"output_params\": %.0f, "
+               "\"bytes_per_token\": %.0f},\n  \"results\": [\n",
+               o.model, file_bytes, o.n_threads, rops_isa_name(isa), o.reps, gflops, gbps,
+               layer_elems, out_elems, bytes_tok);
+        for (int i = 0; i < n_res; i++)
+            printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
+                   "\"min_tps\": %.2f, \"max_tps\": %.2f, \"bound_tps\": %.2f, "
+                   "\"bound_by\": \"%s\", \"fraction_of_bound\": %.4f}%s\n",
+                   res[i].test, res[i].n_seq, res[i].tokens, res[i].median, res[i].lo, res[i].hi,
+                   res[i].bound, res[i].bound_by, res[i].median / res[i].bound,
+                   i + 1 < n_res ? "," : "");
+        printf("  ]\n}\n");
+    } else {
+        printf("| model | size | threads | isa | test | t/s (median, min-max) | bound t/s | "
+               "of bound |\n|---|---:|---:|---|---|---:|---:|---:|\n");
+        const char *base = strrchr(o.model, '/');
+        for (int i = 0; i < n_res; i++)
+            printf("| %s | %.1f MiB | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
+                   base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads,
+                   rops_isa_name(isa), res[i].test, res[i].median, res[i].lo, res[i].hi,
+                   res[i].bound, res[i].bound_by, 100.0 * res[i].median / res[i].bound);
+        printf("\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
+    }
+    ret = TOOL_OK;
+done:
+    free(probe_buf);
+    rpool_free(pool);
+    recur_batch_free(b);
+    recur_free(ctx);
+    recur_model_free(model);
+    return ret;
+}
