@@ -86,8 +86,9 @@ void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 
 /* ---- workspace --------------------------------------------------------------------------- */
 
-/* Rows of outputs computed at a time (bounds the logits scratch for large vocabularies). */
-#define OUT_CHUNK 16
+/* Rows of outputs computed at a time: each pass reads the output matrix once, so up to 64
+ * sequences share one read; the scratch is 64 x n_vocab floats (13 MB at 50k). */
+#define OUT_CHUNK 64
 
 struct ws_view {
     float *x;     /* n x E residual stream */
@@ -100,16 +101,17 @@ struct ws_view {
     float *y;     /* n x Di */
     float *conv;  /* n x (K-1)Di gathered conv states (at most n sequences) */
     float *ssm;   /* n x Di N gathered ssm states */
-    float *logit; /* OUT_CHUNK x n_vocab */
-    float *norm;  /* OUT_CHUNK x E */
+    float *logit; /* min(n, OUT_CHUNK) x n_vocab */
+    float *norm;  /* min(n, OUT_CHUNK) x E */
 };
 
 static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
                  R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
-    const size_t sizes[] = {
-        n * E,  n * E,  n * 2 * Di,       n * Di,     n * (R + 2 * N), n * R,
-        n * Di, n * Di, n * (K - 1) * Di, n * Di * N, OUT_CHUNK * V,   OUT_CHUNK * E};
+    const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
+    const size_t sizes[] = {n * E,     n * E,    n * 2 * Di, n * Di,           n * (R + 2 * N),
+                            n * R,     n * Di,   n * Di,     n * (K - 1) * Di, n * Di * N,
+                            n_out * V, n_out * E};
     float **slots[] = {&v->x,  &v->h, &v->xz,   &v->xc,  &v->xdb,   &v->dtr,
                        &v->dt, &v->y, &v->conv, &v->ssm, &v->logit, &v->norm};
     size_t off = 0;
@@ -190,8 +192,10 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
 
 /* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
 static void outputs(const struct rmodel *m, const struct rops_exec *ex, const struct ws_view *w,
-                    const struct rbatch_ubatch *ub, const struct rmodel_out *out) {
+                    uint32_t n_ubatch, const struct rbatch_ubatch *ub,
+                    const struct rmodel_out *out) {
     const int64_t E = m->n_embd, V = m->n_vocab;
+    const int cap = n_ubatch < OUT_CHUNK ? (int)n_ubatch : OUT_CHUNK; /* rows the scratch holds */
     int32_t rows[OUT_CHUNK];
     int n = 0;
     for (uint32_t t = 0; t <= ub->n_tokens; t++) {
@@ -200,7 +204,7 @@ static void outputs(const struct rmodel *m, const struct rops_exec *ex, const st
                          w->norm + (int64_t)n * E);
             rows[n++] = out->out_row[ub->idx[t]];
         }
-        if (n == OUT_CHUNK || (t == ub->n_tokens && n > 0)) {
+        if (n == cap || (t == ub->n_tokens && n > 0)) {
             if (out->logits) {
                 rops_matmul(ex, &m->output, w->norm, n, w->logit);
                 for (int i = 0; i < n; i++)
@@ -246,6 +250,6 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
         layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst);
         scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
     }
-    outputs(m, ex, &w, ub, out);
+    outputs(m, ex, &w, ws->n_ubatch, ub, out);
     return true;
 }
