@@ -142,9 +142,111 @@ static void tile_1x1(const float *const *w, const float *const *x, int64_t kt, f
     tile_dots(1, 1, w, x, kt, out);
 }
 
+/* 8 weights of a row from column c (c a multiple of 8), as f32. */
+static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const uint8_t *row,
+                                                          int64_t c) {
+    switch (type) {
+    case TYPE_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
+    case TYPE_BF16: {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+    case TYPE_Q8_0: {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b->qs + c % 32));
+        return _mm256_mul_ps(f16_scale(b->d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
+    case TYPE_Q4_0: {
+        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
+        const int64_t j = c % 32; /* 0, 8: low nibbles of qs[j..]; 16, 24: high of qs[j-16..] */
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b->qs + (j & 15)));
+        if (j >= 16) q = _mm_srli_epi16(q, 4);
+        q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+        return _mm256_mul_ps(f16_scale(b->d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
+    default:
+        return _mm256_loadu_ps((const float *)row + c);
+    }
+}
+
+/* One to three inputs (generation): each weight is used by at most three FMAs, so it is
+ * converted in registers on its way to them rather than through a panel in L1; the rows of
+ * a block are streamed side by side. */
+static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const struct rops_mat *w,
+                                                            const float *x, int NB, float *y,
+                                                            int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    for (int64_t r = r0; r < r1; r += ROPS_RB) {
+        const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
+        const uint8_t *rows[ROPS_RB];
+        for (int64_t j = 0; j < ROPS_RB; j++)
+            rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
+        __m256 acc[ROPS_RB][3];
+        for (int j = 0; j < ROPS_RB; j++)
+            for (int i = 0; i < NB; i++) acc[j][i] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < k8; c += 8) {
+            __m256 xv[3];
+            for (int i = 0; i < NB; i++) xv[i] = _mm256_loadu_ps(x + i * k + c);
+            for (int j = 0; j < ROPS_RB; j++) {
+                const __m256 wv = load8(type, rows[j], c);
+                for (int i = 0; i < NB; i++) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
+            }
+        }
+        for (int64_t j = 0; j < rb; j++)
+            for (int i = 0; i < NB; i++) {
+                float s = hsum(acc[j][i]);
+                /* the last k % 8 columns (float types only: block rows are whole blocks) */
+                for (int64_t c = k8; c < k; c++) {
+                    const float wc = type == TYPE_F32 ? ((const float *)rows[j])[c]
+                                     : type == TYPE_F16
+                                         ? rcore_f16_to_f32(((const uint16_t *)rows[j])[c])
+                                         : rcore_bf16_to_f32(((const uint16_t *)rows[j])[c]);
+                    s += wc * x[i * k + c];
+                }
+                y[i * m + r + j] = s;
+            }
+    }
+}
+
+#define GEMV_FOR_TYPE(T)                                                                           \
+    static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
+                         int64_t r1) {                                                             \
+        if (NB == 1)                                                                               \
+            gemv_rows(T, w, x, 1, y, r0, r1);                                                      \
+        else if (NB == 2)                                                                          \
+            gemv_rows(T, w, x, 2, y, r0, r1);                                                      \
+        else                                                                                       \
+            gemv_rows(T, w, x, 3, y, r0, r1);                                                      \
+    }
+GEMV_FOR_TYPE(TYPE_F32)
+GEMV_FOR_TYPE(TYPE_F16)
+GEMV_FOR_TYPE(TYPE_BF16)
+GEMV_FOR_TYPE(TYPE_Q8_0)
+GEMV_FOR_TYPE(TYPE_Q4_0)
+
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows;
+    if (n <= 3) {
+        switch (w->type) {
+        case TYPE_F32:
+            gemv_TYPE_F32(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_F16:
+            gemv_TYPE_F16(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_BF16:
+            gemv_TYPE_BF16(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_Q8_0:
+            gemv_TYPE_Q8_0(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_Q4_0:
+            gemv_TYPE_Q4_0(w, x, (int)n, y, r0, r1);
+            return;
+        }
+    }
     float panel[ROPS_RB][ROPS_KT] __attribute__((aligned(32)));
     for (int64_t r = r0; r < r1; r += ROPS_RB) {
         const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
