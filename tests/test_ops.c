@@ -268,6 +268,26 @@ static void test_quantize(void) {
     CHECK(!rops_quantize_row(8, x, 40, q) && !rops_quantize_row(1, x, 32, q));
 }
 
+/* softplus(x + bias) on every path, against log1p(exp()) in float64, from -40 to 40 */
+static void test_softplus(void) {
+    enum { ROWS = 3, COLS = 347 };
+    static float x[ROWS * COLS], bias[COLS], y[ROWS * COLS];
+    for (int c = 0; c < COLS; c++) bias[c] = frand() * 0.5f;
+    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+    for (int ii = 0; ii < 2; ii++) {
+        for (int i = 0; i < ROWS * COLS; i++)
+            x[i] = y[i] = -40.0f + 80.0f * (float)i / (ROWS * COLS);
+        rops_softplus_bias(isas[ii], y, bias, ROWS, COLS);
+        double worst = 0;
+        for (int i = 0; i < ROWS * COLS; i++) {
+            const double v = (double)x[i] + bias[i % COLS];
+            const double want = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));
+            worst = fmax(worst, fabs(y[i] - want) / want);
+        }
+        CHECK_MSG(worst < 4e-6, "softplus %s: relative error %g", rops_isa_name(isas[ii]), worst);
+    }
+}
+
 /* ---- conv and scan ------------------------------------------------------------------------- */
 
 static double silu64(double v) {
@@ -278,11 +298,8 @@ static void test_ssm(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
     const int64_t shapes[][4] = {/* n_seqs, n_tok, d_inner, d_state */
-                                 {1, 1, 8, 16},
-                                 {3, 5, 24, 16},
-                                 {2, 7, 13, 8},
-                                 {4, 3, 40, 5},
-                                 {2, 9, 1536 / 8, 16}};
+                                 {1, 1, 8, 16}, {3, 5, 24, 16},       {2, 7, 13, 8},
+                                 {4, 3, 40, 5}, {2, 9, 1536 / 8, 16}, {3, 2, 37, 16}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t S = shapes[si][0], T = shapes[si][1], Di = shapes[si][2], N = shapes[si][3];
         const int64_t K = 4, n = S * T;
@@ -374,6 +391,7 @@ int main(void) {
     RUN(test_pool);
     RUN(test_matmul);
     RUN(test_quantize);
+    RUN(test_softplus);
     RUN(test_ssm);
     return test_finish("test_ops");
 }

@@ -180,9 +180,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         memcpy(w->dtr + t * R, dbc, (size_t)R * sizeof(float));
     }
     rops_matmul(ex, &L->ssm_dt, w->dtr, n, w->dt);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < Di; c++)
-            w->dt[t * Di + c] = rops_softplus(w->dt[t * Di + c] + L->dt_b[c]);
+    rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, Di);
 
     rops_ssm_scan(ex, w->ssm, w->xc, w->dt, L->A, w->xdb + R, w->xdb + R + N, W, L->D, w->xz + Di,
                   2 * Di, n_seqs, nst, Di, N, w->y);

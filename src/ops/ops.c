@@ -213,6 +213,17 @@ float rops_softplus(float x) {
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
+void rops_softplus_bias(enum rops_isa isa, float *x, const float *bias, int64_t n_rows,
+                        int64_t n_cols) {
+    if (isa == ROPS_ISA_AVX2) {
+        rops_softplus_bias_avx2(x, bias, n_rows, n_cols);
+        return;
+    }
+    for (int64_t i = 0; i < n_rows; i++)
+        for (int64_t c = 0; c < n_cols; c++)
+            x[i * n_cols + c] = rops_softplus(x[i * n_cols + c] + bias[c]);
+}
+
 /* ---- Mamba's conv and scan ----------------------------------------------------------------- */
 
 void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
@@ -274,7 +285,9 @@ static void ssm_thread(void *arg, int ith, int nth) {
     int64_t c0 = groups * ith / nth * 8, c1 = groups * (ith + 1) / nth * 8;
     if (c1 > t->a->d_inner) c1 = t->a->d_inner;
     if (c0 >= c1) return;
-    if (!t->scan)
+    if (!t->scan && t->isa == ROPS_ISA_AVX2)
+        rops_conv_channels_avx2(t->a, c0, c1);
+    else if (!t->scan)
         rops_conv_channels_scalar(t->a, c0, c1);
     else if (t->isa == ROPS_ISA_AVX2)
         rops_scan_channels_avx2(t->a, c0, c1);

@@ -74,6 +74,10 @@ void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, flo
 float rops_silu(float x);
 float rops_softplus(float x);
 
+/* x[i][c] = softplus(x[i][c] + bias[c]) for n_rows rows of n_cols (Mamba's dt). */
+void rops_softplus_bias(enum rops_isa isa, float *x, const float *bias, int64_t n_rows,
+                        int64_t n_cols);
+
 /* Machine probes for `recur bench`, on ex's threads and ISA: the multiply-add peak in GFLOP/s
  * (independent FMA chains, no memory traffic), and the read bandwidth in GB/s of streaming
  * buf (n_bytes, a multiple of 64, larger than the caches) once per thread share. */

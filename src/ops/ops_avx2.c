@@ -310,6 +310,78 @@ static inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* x / (1 + e^-x) */
+static inline __m256 silu8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+/* log(1 + e^x): max(x, 0) + log1p(e^-|x|), the log1p as 2 atanh(u / (2 + u)) by its series
+ * (u <= 1, so s = u / (2 + u) <= 1/3 and nine terms reach float precision). */
+static inline __m256 softplus8(__m256 x) {
+    const __m256 absx = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    const __m256 u = exp8(_mm256_sub_ps(_mm256_setzero_ps(), absx));
+    const __m256 s = _mm256_div_ps(u, _mm256_add_ps(_mm256_set1_ps(2.0f), u));
+    const __m256 s2 = _mm256_mul_ps(s, s);
+    __m256 p = _mm256_set1_ps(1.0f / 17);
+    for (int k = 15; k >= 1; k -= 2) p = _mm256_fmadd_ps(p, s2, _mm256_set1_ps(1.0f / (float)k));
+    const __m256 l = _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_mul_ps(s, p));
+    return _mm256_add_ps(_mm256_max_ps(x, _mm256_setzero_ps()), l);
+}
+
+void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols) {
+    for (int64_t i = 0; i < n_rows; i++) {
+        float *row = x + i * n_cols;
+        int64_t c = 0;
+        for (; c + 8 <= n_cols; c += 8)
+            _mm256_storeu_ps(row + c, softplus8(_mm256_add_ps(_mm256_loadu_ps(row + c),
+                                                              _mm256_loadu_ps(bias + c))));
+        for (; c < n_cols; c++) row[c] = rops_softplus(row[c] + bias[c]);
+    }
+}
+
+/* The conv for 8 channels at a time: their states and weights are turned lag-major into
+ * registers, the window slides over the tokens in registers, and the states go back. */
+void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner;
+    if (K > 8 || K < 2) { /* windows this long or short are not Mamba's; keep the plain path */
+        rops_conv_channels_scalar(a, c0, c1);
+        return;
+    }
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256 wk[8];
+        float tmp[8][8];
+        for (int64_t k = 0; k < K; k++) {
+            for (int j = 0; j < 8; j++) tmp[k][j] = a->conv_w[(c + j) * K + k];
+            wk[k] = _mm256_loadu_ps(tmp[k]);
+        }
+        const __m256 bias = _mm256_loadu_ps(a->conv_b + c);
+        for (int64_t s = 0; s < a->n_seqs; s++) {
+            float *st = a->conv_state + (s * Di + c) * n_prev;
+            __m256 win[8]; /* win[k]: input at lag n_prev - k, oldest first */
+            for (int64_t k = 0; k < n_prev; k++) {
+                for (int j = 0; j < 8; j++) tmp[k][j] = st[j * n_prev + k];
+                win[k] = _mm256_loadu_ps(tmp[k]);
+            }
+            const float *x = a->x + s * a->n_tok * a->x_stride + c;
+            float *xc = a->xc + s * a->n_tok * Di + c;
+            for (int64_t t = 0; t < a->n_tok; t++) {
+                win[n_prev] = _mm256_loadu_ps(x + t * a->x_stride);
+                __m256 sum = bias;
+                for (int64_t k = 0; k < K; k++) sum = _mm256_fmadd_ps(wk[k], win[k], sum);
+                _mm256_storeu_ps(xc + t * Di, silu8(sum));
+                for (int64_t k = 0; k < n_prev; k++) win[k] = win[k + 1];
+            }
+            for (int64_t k = 0; k < n_prev; k++) {
+                _mm256_storeu_ps(tmp[k], win[k]);
+                for (int j = 0; j < 8; j++) st[j * n_prev + k] = tmp[k][j];
+            }
+        }
+    }
+    if (c < c1) rops_conv_channels_scalar(a, c, c1);
+}
+
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
     const int64_t Di = a->d_inner, N = a->d_state;
     if (N % 8 != 0) { /* the vector path takes whole vectors of states */
@@ -379,6 +451,16 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
 
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
     rops_scan_channels_scalar(a, c0, c1);
+}
+
+void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+    rops_conv_channels_scalar(a, c0, c1);
+}
+
+void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols) {
+    for (int64_t i = 0; i < n_rows; i++)
+        for (int64_t c = 0; c < n_cols; c++)
+            x[i * n_cols + c] = rops_softplus(x[i * n_cols + c] + bias[c]);
 }
 
 double rops_probe_fma_avx2(int64_t iters) {

@@ -45,6 +45,8 @@ struct rops_ssm_args {
     float *y;
 };
 void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
+void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
+void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
 void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 
