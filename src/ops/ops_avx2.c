@@ -405,8 +405,14 @@ void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
                     _mm256_storeu_ps(sc + n, st);
                     acc = _mm256_fmadd_ps(st, _mm256_loadu_ps(Ct + n), acc);
                 }
-                yt[c] = (hsum(acc) + a->D[c] * xt[c]) * rops_silu(zt[c]);
+                yt[c] = hsum(acc) + a->D[c] * xt[c];
             }
+            /* the gate, 8 channels at a time */
+            int64_t c = c0;
+            for (; c + 8 <= c1; c += 8)
+                _mm256_storeu_ps(
+                    yt + c, _mm256_mul_ps(_mm256_loadu_ps(yt + c), silu8(_mm256_loadu_ps(zt + c))));
+            for (; c < c1; c++) yt[c] *= rops_silu(zt[c]);
         }
     }
 }
