@@ -144,7 +144,7 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
     ctx->isa = context_isa();
     const int32_t n_pool =
         params.n_threads > params.n_threads_batch ? params.n_threads : params.n_threads_batch;
-    if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch)) ||
+    if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch, params.n_seq_max)) ||
         (n_pool > 1 && !(ctx->pool = rpool_create(n_pool))) ||
         !(ctx->output_ids = malloc(sizeof(int32_t) * params.n_batch))) {
         if (ctx->mem && ctx->ws) rcore_error_set("out of memory for a context");

@@ -99,19 +99,21 @@ struct ws_view {
     float *dtr;   /* n x R, dt input made contiguous */
     float *dt;    /* n x Di */
     float *y;     /* n x Di */
-    float *conv;  /* n x (K-1)Di gathered conv states (at most n sequences) */
-    float *ssm;   /* n x Di N gathered ssm states */
+    float *conv;  /* n_seqs x (K-1)Di gathered conv states */
+    float *ssm;   /* n_seqs x Di N gathered ssm states */
     float *logit; /* min(n, OUT_CHUNK) x n_vocab */
     float *norm;  /* min(n, OUT_CHUNK) x E */
 };
 
-static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
+static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
+                        struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
                  R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
-    const size_t sizes[] = {n * E,     n * E,    n * 2 * Di, n * Di,           n * (R + 2 * N),
-                            n * R,     n * Di,   n * Di,     n * (K - 1) * Di, n * Di * N,
-                            n_out * V, n_out * E};
+    const size_t sizes[] = {n * E,           n * E,           n * 2 * Di,
+                            n * Di,          n * (R + 2 * N), n * R,
+                            n * Di,          n * Di,          n_seqs * (K - 1) * Di,
+                            n_seqs * Di * N, n_out * V,       n_out * E};
     float **slots[] = {&v->x,  &v->h, &v->xz,   &v->xc,  &v->xdb,   &v->dtr,
                        &v->dt, &v->y, &v->conv, &v->ssm, &v->logit, &v->norm};
     size_t off = 0;
@@ -122,9 +124,9 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
     return off;
 }
 
-size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seqs) {
     struct ws_view v;
-    return ws_layout(m, n_ubatch, NULL, &v);
+    return ws_layout(m, n_ubatch, n_seqs, NULL, &v);
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
@@ -224,14 +226,14 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     const struct rmamba_hparams *hp = &m->mamba;
     const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
     const int64_t E = m->n_embd;
-    if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs) {
+    if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs || n_seqs > ws->n_seqs) {
         rcore_error_set("mamba: the ubatch (%u sequences of %u tokens) does not match the "
                         "placed block of %u",
                         n_seqs, nst, rmem_n(mem));
         return false;
     }
     struct ws_view w;
-    ws_layout(m, ws->n_ubatch, ws->buf, &w);
+    ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
 
     for (uint32_t t = 0; t < ub->n_tokens; t++) {
         if (ub->token)

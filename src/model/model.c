@@ -202,15 +202,17 @@ void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
     rmamba_state_rows(m, k_row, v_row);
 }
 
-struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch) {
+struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seq_max) {
     struct rmodel_ws *ws = calloc(1, sizeof *ws);
-    size_t n = rmamba_ws_floats(m, n_ubatch);
+    const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
+    size_t n = rmamba_ws_floats(m, n_ubatch, n_seqs);
     if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float)))) {
         free(ws);
         rcore_error_set("out of memory for a workspace of %u tokens", n_ubatch);
         return NULL;
     }
     ws->n_ubatch = n_ubatch;
+    ws->n_seqs = n_seqs;
     ws->n_floats = n;
     return ws;
 }

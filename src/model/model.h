@@ -44,9 +44,11 @@ uint64_t rmodel_fingerprint(const struct rmodel *model);
 /* Elements of the K and V state rows of each layer (arrays of n_layer). */
 void rmodel_state_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_row);
 
-/* A workspace for ubatches of up to n_ubatch tokens. NULL with the error set when memory
- * cannot be had. */
-struct rmodel_ws *rmodel_ws_create(const struct rmodel *model, uint32_t n_ubatch);
+/* A workspace for ubatches of up to n_ubatch tokens of up to n_seq_max sequences (the
+ * gathered states take n_seq_max rows, the activations n_ubatch). NULL with the error set when
+ * memory cannot be had. */
+struct rmodel_ws *rmodel_ws_create(const struct rmodel *model, uint32_t n_ubatch,
+                                   uint32_t n_seq_max);
 void rmodel_ws_free(struct rmodel_ws *ws);
 
 /* Where the forward pass puts its outputs. For ubatch token t that asks for output, row =

@@ -56,7 +56,7 @@ bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n
 bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out);
 
 bool rmamba_load(struct rmodel *m);
-size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seqs);
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
 bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
                     struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
@@ -64,7 +64,8 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
 
 struct rmodel_ws {
     uint32_t n_ubatch;
-    float *buf; /* one allocation, carved by the architecture */
+    uint32_t n_seqs; /* most sequences in a ubatch: min(n_ubatch, n_seq_max) */
+    float *buf;      /* one allocation, carved by the architecture */
     size_t n_floats;
 };
 
