@@ -57,7 +57,7 @@ static void usage(FILE *out) {
             "  -np, --parallel LIST sequences generating at once (default 1,4,16,64)\n"
             "  -t, --threads N      threads (default 2)\n"
             "  -r, --repetitions N  runs per test (default 3)\n"
-            "  --json               print JSON instead of the table\n"
+            "  --json               print JSON (the table goes to stderr)\n"
             "  -h, --help           show this help\n");
 }
 
@@ -298,17 +298,18 @@ int cmd_bench(int argc, char **argv) {
                    res[i].bound, res[i].bound_by, res[i].median / res[i].bound,
                    i + 1 < n_res ? "," : "");
         printf("  ]\n}\n");
-    } else {
-        printf("| model | size | threads | isa | test | t/s (median, min-max) | bound t/s | "
-               "of bound |\n|---|---:|---:|---|---|---:|---:|---:|\n");
-        const char *base = strrchr(o.model, '/');
-        for (int i = 0; i < n_res; i++)
-            printf("| %s | %.1f MiB | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
-                   base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads,
-                   rops_isa_name(isa), res[i].test, res[i].median, res[i].lo, res[i].hi,
-                   res[i].bound, res[i].bound_by, 100.0 * res[i].median / res[i].bound);
-        printf("\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     }
+    /* the table: on stdout, or on stderr beside the JSON */
+    FILE *tf = o.json ? stderr : stdout;
+    fprintf(tf, "| model | size | threads | isa | test | t/s (median, min-max) | bound t/s | "
+                "of bound |\n|---|---:|---:|---|---|---:|---:|---:|\n");
+    const char *base = strrchr(o.model, '/');
+    for (int i = 0; i < n_res; i++)
+        fprintf(tf, "| %s | %.1f MiB | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
+                base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads, rops_isa_name(isa),
+                res[i].test, res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
+                100.0 * res[i].median / res[i].bound);
+    fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     ret = TOOL_OK;
 done:
     free(probe_buf);
