@@ -13,20 +13,8 @@ root=$3
 model="$root/models/recur-mamba-fortunes.gguf"
 stats="$root/models/recur-mamba-fortunes.json"
 golden="$root/tests/data/fortunes-greedy.txt"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-check() { # check NAME COMMAND...: the command must succeed
-    local name=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAILED: $name" >&2
-    fi
-}
+# shellcheck source=check.sh
+. "$(dirname "$0")/check.sh"
 
 check "the model is in the tree" [ -s "$model" ]
 check "its size is under 40 MB" [ "$(stat -c %s "$model")" -lt 40000000 ]

@@ -15,7 +15,6 @@
  * is read once per token. K sequences read the weights once per step for K tokens: bound by
  * whichever of the two is lower.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +61,8 @@ static void usage(FILE *out) {
 }
 
 static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
+    long v;
+    if (!gen_parse_long(s, lo, hi, &v)) return false;
     *out = (int32_t)v;
     return true;
 }

@@ -74,7 +74,7 @@ static int usage_error(const char *cmd, uint32_t accepted, const char *summary, 
     return TOOL_USAGE;
 }
 
-static bool parse_long(const char *s, long min, long max, long *out) {
+bool gen_parse_long(const char *s, long min, long max, long *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -140,31 +140,31 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
             o->state_out = v;
             break;
         case G_N_PREDICT:
-            if ((ok = parse_long(v, 0, INT32_MAX, &n))) o->n_predict = (int32_t)n;
+            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) o->n_predict = (int32_t)n;
             break;
         case G_THREADS:
-            if ((ok = parse_long(v, 1, 1024, &n))) o->n_threads = (int32_t)n;
+            if ((ok = gen_parse_long(v, 1, 1024, &n))) o->n_threads = (int32_t)n;
             break;
         case G_BATCH:
-            if ((ok = parse_long(v, 1, 1 << 24, &n))) o->n_batch = (uint32_t)n;
+            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->n_batch = (uint32_t)n;
             break;
         case G_UBATCH:
-            if ((ok = parse_long(v, 1, 1 << 24, &n))) o->n_ubatch = (uint32_t)n;
+            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->n_ubatch = (uint32_t)n;
             break;
         case G_PARALLEL:
-            if ((ok = parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
+            if ((ok = gen_parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
             break;
         case G_CHUNKS:
-            if ((ok = parse_long(v, 1, INT32_MAX, &n))) o->n_chunks = (int32_t)n;
+            if ((ok = gen_parse_long(v, 1, INT32_MAX, &n))) o->n_chunks = (int32_t)n;
             break;
         case G_CTX:
-            if ((ok = parse_long(v, 2, 1 << 20, &n))) o->n_ctx = (int32_t)n;
+            if ((ok = gen_parse_long(v, 2, 1 << 20, &n))) o->n_ctx = (int32_t)n;
             break;
         case G_TOP_K:
-            if ((ok = parse_long(v, 0, INT32_MAX, &n))) sp->top_k = (int32_t)n;
+            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) sp->top_k = (int32_t)n;
             break;
         case G_REPEAT_LAST_N:
-            if ((ok = parse_long(v, 0, 1 << 20, &n))) sp->penalty_last_n = (int32_t)n;
+            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) sp->penalty_last_n = (int32_t)n;
             break;
         case G_SEED: {
             char *end;

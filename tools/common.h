@@ -62,6 +62,9 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
  * source tree (models/recur-mamba-fortunes.gguf, its path compiled in). */
 const char *gen_default_model(void);
 
+/* A decimal integer in [min, max], the whole string; false otherwise. */
+bool gen_parse_long(const char *s, long min, long max, long *out);
+
 /* The prompt text (from -p or -f), malloc'd and NUL-terminated; NULL with a message on stderr.
  * *len gets its length. */
 char *gen_prompt_text(const struct gen_opts *o, size_t *len);
