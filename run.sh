@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up, build and run recur's main job.
 #   ./run.sh                 generate text with `recur run`, then 4 continuations at once with
-#                            `recur parallel`, on a demo model the set-up makes (random weights
-#                            until a trained model ships: the text is noise, the pipeline real)
+#                            `recur parallel`, on the small Mamba trained on fortunes that ships
+#                            in models/ (see models/README.md)
 #   ./run.sh ARGS...         run `recur ARGS...` (e.g. ./run.sh run -m model.gguf -p "Hi")
 #   ./run.sh bench [--json F] the benchmark of the recurrent state memory
 set -euo pipefail
@@ -16,14 +16,10 @@ fi
 if [ $# -gt 0 ]; then
     exec "$recur" "$@"
 fi
-demo=build/demo-mamba.gguf
-if [ ! -f "$demo" ]; then
-    "$recur" mkmodel "$demo" --arch mamba --embd 256 --layers 4 --vocab 50257 --state 16 \
-        --seed 1 --type f16 >&2
-fi
-prompt="The recurrent state of a sequence"
-echo "== recur run -m $demo -p \"$prompt\" -n 48 --seed 1"
-"$recur" run -m "$demo" -p "$prompt" -n 48 --seed 1
+# No -m: recur uses the model trained by tools/train/train_mamba.py that ships in models/.
+prompt="The secret of life is"
+echo "== recur run -p \"$prompt\" -n 96 --seed 1"
+"$recur" run -p "$prompt" -n 96 --seed 1
 echo
-echo "== recur parallel -m $demo -p \"$prompt\" -np 4 -n 24 --seed 1"
-"$recur" parallel -m "$demo" -p "$prompt" -np 4 -n 24 --seed 1
+echo "== recur parallel -p \"$prompt\" -np 4 -n 40 --seed 1"
+"$recur" parallel -p "$prompt" -np 4 -n 40 --seed 1
