@@ -174,21 +174,21 @@ static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const u
  * converted in registers on its way to them rather than through a panel in L1; the rows of
  * a block are streamed side by side. */
 static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const struct rops_mat *w,
-                                                            const float *x, int NB, float *y,
-                                                            int64_t r0, int64_t r1) {
+                                                            const float *x, int NB, int RB,
+                                                            float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
-    for (int64_t r = r0; r < r1; r += ROPS_RB) {
-        const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
-        const uint8_t *rows[ROPS_RB];
-        for (int64_t j = 0; j < ROPS_RB; j++)
+    for (int64_t r = r0; r < r1; r += RB) {
+        const int64_t rb = r1 - r < RB ? r1 - r : RB;
+        const uint8_t *rows[8];
+        for (int64_t j = 0; j < RB; j++)
             rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
-        __m256 acc[ROPS_RB][3];
-        for (int j = 0; j < ROPS_RB; j++)
+        __m256 acc[8][3];
+        for (int j = 0; j < RB; j++)
             for (int i = 0; i < NB; i++) acc[j][i] = _mm256_setzero_ps();
         for (int64_t c = 0; c < k8; c += 8) {
             __m256 xv[3];
             for (int i = 0; i < NB; i++) xv[i] = _mm256_loadu_ps(x + i * k + c);
-            for (int j = 0; j < ROPS_RB; j++) {
+            for (int j = 0; j < RB; j++) {
                 const __m256 wv = load8(type, rows[j], c);
                 for (int i = 0; i < NB; i++) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
             }
@@ -213,11 +213,11 @@ static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const
     static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
                          int64_t r1) {                                                             \
         if (NB == 1)                                                                               \
-            gemv_rows(T, w, x, 1, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 1, 8, y, r0, r1);                                                   \
         else if (NB == 2)                                                                          \
-            gemv_rows(T, w, x, 2, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 2, 4, y, r0, r1);                                                   \
         else                                                                                       \
-            gemv_rows(T, w, x, 3, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 3, 4, y, r0, r1);                                                   \
     }
 GEMV_FOR_TYPE(TYPE_F32)
 GEMV_FOR_TYPE(TYPE_F16)
