@@ -170,6 +170,59 @@ static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const u
     }
 }
 
+/* The 32 weights of block c / 32 of a q8_0 or q4_0 row as four vectors of f32 quants (the
+ * block's scale not applied: the caller scales the block's dot product once). */
+static inline __attribute__((always_inline)) void quants32(uint32_t type, const uint8_t *row,
+                                                           int64_t c, __m256 q[4], float *d) {
+    if (type == TYPE_Q8_0) {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
+        *d = _cvtsh_ss(b->d);
+        for (int v = 0; v < 4; v++)
+            q[v] = _mm256_cvtepi32_ps(
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * v))));
+    } else {
+        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
+        *d = _cvtsh_ss(b->d);
+        const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), eight);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), eight);
+        q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+        q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+        q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+        q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+    }
+}
+
+/* One input, block weights: per block, the dot product of the integer quants with x, then
+ * one multiply-add by the block's scale (instead of scaling every weight). */
+static void gemv_blocks_1(uint32_t type, const struct rops_mat *w, const float *x, float *y,
+                          int64_t r0, int64_t r1) {
+    enum { RB = 8 };
+    const int64_t k = w->n_cols;
+    for (int64_t r = r0; r < r1; r += RB) {
+        const int64_t rb = r1 - r < RB ? r1 - r : RB;
+        const uint8_t *rows[RB];
+        for (int64_t j = 0; j < RB; j++)
+            rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
+        __m256 acc[RB];
+        for (int j = 0; j < RB; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < k; c += 32) {
+            __m256 xv[4];
+            for (int v = 0; v < 4; v++) xv[v] = _mm256_loadu_ps(x + c + 8 * v);
+            for (int j = 0; j < RB; j++) {
+                __m256 q[4];
+                float d;
+                quants32(type, rows[j], c, q, &d);
+                __m256 t = _mm256_mul_ps(q[0], xv[0]);
+                for (int v = 1; v < 4; v++) t = _mm256_fmadd_ps(q[v], xv[v], t);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), t, acc[j]);
+            }
+        }
+        for (int64_t j = 0; j < rb; j++) y[r + j] = hsum(acc[j]);
+    }
+}
+
 /* One to three inputs (generation): each weight is used by at most three FMAs, so it is
  * converted in registers on its way to them rather than through a panel in L1; the rows of
  * a block are streamed side by side. */
@@ -240,10 +293,16 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
             gemv_TYPE_BF16(w, x, (int)n, y, r0, r1);
             return;
         case TYPE_Q8_0:
-            gemv_TYPE_Q8_0(w, x, (int)n, y, r0, r1);
+            if (n == 1)
+                gemv_blocks_1(TYPE_Q8_0, w, x, y, r0, r1);
+            else
+                gemv_TYPE_Q8_0(w, x, (int)n, y, r0, r1);
             return;
         case TYPE_Q4_0:
-            gemv_TYPE_Q4_0(w, x, (int)n, y, r0, r1);
+            if (n == 1)
+                gemv_blocks_1(TYPE_Q4_0, w, x, y, r0, r1);
+            else
+                gemv_TYPE_Q4_0(w, x, (int)n, y, r0, r1);
             return;
         }
     }
