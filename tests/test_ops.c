@@ -230,6 +230,11 @@ static void test_matmul(void) {
     /* a large one, so that the work is split among the threads */
     check_matmul(pool, 1, 200, 768, 5);
     check_matmul(pool, 8, 130, 512, 3);
+    /* rows longer than one tile of columns (ROPS_KT), with a partial last tile */
+    check_matmul(pool, 1, 37, 2100, 5);
+    check_matmul(pool, 0, 9, 1031, 4);
+    check_matmul(pool, 8, 21, 1088, 6);
+    check_matmul(pool, 2, 13, 2080, 1);
     CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
     CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));
     CHECK(rops_type_supported(1, 33) && !rops_type_supported(3, 32));
