@@ -58,8 +58,8 @@ struct recur_context_params {
     uint32_t n_batch;        /* most tokens one recur_decode call accepts (default 2048) */
     uint32_t n_ubatch;       /* most tokens computed at once (default 512) */
     uint32_t n_seq_max;      /* sequence ids 0 .. n_seq_max-1, one state cell each (default 1) */
-    int32_t n_threads;       /* threads for generation (default 4; used from the speed work on) */
-    int32_t n_threads_batch; /* threads for prompt processing (default 4) */
+    int32_t n_threads;       /* threads for decode calls of one token (default 4; 1..256) */
+    int32_t n_threads_batch; /* threads for decode calls of more tokens (default 4; 1..256) */
     enum recur_type type_k;  /* default f32 */
     enum recur_type type_v;  /* default f32 */
     bool embeddings;         /* also keep the final hidden state of output tokens (default false) */
@@ -76,8 +76,10 @@ RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
 /* Frees the model; every context made from it must be freed first. NULL is fine. */
 RECUR_API void recur_model_free(struct recur_model *model);
 
-/* A context: the state memory for n_seq_max sequences, and buffers for decoding. NULL on
- * failure (invalid parameters: the message names the field). */
+/* A context: the state memory for n_seq_max sequences, buffers for decoding, and
+ * max(n_threads, n_threads_batch) - 1 worker threads (they spin briefly after each kernel,
+ * then sleep). NULL on failure: invalid parameters (the message names the field), memory or
+ * threads that cannot be had. */
 RECUR_API struct recur_context *recur_init_from_model(struct recur_model *model,
                                                       struct recur_context_params params);
 RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */
@@ -89,6 +91,9 @@ RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);
 RECUR_API const struct recur_model *recur_get_model(const struct recur_context *ctx);
+/* Changes the thread counts of later decode calls (clamped to 1..256). The context's threads
+ * are made once, at creation, for the larger of the two counts; asking for more makes a new
+ * team, and if threads cannot be had the old team stays and calls use at most its size. */
 RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
                                    int32_t n_threads_batch);
 

@@ -26,6 +26,30 @@ int main(int argc, char **argv) {
     EXPECT(recur_memory_seq_pos_max(recur_get_memory(ctx), 0) == 2);
     EXPECT(recur_state_get_size(ctx) > 0);
     recur_free(ctx);
+
+    /* threads: 1, then a bigger team made by recur_set_n_threads; same logits either way
+       (the rows are shared out differently, each row's sum is the same); bad counts refused */
+    struct recur_context_params p = recur_context_default_params();
+    p.n_threads = p.n_threads_batch = 0;
+    EXPECT(recur_init_from_model(m, p) == NULL);
+    EXPECT(strstr(recur_last_error(), "n_threads") != NULL);
+    p.n_threads = p.n_threads_batch = 1;
+    p.n_seq_max = 2;
+    ctx = recur_init_from_model(m, p);
+    EXPECT(ctx != NULL);
+    if (!ctx) return 1;
+    float first[8];
+    EXPECT(recur_decode(ctx, recur_batch_get_one(t, 3)) == 0);
+    memcpy(first, recur_get_logits_ith(ctx, -1), sizeof first);
+    recur_set_n_threads(ctx, 3, 3);
+    recur_memory_clear(recur_get_memory(ctx), true);
+    EXPECT(recur_decode(ctx, recur_batch_get_one(t, 3)) == 0);
+    EXPECT(memcmp(first, recur_get_logits_ith(ctx, -1), sizeof first) == 0);
+    recur_set_n_threads(ctx, 0, 1000); /* clamped to 1 and 256 */
+    recur_memory_clear(recur_get_memory(ctx), true);
+    EXPECT(recur_decode(ctx, recur_batch_get_one(t, 3)) == 0);
+    EXPECT(memcmp(first, recur_get_logits_ith(ctx, -1), sizeof first) == 0);
+    recur_free(ctx);
     recur_model_free(m);
     printf("test_public: %d passed, %d failed\n", passed, failed);
     return failed != 0;
