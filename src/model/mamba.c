@@ -160,6 +160,19 @@ static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_
     }
 }
 
+/* True when the compute can run on the memory's rows themselves: f32 states (rows then hold
+ * exactly the compute's floats), and every slot either new or already in its own cell
+ * (s_copy(i) = head + i: nothing moves, so no read can see another slot's new write). A
+ * generation step of sequences that stay in their cells, the common case, is one such;
+ * a fork or a move takes the gather / scatter path. */
+static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
+    if (rmem_type_k(mem) != RCORE_TYPE_F32 || rmem_type_v(mem) != RCORE_TYPE_F32) return false;
+    const uint32_t head = rmem_head(mem);
+    for (uint32_t s = 0; s < n_seqs; s++)
+        if (rmem_s_mask(mem, s) != 0.0f && rmem_s_copy(mem, s) != (int32_t)(head + s)) return false;
+    return true;
+}
+
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                           const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
                           uint32_t nst) {
@@ -245,7 +258,23 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
 
     const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->d_inner;
     const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
+    const bool in_place = states_in_place(mem, n_seqs);
     for (int32_t il = 0; il < m->n_layer; il++) {
+        if (in_place) {
+            /* the block's own rows are the compute's states: no gather, no scatter */
+            struct ws_view lw = w;
+            lw.conv = (float *)((uint8_t *)rmem_k_data(mem, (uint32_t)il) +
+                                rmem_head(mem) * rmem_k_row_bytes(mem, (uint32_t)il));
+            lw.ssm = (float *)((uint8_t *)rmem_v_data(mem, (uint32_t)il) +
+                               rmem_head(mem) * rmem_v_row_bytes(mem, (uint32_t)il));
+            for (uint32_t s = 0; s < n_seqs; s++)
+                if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
+                    memset(lw.conv + s * k_elems, 0, k_elems * sizeof(float));
+                    memset(lw.ssm + s * v_elems, 0, v_elems * sizeof(float));
+                }
+            layer_forward(m, ex, &m->layers[il], &lw, n_seqs, nst);
+            continue;
+        }
         gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
         layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst);
         scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
