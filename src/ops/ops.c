@@ -397,27 +397,34 @@ static void probe_read_thread(void *arg, int ith, int nth) {
         t->isa == ROPS_ISA_AVX2 ? rops_probe_sum_avx2(p, per) : rops_probe_sum_scalar(p, per);
 }
 
+/* The probes' thread count: ex's, within the pool. */
+static int probe_threads(const struct rops_exec *ex) {
+    const int nth = ex->n_threads < 1 ? 1 : ex->n_threads;
+    return nth < rpool_size(ex->pool) ? nth : rpool_size(ex->pool);
+}
+
+/* One round of the FMA loop on nth threads: flops per second, and the round's seconds. */
+static double fma_round(const struct rops_exec *ex, struct probe_task *t, int nth, double *dt) {
+    const double t0 = seconds_now();
+    rpool_run(ex->pool, probe_fma_thread, t, nth);
+    *dt = seconds_now() - t0;
+    double flops = 0;
+    for (int i = 0; i < nth; i++) flops += t->flops[i];
+    return *dt > 0 ? flops / *dt : 0.0;
+}
+
 double rops_probe_gflops(const struct rops_exec *ex) {
     struct probe_task t;
     memset(&t, 0, sizeof t);
     t.isa = ex->isa;
-    const int nth = ex->n_threads < 1 ? 1 : ex->n_threads > 256 ? 256 : ex->n_threads;
-    double best = 0;
-    for (t.iters = 1 << 16;; t.iters *= 2) { /* grow until one round takes 0.1 s */
-        double t0 = seconds_now();
-        rpool_run(ex->pool, probe_fma_thread, &t, nth);
-        double dt = seconds_now() - t0, flops = 0;
-        for (int i = 0; i < nth && i < rpool_size(ex->pool); i++) flops += t.flops[i];
-        if (dt > 0 && flops / dt > best) best = flops / dt;
-        if (dt > 0.1) break;
-    }
-    for (int rep = 0; rep < 2; rep++) { /* best of three rounds of that length */
-        double t0 = seconds_now();
-        rpool_run(ex->pool, probe_fma_thread, &t, nth);
-        double dt = seconds_now() - t0, flops = 0;
-        for (int i = 0; i < nth && i < rpool_size(ex->pool); i++) flops += t.flops[i];
-        if (flops / dt > best) best = flops / dt;
-    }
+    const int nth = probe_threads(ex);
+    double best = 0, dt = 0, rate;
+    /* grow the round until it takes 0.1 s, then take the best of three rounds of that length */
+    for (t.iters = 1 << 16; dt <= 0.1; t.iters *= 2)
+        if ((rate = fma_round(ex, &t, nth, &dt)) > best) best = rate;
+    t.iters /= 2;
+    for (int rep = 0; rep < 2; rep++)
+        if ((rate = fma_round(ex, &t, nth, &dt)) > best) best = rate;
     return best / 1e9;
 }
 
@@ -427,8 +434,7 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
     t.isa = ex->isa;
     t.buf = buf;
     t.n_floats = n_bytes / sizeof(float);
-    int nth = ex->n_threads < 1 ? 1 : ex->n_threads > 256 ? 256 : ex->n_threads;
-    if (nth > rpool_size(ex->pool)) nth = rpool_size(ex->pool);
+    const int nth = probe_threads(ex);
     const size_t read = t.n_floats / (size_t)nth / 16 * 16 * (size_t)nth * sizeof(float);
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {

@@ -50,29 +50,27 @@ static inline __m256 f16_scale(uint16_t d) {
     return _mm256_set1_ps(_cvtsh_ss(d));
 }
 
-static void tile_q8_0(const struct rops_block_q8_0 *b, int64_t kt, float *out) {
-    for (int64_t i = 0; i < kt / 32; i++, out += 32) {
-        const __m256 d = f16_scale(b[i].d);
-        for (int j = 0; j < 32; j += 8) {
-            __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + j));
-            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-            _mm256_storeu_ps(out + j, _mm256_mul_ps(d, v));
-        }
-    }
-}
-
-static void tile_q4_0(const struct rops_block_q4_0 *b, int64_t kt, float *out) {
-    const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-    for (int64_t i = 0; i < kt / 32; i++, out += 32) {
-        const __m256 d = f16_scale(b[i].d);
-        const __m128i q = _mm_loadu_si128((const __m128i *)b[i].qs);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);
-        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        for (int j = 0; j < 4; j++) {
-            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[j]));
-            _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(d, v));
-        }
+/* The 32 weights of block c / 32 of a q8_0 or q4_0 row as four vectors of f32 quants (the
+ * block's scale not applied: the caller scales the block's dot product once). */
+static inline __attribute__((always_inline)) void quants32(uint32_t type, const uint8_t *row,
+                                                           int64_t c, __m256 q[4], float *d) {
+    if (type == TYPE_Q8_0) {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
+        *d = _cvtsh_ss(b->d);
+        for (int v = 0; v < 4; v++)
+            q[v] = _mm256_cvtepi32_ps(
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * v))));
+    } else {
+        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
+        *d = _cvtsh_ss(b->d);
+        const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), eight);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), eight);
+        q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+        q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+        q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+        q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
     }
 }
 
@@ -91,10 +89,14 @@ static const float *row_tile(const struct rops_mat *w, int64_t r, int64_t c0, in
         tile_bf16((const uint16_t *)row + c0, kt, buf);
         break;
     case TYPE_Q8_0:
-        tile_q8_0((const struct rops_block_q8_0 *)row + c0 / 32, kt, buf);
-        break;
     case TYPE_Q4_0:
-        tile_q4_0((const struct rops_block_q4_0 *)row + c0 / 32, kt, buf);
+        for (int64_t c = 0; c < kt; c += 32) {
+            __m256 q[4];
+            float d;
+            quants32(w->type, row, c0 + c, q, &d);
+            const __m256 dv = _mm256_set1_ps(d);
+            for (int v = 0; v < 4; v++) _mm256_storeu_ps(buf + c + 8 * v, _mm256_mul_ps(dv, q[v]));
+        }
         break;
     default:
         memset(buf, 0, sizeof(float) * (size_t)kt);
@@ -167,30 +169,6 @@ static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const u
     }
     default:
         return _mm256_loadu_ps((const float *)row + c);
-    }
-}
-
-/* The 32 weights of block c / 32 of a q8_0 or q4_0 row as four vectors of f32 quants (the
- * block's scale not applied: the caller scales the block's dot product once). */
-static inline __attribute__((always_inline)) void quants32(uint32_t type, const uint8_t *row,
-                                                           int64_t c, __m256 q[4], float *d) {
-    if (type == TYPE_Q8_0) {
-        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
-        *d = _cvtsh_ss(b->d);
-        for (int v = 0; v < 4; v++)
-            q[v] = _mm256_cvtepi32_ps(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * v))));
-    } else {
-        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
-        *d = _cvtsh_ss(b->d);
-        const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), eight);
-        q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-        q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-        q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-        q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
     }
 }
 
