@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "ops/ops.h"
+#include "ops/ops_impl.h"
 #include "pool/pool.h"
 #include "test.h"
 
@@ -165,14 +166,37 @@ static void free_mat(struct test_mat *t) {
     free(t->exact);
 }
 
+/* The inputs a matmul with block weights multiplies: each 32-block through q8_0 as ggml's
+ * reference quantizer does it (f32 arithmetic, d = max|x| / 127 kept as f16, q = roundf(x / d)). */
+static void ggml_q8_inputs(const float *x, int64_t n, double *out) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const double dh = rcore_f16_to_f32(rcore_f32_to_f16(d));
+        for (int j = 0; j < 32; j++) out[b * 32 + j] = dh * roundf(x[b * 32 + j] * id);
+    }
+}
+
 /* y from every path against the float64 product; error relative to sum |w||x| of the dot. */
 static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_t k, int64_t n) {
     struct test_mat w = make_mat(type, rows, k);
     float *x = malloc(sizeof(float) * (size_t)(n * k));
+    double *xm = malloc(sizeof(double) * (size_t)(n * k)); /* what the product multiplies */
     float *y = malloc(sizeof(float) * (size_t)(n * rows));
     float *row = malloc(sizeof(float) * (size_t)k);
-    REQUIRE(x && y && row);
+    const size_t scratch_bytes = rops_matmul_scratch_bytes(&w.m, n);
+    void *scratch = malloc(scratch_bytes + 1);
+    REQUIRE(x && xm && y && row && scratch);
+    const bool blocks = type == 8 || type == 2;
+    CHECK((scratch_bytes > 0) == (blocks && n > 3));
     for (int64_t i = 0; i < n * k; i++) x[i] = frand();
+    for (int64_t i = 0; i < n; i++) {
+        if (blocks)
+            ggml_q8_inputs(x + i * k, k, xm + i * k);
+        else
+            for (int64_t c = 0; c < k; c++) xm[i * k + c] = x[i * k + c];
+    }
 
     /* rops_get_row gives the exact values */
     for (int64_t r = 0; r<rows; r += rows> 3 ? rows - 1 : 1) {
@@ -184,8 +208,14 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
     const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
     for (int ii = 0; ii < 2; ii++) {
         if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
-        for (int nth = 1; nth <= 2; nth++) {
-            const struct rops_exec ex = {pool, nth, isas[ii]};
+        /* threads 1 and 2 with the scratch the call wants; 2 threads with a scratch for
+           5 inputs (groups of 5, then the rest) and with none (three at a time) */
+        for (int run = 0; run < 4; run++) {
+            const int nth = run == 0 ? 1 : 2;
+            size_t sb = run < 2 ? scratch_bytes : run == 2 ? 5 * (size_t)k * sizeof(float) : 0;
+            if (sb > scratch_bytes) sb = scratch_bytes;
+            if (run >= 2 && !(blocks && n > 3)) break;
+            const struct rops_exec ex = {pool, nth, isas[ii], sb ? scratch : NULL, sb};
             memset(y, 0xff, sizeof(float) * (size_t)(n * rows)); /* NaNs: every slot is written */
             rops_matmul(&ex, &w.m, x, n, y);
             double worst = 0;
@@ -193,20 +223,22 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
                 for (int64_t r = 0; r < rows; r++) {
                     double want = 0, mag = 0;
                     for (int64_t c = 0; c < k; c++) {
-                        want += w.exact[r * k + c] * x[i * k + c];
-                        mag += fabs(w.exact[r * k + c] * x[i * k + c]);
+                        want += w.exact[r * k + c] * xm[i * k + c];
+                        mag += fabs(w.exact[r * k + c] * xm[i * k + c]);
                     }
                     double err = fabs(y[i * rows + r] - want) / (mag + 1e-30);
                     if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
                 }
             CHECK_MSG(worst < 1e-6,
-                      "matmul %s type %u rows %lld k %lld n %lld threads %d: "
+                      "matmul %s type %u rows %lld k %lld n %lld threads %d scratch %zu: "
                       "relative error %g",
                       rops_isa_name(isas[ii]), type, (long long)rows, (long long)k, (long long)n,
-                      nth, worst);
+                      nth, sb, worst);
         }
     }
     free(x);
+    free(xm);
+    free(scratch);
     free(y);
     free(row);
     free_mat(&w);
@@ -235,6 +267,9 @@ static void test_matmul(void) {
     check_matmul(pool, 0, 9, 1031, 4);
     check_matmul(pool, 8, 21, 1088, 6);
     check_matmul(pool, 2, 13, 2080, 1);
+    /* inputs longer than one tile of quantized columns (4096), with a partial last tile */
+    check_matmul(pool, 8, 9, 8224, 2);
+    check_matmul(pool, 2, 11, 4128, 3);
     CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
     CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));
     CHECK(rops_type_supported(1, 33) && !rops_type_supported(3, 32));
@@ -271,6 +306,47 @@ static void test_quantize(void) {
     CHECK(rops_row_bytes(8, 64) == 68 && rops_row_bytes(2, 64) == 36);
     CHECK(rops_row_bytes(0, 5) == 20 && rops_row_bytes(8, 40) == 0);
     CHECK(!rops_quantize_row(8, x, 40, q) && !rops_quantize_row(1, x, 32, q));
+}
+
+/* The activations of a block-weight matmul: both paths quantize to the same bits as the
+ * q8_0 weight quantizer (rops_quantize_row), ties and near-ties of x / d included. */
+static void test_quantize_inputs(void) {
+    enum { NB = 40 };
+    static float x[NB * 32];
+    static struct rops_xq8 qs[NB], qv[NB];
+    static uint8_t ref[NB * 34];
+    for (int rep = 0; rep < 20; rep++) {
+        for (int i = 0; i < NB * 32; i++) x[i] = frand() * (rep % 3 == 0 ? 1e3f : 1.0f);
+        /* per block: the max at 127 steps, then values on and beside half steps */
+        for (int b = 0; b < NB; b++) {
+            float *xb = x + 32 * b;
+            xb[0] = 127.0f * (rep + 1);
+            const float d = xb[0] / 127.0f;
+            for (int j = 1; j < 32; j++) {
+                const float half = ((float)(j % 9) - 4.5f) * d;
+                if (b % 3 == 1) xb[j] = half;
+                if (b % 3 == 2) xb[j] = nextafterf(half, j % 2 ? 1e9f : -1e9f);
+            }
+            if (b == 5) xb[7] = nextafterf(0.5f * d, 0.0f); /* 0.49999997 steps */
+            if (b == 6) memset(xb, 0, 32 * sizeof(float));
+        }
+        rops_quantize_x_scalar(x, NB, qs);
+        if (rops_isa_best() == ROPS_ISA_AVX2)
+            rops_quantize_x_avx2(x, NB, qv);
+        else
+            memcpy(qv, qs, sizeof qs); /* one path on this CPU: nothing to compare */
+        REQUIRE(rops_quantize_row(8, x, NB * 32, ref));
+        int diff = 0, off_ref = 0;
+        for (int b = 0; b < NB; b++) {
+            diff += memcmp(qs[b].qs, qv[b].qs, 32) != 0 || qs[b].d != qv[b].d;
+            const uint16_t dh = (uint16_t)(ref[34 * b] | ref[34 * b + 1] << 8);
+            off_ref +=
+                memcmp(qs[b].qs, ref + 34 * b + 2, 32) != 0 || qs[b].d != rcore_f16_to_f32(dh);
+        }
+        CHECK_MSG(diff == 0, "rep %d: %d blocks differ between the scalar and AVX2 paths", rep,
+                  diff);
+        CHECK_MSG(off_ref == 0, "rep %d: %d blocks differ from rops_quantize_row", rep, off_ref);
+    }
 }
 
 /* softplus(x + bias) on every path, against log1p(exp()) in float64, from -40 to 40 */
@@ -365,7 +441,7 @@ static void test_ssm(void) {
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
             for (int nth = 1; nth <= 2; nth++) {
-                const struct rops_exec ex = {pool, nth, isas[ii]};
+                const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
                 memcpy(conv, conv0, sizeof(float) * (size_t)(S * Di * (K - 1)));
                 memcpy(ssm, ssm0, sizeof(float) * (size_t)(S * Di * N));
                 rops_ssm_conv(&ex, conv, xz, 2 * Di, S, T, Di, K, w, b, xc);
@@ -396,6 +472,7 @@ int main(void) {
     RUN(test_pool);
     RUN(test_matmul);
     RUN(test_quantize);
+    RUN(test_quantize_inputs);
     RUN(test_softplus);
     RUN(test_ssm);
     return test_finish("test_ops");

@@ -248,7 +248,7 @@ int cmd_bench(int argc, char **argv) {
 
     /* the machine, on the same threads and ISA as the model */
     const enum rops_isa isa = rops_isa_best();
-    const struct rops_exec ex = {pool, o.n_threads, isa};
+    const struct rops_exec ex = {.pool = pool, .n_threads = o.n_threads, .isa = isa};
     for (size_t i = 0; i < probe_bytes / sizeof(float); i++) probe_buf[i] = (float)(i & 1023);
     const double gflops = rops_probe_gflops(&ex);
     const double gbps = rops_probe_read_gbps(&ex, probe_buf, probe_bytes);

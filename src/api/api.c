@@ -307,7 +307,7 @@ int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
     /* as llama.cpp: one token per call is generation (n_threads), more is a prompt */
     int32_t nth = batch.n_tokens == 1 ? ctx->params.n_threads : ctx->params.n_threads_batch;
     if (nth > rpool_size(ctx->pool)) nth = rpool_size(ctx->pool);
-    const struct rops_exec ex = {ctx->pool, nth, ctx->isa};
+    const struct rops_exec ex = {.pool = ctx->pool, .n_threads = nth, .isa = ctx->isa};
     int32_t ret = 0;
     do {
         if (!rmem_bctx_apply(bctx) || !rmodel_forward(ctx->model->m, &ex, ctx->ws, ctx->mem,

@@ -91,18 +91,19 @@ void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 #define OUT_CHUNK 64
 
 struct ws_view {
-    float *x;     /* n x E residual stream */
-    float *h;     /* n x E normalised input, then the layer's output */
-    float *xz;    /* n x 2Di */
-    float *xc;    /* n x Di conv output */
-    float *xdb;   /* n x (R + 2N) */
-    float *dtr;   /* n x R, dt input made contiguous */
-    float *dt;    /* n x Di */
-    float *y;     /* n x Di */
-    float *conv;  /* n_seqs x (K-1)Di gathered conv states */
-    float *ssm;   /* n_seqs x Di N gathered ssm states */
-    float *logit; /* min(n, OUT_CHUNK) x n_vocab */
-    float *norm;  /* min(n, OUT_CHUNK) x E */
+    float *x;       /* n x E residual stream */
+    float *h;       /* n x E normalised input, then the layer's output */
+    float *xz;      /* n x 2Di */
+    float *xc;      /* n x Di conv output */
+    float *xdb;     /* n x (R + 2N) */
+    float *dtr;     /* n x R, dt input made contiguous */
+    float *dt;      /* n x Di */
+    float *y;       /* n x Di */
+    float *conv;    /* n_seqs x (K-1)Di gathered conv states */
+    float *ssm;     /* n_seqs x Di N gathered ssm states */
+    float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
+    float *norm;    /* min(n, OUT_CHUNK) x E */
+    float *scratch; /* n x max(E, Di): the matmuls' (rops_exec.scratch) */
 };
 
 static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
@@ -110,12 +111,21 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, flo
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
                  R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
-    const size_t sizes[] = {n * E,           n * E,           n * 2 * Di,
-                            n * Di,          n * (R + 2 * N), n * R,
-                            n * Di,          n * Di,          n_seqs * (K - 1) * Di,
-                            n_seqs * Di * N, n_out * V,       n_out * E};
-    float **slots[] = {&v->x,  &v->h, &v->xz,   &v->xc,  &v->xdb,   &v->dtr,
-                       &v->dt, &v->y, &v->conv, &v->ssm, &v->logit, &v->norm};
+    const size_t sizes[] = {n * E,
+                            n * E,
+                            n * 2 * Di,
+                            n * Di,
+                            n * (R + 2 * N),
+                            n * R,
+                            n * Di,
+                            n * Di,
+                            n_seqs * (K - 1) * Di,
+                            n_seqs * Di * N,
+                            n_out * V,
+                            n_out * E,
+                            n * (E > Di ? E : Di)};
+    float **slots[] = {&v->x, &v->h,    &v->xz,  &v->xc,    &v->xdb,  &v->dtr,    &v->dt,
+                       &v->y, &v->conv, &v->ssm, &v->logit, &v->norm, &v->scratch};
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (base) *slots[i] = base + off;
@@ -247,6 +257,11 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     }
     struct ws_view w;
     ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
+    struct rops_exec lex = *ex;
+    lex.scratch = w.scratch;
+    lex.scratch_bytes =
+        (size_t)ws->n_ubatch * (size_t)(E > hp->d_inner ? E : hp->d_inner) * sizeof(float);
+    ex = &lex;
 
     for (uint32_t t = 0; t < ub->n_tokens; t++) {
         if (ub->token)

@@ -100,17 +100,28 @@ size_t rops_row_bytes(uint32_t type, int64_t n) {
     }
 }
 
+/* One q8_0 block as ggml's reference quantizer makes it: the quants into qs, the scale (f16)
+ * returned. */
+static uint16_t q8_block(const float *x, int8_t *qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) qs[j] = (int8_t)roundf(x[j] * id);
+    return rcore_f32_to_f16(d);
+}
+
+void rops_quantize_x_scalar(const float *x, int64_t n_blocks, struct rops_xq8 *out) {
+    for (int64_t b = 0; b < n_blocks; b++)
+        out[b].d = rcore_f16_to_f32(q8_block(x + 32 * b, out[b].qs));
+}
+
 bool rops_quantize_row(uint32_t type, const float *src, int64_t n, void *dst) {
     if ((type != TYPE_Q8_0 && type != TYPE_Q4_0) || n % 32 != 0) return false;
     for (int64_t b = 0; b < n / 32; b++) {
         const float *x = src + b * 32;
         if (type == TYPE_Q8_0) {
             struct rops_block_q8_0 *q = (struct rops_block_q8_0 *)dst + b;
-            float amax = 0.0f;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            q->d = rcore_f32_to_f16(d);
-            for (int j = 0; j < 32; j++) q->qs[j] = (int8_t)roundf(x[j] * id);
+            q->d = q8_block(x, q->qs);
         } else {
             struct rops_block_q4_0 *q = (struct rops_block_q4_0 *)dst + b;
             float amax = 0.0f, max = 0.0f;
@@ -165,6 +176,41 @@ void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n
     }
 }
 
+/* The integer quants of weight block b of a q8_0 / q4_0 row, and its scale. */
+static float block_quants(uint32_t type, const uint8_t *row, int64_t b, int q[32]) {
+    if (type == TYPE_Q8_0) {
+        const struct rops_block_q8_0 *blk = (const struct rops_block_q8_0 *)row + b;
+        for (int j = 0; j < 32; j++) q[j] = blk->qs[j];
+        return rcore_f16_to_f32(blk->d);
+    }
+    const struct rops_block_q4_0 *blk = (const struct rops_block_q4_0 *)row + b;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (blk->qs[j] & 15) - 8;
+        q[j + 16] = (blk->qs[j] >> 4) - 8;
+    }
+    return rcore_f16_to_f32(blk->d);
+}
+
+void rops_matmul_q8_rows_scalar(const struct rops_q8_args *a, int64_t r0, int64_t r1) {
+    const int64_t m = a->w->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)a->w->data + (size_t)r * a->w->row_bytes;
+        float s[3] = {0, 0, 0};
+        for (int64_t b = 0; b < a->nb; b++) {
+            int q[32];
+            const float dw = block_quants(a->w->type, row, a->b0 + b, q);
+            for (int64_t i = 0; i < a->n; i++) {
+                const struct rops_xq8 *xb = &a->xq[i * a->nb + b];
+                int32_t isum = 0; /* exact: 32 products of at most 128 * 127 */
+                for (int j = 0; j < 32; j++) isum += q[j] * xb->qs[j];
+                s[i] += dw * xb->d * (float)isum;
+            }
+        }
+        for (int64_t i = 0; i < a->n; i++)
+            a->y[i * m + r] = a->accumulate ? a->y[i * m + r] + s[i] : s[i];
+    }
+}
+
 struct matmul_task {
     const struct rops_mat *w;
     const float *x;
@@ -186,13 +232,112 @@ static void matmul_thread(void *arg, int ith, int nth) {
         rops_matmul_rows_scalar(t->w, t->x, t->n, t->y, r0, r1);
 }
 
+/* Threads worth a hand-off (~1 us each) for work multiply-adds: ~16k each at least (a
+ * 80 x 1536 projection on one thread left the other spinning for most of its 6 us). */
+static int matmul_threads(const struct rops_exec *ex, int64_t work) {
+    int64_t nth = ex->n_threads;
+    if (nth > work / 16384) nth = work / 16384;
+    return nth < 1 ? 1 : (int)nth;
+}
+
+static void matmul_f32_inputs(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
+                              int64_t n, float *y) {
+    struct matmul_task t = {w, x, n, y, ex->isa};
+    rpool_run(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
+}
+
+static void quantize_x(enum rops_isa isa, const float *x, int64_t n_blocks, struct rops_xq8 *out) {
+    if (isa == ROPS_ISA_AVX2)
+        rops_quantize_x_avx2(x, n_blocks, out);
+    else
+        rops_quantize_x_scalar(x, n_blocks, out);
+}
+
+struct q8_task {
+    struct rops_q8_args a;
+    enum rops_isa isa;
+};
+
+static void q8_thread(void *arg, int ith, int nth) {
+    const struct q8_task *t = arg;
+    const int64_t blocks = (t->a.w->n_rows + ROPS_RB - 1) / ROPS_RB;
+    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
+    if (r1 > t->a.w->n_rows) r1 = t->a.w->n_rows;
+    if (r0 >= r1) return;
+    if (t->isa == ROPS_ISA_AVX2)
+        rops_matmul_q8_rows_avx2(&t->a, r0, r1);
+    else
+        rops_matmul_q8_rows_scalar(&t->a, r0, r1);
+}
+
+/* Columns of up to three inputs quantized at a time: 3 x 128 blocks on the caller's stack. */
+#define Q8_TILE 4096
+
+/* Block weights, n <= 3: the inputs quantized, then integer dot products. */
+static void matmul_q8_small(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
+                            int64_t n, float *y) {
+    struct rops_xq8 xq[3 * Q8_TILE / 32];
+    const int64_t k = w->n_cols;
+    for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
+        const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
+        for (int64_t i = 0; i < n; i++) quantize_x(ex->isa, x + i * k + c0, nb, xq + i * nb);
+        struct q8_task t = {{w, xq, n, c0 / 32, nb, c0 > 0, y}, ex->isa};
+        rpool_run(ex->pool, q8_thread, &t, matmul_threads(ex, w->n_rows * nb * 32 * n));
+    }
+}
+
+struct round_task {
+    const float *x;
+    int64_t n, k;
+    float *out;
+    enum rops_isa isa;
+};
+
+/* Inputs [i0, i1) through q8_0 and back: out = d * q. */
+static void round_thread(void *arg, int ith, int nth) {
+    const struct round_task *t = arg;
+    struct rops_xq8 q[64];
+    for (int64_t i = t->n * ith / nth; i < t->n * (ith + 1) / nth; i++)
+        for (int64_t c0 = 0; c0 < t->k; c0 += 64 * 32) {
+            const int64_t nb = (t->k - c0 < 64 * 32 ? t->k - c0 : 64 * 32) / 32;
+            quantize_x(t->isa, t->x + i * t->k + c0, nb, q);
+            float *o = t->out + i * t->k + c0;
+            for (int64_t b = 0; b < nb; b++)
+                for (int j = 0; j < 32; j++) o[b * 32 + j] = q[b].d * (float)q[b].qs[j];
+        }
+}
+
+static bool block_type(uint32_t type) {
+    return type == TYPE_Q8_0 || type == TYPE_Q4_0;
+}
+
+size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
+    return block_type(w->type) && n > 3 ? (size_t)n * (size_t)w->n_cols * sizeof(float) : 0;
+}
+
 void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                  float *y) {
-    struct matmul_task t = {w, x, n, y, ex->isa};
-    /* a thread's share should be worth a hand-off (~1 us): at least ~64k multiply-adds */
-    int64_t work = w->n_rows * w->n_cols * n, nth = ex->n_threads;
-    if (nth > work / 65536) nth = work / 65536;
-    rpool_run(ex->pool, matmul_thread, &t, nth < 1 ? 1 : (int)nth);
+    if (!block_type(w->type)) {
+        matmul_f32_inputs(ex, w, x, n, y);
+        return;
+    }
+    const int64_t k = w->n_cols, m = w->n_rows;
+    /* inputs through q8_0 into the scratch, as many as it holds, then the f32 tiles; without
+       room for 4, three at a time by integer dots (the same results, the weights read more) */
+    const int64_t group = ex->scratch ? (int64_t)(ex->scratch_bytes / sizeof(float)) / k : 0;
+    for (int64_t i = 0; i < n;) {
+        if (n - i <= 3 || group < 4) {
+            const int64_t g = n - i < 3 ? n - i : 3;
+            matmul_q8_small(ex, w, x + i * k, g, y + i * m);
+            i += g;
+            continue;
+        }
+        const int64_t g = n - i < group ? n - i : group;
+        struct round_task rt = {x + i * k, g, k, ex->scratch, ex->isa};
+        rpool_run(ex->pool, round_thread, &rt, matmul_threads(ex, g * k * 64));
+        matmul_f32_inputs(ex, w, ex->scratch, g, y + i * m);
+        i += g;
+    }
 }
 
 /* ---- small elementwise --------------------------------------------------------------------- */
@@ -297,7 +442,7 @@ static void ssm_thread(void *arg, int ith, int nth) {
 
 static int ssm_threads(const struct rops_exec *ex, int64_t work) {
     int64_t nth = ex->n_threads;
-    if (nth > work / 16384) nth = work / 16384;
+    if (nth > work / 4096) nth = work / 4096;
     return nth < 1 ? 1 : (int)nth;
 }
 

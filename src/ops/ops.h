@@ -31,11 +31,15 @@ enum rops_isa rops_isa_best(void);
 const char *rops_isa_name(enum rops_isa isa);
 
 /* How a kernel runs: on n_threads threads of pool (pool NULL or n_threads 1: on the caller
- * alone) with instruction set isa (one this CPU runs). */
+ * alone) with instruction set isa (one this CPU runs). scratch (scratch_bytes, or NULL
+ * and 0) is the caller's memory a kernel may overwrite during the call; a kernel
+ * that finds it too small works in smaller pieces, with the same results. */
 struct rops_exec {
     struct rpool *pool;
     int n_threads;
     enum rops_isa isa;
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 /* A weight matrix of n_rows rows of n_cols elements (GGUF {n_cols, n_rows}). */
@@ -64,9 +68,18 @@ size_t rops_row_bytes(uint32_t type, int64_t n);
 
 /* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows). The rows of W
  * are shared out among the threads; each block of weight rows is converted to f32 once and
- * used for all n inputs (so many sequences cost one pass over the weights). */
+ * used for all n inputs (so many sequences cost one pass over the weights).
+ *
+ * With q8_0 or q4_0 weights the inputs are first quantized as ggml does (q8_0 blocks of 32,
+ * d = max|x| / 127 rounded to f16, q = round(x / d)), so the products are those llama.cpp
+ * computes; one to three inputs then take integer dot products (half the bytes of the f32
+ * path read per weight), more inputs the f32 tiles on the dequantized inputs. Either way the
+ * result for an input does not depend on how many others share the call (within float
+ * rounding). The f32 tiles want ex->scratch of rops_matmul_scratch_bytes(w, n) bytes. */
 void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                  float *y);
+/* The scratch rops_matmul uses best for n inputs with w: 0 for f32, f16 and bf16 weights. */
+size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n);
 
 /* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. */
 void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out);

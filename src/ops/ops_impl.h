@@ -26,6 +26,29 @@ struct rops_block_q4_0 {
     uint8_t qs[16]; /* weight j < 16: low nibble of qs[j]; j >= 16: high nibble of qs[j-16]; */
 };                  /* q = nibble - 8 */
 
+/* A block of 32 inputs of a matmul with q8_0 / q4_0 weights, quantized as ggml's q8_0:
+ * value = d * q, d held as the f32 value of its f16 rounding. */
+struct rops_xq8 {
+    float d;
+    int8_t qs[32];
+};
+/* Quantizes n_blocks blocks of x (see rops_matmul); both paths give the same bits. */
+void rops_quantize_x_scalar(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+
+/* Integer dot products for n <= 3 inputs with q8_0 / q4_0 weights, over the weight blocks
+ * [b0, b0 + nb): rows [r0, r1) of y = W xq, or y += W xq when accumulate (a later tile of
+ * columns). xq: n x nb blocks. */
+struct rops_q8_args {
+    const struct rops_mat *w;
+    const struct rops_xq8 *xq;
+    int64_t n, b0, nb;
+    bool accumulate;
+    float *y;
+};
+void rops_matmul_q8_rows_scalar(const struct rops_q8_args *a, int64_t r0, int64_t r1);
+void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
+
 /* Rows [r0, r1) of y = W x (see rops_matmul). */
 void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
                              int64_t r0, int64_t r1);

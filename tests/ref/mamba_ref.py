@@ -62,25 +62,51 @@ def softplus(x):
     return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0.0)
 
 
+def q8_0_inputs(v):
+    """v as a matmul with q8_0 or q4_0 weights multiplies it: ggml quantizes the inputs of
+    such products to q8_0. Per 32-block, in float32 as ggml does: d = max|v| / 127,
+    q = round(v / d) half away from zero, and the product uses d rounded to float16."""
+    x = np.asarray(v, dtype=np.float32).reshape(-1, 32)
+    d = (np.max(np.abs(x), axis=1) / np.float32(127)).astype(np.float32)
+    inv = np.zeros_like(d)
+    np.divide(np.float32(1), d, out=inv, where=d != 0)
+    scaled = (x * inv[:, None]).astype(np.float64)          # the float32 product, exactly
+    q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)     # exact in float64
+    return (d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(-1)
+
+
 # ---------------------------------------------------------------------------------------
 # The model
+
+
+class Matrix:
+    """A projection's weights (float64, numpy order); `W @ v` is the product recur and
+    llama.cpp compute: with q8_0 / q4_0 weights, on v quantized to q8_0 (q8_0_inputs)."""
+
+    def __init__(self, w, ggml_type):
+        self.w = w
+        self.shape = w.shape
+        self.q8_inputs = ggml_type in (2, 8)  # GGML_TYPE_Q4_0, GGML_TYPE_Q8_0
+
+    def __matmul__(self, v):
+        return self.w @ (q8_0_inputs(v) if self.q8_inputs else v)
 
 
 class Layer:
     """The weights of one Mamba-1 block, in numpy order."""
 
-    def __init__(self, get, i, n_embd, d_conv, d_inner, d_state, dt_rank):
+    def __init__(self, get, matrix, i, n_embd, d_conv, d_inner, d_state, dt_rank):
         p = "blk.%d." % i
         self.attn_norm = get(p + "attn_norm.weight", (n_embd,))
-        self.ssm_in = get(p + "ssm_in.weight", (2 * d_inner, n_embd))
+        self.ssm_in = matrix(p + "ssm_in.weight", (2 * d_inner, n_embd))
         self.conv1d = get(p + "ssm_conv1d.weight", (d_inner, d_conv))  # [c][k]
         self.conv_bias = get(p + "ssm_conv1d.bias", (d_inner,))
-        self.ssm_x = get(p + "ssm_x.weight", (dt_rank + 2 * d_state, d_inner))
-        self.ssm_dt = get(p + "ssm_dt.weight", (d_inner, dt_rank))
+        self.ssm_x = matrix(p + "ssm_x.weight", (dt_rank + 2 * d_state, d_inner))
+        self.ssm_dt = matrix(p + "ssm_dt.weight", (d_inner, dt_rank))
         self.dt_bias = get(p + "ssm_dt.bias", (d_inner,))
         self.A = get(p + "ssm_a", (d_inner, d_state))                  # A[c][n] = -exp(A_log)
         self.D = get(p + "ssm_d", (d_inner,))
-        self.ssm_out = get(p + "ssm_out.weight", (n_embd, d_inner))
+        self.ssm_out = matrix(p + "ssm_out.weight", (n_embd, d_inner))
 
 
 class MambaModel:
@@ -123,15 +149,18 @@ class MambaModel:
                     ["*" if d is None else d for d in reversed(shape)]))
             return t
 
+        def matrix(name, shape):
+            return Matrix(get(name, shape), f.tensors[name].ggml_type)
+
         self.token_embd = get("token_embd.weight", (None, self.n_embd))  # (n_vocab, n_embd)
         self.n_vocab = self.token_embd.shape[0]
         self.output_norm = get("output_norm.weight", (self.n_embd,))
         self.tied = "output.weight" not in f.tensors
         if self.tied:
-            self.output = self.token_embd
+            self.output = Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type)
         else:
-            self.output = get("output.weight", (self.n_vocab, self.n_embd))
-        self.layers = [Layer(get, i, self.n_embd, self.d_conv, self.d_inner,
+            self.output = matrix("output.weight", (self.n_vocab, self.n_embd))
+        self.layers = [Layer(get, matrix, i, self.n_embd, self.d_conv, self.d_inner,
                              self.d_state, self.dt_rank) for i in range(self.n_layer)]
 
 

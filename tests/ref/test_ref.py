@@ -369,6 +369,21 @@ class MathTests(unittest.TestCase):
             self.assertAlmostEqual(y[c], sum(s[c][n] * C[n] for n in range(3)) + D[c] * xc[c],
                                    places=14)
 
+    def test_q8_0_inputs(self):
+        # block 1: max 127 so d = 1: halves round away from zero, 0.49999997 down
+        b1 = [127.0, 63.5, -63.5, 0.5, -0.5, np.float32(0.49999997), 1.49, -126.6] + [0.0] * 24
+        # block 2: max 2.54 so d = 0.02 (float16 0.0200042...): q = round(x / d) in float32
+        b2 = [2.54, -1.0, 0.004] + [0.0] * 29
+        got = mr.q8_0_inputs(np.array(b1 + b2))
+        np.testing.assert_array_equal(got[:8], [127, 64, -64, 1, -1, 0, 1, -127])
+        d2 = float(np.float16(np.float32(2.54) / np.float32(127)))
+        self.assertNotEqual(d2, 0.02)
+        np.testing.assert_array_equal(got[32:35], [127 * d2, -50 * d2, 0.0])
+        self.assertTrue(np.all(got[35:] == 0) and np.all(mr.q8_0_inputs(np.zeros(32)) == 0))
+        m = mr.Matrix(np.eye(32), 8)
+        np.testing.assert_array_equal(m @ np.array(b1), got[:32])
+        np.testing.assert_array_equal(mr.Matrix(np.eye(32), 1) @ np.array(b1), b1)
+
     def test_projections_split_in_order(self):
         class L:
             pass
@@ -524,7 +539,7 @@ class ModelTests(TempDirCase):
         w = random_weights(rng, tied=True, **HP)
         tied = self.load("t.gguf", model_bytes(HP, w)[0])
         self.assertTrue(tied.tied)
-        self.assertIs(tied.output, tied.token_embd)
+        self.assertIs(tied.output.w, tied.token_embd)
 
         same = dict(w, **{"output.weight": w["token_embd.weight"]})
         untied_same = self.load("u.gguf", model_bytes(HP, same)[0])
@@ -560,10 +575,16 @@ class ModelTests(TempDirCase):
         data, dec = model_bytes(hp, w, types=types)
         mixed = self.load("mixed.gguf", data)
         plain = self.load("plain.gguf", model_bytes(hp, dec)[0])  # decoded values are exact f32
-        np.testing.assert_array_equal(mixed.layers[0].ssm_in, dec["blk.0.ssm_in.weight"])
-        np.testing.assert_array_equal(mixed.layers[1].ssm_out, dec["blk.1.ssm_out.weight"])
-        np.testing.assert_array_equal(mr.run_sequence(mixed, [1, 10, 5]),
-                                      mr.run_sequence(plain, [1, 10, 5]))
+        np.testing.assert_array_equal(mixed.layers[0].ssm_in.w, dec["blk.0.ssm_in.weight"])
+        np.testing.assert_array_equal(mixed.layers[1].ssm_out.w, dec["blk.1.ssm_out.weight"])
+        # the q8_0 / q4_0 products quantize their inputs: a small, nonzero difference
+        exact = mr.run_sequence(plain, [1, 10, 5])
+        got = mr.run_sequence(mixed, [1, 10, 5])
+        rel = np.max(np.abs(got - exact)) / np.sqrt(np.mean(exact ** 2))
+        self.assertTrue(1e-6 < rel < 3e-2, rel)
+        for layer in plain.layers:
+            layer.ssm_in.q8_inputs = layer.ssm_out.q8_inputs = True
+        np.testing.assert_array_equal(got, mr.run_sequence(plain, [1, 10, 5]))
 
     def test_sequences_start_from_zero_state(self):
         rng = np.random.default_rng(12)
