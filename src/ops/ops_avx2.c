@@ -8,8 +8,8 @@
  * three FMAs and each input load four. One to three inputs (generation) skip the panel: each
  * weight is converted in registers on its way to its FMAs, or, for q8_0 / q4_0, multiplied as
  * bytes with the quantized inputs (maddubs), and the next block of rows is prefetched while
- * the current one computes (2.4x the read bandwidth of one thread without). The scan: per channel its d_state states as vectors,
- * with a vector exp.
+ * the current one computes (2.4x the read bandwidth of one thread without). The scan: per channel
+ * its d_state states as vectors, with a vector exp.
  */
 #include "ops_impl.h"
 
@@ -236,39 +236,44 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
         }
     }
     float panel[ROPS_RB][ROPS_KT] __attribute__((aligned(32)));
-    for (int64_t r = r0; r < r1; r += ROPS_RB) {
-        const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
-        for (int64_t k0 = 0; k0 < k; k0 += ROPS_KT) {
-            const int64_t kt = k - k0 < ROPS_KT ? k - k0 : ROPS_KT;
-            const float *wr[ROPS_RB];
-            for (int64_t j = 0; j < rb; j++) wr[j] = row_tile(w, r + j, k0, kt, panel[j]);
-            for (int64_t i = 0; i < n;) {
-                const int64_t nb = n - i >= 3 ? 3 : 1;
-                const float *xr[3] = {x + i * k + k0, NULL, NULL};
-                if (nb == 3) {
-                    xr[1] = xr[0] + k;
-                    xr[2] = xr[1] + k;
-                }
-                float out[ROPS_RB * 3];
-                if (rb == ROPS_RB) {
-                    if (nb == 3)
-                        tile_4x3(wr, xr, kt, out);
-                    else
-                        tile_4x1(wr, xr, kt, out);
-                } else {
-                    for (int64_t j = 0; j < rb; j++) {
+    /* ROPS_NI inputs at a time, so that their tiles stay in L2 while every row block of the
+       thread passes over them (all of a prompt's inputs would be read from L3 per row block) */
+    for (int64_t i0 = 0; i0 < n; i0 += ROPS_NI) {
+        const int64_t i1 = n - i0 < ROPS_NI ? n : i0 + ROPS_NI;
+        for (int64_t r = r0; r < r1; r += ROPS_RB) {
+            const int64_t rb = r1 - r < ROPS_RB ? r1 - r : ROPS_RB;
+            for (int64_t k0 = 0; k0 < k; k0 += ROPS_KT) {
+                const int64_t kt = k - k0 < ROPS_KT ? k - k0 : ROPS_KT;
+                const float *wr[ROPS_RB];
+                for (int64_t j = 0; j < rb; j++) wr[j] = row_tile(w, r + j, k0, kt, panel[j]);
+                for (int64_t i = i0; i < i1;) {
+                    const int64_t nb = i1 - i >= 3 ? 3 : 1;
+                    const float *xr[3] = {x + i * k + k0, NULL, NULL};
+                    if (nb == 3) {
+                        xr[1] = xr[0] + k;
+                        xr[2] = xr[1] + k;
+                    }
+                    float out[ROPS_RB * 3];
+                    if (rb == ROPS_RB) {
                         if (nb == 3)
-                            tile_1x3(wr + j, xr, kt, out + j * nb);
+                            tile_4x3(wr, xr, kt, out);
                         else
-                            tile_1x1(wr + j, xr, kt, out + j * nb);
+                            tile_4x1(wr, xr, kt, out);
+                    } else {
+                        for (int64_t j = 0; j < rb; j++) {
+                            if (nb == 3)
+                                tile_1x3(wr + j, xr, kt, out + j * nb);
+                            else
+                                tile_1x1(wr + j, xr, kt, out + j * nb);
+                        }
                     }
+                    for (int64_t j = 0; j < rb; j++)
+                        for (int64_t q = 0; q < nb; q++) {
+                            float *dst = &y[(i + q) * m + r + j];
+                            *dst = k0 == 0 ? out[j * nb + q] : *dst + out[j * nb + q];
+                        }
+                    i += nb;
                 }
-                for (int64_t j = 0; j < rb; j++)
-                    for (int64_t q = 0; q < nb; q++) {
-                        float *dst = &y[(i + q) * m + r + j];
-                        *dst = k0 == 0 ? out[j * nb + q] : *dst + out[j * nb + q];
-                    }
-                i += nb;
             }
         }
     }

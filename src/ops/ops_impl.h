@@ -15,6 +15,9 @@ enum { TYPE_F32 = 0, TYPE_F16 = 1, TYPE_Q4_0 = 2, TYPE_Q8_0 = 8, TYPE_BF16 = 30 
 #define ROPS_KT 1024
 /* Weight rows per block: the kernels compute 4 rows x several inputs at once. */
 #define ROPS_RB 4
+/* Inputs per pass over a thread's rows: 48 tiles of ROPS_KT f32 (192 KiB) stay in L2; a
+ * multiple of 3, so the inputs form the same groups of three as without it. */
+#define ROPS_NI 48
 
 /* ggml's quantized blocks (32 weights each): value = d * q. */
 struct rops_block_q8_0 {
