@@ -63,6 +63,14 @@ struct recur_context_params {
     enum recur_type type_k;  /* default f32 */
     enum recur_type type_v;  /* default f32 */
     bool embeddings;         /* also keep the final hidden state of output tokens (default false) */
+    /* Rollback (see recur_memory_seq_rm): per sequence, keep its state after each of its last
+     * n_rollback positions (default 0), and after every position p with
+     * (p + 1) % checkpoint_every == 0 (default 0: none), within snapshot_bytes for all
+     * sequences together (default 256 MiB; the oldest snapshots go first). One snapshot costs
+     * the f32 size of one sequence's state (recur_state_seq_get_size gives its order). */
+    uint32_t n_rollback;
+    uint32_t checkpoint_every;
+    uint64_t snapshot_bytes;
 };
 
 RECUR_API struct recur_model_params recur_model_default_params(void);
@@ -153,7 +161,12 @@ RECUR_API recur_memory_t recur_get_memory(const struct recur_context *ctx);
 /* Forgets every sequence; data: also zero the states. */
 RECUR_API void recur_memory_clear(recur_memory_t mem, bool data);
 /* Removes positions [p0, p1) of seq (seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the
- * end). Returns false, changing nothing, when the range would cut a state in the middle. */
+ * end). Returns false, changing nothing, when the range would cut a state in the middle.
+ * Rollback: removing a tail (0 < p0 <= pos_max, p1 < 0) succeeds when a snapshot of seq at a
+ * position below p0 is kept (n_rollback, checkpoint_every): seq goes back to the newest such
+ * snapshot, recur_memory_seq_pos_max says which position it now holds, and the caller decodes
+ * the tokens after it again. Without such a snapshot it returns false and changes nothing. A
+ * caller that only removes whole sequences sees no difference. */
 RECUR_API bool recur_memory_seq_rm(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                    recur_pos p1);
 /* Makes dst share src's state (whole: p0, p1 are ignored). */
@@ -165,7 +178,8 @@ RECUR_API void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_
                                     recur_pos p1, recur_pos delta);
 RECUR_API void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, int d);
-/* The position seq's state holds, -1 when none. */
+/* pos_max: the position seq's state holds, -1 when none. pos_min: the oldest position seq can
+ * be rolled back to (its oldest snapshot), pos_max when no snapshot is kept. */
 RECUR_API recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq);
 RECUR_API recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq);
 RECUR_API bool recur_memory_can_shift(recur_memory_t mem);

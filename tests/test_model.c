@@ -11,8 +11,7 @@
  *                                             another model must be refused)
  *   test_model malformed MODEL                truncated and corrupted copies fail cleanly
  *
- * "Equal" below means a relative error under 1e-5: the same arithmetic in another grouping of
- * tokens may round differently once kernels are vectorised or threaded.
+ * "Equal" below means a relative error under SAME (model_util.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,75 +23,7 @@
 #include "recur.h"
 #define TEST_LAST_ERROR recur_last_error
 #include "test.h"
-
-#define SAME 1e-5
-
-static unsigned long long rng = 42;
-
-static double rel_err(const float *a, const float *b, int32_t n) {
-    double max = 0, ss = 0;
-    for (int32_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > max || d != d) max = d != d ? INFINITY : d;
-        ss += (double)b[i] * b[i];
-    }
-    double rms = sqrt(ss / n);
-    return rms > 0 ? max / rms : max;
-}
-
-static struct recur_context *new_ctx(struct recur_model *m, uint32_t n_seq, uint32_t n_ubatch) {
-    struct recur_context_params p = recur_context_default_params();
-    p.n_seq_max = n_seq;
-    p.n_batch = 512;
-    p.n_ubatch = n_ubatch;
-    /* ctest runs these tests with 1 thread and with several (RECUR_TEST_THREADS), and with
-       the portable kernels (RECUR_ISA=scalar) as well as the best the CPU has */
-    const char *threads = getenv("RECUR_TEST_THREADS");
-    if (threads) p.n_threads = p.n_threads_batch = atoi(threads);
-    struct recur_context *ctx = recur_init_from_model(m, p);
-    if (!ctx) fprintf(stderr, "recur_init_from_model: %s\n", recur_last_error());
-    REQUIRE(ctx);
-    return ctx;
-}
-
-/* Decodes tokens on seq at the positions that follow; logits for all (all) or the last. */
-static int32_t decode_seq(struct recur_context *ctx, int32_t seq, const int32_t *tokens, int32_t n,
-                          bool all) {
-    struct recur_batch b = recur_batch_init(n, 0, 1);
-    REQUIRE(b.pos);
-    int32_t start = recur_memory_seq_pos_max(recur_get_memory(ctx), seq) + 1;
-    for (int32_t i = 0; i < n; i++) {
-        b.token[i] = tokens[i];
-        b.pos[i] = start + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = seq;
-        b.logits[i] = all || i == n - 1;
-    }
-    b.n_tokens = n;
-    int32_t ret = recur_decode(ctx, b);
-    recur_batch_free(b);
-    return ret;
-}
-
-/* Logits of every token of tokens, decoded alone in a fresh context (n x n_vocab). */
-static float *alone(struct recur_model *m, const int32_t *tokens, int32_t n) {
-    const int32_t V = recur_model_n_vocab(m);
-    struct recur_context *ctx = new_ctx(m, 1, 512);
-    float *out = malloc(sizeof(float) * (size_t)V * (size_t)n);
-    REQUIRE(out);
-    CHECK(decode_seq(ctx, 0, tokens, n, true) == 0);
-    for (int32_t i = 0; i < n; i++) {
-        float *l = recur_get_logits_ith(ctx, i);
-        REQUIRE(l);
-        memcpy(out + (size_t)i * V, l, sizeof(float) * (size_t)V);
-    }
-    recur_free(ctx);
-    return out;
-}
-
-static void random_tokens(int32_t *t, int32_t n, int32_t n_vocab) {
-    for (int32_t i = 0; i < n; i++) t[i] = test_rand_int(&rng, n_vocab);
-}
+#include "model_util.h"
 
 /* ---- ref: against the numpy reference ---------------------------------------------------- */
 
@@ -101,7 +32,7 @@ static int run_ref(const char *model_path, const char *ref_path, double tol, int
     struct recur_model *m = recur_model_load_from_file(model_path, recur_model_default_params());
     if (!m) fprintf(stderr, "%s\n", recur_last_error());
     REQUIRE(m);
-    const int32_t V = recur_model_n_vocab(m);
+    const int32_t nv = recur_model_n_vocab(m);
     FILE *f = fopen(ref_path, "rb");
     REQUIRE(f);
 
@@ -137,19 +68,19 @@ static int run_ref(const char *model_path, const char *ref_path, double tol, int
     CHECK_MSG(recur_decode(multi, b) == 0, "%s", recur_last_error());
 
     double worst_alone = 0, worst_multi = 0;
-    double *ref = malloc(sizeof(double) * (size_t)V);
-    float *ref32 = malloc(sizeof(float) * (size_t)V);
+    double *ref = malloc(sizeof(double) * (size_t)nv);
+    float *ref32 = malloc(sizeof(float) * (size_t)nv);
     REQUIRE(ref && ref32);
     for (int s = 0; s < n_seqs; s++) {
         float *mine = alone(m, tokens[s], lens[s]);
         for (int32_t t = 0; t < lens[s]; t++) {
-            REQUIRE(fread(ref, sizeof(double), (size_t)V, f) == (size_t)V);
-            for (int32_t i = 0; i < V; i++) ref32[i] = (float)ref[i];
-            double e = rel_err(mine + (size_t)t * V, ref32, V);
+            REQUIRE(fread(ref, sizeof(double), (size_t)nv, f) == (size_t)nv);
+            for (int32_t i = 0; i < nv; i++) ref32[i] = (float)ref[i];
+            double e = rel_err(mine + (size_t)t * nv, ref32, nv);
             if (e > worst_alone) worst_alone = e;
             const float *lm = recur_get_logits_ith(multi, row_of[s][t]);
             REQUIRE(lm);
-            e = rel_err(lm, ref32, V);
+            e = rel_err(lm, ref32, nv);
             if (e > worst_multi) worst_multi = e;
         }
         free(mine);
@@ -170,8 +101,7 @@ static int run_ref(const char *model_path, const char *ref_path, double tol, int
 
 /* ---- api: behaviour of decoding and the memory ------------------------------------------- */
 
-static struct recur_model *model, *other;
-static int32_t V;
+static struct recur_model *other; /* states of its own must be refused */
 
 /* The same prompt fed in chunks of 1, 3, 7 and all at once, with n_ubatch 1 .. 512. */
 static void test_chunking(void) {
@@ -238,27 +168,6 @@ static void test_many_sequences(void) {
         recur_batch_free(b);
         recur_free(ctx);
     }
-}
-
-/* A sequence's history, to decode it alone and compare. */
-struct hist {
-    int32_t t[256];
-    int32_t n;
-};
-
-static void hist_add(struct hist *h, const int32_t *t, int32_t n) {
-    REQUIRE(h->n + n <= 256);
-    memcpy(h->t + h->n, t, sizeof(int32_t) * (size_t)n);
-    h->n += n;
-}
-
-/* The last logits of seq in ctx equal decoding its history alone. */
-static void check_alone(struct recur_context *ctx, int32_t row, const struct hist *h,
-                        const char *what) {
-    float *ref = alone(model, h->t, h->n);
-    double e = rel_err(recur_get_logits_ith(ctx, row), ref + (size_t)(h->n - 1) * V, V);
-    CHECK_MSG(e < SAME, "%s: %.3g", what, e);
-    free(ref);
 }
 
 static void test_fork_and_ops(void) {

@@ -401,8 +401,21 @@ static void test_ssm(void) {
                *rssm = malloc(sizeof(double) * (size_t)(S * Di * N));
         double *rxc = malloc(sizeof(double) * (size_t)(n * Di)),
                *ry = malloc(sizeof(double) * (size_t)(n * Di));
+        /* states after every token: the reference's, and the kernels' saves of some tokens */
+        const int64_t kc = Di * (K - 1), ks = Di * N;
+        double *rsk = malloc(sizeof(double) * (size_t)(n * kc)),
+               *rsv = malloc(sizeof(double) * (size_t)(n * ks));
+        float *sk = malloc(sizeof(float) * (size_t)(n * kc)),
+              *sv = malloc(sizeof(float) * (size_t)(n * ks));
+        float **save_k = malloc(sizeof(float *) * (size_t)n),
+              **save_v = malloc(sizeof(float *) * (size_t)n);
         REQUIRE(xz && w && b && conv0 && dt && A && BC && D && ssm0 && conv && ssm && xc && y &&
-                rconv && rssm && rxc && ry);
+                rconv && rssm && rxc && ry && rsk && rsv && sk && sv && save_k && save_v);
+        for (int64_t t = 0; t < n; t++) { /* every third token and each sequence's last */
+            const bool want = t % 3 == 1 || t % T == T - 1;
+            save_k[t] = want ? sk + t * kc : NULL;
+            save_v[t] = want ? sv + t * ks : NULL;
+        }
         for (int64_t i = 0; i < n * 2 * Di; i++) xz[i] = frand() * 2;
         for (int64_t i = 0; i < Di * K; i++) w[i] = frand();
         for (int64_t i = 0; i < Di; i++) b[i] = frand() * 0.5f, D[i] = frand();
@@ -432,6 +445,8 @@ static void test_ssm(void) {
                         acc += st[q] * BC[t * 2 * N + N + q];
                     }
                     ry[t * Di + c] = (acc + D[c] * u) * silu64(xz[t * 2 * Di + Di + c]);
+                    for (int64_t k = 0; k < K - 1; k++) rsk[t * kc + c * (K - 1) + k] = win[k];
+                    for (int64_t q = 0; q < N; q++) rsv[t * ks + c * N + q] = st[q];
                 }
                 for (int64_t k = 0; k < K - 1; k++) rconv[(s * Di + c) * (K - 1) + k] = win[k];
                 for (int64_t q = 0; q < N; q++) rssm[(s * Di + c) * N + q] = st[q];
@@ -444,9 +459,43 @@ static void test_ssm(void) {
                 const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
                 memcpy(conv, conv0, sizeof(float) * (size_t)(S * Di * (K - 1)));
                 memcpy(ssm, ssm0, sizeof(float) * (size_t)(S * Di * N));
-                rops_ssm_conv(&ex, conv, xz, 2 * Di, S, T, Di, K, w, b, xc);
+                const bool save = nth == 2; /* with and without saves */
+                memset(sk, 0xff, sizeof(float) * (size_t)(n * kc));
+                memset(sv, 0xff, sizeof(float) * (size_t)(n * ks));
+                rops_ssm_conv(&ex, conv, xz, 2 * Di, S, T, Di, K, w, b, xc, save ? save_k : NULL);
                 rops_ssm_scan(&ex, ssm, xc, dt, A, BC, BC + N, 2 * N, D, xz + Di, 2 * Di, S, T, Di,
-                              N, y);
+                              N, y, save ? save_v : NULL);
+                if (save) {
+                    /* each save is the state after its token; the last ones are the final
+                       states bit for bit; tokens without a save leave their buffer alone */
+                    double e_sk = 0, e_sv = 0;
+                    int64_t untouched = 0, last_differs = 0;
+                    for (int64_t t = 0; t < n; t++) {
+                        if (!save_k[t]) {
+                            untouched += isnan(sk[t * kc]) && isnan(sv[t * ks]);
+                            continue;
+                        }
+                        for (int64_t i = 0; i < kc; i++)
+                            e_sk = fmax(e_sk, fabs(sk[t * kc + i] - rsk[t * kc + i]));
+                        for (int64_t i = 0; i < ks; i++)
+                            e_sv = fmax(e_sv, fabs(sv[t * ks + i] - rsv[t * ks + i]) /
+                                                  (1 + fabs(rsv[t * ks + i])));
+                        if (t % T == T - 1) {
+                            const int64_t s_ = t / T;
+                            last_differs += memcmp(sk + t * kc, conv + s_ * kc,
+                                                   sizeof(float) * (size_t)kc) != 0;
+                            last_differs +=
+                                memcmp(sv + t * ks, ssm + s_ * ks, sizeof(float) * (size_t)ks) != 0;
+                        }
+                    }
+                    int64_t unsaved = 0;
+                    for (int64_t t = 0; t < n; t++) unsaved += !save_k[t];
+                    CHECK_MSG(e_sk == 0 && e_sv < 1e-4 && untouched == unsaved && last_differs == 0,
+                              "ssm saves %s shape %zu: conv %g ssm %g, %lld of %lld untouched, "
+                              "%lld last differ",
+                              rops_isa_name(isas[ii]), si, e_sk, e_sv, (long long)untouched,
+                              (long long)unsaved, (long long)last_differs);
+                }
                 double e_xc = 0, e_y = 0, e_conv = 0, e_ssm = 0;
                 for (int64_t i = 0; i < n * Di; i++) {
                     e_xc = fmax(e_xc, fabs(xc[i] - rxc[i]) / (1 + fabs(rxc[i])));
@@ -463,6 +512,7 @@ static void test_ssm(void) {
         }
         free(xz), free(w), free(b), free(conv0), free(dt), free(A), free(BC), free(D), free(ssm0);
         free(conv), free(ssm), free(xc), free(y), free(rconv), free(rssm), free(rxc), free(ry);
+        free(rsk), free(rsv), free(sk), free(sv), free(save_k), free(save_v);
     }
     rpool_free(pool);
 }

@@ -24,6 +24,9 @@ struct recur_context_params recur_context_default_params(void) {
         .type_k = RECUR_TYPE_F32,
         .type_v = RECUR_TYPE_F32,
         .embeddings = false,
+        .n_rollback = 0,
+        .checkpoint_every = 0,
+        .snapshot_bytes = (uint64_t)256 << 20,
     };
     return p;
 }
@@ -108,6 +111,10 @@ static bool check_context_params(const struct recur_context_params *p) {
     else if (p->n_threads < 1 || p->n_threads > 256 || p->n_threads_batch < 1 ||
              p->n_threads_batch > 256)
         bad = "n_threads and n_threads_batch must be 1 .. 256";
+    else if (p->n_rollback > (1u << 16))
+        bad = "n_rollback must be 0 .. 65536";
+    else if ((p->n_rollback || p->checkpoint_every) && p->snapshot_bytes > (uint64_t)SIZE_MAX / 2)
+        bad = "snapshot_bytes is larger than this machine can address";
     if (bad) rcore_error_set("context parameters: %s", bad);
     return bad == NULL;
 }
@@ -150,6 +157,21 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
         if (ctx->mem && ctx->ws) rcore_error_set("out of memory for a context");
         recur_free(ctx);
         return NULL;
+    }
+    if (params.n_rollback || params.checkpoint_every) {
+        const size_t block = rmem_snap_block_bytes(ctx->mem);
+        if (params.snapshot_bytes < block) {
+            rcore_error_set("context parameters: snapshot_bytes (%llu) is less than one "
+                            "snapshot of this model (%zu bytes)",
+                            (unsigned long long)params.snapshot_bytes, block);
+            recur_free(ctx);
+            return NULL;
+        }
+        if (!rmem_snap_config(ctx->mem, params.n_rollback, params.checkpoint_every,
+                              (size_t)params.snapshot_bytes)) {
+            recur_free(ctx);
+            return NULL;
+        }
     }
     return ctx;
 }

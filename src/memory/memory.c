@@ -185,6 +185,7 @@ void rmem_free(struct rmem *mem) {
     free(mem->kind);
     free(mem->lead_src);
     free(mem->pos_max);
+    rmem_snap_free_all(mem);
     free(mem);
 }
 
@@ -238,6 +239,7 @@ static bool seq_valid(const struct rmem *mem, int32_t seq) {
 
 void rmem_clear(struct rmem *mem, bool data) {
     meta_reset(&mem->meta, mem->size, mem->n_seq_max);
+    rmem_snap_drop_all(mem);
     if (!data) return;
     for (uint32_t il = 0; il < mem->n_layer; il++) {
         if (mem->k[il]) memset(mem->k[il], 0, mem->k_row_bytes[il] * mem->size);
@@ -259,6 +261,7 @@ bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
             return false;
         }
         meta_reset(m, mem->size, mem->n_seq_max);
+        rmem_snap_drop_all(mem);
         return true;
     }
     if ((uint32_t)seq >= mem->n_seq_max) {
@@ -268,13 +271,18 @@ bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
     int32_t c = m->tail[seq];
     if (c < 0) return true;
     int32_t pos = m->pos[c];
+    /* the tail from p0 on: back to the newest snapshot before p0, when one is kept */
+    if (0 < p0 && p0 <= pos && p1 == INT32_MAX) return rmem_snap_restore(mem, seq, p0);
     if ((0 < p0 && p0 <= pos) || (0 < p1 && p1 <= pos)) {
         rcore_error_set("seq_rm of sequence %d over [%d, %d) would cut its state (at position "
                         "%d) in the middle",
                         seq, p0, p1, pos);
         return false;
     }
-    if (p0 <= pos && pos < p1) rmem_seq_drop(m, seq);
+    if (p0 <= pos && pos < p1) {
+        rmem_seq_drop(m, seq);
+        rmem_snap_drop_seq(mem, seq);
+    }
     return true;
 }
 
@@ -285,6 +293,7 @@ void rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t
     if (src == dst || !seq_valid(mem, src) || !seq_valid(mem, dst)) return;
     rmem_seq_drop(m, dst);
     if (m->tail[src] >= 0) rmem_cell_add(m, m->tail[src], dst);
+    rmem_snap_copy_seq(mem, src, dst);
 }
 
 void rmem_seq_keep(struct rmem *mem, int32_t seq) {
@@ -292,6 +301,8 @@ void rmem_seq_keep(struct rmem *mem, int32_t seq) {
     int32_t keep = seq_valid(mem, seq) ? m->tail[seq] : -1;
     int32_t keep_pos = keep >= 0 ? m->pos[keep] : -1;
     meta_reset(m, mem->size, mem->n_seq_max);
+    for (uint32_t s = 0; s < mem->n_seq_max; s++)
+        if ((int32_t)s != seq) rmem_snap_drop_seq(mem, (int32_t)s);
     if (keep < 0) return;
     rmem_cell_add(m, keep, seq);
     m->pos[keep] = keep_pos;
@@ -314,9 +325,15 @@ void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t
     if (delta == 0) return;
     int32_t c = cell_in_range(mem, seq, p0, p1);
     if (c < 0) return;
+    /* the snapshots of every sequence sharing the state move with it */
+    for (int32_t s = m->first[c]; s >= 0; s = m->next[s])
+        rmem_snap_shift(mem, s, p0 < 0 ? 0 : p0, p1 < 0 ? INT32_MAX : p1, delta);
     int64_t moved = (int64_t)m->pos[c] + delta;
     if (moved < 0) {
-        while (m->first[c] >= 0) rmem_cell_del(m, m->first[c]);
+        while (m->first[c] >= 0) {
+            rmem_snap_drop_seq(mem, m->first[c]);
+            rmem_cell_del(m, m->first[c]);
+        }
         rmem_cell_free(m, c);
         return;
     }
@@ -326,11 +343,15 @@ void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t
 void rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d) {
     if (d <= 1) return;
     int32_t c = cell_in_range(mem, seq, p0, p1);
-    if (c >= 0) mem->meta.pos[c] /= d;
+    if (c < 0) return;
+    for (int32_t s = mem->meta.first[c]; s >= 0; s = mem->meta.next[s])
+        rmem_snap_div(mem, s, p0 < 0 ? 0 : p0, p1 < 0 ? INT32_MAX : p1, d);
+    mem->meta.pos[c] /= d;
 }
 
 int32_t rmem_seq_pos_min(const struct rmem *mem, int32_t seq) {
-    return rmem_seq_pos_max(mem, seq);
+    const int32_t oldest = rmem_snap_pos_min(mem, seq), pos = rmem_seq_pos_max(mem, seq);
+    return oldest >= 0 && oldest < pos ? oldest : pos;
 }
 
 int32_t rmem_seq_pos_max(const struct rmem *mem, int32_t seq) {

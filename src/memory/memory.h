@@ -86,7 +86,11 @@ void rmem_clear(struct rmem *mem, bool data);
 /* Removes the positions [p0, p1) of seq (p0 < 0: 0; p1 < 0: to the end); seq < 0: every
  * sequence. A state can only go whole: a range that cuts it (0 < p0 <= pos, or 0 < p1 <= pos)
  * returns false and changes nothing; so does seq < 0 with a range other than all or empty, and
- * seq >= n_seq_max. A range past the state, or a sequence that holds nothing, returns true. */
+ * seq >= n_seq_max. A range past the state, or a sequence that holds nothing, returns true.
+ * The exception is the tail (0 < p0 <= pos, p1 < 0) when a snapshot before p0 is kept
+ * (rmem_snap_config): seq goes back to the newest such snapshot (its later ones are dropped)
+ * and seq_pos_max says which position it holds; it fails, changing nothing, when the state is
+ * shared with other sequences and no cell is free for the rolled-back copy. */
 bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1);
 
 /* Makes dst share src's state (dst's own state is dropped first). A recurrent state is copied
@@ -106,7 +110,8 @@ void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t
 /* Divides the position of seq's state by d (d >= 1; d <= 0 is ignored) when in [p0, p1). */
 void rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d);
 
-/* The position held by seq, -1 when none (min and max coincide: one state per sequence). */
+/* The position held by seq, -1 when none. pos_min is the oldest position seq can be taken
+ * back to (its oldest snapshot; pos_max without snapshots). */
 int32_t rmem_seq_pos_min(const struct rmem *mem, int32_t seq);
 int32_t rmem_seq_pos_max(const struct rmem *mem, int32_t seq);
 
@@ -116,6 +121,36 @@ bool rmem_can_shift(const struct rmem *mem);
 /* The cell holding seq's state, -1 when none or seq out of range. Sequences with the same
  * tail share one state. */
 int32_t rmem_seq_tail(const struct rmem *mem, int32_t seq);
+
+/* ---- snapshots: rollback of a sequence's tail (snapshot.c) -------------------------------- */
+
+/* A copy of one sequence's state at some position: every layer's K row then V row, as f32. */
+struct rmem_snap;
+
+/*
+ * Turns snapshots on (or off: both counts 0) and drops every snapshot kept so far. Each
+ * sequence keeps the states after its last n_rollback positions and after every position p
+ * with (p + 1) % checkpoint_every == 0, within max_bytes of snapshots for the whole memory
+ * (the oldest go first). Snapshots are dropped with their sequence, shared by seq_cp, moved by
+ * seq_add / seq_div. False (error set, snapshots off) when memory cannot be had.
+ */
+bool rmem_snap_config(struct rmem *mem, uint32_t n_rollback, uint32_t checkpoint_every,
+                      size_t max_bytes);
+size_t rmem_snap_block_bytes(const struct rmem *mem); /* bytes of one snapshot */
+size_t rmem_snap_bytes_live(const struct rmem *mem);  /* bytes of the snapshots kept */
+uint32_t rmem_snap_count(const struct rmem *mem, int32_t seq);
+/* Position of seq's i-th snapshot (increasing with i), -1 when there is none. */
+int32_t rmem_snap_pos(const struct rmem *mem, int32_t seq, uint32_t i);
+/*
+ * For the ubatch just placed: dst[t] (n_tokens entries) is the snapshot the compute must fill
+ * with the state after ubatch token t, or NULL. The snapshots are already in their sequences'
+ * lists: the compute fills every one of them before the memory is used again. A snapshot the
+ * budget cannot hold (or memory for it) is skipped: that position cannot be rolled back to.
+ */
+void rmem_snap_plan(struct rmem *mem, const struct rbatch_ubatch *ub, struct rmem_snap **dst);
+/* Layer il's K (conv) and V (ssm) rows in a snapshot, laid out as the memory's rows. */
+float *rmem_snap_k(const struct rmem *mem, struct rmem_snap *snap, uint32_t il);
+float *rmem_snap_v(const struct rmem *mem, struct rmem_snap *snap, uint32_t il);
 
 /* ---- batches ----------------------------------------------------------------------------- */
 

@@ -23,6 +23,22 @@ struct rmem_meta {
     uint32_t n;
 };
 
+/* Snapshots (snapshot.c): a saved state is one block of f32 rows, every layer's K row then
+ * its V row, shared by the lists of the sequences that hold it (seq_cp shares a block as it
+ * shares a cell; a filled snapshot never changes, so sharing needs no copy on write). */
+struct rmem_snap {
+    float *data;
+    uint32_t refs;  /* list entries pointing here */
+    uint64_t stamp; /* creation order: the oldest go first when the budget is full */
+};
+/* One sequence's snapshots, in increasing position. The position lives in the entry, not in
+ * the block, so that seq_add on one sequence does not move another's. */
+struct rmem_snap_list {
+    struct rmem_snap **snap;
+    int32_t *pos;
+    uint32_t n, cap;
+};
+
 struct rmem {
     uint32_t n_layer;
     uint32_t size;
@@ -48,7 +64,27 @@ struct rmem {
     uint8_t *kind;        /* [size] cell class during placement */
     int32_t *lead_src;    /* [n_seq_max] per stream: cell whose state it continues */
     int32_t *pos_max;     /* [n_seq_max] for batch validation */
+
+    /* snapshots (snapshot.c); none unless rmem_snap_config turned them on */
+    struct rmem_snap_list *snaps; /* [n_seq_max] */
+    uint32_t n_rollback, checkpoint_every;
+    size_t snap_budget;  /* most bytes of snapshot blocks alive */
+    size_t snap_floats;  /* floats of one block */
+    size_t snap_live;    /* blocks alive */
+    uint64_t snap_stamp; /* next creation stamp */
+    size_t *snap_off;    /* [n_layer] float offset of layer il's K row; V follows it */
 };
+
+/* Hooks of the sequence operations into the snapshot lists (snapshot.c). */
+void rmem_snap_drop_seq(struct rmem *mem, int32_t seq);
+void rmem_snap_drop_all(struct rmem *mem);
+void rmem_snap_copy_seq(struct rmem *mem, int32_t src, int32_t dst);
+void rmem_snap_shift(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+void rmem_snap_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d);
+/* Puts seq back to its newest snapshot before position p0 (see rmem_seq_rm). */
+bool rmem_snap_restore(struct rmem *mem, int32_t seq, int32_t p0);
+int32_t rmem_snap_pos_min(const struct rmem *mem, int32_t seq);
+void rmem_snap_free_all(struct rmem *mem);
 
 static inline void rmem_cell_add(struct rmem_meta *m, int32_t c, int32_t s) {
     m->tail[s] = c;

@@ -266,6 +266,11 @@ bool rmem_state_read(struct rmem *mem, struct rio_reader *r, int32_t seq) {
         return false;
     }
     if (seq < -1) seq = -1;
+    /* a state read replaces the history its snapshots came from: they go too */
+    if (seq < 0)
+        rmem_snap_drop_all(mem);
+    else
+        rmem_snap_drop_seq(mem, seq);
     if (seq < 0 ? read_whole(mem, r) : read_seq(mem, r, seq)) return true;
 
     if (seq < 0)

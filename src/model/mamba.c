@@ -183,9 +183,11 @@ static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
     return true;
 }
 
+/* One layer over the block; save_conv / save_ssm (NULL: none) per ubatch token: where to
+ * copy the state after that token (snapshots for rollback). */
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                           const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
-                          uint32_t nst) {
+                          uint32_t nst, float *const *save_conv, float *const *save_ssm) {
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv,
                   W = R + 2 * N, n = (int64_t)n_seqs * nst;
@@ -193,7 +195,8 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t t = 0; t < n; t++)
         rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
-    rops_ssm_conv(ex, w->conv, w->xz, 2 * Di, n_seqs, nst, Di, K, L->conv_w, L->conv_b, w->xc);
+    rops_ssm_conv(ex, w->conv, w->xz, 2 * Di, n_seqs, nst, Di, K, L->conv_w, L->conv_b, w->xc,
+                  save_conv);
     rops_matmul(ex, &L->ssm_x, w->xc, n, w->xdb);
     for (int64_t t = 0; t < n; t++) {
         float *dbc = w->xdb + t * W;
@@ -208,7 +211,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, Di);
 
     rops_ssm_scan(ex, w->ssm, w->xc, w->dt, L->A, w->xdb + R, w->xdb + R + N, W, L->D, w->xz + Di,
-                  2 * Di, n_seqs, nst, Di, N, w->y);
+                  2 * Di, n_seqs, nst, Di, N, w->y, save_ssm);
     rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
@@ -274,7 +277,17 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->d_inner;
     const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
     const bool in_place = states_in_place(mem, n_seqs);
+    /* the snapshots this ubatch keeps (rollback), filled by the conv and scan of each layer */
+    rmem_snap_plan(mem, ub, ws->snap);
+    bool any_snap = false;
+    for (uint32_t t = 0; t < ub->n_tokens; t++) any_snap |= ws->snap[t] != NULL;
+    float *const *save_k = any_snap ? ws->save_k : NULL, *const *save_v =
+                                                             any_snap ? ws->save_v : NULL;
     for (int32_t il = 0; il < m->n_layer; il++) {
+        for (uint32_t t = 0; any_snap && t < ub->n_tokens; t++) {
+            ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
+            ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;
+        }
         if (in_place) {
             /* the block's own rows are the compute's states: no gather, no scatter */
             struct ws_view lw = w;
@@ -287,11 +300,11 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
                     memset(lw.conv + s * k_elems, 0, k_elems * sizeof(float));
                     memset(lw.ssm + s * v_elems, 0, v_elems * sizeof(float));
                 }
-            layer_forward(m, ex, &m->layers[il], &lw, n_seqs, nst);
+            layer_forward(m, ex, &m->layers[il], &lw, n_seqs, nst, save_k, save_v);
             continue;
         }
         gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
-        layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst);
+        layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst, save_k, save_v);
         scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
     }
     outputs(m, ex, &w, ws->n_ubatch, ub, out);

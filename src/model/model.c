@@ -206,7 +206,15 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
     struct rmodel_ws *ws = calloc(1, sizeof *ws);
     const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
     size_t n = rmamba_ws_floats(m, n_ubatch, n_seqs);
-    if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float)))) {
+    if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float))) ||
+        !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
+        !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
+        !(ws->save_v = calloc(n_ubatch, sizeof *ws->save_v))) {
+        if (ws) {
+            free(ws->buf);
+            free(ws->snap);
+            free(ws->save_k);
+        }
         free(ws);
         rcore_error_set("out of memory for a workspace of %u tokens", n_ubatch);
         return NULL;
@@ -220,6 +228,9 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
 void rmodel_ws_free(struct rmodel_ws *ws) {
     if (!ws) return;
     free(ws->buf);
+    free(ws->snap);
+    free(ws->save_k);
+    free(ws->save_v);
     free(ws);
 }
 

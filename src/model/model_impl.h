@@ -67,6 +67,9 @@ struct rmodel_ws {
     uint32_t n_seqs; /* most sequences in a ubatch: min(n_ubatch, n_seq_max) */
     float *buf;      /* one allocation, carved by the architecture */
     size_t n_floats;
+    /* per ubatch token: the snapshot to fill (rmem_snap_plan), and its rows in one layer */
+    struct rmem_snap **snap;
+    float **save_k, **save_v;
 };
 
 #endif

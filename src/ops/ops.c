@@ -390,6 +390,8 @@ void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_
                     memmove(st, st + 1, sizeof(float) * (size_t)(n_prev - 1));
                     st[n_prev - 1] = xt;
                 }
+                float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
+                if (dst) memcpy(dst + c * n_prev, st, sizeof(float) * (size_t)n_prev);
             }
         }
     }
@@ -413,6 +415,10 @@ void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_
                 }
                 yt[c] = (acc + a->D[c] * xt[c]) * rops_silu(zt[c]);
             }
+            float *dst = a->save ? a->save[t] : NULL; /* t counts the tokens of all sequences */
+            if (dst)
+                memcpy(dst + c0 * N, a->ssm_state + (s * Di + c0) * N,
+                       sizeof(float) * (size_t)((c1 - c0) * N));
         }
     }
 }
@@ -448,8 +454,9 @@ static int ssm_threads(const struct rops_exec *ex, int64_t work) {
 
 void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x, int64_t x_stride,
                    int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_conv, const float *w,
-                   const float *b, float *xc) {
+                   const float *b, float *xc, float *const *save) {
     struct rops_ssm_args a = {.conv_state = conv_state,
+                              .save = save,
                               .x = x,
                               .x_stride = x_stride,
                               .conv_w = w,
@@ -466,8 +473,9 @@ void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x
 void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x, const float *dt,
                    const float *A, const float *B, const float *C, int64_t bc_stride,
                    const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
-                   int64_t d_inner, int64_t d_state, float *y) {
+                   int64_t d_inner, int64_t d_state, float *y, float *const *save) {
     struct rops_ssm_args a = {.ssm_state = ssm_state,
+                              .save = save,
                               .u = x,
                               .dt = dt,
                               .A = A,

@@ -108,10 +108,14 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
  * x: tokens x d_inner inputs (row stride x_stride); xc: tokens x d_inner (stride d_inner),
  *   xc[t][c] = silu(sum_k w[c*d_conv + k] * window_t[k][c] + b[c]),
  * where window_t is the d_conv inputs ending at token t.
+ *
+ * save (conv and scan): NULL, or per token of the call (sequence s, token t: save[s * n_tok +
+ * t]) NULL or where to copy that sequence's state as it is after token t, in the layout of one
+ * sequence's state (the snapshots of a rollback).
  */
 void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x, int64_t x_stride,
                    int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_conv, const float *w,
-                   const float *b, float *xc);
+                   const float *b, float *xc, float *const *save);
 
 /*
  * The scan. s: per sequence a d_inner x d_state state (s[c*d_state + n]), sequence s's at
@@ -124,6 +128,6 @@ void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x
 void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x, const float *dt,
                    const float *A, const float *B, const float *C, int64_t bc_stride,
                    const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
-                   int64_t d_inner, int64_t d_state, float *y);
+                   int64_t d_inner, int64_t d_state, float *y, float *const *save);
 
 #endif /* RECUR_OPS_H */

@@ -492,6 +492,13 @@ void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
                 for (int64_t k = 0; k < K; k++) sum = _mm256_fmadd_ps(wk[k], win[k], sum);
                 _mm256_storeu_ps(xc + t * Di, silu8(sum));
                 for (int64_t k = 0; k < n_prev; k++) win[k] = win[k + 1];
+                float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
+                if (dst) /* the window after token t, channel-major as the state */
+                    for (int64_t k = 0; k < n_prev; k++) {
+                        float v[8];
+                        _mm256_storeu_ps(v, win[k]);
+                        for (int j = 0; j < 8; j++) dst[(c + j) * n_prev + k] = v[j];
+                    }
             }
             for (int64_t k = 0; k < n_prev; k++) {
                 _mm256_storeu_ps(tmp[k], win[k]);
@@ -533,6 +540,10 @@ void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
                 _mm256_storeu_ps(
                     yt + c, _mm256_mul_ps(_mm256_loadu_ps(yt + c), silu8(_mm256_loadu_ps(zt + c))));
             for (; c < c1; c++) yt[c] *= rops_silu(zt[c]);
+            float *dst = a->save ? a->save[t] : NULL;
+            if (dst)
+                memcpy(dst + c0 * N, a->ssm_state + (s * Di + c0) * N,
+                       sizeof(float) * (size_t)((c1 - c0) * N));
         }
     }
 }

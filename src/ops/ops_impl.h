@@ -70,6 +70,7 @@ struct rops_ssm_args {
     int64_t bc_stride, z_stride;
     int64_t n_seqs, n_tok, d_inner, d_conv, d_state;
     float *y;
+    float *const *save; /* per token (s * n_tok + t), NULL or where its state goes (ops.h) */
 };
 void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
