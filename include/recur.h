@@ -71,6 +71,8 @@ struct recur_context_params {
     uint32_t n_rollback;
     uint32_t checkpoint_every;
     uint64_t snapshot_bytes;
+    /* The prefix state cache's budget, states and tokens together (default 0: no cache). */
+    uint64_t prefix_cache_bytes;
 };
 
 RECUR_API struct recur_model_params recur_model_default_params(void);
@@ -215,6 +217,52 @@ RECUR_API size_t recur_state_seq_save_file(struct recur_context *ctx, const char
 RECUR_API size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path,
                                            recur_seq_id dest, recur_token *tokens_out,
                                            size_t capacity, size_t *n_tokens_out);
+
+/* ---- prefix state cache ------------------------------------------------------------------ */
+
+/*
+ * A store of (token prefix -> state) shared by all sequences of a context, within
+ * prefix_cache_bytes (least recently used entries go first), so that a prompt that begins with
+ * text processed before decodes only the rest. Token lists are hashed and compared in full on
+ * a hit: a hash collision cannot return a wrong state. Positions are token indices: sequence
+ * positions 0 .. n-1 hold tokens[0 .. n).
+ *
+ * store: keeps what seq holds (tokens[0 .. n_tokens), n_tokens == recur_memory_seq_pos_max + 1)
+ * under tokens, and each snapshot seq keeps (n_rollback, checkpoint_every) under the prefix it
+ * ends. Where states are stored decides what can be reused: store after the prompt with
+ * n_rollback >= 2 (the prompt minus its last token is then kept, so an exact repeat restores
+ * it and decodes one token for its logits), again after the generated text (a next turn that
+ * extends prompt + completion hits), and with checkpoint_every (a prompt that diverges in the
+ * middle still reuses the part before). Returns the entries stored, -1 on error (no cache,
+ * bad seq, a token count that does not match the sequence, no memory).
+ *
+ * restore: puts into seq the state of the longest stored prefix of tokens shorter than
+ * n_tokens (at least one token is left to decode, whose logits the caller wants), replacing
+ * seq's state and snapshots, and returns its length; 0 when nothing matches (seq untouched),
+ * -1 on error.
+ */
+RECUR_API int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
+                                           const recur_token *tokens, int32_t n_tokens);
+RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
+                                             const recur_token *tokens, int32_t n_tokens);
+
+struct recur_prefix_cache_stats {
+    uint64_t bytes;       /* held now */
+    uint64_t max_bytes;   /* prefix_cache_bytes */
+    uint64_t entry_bytes; /* one stored state, without its tokens */
+    uint32_t n_entries;
+    uint64_t hits, misses;
+    uint64_t tokens_reused; /* prompt tokens restores saved from decoding */
+    uint64_t evictions;
+};
+/* False (error set) when the context has no cache. */
+RECUR_API bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
+                                            struct recur_prefix_cache_stats *out);
+/* The cache in a file (with the model's fingerprint; written to a temporary name and renamed),
+ * and back: load adds the file's entries; a file of another model or a corrupt one is refused
+ * and the cache is unchanged. */
+RECUR_API bool recur_prefix_cache_save_file(const struct recur_context *ctx, const char *path);
+RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const char *path);
 
 /* ---- vocabulary -------------------------------------------------------------------------- */
 

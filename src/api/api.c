@@ -27,6 +27,7 @@ struct recur_context_params recur_context_default_params(void) {
         .n_rollback = 0,
         .checkpoint_every = 0,
         .snapshot_bytes = (uint64_t)256 << 20,
+        .prefix_cache_bytes = 0,
     };
     return p;
 }
@@ -115,6 +116,8 @@ static bool check_context_params(const struct recur_context_params *p) {
         bad = "n_rollback must be 0 .. 65536";
     else if ((p->n_rollback || p->checkpoint_every) && p->snapshot_bytes > (uint64_t)SIZE_MAX / 2)
         bad = "snapshot_bytes is larger than this machine can address";
+    else if (p->prefix_cache_bytes > (uint64_t)SIZE_MAX / 2)
+        bad = "prefix_cache_bytes is larger than this machine can address";
     if (bad) rcore_error_set("context parameters: %s", bad);
     return bad == NULL;
 }
@@ -173,6 +176,16 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
             return NULL;
         }
     }
+    if (params.prefix_cache_bytes) {
+        const size_t block = rmem_snap_block_bytes(ctx->mem);
+        if (!(ctx->block = malloc(block)) ||
+            !(ctx->prefix =
+                  rpfx_create((size_t)params.prefix_cache_bytes, block / sizeof(float)))) {
+            if (!ctx->block) rcore_error_set("out of memory for a context");
+            recur_free(ctx);
+            return NULL;
+        }
+    }
     return ctx;
 }
 
@@ -184,6 +197,8 @@ void recur_free(struct recur_context *ctx) {
     free(ctx->output_ids);
     free(ctx->logits);
     free(ctx->embd);
+    rpfx_free(ctx->prefix);
+    free(ctx->block);
     free(ctx);
 }
 

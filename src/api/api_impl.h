@@ -7,6 +7,7 @@
 #include "../memory/memory.h"
 #include "../model/model.h"
 #include "../pool/pool.h"
+#include "../prefix/prefix.h"
 #include "../vocab/vocab.h"
 
 struct recur_model {
@@ -29,7 +30,19 @@ struct recur_context {
     float *logits;  /* n_outputs x n_vocab */
     float *embd;    /* n_outputs x n_embd, when params.embeddings */
     size_t out_cap; /* rows the buffers hold */
+
+    struct rpfx *prefix; /* the prefix state cache, NULL when params.prefix_cache_bytes is 0 */
+    float *block;        /* one sequence's state as f32 (rmem_snap_block_bytes), for it */
 };
+
+/* state.c: the head of every state stream (magic, version, model fingerprint), and a file
+ * written under a temporary name and renamed over path once write succeeded (its bytes to
+ * *n_written when not NULL). */
+bool api_write_head(const struct recur_context *ctx, struct rio_writer *w, uint32_t magic);
+bool api_read_head(const struct recur_context *ctx, struct rio_reader *r, uint32_t magic,
+                   const char *what);
+bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
+                     size_t *n_written);
 
 static inline struct rmem *api_mem(recur_memory_t mem) {
     return (struct rmem *)mem;

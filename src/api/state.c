@@ -32,13 +32,13 @@
 
 /* ---- header ------------------------------------------------------------------------------ */
 
-static bool write_head(struct recur_context *ctx, struct rio_writer *w, uint32_t magic) {
+bool api_write_head(const struct recur_context *ctx, struct rio_writer *w, uint32_t magic) {
     return rio_write_u32(w, magic) && rio_write_u32(w, VERSION) &&
            rio_write_u64(w, rmodel_fingerprint(ctx->model->m));
 }
 
-static bool read_head(struct recur_context *ctx, struct rio_reader *r, uint32_t magic,
-                      const char *what) {
+bool api_read_head(const struct recur_context *ctx, struct rio_reader *r, uint32_t magic,
+                   const char *what) {
     uint32_t got_magic, version;
     uint64_t fp;
     if (!rio_read_u32(r, &got_magic) || !rio_read_u32(r, &version) || !rio_read_u64(r, &fp))
@@ -78,7 +78,7 @@ static bool write_outputs(struct recur_context *ctx, struct rio_writer *w) {
 }
 
 static bool write_context(struct recur_context *ctx, struct rio_writer *w) {
-    return write_head(ctx, w, MAGIC_CTX) && rmem_state_write(ctx->mem, w, -1) &&
+    return api_write_head(ctx, w, MAGIC_CTX) && rmem_state_write(ctx->mem, w, -1) &&
            write_outputs(ctx, w);
 }
 
@@ -149,7 +149,7 @@ static bool read_outputs(struct recur_context *ctx, struct rio_reader *r) {
 
 /* On failure the memory is cleared (rmem_state_read does it for its own part). */
 static bool read_context(struct recur_context *ctx, struct rio_reader *r) {
-    if (!read_head(ctx, r, MAGIC_CTX, "context state")) return false;
+    if (!api_read_head(ctx, r, MAGIC_CTX, "context state")) return false;
     if (!rmem_state_read(ctx->mem, r, -1)) return false;
     if (!read_outputs(ctx, r)) {
         rmem_clear(ctx->mem, true);
@@ -159,11 +159,11 @@ static bool read_context(struct recur_context *ctx, struct rio_reader *r) {
 }
 
 static bool write_seq(struct recur_context *ctx, struct rio_writer *w, recur_seq_id seq) {
-    return write_head(ctx, w, MAGIC_SEQ) && rmem_state_write(ctx->mem, w, seq);
+    return api_write_head(ctx, w, MAGIC_SEQ) && rmem_state_write(ctx->mem, w, seq);
 }
 
 static bool read_seq(struct recur_context *ctx, struct rio_reader *r, recur_seq_id dest) {
-    if (!read_head(ctx, r, MAGIC_SEQ, "sequence state")) {
+    if (!api_read_head(ctx, r, MAGIC_SEQ, "sequence state")) {
         rmem_seq_rm(ctx->mem, dest, -1, -1);
         return false;
     }
@@ -235,7 +235,7 @@ static bool write_file_head(struct recur_context *ctx, struct rio_writer *w, uin
         return false;
     }
     rio_writer_digest_reset(w);
-    bool ok = write_head(ctx, w, magic) && rio_write_u32(w, (uint32_t)n_tokens);
+    bool ok = api_write_head(ctx, w, magic) && rio_write_u32(w, (uint32_t)n_tokens);
     for (size_t i = 0; ok && i < n_tokens; i++) ok = rio_write_i32(w, tokens[i]);
     return ok && rio_write_u64(w, rio_writer_digest(w));
 }
@@ -244,7 +244,7 @@ static bool read_file_head(struct recur_context *ctx, struct rio_reader *r, uint
                            recur_token *tokens_out, size_t capacity, size_t *n_tokens_out) {
     uint32_t n;
     rio_reader_digest_reset(r);
-    if (!read_head(ctx, r, magic, magic == MAGIC_FILE ? "state file" : "sequence state file") ||
+    if (!api_read_head(ctx, r, magic, magic == MAGIC_FILE ? "state file" : "sequence state file") ||
         !rio_read_u32(r, &n))
         return false;
     if (n > capacity) {
@@ -264,14 +264,13 @@ static bool read_file_head(struct recur_context *ctx, struct rio_reader *r, uint
     return true;
 }
 
-/* Writes through a temporary file in the same folder, renamed over path once complete. */
-static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_id seq,
-                        const recur_token *tokens, size_t n_tokens) {
+bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
+                     size_t *n_written) {
     size_t len = strlen(path);
     char *tmp = malloc(len + 16);
     if (!tmp) {
         rcore_error_set("%s: out of memory", path);
-        return 0;
+        return false;
     }
     snprintf(tmp, len + 16, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(tmp);
@@ -283,14 +282,11 @@ static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_i
             unlink(tmp);
         }
         free(tmp);
-        return 0;
+        return false;
     }
     struct rio_writer w;
     rio_writer_file(&w, f);
-    bool ok =
-        seq < 0
-            ? write_file_head(ctx, &w, MAGIC_FILE, tokens, n_tokens) && write_context(ctx, &w)
-            : write_file_head(ctx, &w, MAGIC_FILE_SQ, tokens, n_tokens) && write_seq(ctx, &w, seq);
+    bool ok = write(arg, &w);
     if (fclose(f) != 0 && ok) {
         rcore_error_set("closing failed (disk full?)");
         ok = false;
@@ -304,7 +300,31 @@ static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_i
         rcore_error_prefix("%s", path);
     }
     free(tmp);
-    return ok ? w.n_done : 0;
+    if (n_written) *n_written = ok ? w.n_done : 0;
+    return ok;
+}
+
+struct save_args {
+    struct recur_context *ctx;
+    recur_seq_id seq;
+    const recur_token *tokens;
+    size_t n_tokens;
+};
+
+static bool write_state_file(void *arg, struct rio_writer *w) {
+    const struct save_args *a = arg;
+    return a->seq < 0 ? write_file_head(a->ctx, w, MAGIC_FILE, a->tokens, a->n_tokens) &&
+                            write_context(a->ctx, w)
+                      : write_file_head(a->ctx, w, MAGIC_FILE_SQ, a->tokens, a->n_tokens) &&
+                            write_seq(a->ctx, w, a->seq);
+}
+
+/* Writes through a temporary file in the same folder, renamed over path once complete. */
+static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_id seq,
+                        const recur_token *tokens, size_t n_tokens) {
+    struct save_args a = {ctx, seq, tokens, n_tokens};
+    size_t n = 0;
+    return api_save_atomic(path, write_state_file, &a, &n) ? n : 0;
 }
 
 bool recur_state_save_file(struct recur_context *ctx, const char *path, const recur_token *tokens,

@@ -152,6 +152,16 @@ void rmem_snap_plan(struct rmem *mem, const struct rbatch_ubatch *ub, struct rme
 float *rmem_snap_k(const struct rmem *mem, struct rmem_snap *snap, uint32_t il);
 float *rmem_snap_v(const struct rmem *mem, struct rmem_snap *snap, uint32_t il);
 
+/* The data of seq's i-th snapshot (rmem_snap_block_bytes bytes), NULL when none. */
+const float *rmem_snap_data(const struct rmem *mem, int32_t seq, uint32_t i);
+/* seq's current state as one f32 block (the layout of a snapshot: rmem_snap_block_bytes
+ * bytes into dst). False (error set) when seq holds none. */
+bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst);
+/* Replaces seq's state by block src (f32, a snapshot's layout) holding position pos; seq's
+ * snapshots are dropped. seq gets a cell of its own; false (nothing changed) when its state is
+ * shared and no cell is free. */
+bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos);
+
 /* ---- batches ----------------------------------------------------------------------------- */
 
 enum rmem_status {

@@ -236,6 +236,8 @@ void rmem_snap_plan(struct rmem *mem, const struct rbatch_ubatch *ub, struct rme
     }
 }
 
+static void rows_from_block(struct rmem *mem, int32_t c, const float *block);
+
 bool rmem_snap_restore(struct rmem *mem, int32_t seq, int32_t p0) {
     struct rmem_meta *m = &mem->meta;
     const struct rmem_snap_list *l = mem->snaps ? &mem->snaps[seq] : NULL;
@@ -263,17 +265,7 @@ bool rmem_snap_restore(struct rmem *mem, int32_t seq, int32_t p0) {
         m->used++;
         c = free_cell;
     }
-    struct rmem_snap *b = l->snap[keep];
-    for (uint32_t il = 0; il < mem->n_layer; il++) {
-        const size_t kn = mem->k_row_bytes[il] / rcore_type_size(mem->type_k);
-        const size_t vn = mem->v_row_bytes[il] / rcore_type_size(mem->type_v);
-        if (kn)
-            rcore_row_from_f32(mem->type_k, mem->k[il] + (size_t)c * mem->k_row_bytes[il],
-                               rmem_snap_k(mem, b, il), kn);
-        if (vn)
-            rcore_row_from_f32(mem->type_v, mem->v[il] + (size_t)c * mem->v_row_bytes[il],
-                               rmem_snap_v(mem, b, il), vn);
-    }
+    rows_from_block(mem, c, l->snap[keep]->data);
     m->pos[c] = l->pos[keep];
     m->src[c] = c;
     while (mem->snaps[seq].n > keep + 1) list_remove(mem, seq, mem->snaps[seq].n - 1);
@@ -320,4 +312,75 @@ void rmem_snap_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d)
 
 int32_t rmem_snap_pos_min(const struct rmem *mem, int32_t seq) {
     return rmem_snap_count(mem, seq) > 0 ? mem->snaps[seq].pos[0] : -1;
+}
+
+/* ---- f32 state blocks in and out (the prefix cache) ----------------------------------------- */
+
+const float *rmem_snap_data(const struct rmem *mem, int32_t seq, uint32_t i) {
+    return i < rmem_snap_count(mem, seq) ? mem->snaps[seq].snap[i]->data : NULL;
+}
+
+/* Writes block (f32 rows) into cell c's rows. */
+static void rows_from_block(struct rmem *mem, int32_t c, const float *block) {
+    size_t off = 0;
+    for (uint32_t il = 0; il < mem->n_layer; il++) {
+        const size_t kn = mem->k_row_bytes[il] / rcore_type_size(mem->type_k);
+        const size_t vn = mem->v_row_bytes[il] / rcore_type_size(mem->type_v);
+        if (kn)
+            rcore_row_from_f32(mem->type_k, mem->k[il] + (size_t)c * mem->k_row_bytes[il],
+                               block + off, kn);
+        if (vn)
+            rcore_row_from_f32(mem->type_v, mem->v[il] + (size_t)c * mem->v_row_bytes[il],
+                               block + off + kn, vn);
+        off += kn + vn;
+    }
+}
+
+bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst) {
+    if (seq < 0 || (uint32_t)seq >= mem->n_seq_max || mem->meta.tail[seq] < 0) {
+        rcore_error_set("sequence %d holds no state", seq);
+        return false;
+    }
+    const int32_t c = mem->meta.tail[seq];
+    size_t off = 0;
+    for (uint32_t il = 0; il < mem->n_layer; il++) {
+        const size_t kn = mem->k_row_bytes[il] / rcore_type_size(mem->type_k);
+        const size_t vn = mem->v_row_bytes[il] / rcore_type_size(mem->type_v);
+        if (kn)
+            rcore_row_to_f32(mem->type_k, dst + off,
+                             mem->k[il] + (size_t)c * mem->k_row_bytes[il], kn);
+        if (vn)
+            rcore_row_to_f32(mem->type_v, dst + off + kn,
+                             mem->v[il] + (size_t)c * mem->v_row_bytes[il], vn);
+        off += kn + vn;
+    }
+    return true;
+}
+
+bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos) {
+    struct rmem_meta *m = &mem->meta;
+    if (seq < 0 || (uint32_t)seq >= mem->n_seq_max || pos < 0) {
+        rcore_error_set("set state: sequence %d or position %d out of range", seq, pos);
+        return false;
+    }
+    /* a cell of its own: its current one when not shared, else a free one */
+    int32_t c = m->tail[seq];
+    if (c < 0 || m->n_memb[c] > 1) {
+        int32_t free_cell = -1;
+        for (uint32_t k = 0; k < mem->size && free_cell < 0; k++)
+            if (m->n_memb[k] == 0) free_cell = (int32_t)k;
+        if (free_cell < 0) {
+            rcore_error_set("set state of sequence %d: no cell is free", seq);
+            return false;
+        }
+        if (c >= 0) rmem_cell_del(m, seq);
+        rmem_cell_add(m, free_cell, seq);
+        m->used++;
+        c = free_cell;
+    }
+    rmem_snap_drop_seq(mem, seq);
+    rows_from_block(mem, c, src);
+    m->pos[c] = pos;
+    m->src[c] = c;
+    return true;
 }

@@ -1,0 +1,278 @@
+/* The prefix state cache (see prefix.h). */
+#include "prefix.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+#define MAGIC   0x58465052u /* "RPFX" */
+#define VERSION 1u
+
+struct entry {
+    uint64_t hash; /* XXH64 of the tokens (masked in tests) */
+    int32_t n;
+    int32_t *tokens;
+    float *state;
+    uint64_t used; /* clock of the last put or hit: the smallest goes first */
+};
+
+struct rpfx {
+    size_t max_bytes, state_floats;
+    struct entry *e;
+    uint32_t n, cap;
+    uint64_t clock;
+    uint64_t hash_mask;
+    struct rpfx_stats stats;
+};
+
+struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats) {
+    if (max_bytes == 0 || state_floats == 0) {
+        rcore_error_set("prefix cache: a budget of %zu bytes for states of %zu floats", max_bytes,
+                        state_floats);
+        return NULL;
+    }
+    struct rpfx *c = calloc(1, sizeof *c);
+    if (!c) {
+        rcore_error_set("prefix cache: out of memory");
+        return NULL;
+    }
+    c->max_bytes = max_bytes;
+    c->state_floats = state_floats;
+    c->hash_mask = ~(uint64_t)0;
+    c->stats.max_bytes = max_bytes;
+    return c;
+}
+
+static void entry_free(struct entry *e) {
+    free(e->tokens);
+    free(e->state);
+}
+
+void rpfx_free(struct rpfx *c) {
+    if (!c) return;
+    for (uint32_t i = 0; i < c->n; i++) entry_free(&c->e[i]);
+    free(c->e);
+    free(c);
+}
+
+size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n) {
+    return c->state_floats * sizeof(float) + (size_t)n * sizeof(int32_t) + sizeof(struct entry);
+}
+
+static uint64_t hash_tokens(const struct rpfx *c, const int32_t *tokens, int32_t n) {
+    return XXH64(tokens, (size_t)n * sizeof(int32_t), 0) & c->hash_mask;
+}
+
+static void remove_at(struct rpfx *c, uint32_t i) {
+    c->stats.bytes -= rpfx_entry_bytes(c, c->e[i].n);
+    entry_free(&c->e[i]);
+    c->e[i] = c->e[--c->n];
+    c->stats.n_entries = c->n;
+}
+
+/* Index of the entry holding exactly tokens[0..n), or -1. */
+static int64_t find_exact(const struct rpfx *c, const int32_t *tokens, int32_t n, uint64_t hash) {
+    for (uint32_t i = 0; i < c->n; i++)
+        if (c->e[i].n == n && c->e[i].hash == hash &&
+            memcmp(c->e[i].tokens, tokens, (size_t)n * sizeof(int32_t)) == 0)
+            return i;
+    return -1;
+}
+
+int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *state) {
+    if (n < 1) {
+        rcore_error_set("prefix cache: storing %d tokens", n);
+        return -1;
+    }
+    const size_t need = rpfx_entry_bytes(c, n);
+    if (need > c->max_bytes) return 0;
+    const uint64_t hash = hash_tokens(c, tokens, n);
+    const int64_t old = find_exact(c, tokens, n, hash);
+    if (old >= 0) { /* the same prefix: a newer state of it (equal, for one model) */
+        memcpy(c->e[old].state, state, c->state_floats * sizeof(float));
+        c->e[old].used = ++c->clock;
+        return 1;
+    }
+    struct entry e = {hash, n, malloc((size_t)n * sizeof(int32_t)),
+                      malloc(c->state_floats * sizeof(float)), 0};
+    if (!e.tokens || !e.state || (c->n == c->cap && c->cap > UINT32_MAX / 2)) {
+        entry_free(&e);
+        rcore_error_set("prefix cache: out of memory for an entry of %d tokens", n);
+        return -1;
+    }
+    if (c->n == c->cap) {
+        const uint32_t cap = c->cap ? 2 * c->cap : 16;
+        struct entry *grown = realloc(c->e, cap * sizeof *grown);
+        if (!grown) {
+            entry_free(&e);
+            rcore_error_set("prefix cache: out of memory for %u entries", cap);
+            return -1;
+        }
+        c->e = grown;
+        c->cap = cap;
+    }
+    memcpy(e.tokens, tokens, (size_t)n * sizeof(int32_t));
+    memcpy(e.state, state, c->state_floats * sizeof(float));
+    while (c->stats.bytes + need > c->max_bytes) { /* least recently used first */
+        uint32_t lru = 0;
+        for (uint32_t i = 1; i < c->n; i++)
+            if (c->e[i].used < c->e[lru].used) lru = i;
+        remove_at(c, lru);
+        c->stats.evictions++;
+    }
+    e.used = ++c->clock;
+    c->e[c->n++] = e;
+    c->stats.bytes += need;
+    c->stats.n_entries = c->n;
+    return 1;
+}
+
+int32_t rpfx_find(struct rpfx *c, const int32_t *tokens, int32_t n, int32_t max_len,
+                  const float **state) {
+    *state = NULL;
+    if (max_len > n) max_len = n;
+    int64_t best = -1;
+    if (max_len >= 1 && c->n > 0) {
+        /* the hash of every prefix up to max_len, in one streaming pass */
+        uint64_t *h = malloc((size_t)max_len * sizeof *h);
+        if (!h) {
+            rcore_error_set("prefix cache: out of memory for a lookup of %d tokens", n);
+            return -1;
+        }
+        XXH64_state_t st;
+        XXH64_reset(&st, 0);
+        for (int32_t i = 0; i < max_len; i++) {
+            XXH64_update(&st, &tokens[i], sizeof(int32_t));
+            h[i] = XXH64_digest(&st) & c->hash_mask;
+        }
+        for (uint32_t i = 0; i < c->n; i++) {
+            const struct entry *e = &c->e[i];
+            if (e->n > max_len || (best >= 0 && e->n <= c->e[best].n) || h[e->n - 1] != e->hash)
+                continue;
+            /* equal hashes are not equal tokens: compare them all */
+            if (memcmp(e->tokens, tokens, (size_t)e->n * sizeof(int32_t)) == 0) best = i;
+        }
+        free(h);
+    }
+    if (best < 0) {
+        c->stats.misses++;
+        return 0;
+    }
+    c->e[best].used = ++c->clock;
+    c->stats.hits++;
+    c->stats.tokens_reused += (uint64_t)c->e[best].n;
+    *state = c->e[best].state;
+    return c->e[best].n;
+}
+
+void rpfx_get_stats(const struct rpfx *c, struct rpfx_stats *out) {
+    *out = c->stats;
+}
+
+void rpfx_debug_hash_mask(struct rpfx *c, uint64_t mask) {
+    c->hash_mask = mask;
+    for (uint32_t i = 0; i < c->n; i++) c->e[i].hash = hash_tokens(c, c->e[i].tokens, c->e[i].n);
+}
+
+/* ---- streams ------------------------------------------------------------------------------- */
+
+static int cmp_used(const void *a, const void *b) {
+    const struct entry *x = *(const struct entry *const *)a, *y = *(const struct entry *const *)b;
+    return x->used < y->used ? -1 : x->used > y->used;
+}
+
+bool rpfx_write(const struct rpfx *c, struct rio_writer *w) {
+    /* oldest use first, so that reading them back in order keeps the LRU order */
+    const struct entry **order = malloc((c->n ? c->n : 1) * sizeof *order);
+    if (!order) {
+        rcore_error_set("prefix cache: out of memory");
+        return false;
+    }
+    for (uint32_t i = 0; i < c->n; i++) order[i] = &c->e[i];
+    qsort(order, c->n, sizeof *order, cmp_used);
+    rio_writer_digest_reset(w);
+    bool ok = rio_write_u32(w, MAGIC) && rio_write_u32(w, VERSION) &&
+              rio_write_u64(w, c->state_floats) && rio_write_u32(w, c->n);
+    for (uint32_t i = 0; ok && i < c->n; i++) {
+        const struct entry *e = order[i];
+        ok = rio_write_u32(w, (uint32_t)e->n);
+        for (int32_t t = 0; ok && t < e->n; t++) ok = rio_write_i32(w, e->tokens[t]);
+        /* floats as their little-endian bits, like every other recur stream */
+        for (size_t f = 0; ok && f < c->state_floats; f++) {
+            uint32_t bits;
+            memcpy(&bits, &e->state[f], 4);
+            ok = rio_write_u32(w, bits);
+        }
+    }
+    if (ok) ok = rio_write_u64(w, rio_writer_digest(w));
+    free(order);
+    if (!ok) rcore_error_prefix("prefix cache");
+    return ok;
+}
+
+bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
+    rio_reader_digest_reset(r);
+    uint32_t magic = 0, version = 0, n = 0;
+    uint64_t floats = 0;
+    if (!rio_read_u32(r, &magic) || !rio_read_u32(r, &version) || !rio_read_u64(r, &floats) ||
+        !rio_read_u32(r, &n)) {
+        rcore_error_prefix("prefix cache");
+        return false;
+    }
+    if (magic != MAGIC || version != VERSION) {
+        rcore_error_set("prefix cache: not a prefix cache stream (magic %08x, version %u)", magic,
+                        version);
+        return false;
+    }
+    if (floats != c->state_floats) {
+        rcore_error_set("prefix cache: states of %llu floats, this model's have %zu",
+                        (unsigned long long)floats, c->state_floats);
+        return false;
+    }
+    /* read everything aside first: a bad stream changes nothing */
+    struct entry *tmp = calloc(n ? n : 1, sizeof *tmp);
+    bool ok = tmp != NULL;
+    if (!ok) rcore_error_set("prefix cache: out of memory for %u entries", n);
+    uint32_t got = 0;
+    for (; ok && got < n; got++) {
+        struct entry *e = &tmp[got];
+        uint32_t len = 0;
+        ok = rio_read_u32(r, &len);
+        if (ok && (len == 0 || len > (1u << 26))) {
+            rcore_error_set("prefix cache: entry %u has %u tokens", got, len);
+            ok = false;
+        }
+        if (!ok) break;
+        e->n = (int32_t)len;
+        e->tokens = malloc(len * sizeof(int32_t));
+        e->state = malloc(c->state_floats * sizeof(float));
+        if (!e->tokens || !e->state) {
+            rcore_error_set("prefix cache: out of memory for entry %u", got);
+            ok = false;
+            got++;
+            break;
+        }
+        for (uint32_t t = 0; ok && t < len; t++) ok = rio_read_i32(r, &e->tokens[t]);
+        for (size_t f = 0; ok && f < c->state_floats; f++) {
+            uint32_t bits;
+            ok = rio_read_u32(r, &bits);
+            memcpy(&e->state[f], &bits, 4);
+        }
+    }
+    if (ok) {
+        const uint64_t want = rio_reader_digest(r);
+        uint64_t have = 0;
+        ok = rio_read_u64(r, &have);
+        if (ok && have != want) {
+            rcore_error_set("prefix cache: checksum mismatch (the stream is corrupt)");
+            ok = false;
+        }
+    }
+    for (uint32_t i = 0; ok && i < n; i++)
+        if (rpfx_put(c, tmp[i].tokens, tmp[i].n, tmp[i].state) < 0) ok = false;
+    for (uint32_t i = 0; tmp && i < got && i < n; i++) entry_free(&tmp[i]);
+    free(tmp);
+    if (!ok) rcore_error_prefix("prefix cache");
+    return ok;
+}

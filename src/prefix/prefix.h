@@ -1,0 +1,70 @@
+/*
+ * prefix: the prefix state cache. A store of (token prefix -> recurrent state) with a byte
+ * budget and least-recently-used eviction, so that a prompt which begins with text already
+ * processed (the next turn of a chat, the same system prompt, a repeated request) decodes only
+ * the rest. It knows nothing of models or memories: a state is an opaque block of f32 values
+ * of one fixed size (the memory's snapshot layout, memory.h).
+ *
+ * Data structures: an array of entries, each a copy of its tokens and of its state. Entries
+ * are few (each holds a whole model state, megabytes), so a lookup scans them: it hashes every
+ * prefix of the query once (XXH64, streaming: O(n) for all lengths), and compares an entry's
+ * tokens in full when the hashes match, so a hash collision can never return a wrong state.
+ *
+ * Errors: functions that can fail return false / -1 and set the last error (core.h). Not
+ * thread-safe: one thread uses one cache at a time.
+ */
+#ifndef RECUR_PREFIX_H
+#define RECUR_PREFIX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../io/io.h"
+
+struct rpfx;
+
+/* A cache of at most max_bytes (states plus tokens) for states of state_floats floats. NULL
+ * with the error set when memory cannot be had or a size is 0. Free with rpfx_free. */
+struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats);
+void rpfx_free(struct rpfx *c); /* NULL is fine */
+
+/* Stores state under tokens[0..n) (n >= 1): copied, the oldest entries evicted to make room.
+ * The same prefix stored again replaces the old state. Returns 1 when stored, 0 when one entry
+ * of that size is more than the whole budget (nothing changed), -1 when memory cannot be had
+ * (error set; nothing changed). */
+int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *state);
+
+/* The longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
+ * *state pointing at its state (valid until the next put, read or free), or 0 (a miss). A hit
+ * makes the entry the most recently used. -1 when memory for the lookup cannot be had. */
+int32_t rpfx_find(struct rpfx *c, const int32_t *tokens, int32_t n, int32_t max_len,
+                  const float **state);
+
+struct rpfx_stats {
+    size_t bytes;       /* held now: states + tokens */
+    size_t max_bytes;   /* the budget */
+    uint32_t n_entries; /* stored prefixes */
+    uint64_t hits, misses;
+    uint64_t tokens_reused; /* sum of hit lengths */
+    uint64_t evictions;
+};
+void rpfx_get_stats(const struct rpfx *c, struct rpfx_stats *out);
+
+/* Bytes one entry of n tokens takes against the budget. */
+size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n);
+
+/*
+ * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 1, u64 state
+ * floats, u32 entries, then per entry (oldest use first) u32 n, n x i32 tokens, state floats
+ * x f32; u64 XXH64 of everything before it. rpfx_read adds the entries of a stream to c (as
+ * the most recent, evicting as rpfx_put does); a stream that is corrupt, truncated or made for
+ * another state size is refused with the error saying which, and c is then as it was.
+ */
+bool rpfx_write(const struct rpfx *c, struct rio_writer *w);
+bool rpfx_read(struct rpfx *c, struct rio_reader *r);
+
+/* For tests: keep only the bits of mask of every hash, so that collisions are frequent. */
+void rpfx_debug_hash_mask(struct rpfx *c, uint64_t mask);
+
+#endif /* RECUR_PREFIX_H */
