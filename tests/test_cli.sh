@@ -162,5 +162,64 @@ check "help lists --state-in" grep -q -- "--state-in" "$work/out"
 expect_exit "parallel help" 0 "" "$recur" parallel --help
 check "parallel help lists -np" grep -q -- "-np" "$work/out"
 
+# lookup decoding: the same text as plain decoding, greedy and sampled, and it says how it went
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 >"$work/plain.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 --lookup 4 >"$work/look.txt" 2>"$work/look.err"
+check "lookup: greedy output equals plain decoding" cmp -s "$work/plain.txt" "$work/look.txt"
+check "lookup: reports acceptance" grep -q "drafts accepted" "$work/look.err"
+accepted=$(sed -n 's/^recur: lookup: \([0-9]*\) of.*/\1/p' "$work/look.err")
+check "lookup: some drafts are accepted on this text" [ "${accepted:-0}" -gt 0 ]
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0.9 --seed 3 >"$work/plain_s.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0.9 --seed 3 --lookup 6 \
+    >"$work/look_s.txt" 2>/dev/null
+check "lookup: sampled output equals plain decoding" cmp -s "$work/plain_s.txt" "$work/look_s.txt"
+# the state saved after lookup decoding holds the same tokens as after plain decoding (drafts
+# past the end rolled back): equal headers (magic, version, model, token list, checksum) and
+# equal sizes
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 --lookup 5 --state-out "$work/ls.bin" \
+    >/dev/null 2>&1
+"$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 --state-out "$work/ps.bin" \
+    >/dev/null 2>"$work/ps.err"
+n_out=$(sed -n 's/.*generated \([0-9]*\) tokens.*/\1/p' "$work/ps.err")
+n_saved=$(od -An -t u4 -j 16 -N 4 "$work/ps.bin" | tr -d ' ')
+check "lookup: the state saved holds prompt + output" [ "$n_saved" -eq $((n_prompt + n_out)) ]
+check "lookup: the saved state holds the same tokens" \
+    cmp -s -n $((28 + 4 * n_saved)) "$work/ls.bin" "$work/ps.bin"
+expect_exit "lookup: bad N" 2 "--lookup" "$recur" run -m "$model" -p x --lookup 0
+
+# the prompt cache: a repeat reuses all but the last token, a next turn reuses prompt + reply,
+# and the output is what a cold run gives
+cache="$work/cache.bin"
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --prompt-cache "$cache" \
+    >"$work/c1.txt" 2>"$work/c1.err"
+check "cache: a cold run reuses nothing" grep -q "(0 reused)" "$work/c1.err"
+check "cache: the file is written" [ -s "$cache" ]
+check "cache: a cold run prints what a plain run does" cmp -s "$work/c1.txt" "$work/long.txt"
+n_long=$(sed -n 's/^recur: prompt \([0-9]*\) tokens.*/\1/p' "$work/c1.err")
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --prompt-cache "$cache" \
+    >"$work/c2.txt" 2>"$work/c2.err"
+check "cache: a repeat reuses all but the last token" grep -q "($((n_long - 1)) reused)" "$work/c2.err"
+check "cache: a repeat prints the same" cmp -s "$work/c2.txt" "$work/long.txt"
+turn2="$(cat "$work/c1.txt") and then what"
+"$recur" run -m "$model" -p "$turn2" -n 16 --temp 0 >"$work/t2cold.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$turn2" -n 16 --temp 0 --prompt-cache "$cache" \
+    >"$work/t2.txt" 2>"$work/t2.err"
+check "cache: a next turn reuses prompt + reply" grep -q "($((n_long + 16)) reused)" "$work/t2.err"
+check "cache: a next turn prints what a cold run does" cmp -s "$work/t2.txt" "$work/t2cold.txt"
+"$recur" parallel -m "$model" -p "$longer" -np 2 -n 8 --temp 0 --prompt-cache "$cache" \
+    >"$work/pc.txt" 2>"$work/pc.err"
+check "cache: parallel reuses the prompt" grep -q "($((n_long - 1)) reused)" "$work/pc.err"
+# a cache of another model: a note, a correct answer, and the file left alone
+cp "$cache" "$work/cache_keep.bin"
+"$recur" run -m "$models/f32-rms.gguf" -p "$longer" -n 8 --temp 0 --prompt-cache "$cache" \
+    >/dev/null 2>"$work/cx.err"
+check "cache: another model's file gives a note" grep -q "another model" "$work/cx.err"
+check "cache: another model's file is left alone" cmp -s "$cache" "$work/cache_keep.bin"
+printf 'garbage' >"$work/bad_cache.bin"
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --prompt-cache "$work/bad_cache.bin" \
+    >"$work/cb.txt" 2>"$work/cb.err"
+check "cache: a corrupt file still gives the right text" cmp -s "$work/cb.txt" "$work/long.txt"
+check "cache: a corrupt file is left alone" [ "$(cat "$work/bad_cache.bin")" = garbage ]
+
 echo "test_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

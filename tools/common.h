@@ -35,6 +35,9 @@ enum gen_flag {
     G_PARALLEL,
     G_CTX,
     G_CHUNKS,
+    G_PROMPT_CACHE,
+    G_CACHE_MB,
+    G_LOOKUP,
     G_COUNT
 };
 
@@ -51,7 +54,10 @@ struct gen_opts {
     const char *state_in, *state_out;
     int32_t n_parallel;
     int32_t n_ctx;
-    int32_t n_chunks; /* -1: all */
+    int32_t n_chunks;         /* -1: all */
+    const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
+    int32_t cache_mb;         /* its budget */
+    int32_t lookup;           /* draft tokens per step (prompt lookup decoding), 0: off */
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
@@ -73,7 +79,10 @@ char *gen_prompt_text(const struct gen_opts *o, size_t *len);
 recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,
                           int32_t *n_tokens);
 
-/* Loads the model and makes a context for n_seq sequences; false with a message on stderr. */
+/* Loads the model and makes a context for n_seq sequences; false with a message on stderr.
+ * With --prompt-cache the context has a prefix cache of --prompt-cache-mb, keeps the last two
+ * states of each sequence (so a prompt minus its last token can be stored) and a checkpoint
+ * every 64 positions; with --lookup N it keeps the last N + 1 states (drafts roll back). */
 bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
               struct recur_context **ctx);
 
@@ -87,5 +96,14 @@ bool gen_decode_prompt(struct recur_context *ctx, recur_seq_id seq, const recur_
 void gen_print_piece(FILE *out, const struct recur_model *model, recur_token token);
 
 double gen_now_s(void);
+
+/* --prompt-cache: loads the cache file into ctx when it exists. False (a note on stderr) when
+ * the file exists but cannot be used: the caller then must not overwrite it. */
+bool gen_cache_load(const struct gen_opts *o, struct recur_context *ctx);
+/* Stores what seq holds (tokens[0..n)) in ctx's cache; a note on failure. */
+void gen_cache_store(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,
+                     int32_t n);
+/* Writes the cache back to its file; false with a message. */
+bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx);
 
 #endif

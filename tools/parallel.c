@@ -4,6 +4,9 @@
  * each is decoded: copy on write); then every step samples each live sequence from its own
  * row and decodes all of them in one batch. Each sequence has its own sampler, seeded with
  * seed + its number, so the continuations differ unless sampling is greedy.
+ *
+ * With --prompt-cache FILE (see recur run), the prompt's longest stored prefix is restored
+ * before decoding, and the prompt's states and every continuation are stored back into FILE.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,8 @@
     (GBIT(G_MODEL) | GBIT(G_PROMPT) | GBIT(G_FILE) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) |         \
      GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
-     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_PARALLEL))
+     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_PARALLEL) | GBIT(G_PROMPT_CACHE) |   \
+     GBIT(G_CACHE_MB))
 
 struct stream {
     struct recur_sampler *smpl;
@@ -23,6 +27,21 @@ struct stream {
     int32_t n_out;
     int32_t row; /* its output row in the last batch; -1 when finished */
 };
+
+/* Stores each sequence's prompt + continuation, as far as its state holds it. */
+static void store_streams(struct recur_context *ctx, const recur_token *prompt, int32_t n_prompt,
+                          const struct stream *s, int32_t np, int32_t n_predict) {
+    recur_token *all = malloc(sizeof(recur_token) * ((size_t)n_prompt + (size_t)n_predict + 1));
+    if (!all) return;
+    memcpy(all, prompt, sizeof(recur_token) * (size_t)n_prompt);
+    for (int32_t i = 0; i < np; i++) {
+        const int32_t held = recur_memory_seq_pos_max(recur_get_memory(ctx), i) + 1;
+        if (held <= n_prompt || held > n_prompt + s[i].n_out) continue;
+        memcpy(all + n_prompt, s[i].out, sizeof(recur_token) * (size_t)(held - n_prompt));
+        gen_cache_store(ctx, i, all, held);
+    }
+    free(all);
+}
 
 int cmd_parallel(int argc, char **argv) {
     struct gen_opts o;
@@ -66,8 +85,15 @@ int cmd_parallel(int argc, char **argv) {
         s[i].row = -1; /* the first step samples from the prompt's last row */
     }
 
+    const bool cache_file_ok = gen_cache_load(&o, ctx);
+    int32_t reused = 0;
+    if (o.prompt_cache && (reused = recur_prefix_cache_restore(ctx, 0, prompt, n_prompt)) < 0) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        goto done;
+    }
     double t0 = gen_now_s();
-    if (!gen_decode_prompt(ctx, 0, prompt, n_prompt)) goto done;
+    if (!gen_decode_prompt(ctx, 0, prompt + reused, n_prompt - reused)) goto done;
+    if (o.prompt_cache) gen_cache_store(ctx, 0, prompt, n_prompt);
     recur_memory_t mem = recur_get_memory(ctx);
     for (int32_t i = 1; i < np; i++) recur_memory_seq_cp(mem, 0, i, -1, -1);
     double t1 = gen_now_s();
@@ -118,10 +144,14 @@ int cmd_parallel(int argc, char **argv) {
         printf("\n\n");
     }
     fprintf(stderr,
-            "recur: prompt %d tokens in %.3f s; %d sequences generated %d tokens in %.3f s "
-            "(%.1f tokens/s in all)\n",
-            n_prompt, t1 - t0, np, n_generated, t2 - t1,
+            "recur: prompt %d tokens (%d reused) in %.3f s; %d sequences generated %d tokens in "
+            "%.3f s (%.1f tokens/s in all)\n",
+            n_prompt, reused, t1 - t0, np, n_generated, t2 - t1,
             n_generated > 0 ? n_generated / (t2 - t1) : 0.0);
+    if (o.prompt_cache) {
+        store_streams(ctx, prompt, n_prompt, s, np, o.n_predict);
+        if (cache_file_ok && !gen_cache_save(&o, ctx)) goto done;
+    }
     ret = TOOL_OK;
 done:
     if (s)

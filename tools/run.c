@@ -7,6 +7,19 @@
  * state holds the logits of its last token, so a prompt equal to the saved tokens decodes
  * nothing at all. --state-out saves the state after generation with prompt + output tokens,
  * ready for the next turn.
+ *
+ * With --prompt-cache FILE, the prefix state cache (recur.h) is loaded from FILE, the longest
+ * stored prefix of the prompt is restored, and the states of this run (the prompt minus its
+ * last token, checkpoints every 64 tokens, the prompt, prompt + output) are stored and FILE is
+ * rewritten: a later prompt that repeats, extends or shares the start of an earlier one
+ * decodes only the rest.
+ *
+ * With --lookup N (prompt lookup decoding), each step decodes the sampled token together with
+ * up to N drafts: the tokens that followed the last earlier occurrence of the text's last
+ * 3 (or 2, or 1) tokens. Each draft is kept while the token sampled at its place equals it;
+ * the first that differs is replaced by the sampled token and the memory rolls back to before
+ * it (n_rollback). Every emitted token is sampled from the same logits, with the same sampler
+ * calls, as without --lookup, so the output is the same, whatever the sampler.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +31,37 @@
     (GBIT(G_MODEL) | GBIT(G_PROMPT) | GBIT(G_FILE) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) |         \
      GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
-     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT))
+     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT) |      \
+     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP))
+
+/* Prompt lookup: the tokens that followed the latest earlier occurrence of the last g tokens
+ * of hist[0..n) (g = 3, 2, 1: the longest that occurs), at most max of them into out. */
+static int32_t find_draft(const recur_token *hist, int32_t n, int32_t max, recur_token *out) {
+    for (int32_t g = 3; g >= 1; g--)
+        for (int32_t i = n - g - 1; i >= 0; i--) {
+            if (memcmp(hist + i, hist + n - g, sizeof(recur_token) * (size_t)g) != 0) continue;
+            int32_t k = 0;
+            for (; k < max && i + g + k < n; k++) out[k] = hist[i + g + k];
+            return k;
+        }
+    return 0;
+}
+
+/* Makes sequence 0 hold exactly tokens[0..n): rolls back drafts past n, or decodes the last
+ * token when the generation stopped before decoding it. */
+static bool sync_state(struct recur_context *ctx, recur_token *tokens, int32_t n) {
+    recur_memory_t mem = recur_get_memory(ctx);
+    const int32_t held = recur_memory_seq_pos_max(mem, 0) + 1;
+    if (held > n && !recur_memory_seq_rm(mem, 0, n, -1)) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        return false;
+    }
+    if (held < n && recur_decode(ctx, recur_batch_get_one(&tokens[n - 1], 1)) != 0) {
+        fprintf(stderr, "recur: decode failed: %s\n", recur_last_error());
+        return false;
+    }
+    return true;
+}
 
 /* Restores --state-in; returns how many prompt tokens it already holds (0 when unusable). */
 static int32_t restore_state(struct recur_context *ctx, const char *path, const recur_token *prompt,
@@ -93,6 +136,14 @@ int cmd_run(int argc, char **argv) {
         reused = restore_state(ctx, o.state_in, tokens, n_prompt, &failed);
         if (failed) goto done;
     }
+    const bool cache_file_ok = gen_cache_load(&o, ctx);
+    if (o.prompt_cache && reused == 0) {
+        reused = recur_prefix_cache_restore(ctx, 0, tokens, n_prompt);
+        if (reused < 0) {
+            fprintf(stderr, "recur: %s\n", recur_last_error());
+            goto done;
+        }
+    }
     fwrite(text, 1, len, stdout);
     fflush(stdout);
 
@@ -100,47 +151,102 @@ int cmd_run(int argc, char **argv) {
     if (reused < n_prompt && !gen_decode_prompt(ctx, 0, tokens + reused, n_prompt - reused))
         goto done;
     double t1 = gen_now_s();
+    if (o.prompt_cache) gen_cache_store(ctx, 0, tokens, n_prompt);
     for (int32_t i = 0; i < n_prompt; i++) recur_sampler_accept(smpl, tokens[i]);
 
-    int32_t n_gen = 0;
+    /* one step: decode the last sampled token and its drafts, then sample at each place */
+    const int32_t n_draft_max = o.lookup;
+    recur_token *draft = malloc(sizeof(recur_token) * ((size_t)n_draft_max + 1));
+    struct recur_batch vb = recur_batch_init(n_draft_max + 1, 0, 1);
+    if (!draft || !vb.pos) {
+        fprintf(stderr, "recur: out of memory\n");
+        free(draft);
+        recur_batch_free(vb);
+        goto done;
+    }
+    int32_t n_gen = 0, n_steps = 0, n_drafted = 0, n_accepted = 0;
     const recur_token eos = recur_token_eos(model);
-    while (n_gen < o.n_predict) {
-        recur_token t = recur_sampler_sample(smpl, ctx, -1);
+    recur_token t = o.n_predict > 0 ? recur_sampler_sample(smpl, ctx, -1) : -1;
+    bool ok = true;
+    while (ok && o.n_predict > 0) {
         if (t < 0) {
             fprintf(stderr, "\nrecur: sampling failed: %s\n", recur_last_error());
-            goto done;
+            ok = false;
+            break;
         }
         if (t == eos) break;
         tokens[n_prompt + n_gen++] = t;
         gen_print_piece(stdout, model, t);
         fflush(stdout);
         if (n_gen == o.n_predict) break; /* the last token needs no decode: nothing follows */
-        if (recur_decode(ctx, recur_batch_get_one(&tokens[n_prompt + n_gen - 1], 1)) != 0) {
-            fprintf(stderr, "\nrecur: decode failed: %s\n", recur_last_error());
-            goto done;
+        int32_t k = 0;
+        if (n_draft_max > 0) {
+            const int32_t room = o.n_predict - n_gen - 1; /* drafts become output */
+            k = find_draft(tokens, n_prompt + n_gen, room < n_draft_max ? room : n_draft_max,
+                           draft);
         }
+        const recur_pos p = recur_memory_seq_pos_max(recur_get_memory(ctx), 0) + 1;
+        for (int32_t i = 0; i <= k; i++) {
+            vb.token[i] = i == 0 ? t : draft[i - 1];
+            vb.pos[i] = p + i;
+            vb.n_seq_id[i] = 1;
+            vb.seq_id[i][0] = 0;
+            vb.logits[i] = 1;
+        }
+        vb.n_tokens = k + 1;
+        if (recur_decode(ctx, vb) != 0) {
+            fprintf(stderr, "\nrecur: decode failed: %s\n", recur_last_error());
+            ok = false;
+            break;
+        }
+        n_steps++;
+        n_drafted += k;
+        for (int32_t i = 0; i <= k; i++) {
+            t = recur_sampler_sample(smpl, ctx, i);
+            if (i == k || t != draft[i]) {
+                /* drafts from i on are wrong: back to the state after the token before them */
+                if (i < k && !recur_memory_seq_rm(recur_get_memory(ctx), 0, p + 1 + i, -1)) {
+                    fprintf(stderr, "\nrecur: rollback failed: %s\n", recur_last_error());
+                    ok = false;
+                }
+                break;
+            }
+            if (t == eos) break;
+            n_accepted++;
+            tokens[n_prompt + n_gen++] = t;
+            gen_print_piece(stdout, model, t);
+            fflush(stdout);
+        }
+        if (t == eos) break;
     }
+    free(draft);
+    recur_batch_free(vb);
+    if (!ok) goto done;
     double t2 = gen_now_s();
     putchar('\n');
     fflush(stdout);
     const int32_t decoded = n_prompt - reused;
     fprintf(stderr,
-            "recur: prompt %d tokens (%d reused from the state) in %.3f s (%.1f tokens/s); "
+            "recur: prompt %d tokens (%d reused) in %.3f s (%.1f tokens/s); "
             "generated %d tokens in %.3f s (%.1f tokens/s)\n",
             n_prompt, reused, t1 - t0, decoded > 0 ? decoded / (t1 - t0) : 0.0, n_gen, t2 - t1,
             n_gen > 0 ? n_gen / (t2 - t1) : 0.0);
+    if (n_draft_max > 0)
+        fprintf(stderr,
+                "recur: lookup: %d of %d drafts accepted (%.0f%%), %.2f tokens per decode "
+                "step (%d steps)\n",
+                n_accepted, n_drafted, n_drafted ? 100.0 * n_accepted / n_drafted : 0.0,
+                n_steps ? (double)(n_gen - 1) / n_steps : 0.0, n_steps);
 
-    if (o.state_out) {
-        /* the state must hold every saved token: decode the last sampled one too */
-        if (n_gen > 0 && n_gen == o.n_predict &&
-            recur_decode(ctx, recur_batch_get_one(&tokens[n_prompt + n_gen - 1], 1)) != 0) {
-            fprintf(stderr, "recur: decode failed: %s\n", recur_last_error());
-            goto done;
-        }
-        if (!recur_state_save_file(ctx, o.state_out, tokens, (size_t)n_prompt + (size_t)n_gen)) {
-            fprintf(stderr, "recur: %s\n", recur_last_error());
-            goto done;
-        }
+    const int32_t n_all = n_prompt + n_gen;
+    if ((o.state_out || o.prompt_cache) && !sync_state(ctx, tokens, n_all)) goto done;
+    if (o.state_out && !recur_state_save_file(ctx, o.state_out, tokens, (size_t)n_all)) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        goto done;
+    }
+    if (o.prompt_cache) {
+        gen_cache_store(ctx, 0, tokens, n_all);
+        if (cache_file_ok && !gen_cache_save(&o, ctx)) goto done;
     }
     ret = TOOL_OK;
 done:
