@@ -393,6 +393,13 @@ void gen_cache_store(struct recur_context *ctx, recur_seq_id seq, const recur_to
 }
 
 bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx) {
+    struct recur_prefix_cache_stats st;
+    if (recur_prefix_cache_get_stats(ctx, &st))
+        fprintf(stderr,
+                "recur: prompt cache: %u entries, %.1f of %.0f MiB (%.2f MiB per state), "
+                "%llu evicted\n",
+                st.n_entries, st.bytes / 1048576.0, st.max_bytes / 1048576.0,
+                st.entry_bytes / 1048576.0, (unsigned long long)st.evictions);
     if (recur_prefix_cache_save_file(ctx, o->prompt_cache)) return true;
     fprintf(stderr, "recur: %s\n", recur_last_error());
     return false;

@@ -137,6 +137,7 @@ int cmd_run(int argc, char **argv) {
         if (failed) goto done;
     }
     const bool cache_file_ok = gen_cache_load(&o, ctx);
+    double t0 = gen_now_s(); /* the prompt's time includes finding and restoring a prefix */
     if (o.prompt_cache && reused == 0) {
         reused = recur_prefix_cache_restore(ctx, 0, tokens, n_prompt);
         if (reused < 0) {
@@ -146,8 +147,6 @@ int cmd_run(int argc, char **argv) {
     }
     fwrite(text, 1, len, stdout);
     fflush(stdout);
-
-    double t0 = gen_now_s();
     if (reused < n_prompt && !gen_decode_prompt(ctx, 0, tokens + reused, n_prompt - reused))
         goto done;
     double t1 = gen_now_s();
