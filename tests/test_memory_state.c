@@ -87,8 +87,8 @@ static void test_roundtrip_whole(void) {
     uint8_t *buf = write_buf(mem, -1, &size);
     /* header 16 + cells (pos, n_seq, ids): 2 cells, 1 + 2 sequences, 12 + 16 bytes;
        per layer per kind 12 bytes of type and row size; rows: 2 cells x (5 f32 + 9 f16);
-       checksum 8 */
-    CHECK(size == 16 + 12 + 16 + 4 * 12 + 2 * (5 * 4 + 9 * 2) + 8);
+       snapshot lists 4 (none); checksum 8 */
+    CHECK(size == 16 + 12 + 16 + 4 * 12 + 2 * (5 * 4 + 9 * 2) + 4 + 8);
 
     struct rmem *copy = make(4, 4);
     CHECK(read_buf(copy, buf, size, -1));
@@ -127,7 +127,7 @@ static void test_roundtrip_seq(void) {
     struct rmem *mem = populated();
     size_t size;
     uint8_t *buf = write_buf(mem, 0, &size);
-    CHECK(size == 16 + 8 + 4 * 12 + (5 * 4 + 9 * 2) + 8);
+    CHECK(size == 16 + 8 + 4 * 12 + (5 * 4 + 9 * 2) + 4 + 8);
 
     /* into another id of another memory, and of the same memory */
     struct rmem *other = make(4, 4);
@@ -191,7 +191,7 @@ static void test_corrupt_whole(void) {
     CHECK(flipped_ok);
     /* a flip in the rows is caught by the checksum */
     memcpy(bad, buf, size);
-    bad[size - 12] ^= 1;
+    bad[size - 16] ^= 1;
     CHECK(!read_buf(t, bad, size, -1));
     CHECK_ERR("checksum");
     CHECK(read_buf(t, buf, size, -1)); /* and the good stream still reads */
@@ -286,9 +286,16 @@ static void test_wrong_shape(void) {
     uint8_t *v2 = malloc(ssize);
     REQUIRE(v2);
     memcpy(v2, one, ssize);
-    v2[4] = 2;
+    v2[4] = 3;
     CHECK(!read_buf(t, v2, ssize, 0));
-    CHECK_ERR("version 2");
+    CHECK_ERR("version 3");
+    /* a version 1 stream (before snapshots: no section before the checksum) still reads */
+    memcpy(v2, one, ssize);
+    v2[4] = 1;
+    const size_t v1_size = ssize - 4;
+    const uint64_t digest = XXH64(v2, v1_size - 8, 0);
+    for (int b = 0; b < 8; b++) v2[v1_size - 8 + b] = (uint8_t)(digest >> (8 * b));
+    CHECK_MSG(read_buf(t, v2, v1_size, 0), "%s", TEST_LAST_ERROR());
     free(v2);
 
     /* a full memory has no cell for an incoming sequence: the target is left empty */

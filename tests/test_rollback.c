@@ -3,9 +3,10 @@
  * through the public API, on a random-weight model of tests/make_models.sh:
  *   test_rollback MODEL
  * After a rollback, decoding goes on exactly as decoding the kept history alone; a rollback
- * without a snapshot changes nothing; the budget holds; and a property test mixes rollbacks
- * with forks, whole removals, state round trips and batches of several sequences, against a
- * model of which snapshots the memory keeps written here from the documented rules.
+ * without a snapshot changes nothing; the budget holds; saved states keep their snapshots; and
+ * a property test mixes rollbacks with forks, whole removals, state round trips and batches of
+ * several sequences, against a model of which snapshots the memory keeps written here from the
+ * documented rules.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,34 @@ static void test_drafts(void) {
     /* removing the whole sequence drops its snapshots */
     CHECK(recur_memory_seq_rm(mem, 0, -1, -1));
     CHECK(recur_memory_seq_pos_min(mem, 0) == -1 && recur_memory_seq_pos_max(mem, 0) == -1);
+    recur_free(ctx);
+}
+
+/* A saved context state keeps the snapshots: after loading it, a rollback still works. */
+static void test_state_files(void) {
+    struct recur_context_params p = rollback_params(4, 0);
+    struct recur_context *ctx = new_ctx_with(model, 2, 512, &p);
+    int32_t t[12];
+    random_tokens(t, 12, V);
+    CHECK(decode_seq(ctx, 0, t, 8, false) == 0);
+    size_t n;
+    uint8_t *buf = state_of(ctx, &n);
+    struct recur_context *ctx2 = new_ctx_with(model, 2, 512, &p);
+    CHECK(recur_state_set_data(ctx2, buf, n) == n);
+    recur_memory_t m2 = recur_get_memory(ctx2);
+    CHECK(recur_memory_seq_pos_min(m2, 0) == 4 && recur_memory_seq_pos_max(m2, 0) == 7);
+    CHECK(recur_memory_seq_rm(m2, 0, 6, -1) && recur_memory_seq_pos_max(m2, 0) == 5);
+    struct hist h = {0};
+    hist_add(&h, t, 6);
+    check_next(ctx2, 0, &h, "rollback after a state load");
+    /* a context without rollback takes the state and leaves the snapshots out */
+    struct recur_context *plain = new_ctx(model, 2, 512);
+    CHECK_MSG(recur_state_set_data(plain, buf, n) == n, "%s", recur_last_error());
+    CHECK(recur_memory_seq_pos_min(recur_get_memory(plain), 0) == 7);
+    CHECK(!recur_memory_seq_rm(recur_get_memory(plain), 0, 6, -1));
+    free(buf);
+    recur_free(plain);
+    recur_free(ctx2);
     recur_free(ctx);
 }
 
@@ -235,7 +264,7 @@ static void test_property(void) {
             CHECK(recur_memory_seq_rm(mem, a, -1, -1));
             h[a].n = 0;
             memset(&ms[a], 0, sizeof ms[a]);
-        } else { /* a state round trip: the state comes back, its snapshots do not */
+        } else { /* a state round trip into another id: the snapshots come with the state */
             const size_t n = recur_state_seq_get_size(ctx, a);
             uint8_t *buf = malloc(n);
             REQUIRE(buf);
@@ -243,7 +272,7 @@ static void test_property(void) {
             CHECK(recur_state_seq_set_data(ctx, buf, n, b) == n);
             free(buf);
             h[b] = h[a];
-            memset(&ms[b], 0, sizeof ms[b]);
+            ms[b] = ms[a];
         }
         CHECK_MSG(rmem_check((struct rmem *)mem), "step %d: %s", step, recur_last_error());
         /* pos_min is the oldest snapshot (or the state's position) */
@@ -282,6 +311,7 @@ int main(int argc, char **argv) {
     V = recur_model_n_vocab(model);
     RUN(test_drafts);
     RUN(test_checkpoints);
+    RUN(test_state_files);
     RUN(test_budget_and_sharing);
     RUN(test_property);
     recur_model_free(model);

@@ -238,7 +238,10 @@ size_t rmem_v_row_bytes(const struct rmem *mem, uint32_t il);
  *   per cell: i32 pos, u32 n_seq, n_seq x i32 sequence id  (n_seq = 0 in a one-sequence stream)
  *   per layer: u32 type_k, u64 K row bytes, cell_count K rows
  *   per layer: u32 type_v, u64 V row bytes, cell_count V rows
+ *   (version 2) snapshots: u32 lists, per list i32 sequence id (-1 in a one-sequence stream),
+ *     u32 n, u64 floats per snapshot, n x (i32 position, floats x f32)
  *   u64 XXH64 of everything before it.
+ * Snapshots come back only into a memory with snapshots on, within its budget.
  */
 
 /* Bytes rmem_state_write would produce for seq (-1: the whole memory). */

@@ -86,6 +86,21 @@ bool rmem_snap_restore(struct rmem *mem, int32_t seq, int32_t p0);
 int32_t rmem_snap_pos_min(const struct rmem *mem, int32_t seq);
 void rmem_snap_free_all(struct rmem *mem);
 
+/* The snapshot section of state streams (memory.h gives the layout). Reading collects the
+ * snapshots aside; rmem_snap_apply installs them once the whole stream checked out (and frees
+ * p), rmem_snap_pending_free drops them. seq: -1 for the whole memory, else the sequence a
+ * one-sequence stream goes into. */
+struct rmem_snap_pending {
+    float **data;
+    int32_t *seq, *pos;
+    uint32_t n, cap;
+};
+bool rmem_snap_write(const struct rmem *mem, struct rio_writer *w, int32_t seq);
+bool rmem_snap_read(const struct rmem *mem, struct rio_reader *r, int32_t seq,
+                    struct rmem_snap_pending *out);
+void rmem_snap_apply(struct rmem *mem, struct rmem_snap_pending *p);
+void rmem_snap_pending_free(struct rmem_snap_pending *p);
+
 static inline void rmem_cell_add(struct rmem_meta *m, int32_t c, int32_t s) {
     m->tail[s] = c;
     m->prev[s] = -1;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #define STREAM_MAGIC   0x4d454d52u /* "RMEM" as little-endian bytes */
-#define STREAM_VERSION 1u
+#define STREAM_VERSION 2u          /* 2 added the snapshot section; version 1 streams still read */
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
@@ -90,7 +90,8 @@ bool rmem_state_write(const struct rmem *mem, struct rio_writer *w, int32_t seq)
     bool ok = rio_write_u32(w, STREAM_MAGIC) && rio_write_u32(w, STREAM_VERSION) &&
               rio_write_u32(w, mem->n_layer) && rio_write_u32(w, cell_count) &&
               for_each_run(mem, seq, write_meta, w, &meta) && write_layers(mem, w, seq, false) &&
-              write_layers(mem, w, seq, true) && rio_write_u64(w, rio_writer_digest(w));
+              write_layers(mem, w, seq, true) && rmem_snap_write(mem, w, seq) &&
+              rio_write_u64(w, rio_writer_digest(w));
     if (!ok) rcore_error_prefix("state write");
     return ok;
 }
@@ -103,17 +104,20 @@ size_t rmem_state_size(const struct rmem *mem, int32_t seq) {
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
-static bool read_header(const struct rmem *mem, struct rio_reader *r, uint32_t *cell_count) {
-    uint32_t magic, version, n_layer;
-    if (!rio_read_u32(r, &magic) || !rio_read_u32(r, &version) || !rio_read_u32(r, &n_layer) ||
+static bool read_header(const struct rmem *mem, struct rio_reader *r, uint32_t *cell_count,
+                        uint32_t *version) {
+    uint32_t magic, n_layer;
+    uint32_t *v = version;
+    if (!rio_read_u32(r, &magic) || !rio_read_u32(r, v) || !rio_read_u32(r, &n_layer) ||
         !rio_read_u32(r, cell_count))
         return false;
     if (magic != STREAM_MAGIC) {
         rcore_error_set("not a recur state stream (magic 0x%08x)", magic);
         return false;
     }
-    if (version != STREAM_VERSION) {
-        rcore_error_set("stream version %u, this build reads version %u", version, STREAM_VERSION);
+    if (*v != 1 && *v != STREAM_VERSION) {
+        rcore_error_set("stream version %u, this build reads versions 1 and %u", *v,
+                        STREAM_VERSION);
         return false;
     }
     if (n_layer != mem->n_layer) {
@@ -151,6 +155,10 @@ static bool read_layers(struct rmem *mem, struct rio_reader *r, uint32_t c0, uin
     return true;
 }
 
+/* The snapshot section (version 2 on), into p; then the checksum. */
+static bool read_tail(struct rmem *mem, struct rio_reader *r, uint32_t version, int32_t seq,
+                      struct rmem_snap_pending *p);
+
 static bool read_checksum(struct rio_reader *r) {
     const uint64_t want = rio_reader_digest(r);
     uint64_t got;
@@ -164,9 +172,9 @@ static bool read_checksum(struct rio_reader *r) {
 
 static bool read_whole(struct rmem *mem, struct rio_reader *r) {
     struct rmem_meta *m = &mem->meta;
-    uint32_t cell_count;
+    uint32_t cell_count, version;
     rio_reader_digest_reset(r);
-    if (!read_header(mem, r, &cell_count)) return false;
+    if (!read_header(mem, r, &cell_count, &version)) return false;
     if (cell_count > mem->size) {
         rcore_error_set("the stream holds %u cells, the memory has %u", cell_count, mem->size);
         return false;
@@ -209,24 +217,33 @@ static bool read_whole(struct rmem *mem, struct rio_reader *r) {
         m->src[c] = (int32_t)c;
         m->used++;
     }
-    return read_layers(mem, r, 0, cell_count, false) && read_layers(mem, r, 0, cell_count, true) &&
-           read_checksum(r);
+    struct rmem_snap_pending p;
+    if (!read_layers(mem, r, 0, cell_count, false) || !read_layers(mem, r, 0, cell_count, true) ||
+        !read_tail(mem, r, version, -1, &p))
+        return false;
+    rmem_snap_apply(mem, &p);
+    return true;
 }
 
 static bool read_seq(struct rmem *mem, struct rio_reader *r, int32_t seq) {
     struct rmem_meta *m = &mem->meta;
-    uint32_t cell_count;
+    uint32_t cell_count, version;
+    struct rmem_snap_pending p;
     rio_reader_digest_reset(r);
-    if (!read_header(mem, r, &cell_count)) return false;
+    if (!read_header(mem, r, &cell_count, &version)) return false;
     if (cell_count > 1) {
         rcore_error_set("a one-sequence stream holds at most 1 cell, this one holds %u",
                         cell_count);
         return false;
     }
     rmem_seq_drop(m, seq);
-    if (cell_count == 0)
-        return read_layers(mem, r, 0, 0, false) && read_layers(mem, r, 0, 0, true) &&
-               read_checksum(r);
+    if (cell_count == 0) {
+        if (!read_layers(mem, r, 0, 0, false) || !read_layers(mem, r, 0, 0, true) ||
+            !read_tail(mem, r, version, seq, &p))
+            return false;
+        rmem_snap_pending_free(&p); /* snapshots of no state: nothing to roll back */
+        return true;
+    }
 
     int32_t pos;
     uint32_t n_seq;
@@ -250,12 +267,24 @@ static bool read_seq(struct rmem *mem, struct rio_reader *r, int32_t seq) {
     }
     /* the cell stays free until the whole stream has checked out */
     if (!read_layers(mem, r, (uint32_t)c, 1, false) || !read_layers(mem, r, (uint32_t)c, 1, true) ||
-        !read_checksum(r))
+        !read_tail(mem, r, version, seq, &p))
         return false;
     rmem_cell_add(m, c, seq);
     m->pos[c] = pos;
     m->src[c] = c;
     m->used++;
+    rmem_snap_apply(mem, &p);
+    return true;
+}
+
+static bool read_tail(struct rmem *mem, struct rio_reader *r, uint32_t version, int32_t seq,
+                      struct rmem_snap_pending *p) {
+    memset(p, 0, sizeof *p);
+    if (version >= 2 && !rmem_snap_read(mem, r, seq, p)) return false;
+    if (!read_checksum(r)) {
+        rmem_snap_pending_free(p);
+        return false;
+    }
     return true;
 }
 

@@ -347,8 +347,8 @@ bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst) {
         const size_t kn = mem->k_row_bytes[il] / rcore_type_size(mem->type_k);
         const size_t vn = mem->v_row_bytes[il] / rcore_type_size(mem->type_v);
         if (kn)
-            rcore_row_to_f32(mem->type_k, dst + off,
-                             mem->k[il] + (size_t)c * mem->k_row_bytes[il], kn);
+            rcore_row_to_f32(mem->type_k, dst + off, mem->k[il] + (size_t)c * mem->k_row_bytes[il],
+                             kn);
         if (vn)
             rcore_row_to_f32(mem->type_v, dst + off + kn,
                              mem->v[il] + (size_t)c * mem->v_row_bytes[il], vn);
@@ -383,4 +383,123 @@ bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int
     m->pos[c] = pos;
     m->src[c] = c;
     return true;
+}
+
+/* ---- the snapshot section of state streams (memory_state.c) --------------------------------- */
+
+static size_t block_floats(const struct rmem *mem) {
+    return rmem_snap_block_bytes(mem) / sizeof(float);
+}
+
+bool rmem_snap_write(const struct rmem *mem, struct rio_writer *w, int32_t seq) {
+    const uint32_t first = seq < 0 ? 0 : (uint32_t)seq, last = seq < 0 ? mem->n_seq_max : first + 1;
+    uint32_t lists = 0;
+    for (uint32_t s = first; s < last; s++) lists += rmem_snap_count(mem, (int32_t)s) > 0;
+    if (!rio_write_u32(w, lists)) return false;
+    for (uint32_t s = first; s < last; s++) {
+        const uint32_t n = rmem_snap_count(mem, (int32_t)s);
+        if (n == 0) continue;
+        /* a one-sequence stream names no id: it is read into whichever sequence it is given */
+        if (!rio_write_i32(w, seq < 0 ? (int32_t)s : -1) || !rio_write_u32(w, n) ||
+            !rio_write_u64(w, block_floats(mem)))
+            return false;
+        for (uint32_t i = 0; i < n; i++)
+            if (!rio_write_i32(w, mem->snaps[s].pos[i]) ||
+                !rio_write(w, mem->snaps[s].snap[i]->data, block_bytes(mem)))
+                return false;
+    }
+    return true;
+}
+
+void rmem_snap_pending_free(struct rmem_snap_pending *p) {
+    for (uint32_t i = 0; i < p->n; i++) free(p->data[i]);
+    free(p->data);
+    free(p->seq);
+    free(p->pos);
+    memset(p, 0, sizeof *p);
+}
+
+/* Appends one entry to p; false when memory cannot be had. */
+static bool pending_add(struct rmem_snap_pending *p, int32_t seq, int32_t pos, float *data) {
+    if (p->n == p->cap) {
+        const uint32_t cap = p->cap ? 2 * p->cap : 16;
+        float **d = realloc(p->data, cap * sizeof *d);
+        if (d) p->data = d;
+        int32_t *sq = d ? realloc(p->seq, cap * sizeof *sq) : NULL;
+        if (sq) p->seq = sq;
+        int32_t *ps = sq ? realloc(p->pos, cap * sizeof *ps) : NULL;
+        if (!ps) return false;
+        p->pos = ps;
+        p->cap = cap;
+    }
+    p->data[p->n] = data;
+    p->seq[p->n] = seq;
+    p->pos[p->n] = pos;
+    p->n++;
+    return true;
+}
+
+bool rmem_snap_read(const struct rmem *mem, struct rio_reader *r, int32_t seq,
+                    struct rmem_snap_pending *out) {
+    memset(out, 0, sizeof *out);
+    uint32_t lists;
+    if (!rio_read_u32(r, &lists)) return false;
+    if (lists > (seq < 0 ? mem->n_seq_max : 1u)) {
+        rcore_error_set("the stream has snapshots of %u sequences", lists);
+        return false;
+    }
+    for (uint32_t l = 0; l < lists; l++) {
+        int32_t id;
+        uint32_t n;
+        uint64_t floats;
+        if (!rio_read_i32(r, &id) || !rio_read_u32(r, &n) || !rio_read_u64(r, &floats)) goto fail;
+        if (seq < 0 ? (id < 0 || (uint32_t)id >= mem->n_seq_max) : id != -1) {
+            rcore_error_set("snapshots of sequence %d do not belong in this stream", id);
+            goto fail;
+        }
+        if (floats != block_floats(mem) || n > (1u << 20)) {
+            rcore_error_set("sequence %d: %u snapshots of %llu floats (this memory's have %zu)", id,
+                            n, (unsigned long long)floats, block_floats(mem));
+            goto fail;
+        }
+        int32_t prev = -1;
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t pos;
+            if (!rio_read_i32(r, &pos)) goto fail;
+            if (pos <= prev) {
+                rcore_error_set("sequence %d: snapshot positions %d then %d do not increase", id,
+                                prev, pos);
+                goto fail;
+            }
+            prev = pos;
+            float *data = malloc(rmem_snap_block_bytes(mem));
+            if (!data || !pending_add(out, seq < 0 ? id : seq, pos, data)) {
+                free(data);
+                rcore_error_set("out of memory for the stream's snapshots");
+                goto fail;
+            }
+            if (!rio_read(r, data, rmem_snap_block_bytes(mem))) goto fail;
+        }
+    }
+    return true;
+fail:
+    rmem_snap_pending_free(out);
+    return false;
+}
+
+void rmem_snap_apply(struct rmem *mem, struct rmem_snap_pending *p) {
+    /* a memory without snapshots, or a smaller budget: those that do not fit are left out */
+    for (uint32_t i = 0; mem->snaps && i < p->n; i++) {
+        struct rmem_snap *b = snap_new(mem, mem->snap_stamp);
+        if (!b) continue;
+        free(b->data);
+        b->data = p->data[i];
+        p->data[i] = NULL;
+        b->stamp = mem->snap_stamp++;
+        if (!list_push(mem, p->seq[i], b, p->pos[i])) {
+            b->refs = 1;
+            snap_unref(mem, b);
+        }
+    }
+    rmem_snap_pending_free(p);
 }
