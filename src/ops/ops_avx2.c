@@ -203,6 +203,40 @@ static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const
     }
 }
 
+/* Four to eight inputs (several sequences, or a token and its drafts): one weight row at a
+ * time, each 8 weights converted once in registers and used by NB FMAs, the inputs read from
+ * cache as they are needed (eight of them would not fit in registers with the accumulators).
+ * The panel path converts the weights through memory instead, which for so few inputs costs
+ * as much as the products. */
+static inline __attribute__((always_inline)) void gemv_many(uint32_t type, const struct rops_mat *w,
+                                                            const float *x, int NB, float *y,
+                                                            int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        if (r + 4 < m) /* a few rows ahead: one row is a stream too short to prefetch itself */
+            for (size_t o = 0; o < w->row_bytes; o += 64)
+                _mm_prefetch((const char *)row + 4 * w->row_bytes + o, _MM_HINT_T0);
+        __m256 acc[8];
+        for (int i = 0; i < NB; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < k8; c += 8) {
+            const __m256 wv = load8(type, row, c);
+            for (int i = 0; i < NB; i++)
+                acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i]);
+        }
+        for (int i = 0; i < NB; i++) {
+            float s = hsum(acc[i]);
+            for (int64_t c = k8; c < k; c++) {
+                const float wc = type == TYPE_F32   ? ((const float *)row)[c]
+                                 : type == TYPE_F16 ? rcore_f16_to_f32(((const uint16_t *)row)[c])
+                                                    : rcore_bf16_to_f32(((const uint16_t *)row)[c]);
+                s += wc * x[i * k + c];
+            }
+            y[i * m + r] = s;
+        }
+    }
+}
+
 #define GEMV_FOR_TYPE(T)                                                                           \
     static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
                          int64_t r1) {                                                             \
@@ -216,6 +250,31 @@ static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const
 GEMV_FOR_TYPE(TYPE_F32)
 GEMV_FOR_TYPE(TYPE_F16)
 GEMV_FOR_TYPE(TYPE_BF16)
+
+#define GEMV_MANY_FOR_TYPE(T)                                                                      \
+    static void gemv_many_##T(const struct rops_mat *w, const float *x, int NB, float *y,          \
+                              int64_t r0, int64_t r1) {                                            \
+        switch (NB) {                                                                              \
+        case 4:                                                                                    \
+            gemv_many(T, w, x, 4, y, r0, r1);                                                      \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            gemv_many(T, w, x, 5, y, r0, r1);                                                      \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            gemv_many(T, w, x, 6, y, r0, r1);                                                      \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            gemv_many(T, w, x, 7, y, r0, r1);                                                      \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv_many(T, w, x, 8, y, r0, r1);                                                      \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+GEMV_MANY_FOR_TYPE(TYPE_F32)
+GEMV_MANY_FOR_TYPE(TYPE_F16)
+GEMV_MANY_FOR_TYPE(TYPE_BF16)
 
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1) {
@@ -232,6 +291,21 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
             gemv_TYPE_BF16(w, x, (int)n, y, r0, r1);
             return;
         default: /* q8_0 / q4_0 inputs this few take rops_matmul_q8_rows_avx2 */
+            break;
+        }
+    }
+    if (n <= 8) {
+        switch (w->type) {
+        case TYPE_F32:
+            gemv_many_TYPE_F32(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_F16:
+            gemv_many_TYPE_F16(w, x, (int)n, y, r0, r1);
+            return;
+        case TYPE_BF16:
+            gemv_many_TYPE_BF16(w, x, (int)n, y, r0, r1);
+            return;
+        default: /* block weights: the panel below */
             break;
         }
     }
