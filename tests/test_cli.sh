@@ -162,6 +162,18 @@ check "help lists --state-in" grep -q -- "--state-in" "$work/out"
 expect_exit "parallel help" 0 "" "$recur" parallel --help
 check "parallel help lists -np" grep -q -- "-np" "$work/out"
 
+# a prompt that leaves a saved state's tokens part-way: back to its last checkpoint (every 64
+# positions), the same text as a cold run
+base="$prompt $prompt $prompt $prompt $prompt $prompt $prompt $prompt"
+"$recur" run -m "$model" -p "$base $prompt" -n 0 --state-out "$work/ck.bin" >/dev/null 2>&1
+"$recur" run -m "$model" -p "$base and now for something else" -n 16 --temp 0 \
+    >"$work/div_cold.txt" 2>/dev/null
+"$recur" run -m "$model" -p "$base and now for something else" -n 16 --temp 0 \
+    --state-in "$work/ck.bin" >"$work/div.txt" 2>"$work/div.err"
+check "state-in: a diverging prompt goes back to a checkpoint" grep -q "went back" "$work/div.err"
+check "state-in: ... and reuses 64 tokens" grep -q "(64 reused)" "$work/div.err"
+check "state-in: ... and prints what a cold run does" cmp -s "$work/div.txt" "$work/div_cold.txt"
+
 # lookup decoding: the same text as plain decoding, greedy and sampled, and it says how it went
 "$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 >"$work/plain.txt" 2>/dev/null
 "$recur" run -m "$model" -p "$prompt" -n 64 --temp 0 --lookup 4 >"$work/look.txt" 2>"$work/look.err"

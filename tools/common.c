@@ -315,8 +315,8 @@ bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **mod
     if (o->prompt_cache) {
         cp.prefix_cache_bytes = (uint64_t)o->cache_mb << 20;
         cp.n_rollback = 2;
-        cp.checkpoint_every = 64;
     }
+    if (o->prompt_cache || o->state_in || o->state_out) cp.checkpoint_every = 64;
     if (o->lookup && (uint32_t)o->lookup + 1 > cp.n_rollback)
         cp.n_rollback = (uint32_t)o->lookup + 1;
     *ctx = recur_init_from_model(*model, cp);

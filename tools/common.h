@@ -82,7 +82,8 @@ recur_token *gen_tokenize(const struct recur_model *model, const char *text, siz
 /* Loads the model and makes a context for n_seq sequences; false with a message on stderr.
  * With --prompt-cache the context has a prefix cache of --prompt-cache-mb, keeps the last two
  * states of each sequence (so a prompt minus its last token can be stored) and a checkpoint
- * every 64 positions; with --lookup N it keeps the last N + 1 states (drafts roll back). */
+ * every 64 positions (so do --state-in and --state-out, whose files then carry them); with
+ * --lookup N it keeps the last N + 1 states (drafts roll back). */
 bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
               struct recur_context **ctx);
 

@@ -6,7 +6,9 @@
  * prefix of the new prompt (else the prompt is decoded from scratch, with a note). The saved
  * state holds the logits of its last token, so a prompt equal to the saved tokens decodes
  * nothing at all. --state-out saves the state after generation with prompt + output tokens,
- * ready for the next turn.
+ * ready for the next turn, with a checkpoint every 64 positions: a later prompt that leaves
+ * the saved tokens somewhere goes back to the last checkpoint before that point instead of
+ * starting over.
  *
  * With --prompt-cache FILE, the prefix state cache (recur.h) is loaded from FILE, the longest
  * stored prefix of the prompt is restored, and the states of this run (the prompt minus its
@@ -63,10 +65,12 @@ static bool sync_state(struct recur_context *ctx, recur_token *tokens, int32_t n
     return true;
 }
 
-/* Restores --state-in; returns how many prompt tokens it already holds (0 when unusable). */
+/* Restores --state-in; returns how many prompt tokens it already holds (0 when unusable).
+ * When the prompt leaves the saved tokens at some point, the state is rolled back to its
+ * newest snapshot before that point (states saved by --state-out keep checkpoints). */
 static int32_t restore_state(struct recur_context *ctx, const char *path, const recur_token *prompt,
                              int32_t n_prompt, bool *failed) {
-    size_t cap = (size_t)n_prompt + 1, n_saved = 0;
+    size_t cap = (size_t)n_prompt + (1u << 20), n_saved = 0;
     recur_token *saved = malloc(sizeof(recur_token) * cap);
     *failed = false;
     if (!saved) {
@@ -76,22 +80,26 @@ static int32_t restore_state(struct recur_context *ctx, const char *path, const 
     }
     int32_t reuse = 0;
     if (!recur_state_load_file(ctx, path, saved, cap, &n_saved)) {
-        if (strstr(recur_last_error(), "room for")) {
-            fprintf(stderr,
-                    "recur: note: %s holds more tokens than the prompt; decoding the "
-                    "prompt from scratch\n",
-                    path);
-        } else {
-            fprintf(stderr, "recur: %s\n", recur_last_error());
-            *failed = true;
-        }
-    } else if (n_saved > 0 && memcmp(saved, prompt, sizeof(recur_token) * n_saved) == 0) {
-        reuse = (int32_t)n_saved;
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        *failed = true;
     } else {
-        fprintf(stderr,
-                "recur: note: the prompt does not begin with the %zu tokens of %s; "
-                "decoding it from scratch\n",
-                n_saved, path);
+        size_t common = 0;
+        while (common < n_saved && common < (size_t)n_prompt && saved[common] == prompt[common])
+            common++;
+        if (common == n_saved) {
+            reuse = (int32_t)n_saved;
+        } else {
+            /* keep at least one prompt token to decode, for its logits */
+            const int32_t keep = (int32_t)(common < (size_t)n_prompt ? common : common - 1);
+            recur_memory_t mem = recur_get_memory(ctx);
+            if (keep > 0 && recur_memory_seq_rm(mem, 0, keep, -1))
+                reuse = recur_memory_seq_pos_max(mem, 0) + 1;
+            fprintf(stderr,
+                    "recur: note: the prompt leaves the %zu tokens of %s after %zu; %s\n",
+                    n_saved, path, common,
+                    reuse > 0 ? "went back to the state's last checkpoint before that"
+                              : "decoding it from scratch");
+        }
     }
     if (reuse == 0) recur_memory_clear(recur_get_memory(ctx), true);
     free(saved);
