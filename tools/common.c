@@ -52,6 +52,12 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_LOOKUP] = {NULL, "--lookup", "N",
                   "draft up to N tokens from the text so far and verify them in one batch "
                   "(same output, fewer steps on repetitive text)"},
+    [G_HOST] = {NULL, "--host", "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
+    [G_PORT] = {NULL, "--port", "N", "port to listen on (default 8080; 0: any free port)"},
+    [G_API_KEY] = {NULL, "--api-key", "KEY", "require \"Authorization: Bearer KEY\""},
+    [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
+    [G_MAX_TOKENS] = {NULL, "--max-tokens", "N", "most tokens a request may ask for (default 4096)"},
+    [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
 };
 
 static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
@@ -113,6 +119,11 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
     o->n_ctx = 256;
     o->n_chunks = -1;
     o->cache_mb = 512;
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->queue_max = 64;
+    o->max_tokens = 4096;
+    o->timeout_s = 600;
     o->sampling = recur_sampler_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -158,6 +169,24 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
             break;
         case G_LOOKUP:
             if ((ok = gen_parse_long(v, 1, 64, &n))) o->lookup = (int32_t)n;
+            break;
+        case G_HOST:
+            o->host = v;
+            break;
+        case G_PORT:
+            if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;
+            break;
+        case G_API_KEY:
+            o->api_key = v;
+            break;
+        case G_QUEUE:
+            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->queue_max = (int32_t)n;
+            break;
+        case G_MAX_TOKENS:
+            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->max_tokens = (int32_t)n;
+            break;
+        case G_TIMEOUT:
+            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->timeout_s = (double)n;
             break;
         case G_N_PREDICT:
             if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) o->n_predict = (int32_t)n;
@@ -299,14 +328,7 @@ recur_token *gen_tokenize(const struct recur_model *model, const char *text, siz
     return t;
 }
 
-bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
-              struct recur_context **ctx) {
-    *ctx = NULL;
-    *model = recur_model_load_from_file(o->model, recur_model_default_params());
-    if (!*model) {
-        fprintf(stderr, "recur: %s\n", recur_last_error());
-        return false;
-    }
+struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_t n_seq) {
     struct recur_context_params cp = recur_context_default_params();
     cp.n_seq_max = n_seq;
     cp.n_batch = o->n_batch;
@@ -319,6 +341,17 @@ bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **mod
     if (o->prompt_cache || o->state_in || o->state_out) cp.checkpoint_every = 64;
     if (o->lookup && (uint32_t)o->lookup + 1 > cp.n_rollback)
         cp.n_rollback = (uint32_t)o->lookup + 1;
+    return cp;
+}
+
+bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
+                     struct recur_model **model, struct recur_context **ctx) {
+    *ctx = NULL;
+    *model = recur_model_load_from_file(o->model, recur_model_default_params());
+    if (!*model) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        return false;
+    }
     *ctx = recur_init_from_model(*model, cp);
     if (!*ctx) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
@@ -327,6 +360,11 @@ bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **mod
         return false;
     }
     return true;
+}
+
+bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
+              struct recur_context **ctx) {
+    return gen_load_params(o, gen_context_params(o, n_seq), model, ctx);
 }
 
 bool gen_decode_prompt(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,

@@ -38,6 +38,12 @@ enum gen_flag {
     G_PROMPT_CACHE,
     G_CACHE_MB,
     G_LOOKUP,
+    G_HOST,
+    G_PORT,
+    G_API_KEY,
+    G_QUEUE,
+    G_MAX_TOKENS,
+    G_TIMEOUT,
     G_COUNT
 };
 
@@ -58,6 +64,13 @@ struct gen_opts {
     const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
     int32_t cache_mb;         /* its budget */
     int32_t lookup;           /* draft tokens per step (prompt lookup decoding), 0: off */
+    /* recur serve */
+    const char *host;
+    int32_t port;
+    const char *api_key;
+    int32_t queue_max;
+    int32_t max_tokens;
+    double timeout_s;
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
@@ -86,6 +99,10 @@ recur_token *gen_tokenize(const struct recur_model *model, const char *text, siz
  * --lookup N it keeps the last N + 1 states (drafts roll back). */
 bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,
               struct recur_context **ctx);
+/* gen_load in two steps, for a caller that changes the context parameters in between. */
+struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_t n_seq);
+bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
+                     struct recur_model **model, struct recur_context **ctx);
 
 /* Decodes tokens on sequence seq at the positions that follow, in chunks of n_batch, with a
  * progress bar on stderr when it is a terminal; logits for the last token. False with a

@@ -20,6 +20,7 @@ struct command {
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt, streaming it"},
     {"parallel", cmd_parallel, "generate several continuations of one prompt at once"},
+    {"serve", cmd_serve, "serve completions over HTTP (OpenAI and llama.cpp shapes)"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},
     {"bench", cmd_bench, "measure prompt and generation speed against the machine's bounds"},
     {"quantize", cmd_quantize, "rewrite a model's weights as q8_0, q4_0, f16 or bf16"},

@@ -23,5 +23,7 @@ int cmd_run(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 /* recur parallel: several continuations of one prompt in one batch per step (tools/parallel.c). */
 int cmd_parallel(int argc, char **argv);
+/* recur serve: an HTTP server with continuous batching and prompt reuse (tools/serve.c). */
+int cmd_serve(int argc, char **argv);
 
 #endif /* RECUR_TOOLS_H */

@@ -1,0 +1,112 @@
+/*
+ * recur serve: what the HTTP side (serve.c) and the decode loop (serve_sched.c) share.
+ *
+ * Threads: libmicrohttpd runs one thread per connection; each request becomes a task, put in a
+ * bounded queue. One scheduler thread owns the recur context: every step it admits queued
+ * tasks into free sequence slots (restoring the longest cached prefix of their prompt),
+ * decodes the prompts of new tasks and the last token of every running one in one batch
+ * (continuous batching), samples, and appends text to each task. Connection threads wait on a
+ * condition variable for their task's text. Everything shared is under server.mu.
+ */
+#ifndef RECUR_TOOLS_SERVE_H
+#define RECUR_TOOLS_SERVE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recur.h"
+
+#define SERVE_MAX_STOP 4 /* stop strings per request, as OpenAI's API */
+#define SERVE_MAX_N 16   /* choices per request */
+
+enum task_state { TASK_QUEUED, TASK_RUNNING, TASK_DONE, TASK_FAILED };
+
+/* One continuation of a task: its sequence, sampler and text so far. */
+struct choice {
+    recur_seq_id seq;
+    struct recur_sampler *smpl;
+    recur_token *out; /* generated tokens */
+    int32_t n_out;
+    char *text; /* their text, NUL-terminated */
+    size_t len, cap;
+    size_t held;   /* bytes of text held back: they may be the start of a stop string */
+    int32_t row;   /* output row in the current batch, -1 none */
+    bool finished; /* no more tokens */
+    const char *finish_reason; /* "length" or "stop" */
+};
+
+struct task {
+    /* the request (set by the HTTP side before queuing, then read-only) */
+    recur_token *prompt;
+    int32_t n_prompt;
+    int32_t max_tokens;
+    struct recur_sampler_params sampling;
+    char *stop[SERVE_MAX_STOP];
+    int n_stop;
+    int n; /* choices */
+    bool cache_prompt;
+    double t_queued;
+
+    /* progress (under server.mu) */
+    enum task_state state;
+    char error[256];
+    struct choice choice[SERVE_MAX_N];
+    int32_t n_cached;    /* prompt tokens restored from the prefix cache */
+    int32_t prefilled;   /* prompt tokens decoded so far */
+    bool cancelled;      /* the client went away: free its sequences at the next step */
+    double t_first;      /* first token sampled */
+    double t_done;
+    int refs;            /* the connection and the scheduler */
+    struct task *next;   /* queue */
+};
+
+struct serve_limits {
+    int32_t n_parallel;   /* sequence slots */
+    int32_t queue_max;    /* waiting tasks; more get 503 */
+    int32_t max_prompt;   /* prompt tokens */
+    int32_t max_tokens;   /* tokens a request may ask for */
+    size_t max_body;      /* request bytes */
+    double timeout_s;     /* a request that is not done by then fails (504) */
+};
+
+struct serve_metrics {
+    uint64_t requests, requests_failed, rejected_busy;
+    uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
+    uint64_t steps;
+    double busy_s; /* seconds the scheduler spent in decode + sampling */
+    struct recur_prefix_cache_stats cache; /* copied by the scheduler after each step */
+};
+
+struct server {
+    struct recur_model *model;
+    struct recur_context *ctx;
+    const char *model_name;
+    const char *api_key; /* NULL: none asked */
+    struct serve_limits lim;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work;     /* the scheduler: a task arrived, or stop */
+    pthread_cond_t progress; /* the connections: text arrived, or a task ended */
+    struct task *queue_head, *queue_tail;
+    int32_t n_queued;
+    struct task **active; /* [n_parallel] tasks by first slot, NULL when free */
+    bool *slot_used;      /* [n_parallel] */
+    int32_t slots_in_use;
+    bool stopping; /* no new requests; finish the admitted ones */
+    struct serve_metrics m;
+    double t_start;
+};
+
+/* The scheduler thread's body (serve_sched.c). */
+void *serve_sched_main(void *srv);
+
+/* Queues t (refs already 2); false when the queue is full (the caller answers 503). */
+bool serve_submit(struct server *s, struct task *t);
+/* Drops a reference; the last one frees the task. Call with s->mu held. */
+void serve_task_release(struct server *s, struct task *t);
+
+double serve_now(void);
+
+#endif /* RECUR_TOOLS_SERVE_H */

@@ -1,0 +1,496 @@
+/*
+ * recur serve's completion endpoints (see serve.c): the request fields, checked with a message
+ * that names the field; a task for the decode loop; the answer, whole or as server-sent events.
+ *
+ * OpenAI /v1/completions: prompt (string, token list, or a list of one string), max_tokens
+ * (default 16), temperature (1), top_p (1), top_k (off), stop (a string or up to 4), seed, n
+ * (1), stream (false); the answer has choices and usage with
+ * prompt_tokens_details.cached_tokens. llama.cpp /completion: prompt, n_predict (-1: the
+ * server's limit), temperature (0.8), top_k (40), top_p (0.95), min_p (0.05), seed, stop,
+ * stream, cache_prompt (true); the answer has content, tokens_predicted, tokens_evaluated,
+ * tokens_cached. Fields of other names are ignored; a known field of the wrong type is a 400.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "serve.h"
+#include "serve_api.h"
+
+bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, recur_token **out,
+                        int32_t *n, char *msg, size_t msg_len) {
+    *out = NULL;
+    *n = 0;
+    if (!cJSON_IsArray(arr)) {
+        snprintf(msg, msg_len, "\"%s\" must be an array of token ids", what);
+        return false;
+    }
+    const int32_t count = cJSON_GetArraySize(arr), V = recur_model_n_vocab(s->model);
+    recur_token *t = malloc(sizeof(recur_token) * ((size_t)count + 1));
+    if (!t) {
+        snprintf(msg, msg_len, "out of memory for %d tokens", count);
+        return false;
+    }
+    int32_t i = 0;
+    for (const cJSON *e = arr->child; e; e = e->next, i++) {
+        const double v = cJSON_IsNumber(e) ? e->valuedouble : -1.0;
+        if (!cJSON_IsNumber(e) || v != floor(v) || v < 0 || v >= V) {
+            snprintf(msg, msg_len, "\"%s\"[%d] is not a token id (0..%d)", what, i, V - 1);
+            free(t);
+            return false;
+        }
+        t[i] = (recur_token)v;
+    }
+    *out = t;
+    *n = count;
+    return true;
+}
+
+/* ---- fields ----------------------------------------------------------------------------- */
+
+struct parse {
+    const cJSON *body;
+    char msg[200];
+    bool bad;
+};
+
+/* A number field in [lo, hi] (integer when want_int); absent: def. */
+static double num_field(struct parse *p, const char *name, double def, double lo, double hi,
+                        bool want_int) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, name);
+    if (p->bad || !f || cJSON_IsNull(f)) return def;
+    if (!cJSON_IsNumber(f) || (want_int && f->valuedouble != floor(f->valuedouble)) ||
+        !(f->valuedouble >= lo && f->valuedouble <= hi)) {
+        snprintf(p->msg, sizeof p->msg, "\"%s\" must be %s from %g to %g", name,
+                 want_int ? "an integer" : "a number", lo, hi);
+        p->bad = true;
+        return def;
+    }
+    return f->valuedouble;
+}
+
+static bool bool_field(struct parse *p, const char *name, bool def) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, name);
+    if (p->bad || !f || cJSON_IsNull(f)) return def;
+    if (!cJSON_IsBool(f)) {
+        snprintf(p->msg, sizeof p->msg, "\"%s\" must be true or false", name);
+        p->bad = true;
+        return def;
+    }
+    return cJSON_IsTrue(f);
+}
+
+static void stop_field(struct parse *p, struct task *t) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, "stop");
+    if (p->bad || !f || cJSON_IsNull(f)) return;
+    const cJSON *one = cJSON_IsString(f) ? f : NULL;
+    if (!one && (!cJSON_IsArray(f) || cJSON_GetArraySize(f) > SERVE_MAX_STOP)) {
+        snprintf(p->msg, sizeof p->msg, "\"stop\" must be a string or up to %d strings",
+                 SERVE_MAX_STOP);
+        p->bad = true;
+        return;
+    }
+    for (const cJSON *e = one ? one : f->child; e; e = one ? NULL : e->next) {
+        if (!cJSON_IsString(e) || e->valuestring[0] == '\0') {
+            snprintf(p->msg, sizeof p->msg, "\"stop\" strings must be non-empty strings");
+            p->bad = true;
+            return;
+        }
+        if (!(t->stop[t->n_stop++] = strdup(e->valuestring))) {
+            snprintf(p->msg, sizeof p->msg, "out of memory");
+            p->bad = true;
+            return;
+        }
+    }
+}
+
+static void prompt_field(struct parse *p, struct server *s, struct task *t) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, "prompt");
+    if (p->bad) return;
+    if (cJSON_IsArray(f) && cJSON_GetArraySize(f) == 1 && cJSON_IsString(f->child))
+        f = f->child; /* a list of one prompt */
+    if (cJSON_IsString(f)) {
+        const int32_t len = (int32_t)strlen(f->valuestring);
+        t->prompt = malloc(sizeof(recur_token) * ((size_t)len + 2));
+        t->n_prompt = t->prompt ? recur_tokenize(s->model, f->valuestring, len, t->prompt,
+                                                 len + 2, true, false)
+                                : -1;
+        if (t->n_prompt < 0) {
+            snprintf(p->msg, sizeof p->msg, "the prompt could not be tokenized");
+            p->bad = true;
+            return;
+        }
+    } else if (cJSON_IsArray(f)) {
+        if (!serve_parse_tokens(s, f, "prompt", &t->prompt, &t->n_prompt, p->msg, sizeof p->msg)) {
+            p->bad = true;
+            return;
+        }
+    } else {
+        snprintf(p->msg, sizeof p->msg,
+                 f ? "\"prompt\" must be a string or an array of token ids"
+                   : "\"prompt\" is required");
+        p->bad = true;
+        return;
+    }
+    if (t->n_prompt == 0) {
+        snprintf(p->msg, sizeof p->msg, "the prompt is empty");
+        p->bad = true;
+    } else if (t->n_prompt > s->lim.max_prompt) {
+        snprintf(p->msg, sizeof p->msg, "the prompt has %d tokens, at most %d are accepted",
+                 t->n_prompt, s->lim.max_prompt);
+        p->bad = true;
+    }
+}
+
+/* ---- waiting for the decode loop --------------------------------------------------------- */
+
+/* True when the client closed its end (a read would return 0 bytes). */
+static bool client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd pfd = {ci->connect_fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0) return false;
+    char c;
+    return (pfd.revents & (POLLHUP | POLLERR)) || recv(ci->connect_fd, &c, 1, MSG_PEEK) == 0;
+}
+
+/* Waits up to 50 ms for progress; s->mu held. */
+static void wait_progress(struct server *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->progress, &s->mu, &ts);
+}
+
+static bool timed_out(const struct server *s, const struct task *t) {
+    return s->lim.timeout_s > 0 && serve_now() - t->t_queued > s->lim.timeout_s;
+}
+
+/* ---- answers ----------------------------------------------------------------------------- */
+
+static int32_t completion_tokens(const struct task *t) {
+    int32_t n = 0;
+    for (int i = 0; i < t->n; i++) n += t->choice[i].n_out;
+    return n;
+}
+
+static cJSON *openai_object(const struct server *s, const struct task *t, bool chunk) {
+    cJSON *j = cJSON_CreateObject();
+    char id[48];
+    snprintf(id, sizeof id, "cmpl-%llx", (unsigned long long)(uintptr_t)t);
+    cJSON_AddStringToObject(j, "id", id);
+    cJSON_AddStringToObject(j, "object", "text_completion");
+    cJSON_AddNumberToObject(j, "created", (double)time(NULL));
+    cJSON_AddStringToObject(j, "model", s->model_name);
+    (void)chunk;
+    return j;
+}
+
+static void add_usage(cJSON *j, const struct task *t) {
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    const int32_t c = completion_tokens(t);
+    cJSON_AddNumberToObject(u, "prompt_tokens", t->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", c);
+    cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + c);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", t->n_cached);
+}
+
+/* The whole answer of a finished task (s->mu held). */
+static cJSON *final_json(const struct server *s, const struct task *t, bool llama) {
+    if (llama) {
+        const struct choice *c = &t->choice[0];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "content", c->text ? c->text : "");
+        cJSON_AddBoolToObject(j, "stop", true);
+        cJSON_AddStringToObject(j, "model", s->model_name);
+        cJSON_AddNumberToObject(j, "tokens_predicted", c->n_out);
+        cJSON_AddNumberToObject(j, "tokens_evaluated", t->n_prompt);
+        cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
+        cJSON_AddStringToObject(j, "stop_type",
+                                strcmp(c->finish_reason, "length") == 0 ? "limit" : "eos");
+        cJSON *tm = cJSON_AddObjectToObject(j, "timings");
+        cJSON_AddNumberToObject(tm, "prompt_n", t->n_prompt - t->n_cached);
+        cJSON_AddNumberToObject(tm, "prompt_ms", (t->t_first - t->t_queued) * 1e3);
+        cJSON_AddNumberToObject(tm, "predicted_n", c->n_out);
+        cJSON_AddNumberToObject(tm, "predicted_ms", (t->t_done - t->t_first) * 1e3);
+        return j;
+    }
+    cJSON *j = openai_object(s, t, false), *arr = cJSON_AddArrayToObject(j, "choices");
+    for (int i = 0; i < t->n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        cJSON_AddStringToObject(c, "text", t->choice[i].text ? t->choice[i].text : "");
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_AddStringToObject(c, "finish_reason", t->choice[i].finish_reason);
+        cJSON_AddItemToArray(arr, c);
+    }
+    add_usage(j, t);
+    return j;
+}
+
+static enum MHD_Result failed_answer(struct MHD_Connection *conn, const struct task *t) {
+    return serve_send_error(conn, strcmp(t->error, "timed out") == 0 ? 504 : 500, "server_error",
+                            t->error[0] ? t->error : "the request failed");
+}
+
+/* ---- streaming: server-sent events ------------------------------------------------------- */
+
+struct stream {
+    struct server *s;
+    struct task *t;
+    struct MHD_Connection *conn;
+    bool llama;
+    size_t sent[SERVE_MAX_N]; /* text bytes sent per choice */
+    bool finished_sent[SERVE_MAX_N];
+    bool done_sent;
+    char *pending; /* an event not yet handed to MHD */
+    size_t pending_len, pending_off;
+};
+
+static char *event(cJSON *j) {
+    char *body = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!body) return NULL;
+    const size_t n = strlen(body);
+    char *ev = malloc(n + 9);
+    if (ev) snprintf(ev, n + 9, "data: %s\n\n", body);
+    free(body);
+    return ev;
+}
+
+/* The next event to send, or NULL when there is none yet (s->mu held). */
+static char *next_event(struct stream *st, bool *end) {
+    struct task *t = st->t;
+    *end = false;
+    for (int i = 0; i < t->n; i++) {
+        struct choice *c = &t->choice[i];
+        const size_t ready = c->len - (c->finished ? 0 : c->held);
+        const bool finish_now = c->finished && !st->finished_sent[i];
+        if (ready <= st->sent[i] && !finish_now) continue;
+        char *piece = strndup(c->text ? c->text + st->sent[i] : "", ready - st->sent[i]);
+        if (!piece) return NULL;
+        st->sent[i] = ready;
+        cJSON *j;
+        if (st->llama) {
+            j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "content", piece);
+            cJSON_AddBoolToObject(j, "stop", false);
+        } else {
+            j = openai_object(st->s, t, true);
+            cJSON *arr = cJSON_AddArrayToObject(j, "choices"), *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "index", i);
+            cJSON_AddStringToObject(o, "text", piece);
+            cJSON_AddNullToObject(o, "logprobs");
+            if (finish_now)
+                cJSON_AddStringToObject(o, "finish_reason", c->finish_reason);
+            else
+                cJSON_AddNullToObject(o, "finish_reason");
+            cJSON_AddItemToArray(arr, o);
+        }
+        free(piece);
+        if (finish_now) st->finished_sent[i] = true;
+        return event(j);
+    }
+    if (t->state == TASK_DONE && !st->done_sent) {
+        st->done_sent = true;
+        if (st->llama) {
+            cJSON *j = final_json(st->s, t, true);
+            cJSON_ReplaceItemInObject(j, "content", cJSON_CreateString(""));
+            return event(j);
+        }
+        cJSON *j = openai_object(st->s, t, true);
+        cJSON_AddArrayToObject(j, "choices");
+        add_usage(j, t);
+        char *u = event(j);
+        const char *done = "data: [DONE]\n\n";
+        char *both = u ? malloc(strlen(u) + strlen(done) + 1) : NULL;
+        if (both) {
+            strcpy(both, u);
+            strcat(both, done);
+        }
+        free(u);
+        return both;
+    }
+    if (t->state == TASK_FAILED && !st->done_sent) {
+        st->done_sent = true;
+        cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "message", t->error[0] ? t->error : "the request failed");
+        cJSON_AddStringToObject(e, "type", "server_error");
+        cJSON_AddNumberToObject(e, "code", strcmp(t->error, "timed out") == 0 ? 504 : 500);
+        return event(j);
+    }
+    *end = st->done_sent;
+    return NULL;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct stream *st = cls;
+    struct server *s = st->s;
+    if (!st->pending) {
+        bool end = false;
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+            st->pending = next_event(st, &end);
+            if (st->pending || end) break;
+            if (timed_out(s, st->t) && !st->t->cancelled) {
+                st->t->cancelled = true;
+                snprintf(st->t->error, sizeof st->t->error, "timed out");
+                pthread_cond_signal(&s->work);
+            }
+            wait_progress(s);
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (end) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->pending_len = strlen(st->pending);
+        st->pending_off = 0;
+    }
+    size_t n = st->pending_len - st->pending_off;
+    if (n > max) n = max;
+    memcpy(buf, st->pending + st->pending_off, n);
+    st->pending_off += n;
+    if (st->pending_off == st->pending_len) {
+        free(st->pending);
+        st->pending = NULL;
+    }
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the client left): the task is no longer wanted. */
+static void stream_free(void *cls) {
+    struct stream *st = cls;
+    struct server *s = st->s;
+    pthread_mutex_lock(&s->mu);
+    if (st->t->state == TASK_QUEUED || st->t->state == TASK_RUNNING) {
+        st->t->cancelled = true;
+        pthread_cond_signal(&s->work);
+    }
+    serve_task_release(s, st->t);
+    pthread_mutex_unlock(&s->mu);
+    free(st->pending);
+    free(st);
+}
+
+/* ---- the endpoint ------------------------------------------------------------------------ */
+
+enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
+                                        const cJSON *body, bool llama) {
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) return serve_send_error(conn, 500, "server_error", "out of memory");
+    struct parse p = {body, "", false};
+    prompt_field(&p, s, t);
+    struct recur_sampler_params sp = recur_sampler_default_params();
+    const double max_n = s->lim.n_parallel < SERVE_MAX_N ? s->lim.n_parallel : SERVE_MAX_N;
+    if (llama) {
+        const double n_predict = num_field(&p, "n_predict", -1, -1, s->lim.max_tokens, true);
+        t->max_tokens = n_predict < 0 ? s->lim.max_tokens : (int32_t)n_predict;
+        sp.temp = (float)num_field(&p, "temperature", 0.8, 0, 100, false);
+        sp.top_k = (int32_t)num_field(&p, "top_k", 40, 0, 1e9, true);
+        sp.top_p = (float)num_field(&p, "top_p", 0.95, 0, 1, false);
+        sp.min_p = (float)num_field(&p, "min_p", 0.05, 0, 1, false);
+        t->cache_prompt = bool_field(&p, "cache_prompt", true);
+        t->n = 1;
+    } else {
+        t->max_tokens = (int32_t)num_field(&p, "max_tokens", 16, 0, s->lim.max_tokens, true);
+        sp.temp = (float)num_field(&p, "temperature", 1.0, 0, 2, false);
+        sp.top_p = (float)num_field(&p, "top_p", 1.0, 0, 1, false);
+        sp.top_k = (int32_t)num_field(&p, "top_k", 0, 0, 1e9, true);
+        sp.min_p = 0.0f;
+        t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
+        t->cache_prompt = true;
+    }
+    sp.seed = (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0,
+                                  true);
+    const bool stream = bool_field(&p, "stream", false);
+    stop_field(&p, t);
+    t->sampling = sp;
+    if (p.bad) {
+        t->refs = 1;
+        pthread_mutex_lock(&s->mu);
+        serve_task_release(s, t);
+        pthread_mutex_unlock(&s->mu);
+        return serve_send_error(conn, 400, "invalid_request_error", p.msg);
+    }
+    t->refs = 2; /* this connection and the decode loop */
+    if (!serve_submit(s, t)) {
+        t->refs = 1;
+        pthread_mutex_lock(&s->mu);
+        serve_task_release(s, t);
+        pthread_mutex_unlock(&s->mu);
+        return serve_send_error(conn, 503, "server_busy",
+                                "every slot is busy and the queue is full; retry later");
+    }
+    if (stream) {
+        struct stream *st = calloc(1, sizeof *st);
+        struct MHD_Response *resp =
+            st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
+                                                   stream_free)
+               : NULL;
+        if (!resp) {
+            free(st);
+            pthread_mutex_lock(&s->mu);
+            t->cancelled = true;
+            serve_task_release(s, t);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_NO;
+        }
+        st->s = s;
+        st->t = t;
+        st->conn = conn;
+        st->llama = llama;
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    /* whole answer: wait, watching the client and the clock */
+    pthread_mutex_lock(&s->mu);
+    while (t->state == TASK_QUEUED || t->state == TASK_RUNNING) {
+        if (!t->cancelled && (timed_out(s, t) || client_gone(conn))) {
+            t->cancelled = true;
+            snprintf(t->error, sizeof t->error, "%s",
+                     timed_out(s, t) ? "timed out" : "the client went away");
+            pthread_cond_signal(&s->work);
+        }
+        wait_progress(s);
+    }
+    enum MHD_Result ret;
+    if (t->state == TASK_DONE) {
+        cJSON *j = final_json(s, t, llama);
+        char *text = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        serve_task_release(s, t);
+        pthread_mutex_unlock(&s->mu);
+        if (!text) return MHD_NO;
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+            free(text);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        ret = MHD_queue_response(conn, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    char err[256];
+    memcpy(err, t->error, sizeof err);
+    struct task copy = {0};
+    memcpy(copy.error, err, sizeof err);
+    serve_task_release(s, t);
+    pthread_mutex_unlock(&s->mu);
+    return failed_answer(conn, &copy);
+}

@@ -1,0 +1,22 @@
+/* recur serve: the HTTP-facing helpers shared by serve.c and serve_api.c. */
+#ifndef RECUR_TOOLS_SERVE_API_H
+#define RECUR_TOOLS_SERVE_API_H
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "serve.h"
+
+/* Answers status with {"error": {"message": msg, "type": type, "code": status}} (503 adds
+ * Retry-After: 1). */
+enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
+                                 const char *msg);
+/* A JSON array of token ids of the model's vocabulary into *out (malloc'd) and *n; false with
+ * a message naming what is wrong (what: the field's name). */
+bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, recur_token **out,
+                        int32_t *n, char *msg, size_t msg_len);
+/* POST /v1/completions (llama false) or /completion (llama true). */
+enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
+                                        const cJSON *body, bool llama);
+
+#endif

@@ -1,0 +1,360 @@
+/*
+ * recur serve's decode loop (see serve.h): continuous batching over sequence slots.
+ *
+ * A step: admit queued tasks while slots are free; build one batch of the last sampled token
+ * of every running choice plus prompt chunks of tasks still being read in (up to n_batch
+ * tokens); decode; sample every choice that has a row; append text, finish choices on EOS, a
+ * stop string or max_tokens; retire finished and cancelled tasks, freeing their sequences.
+ *
+ * Prompt reuse: a task restores the longest stored prefix of its prompt from the prefix cache
+ * into its first sequence, so only the rest is decoded. The state after all but the last
+ * prompt token is stored (an exact repeat then decodes one token), checkpoints every 64
+ * positions come from the memory's snapshots, and the state after prompt + completion is
+ * stored when the task ends (a next turn of a chat extends it). n > 1 choices share the
+ * prompt's state through seq_cp.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+double serve_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void task_free(struct task *t) {
+    for (int i = 0; i < SERVE_MAX_N; i++) {
+        recur_sampler_free(t->choice[i].smpl);
+        free(t->choice[i].out);
+        free(t->choice[i].text);
+    }
+    for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
+    free(t->prompt);
+    free(t);
+}
+
+void serve_task_release(struct server *s, struct task *t) {
+    (void)s;
+    if (--t->refs == 0) task_free(t);
+}
+
+bool serve_submit(struct server *s, struct task *t) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping || s->n_queued >= s->lim.queue_max) {
+        s->m.rejected_busy++;
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    t->state = TASK_QUEUED;
+    t->t_queued = serve_now();
+    if (s->queue_tail)
+        s->queue_tail->next = t;
+    else
+        s->queue_head = t;
+    s->queue_tail = t;
+    s->n_queued++;
+    s->m.requests++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* Gives the head of the queue free slots when there are enough; under s->mu. */
+static bool admit_one(struct server *s) {
+    struct task *t = s->queue_head;
+    if (!t || s->lim.n_parallel - s->slots_in_use < t->n) return false;
+    s->queue_head = t->next;
+    if (!s->queue_head) s->queue_tail = NULL;
+    s->n_queued--;
+    t->next = NULL;
+    int got = 0;
+    for (int32_t q = 0; q < s->lim.n_parallel && got < t->n; q++)
+        if (!s->slot_used[q]) {
+            s->slot_used[q] = true;
+            t->choice[got++].seq = q;
+        }
+    s->slots_in_use += t->n;
+    s->active[t->choice[0].seq] = t;
+    t->state = TASK_RUNNING;
+    return true;
+}
+
+/* Frees t's sequences and slots; stores its text in the prefix cache first when it ended
+ * well. Under s->mu. */
+static void retire(struct server *s, struct task *t, enum task_state state) {
+    recur_memory_t mem = recur_get_memory(s->ctx);
+    if (state == TASK_DONE && t->cache_prompt && t->choice[0].n_out > 0) {
+        /* prompt + completion, as far as the state holds it (the last token is not decoded) */
+        const int32_t held = recur_memory_seq_pos_max(mem, t->choice[0].seq) + 1;
+        recur_token *all = malloc(sizeof(recur_token) * (size_t)(t->n_prompt + t->choice[0].n_out));
+        if (all && held > t->n_prompt && held <= t->n_prompt + t->choice[0].n_out) {
+            memcpy(all, t->prompt, sizeof(recur_token) * (size_t)t->n_prompt);
+            memcpy(all + t->n_prompt, t->choice[0].out,
+                   sizeof(recur_token) * (size_t)(held - t->n_prompt));
+            recur_prefix_cache_store(s->ctx, t->choice[0].seq, all, held);
+        }
+        free(all);
+    }
+    for (int i = 0; i < t->n; i++) {
+        recur_memory_seq_rm(mem, t->choice[i].seq, -1, -1);
+        s->slot_used[t->choice[i].seq] = false;
+    }
+    s->active[t->choice[0].seq] = NULL;
+    s->slots_in_use -= t->n;
+    t->state = state;
+    t->t_done = serve_now();
+    if (state != TASK_DONE) s->m.requests_failed++;
+    pthread_cond_broadcast(&s->progress);
+    serve_task_release(s, t);
+}
+
+static void fail_task(struct server *s, struct task *t, const char *why) {
+    if (!t->error[0] && why != t->error) /* the first reason stays */
+        snprintf(t->error, sizeof t->error, "%s", why);
+    retire(s, t, TASK_FAILED);
+}
+
+/* Bytes at the end of text that must not be sent yet: an incomplete UTF-8 character, or the
+ * start of a stop string. */
+static size_t held_back(const struct task *t, const struct choice *c) {
+    size_t held = 0;
+    for (int i = 0; i < t->n_stop; i++) {
+        const size_t ls = strlen(t->stop[i]);
+        for (size_t k = ls - 1; k > held && k > 0; k--)
+            if (k <= c->len && memcmp(c->text + c->len - k, t->stop[i], k) == 0) {
+                held = k;
+                break;
+            }
+    }
+    /* a UTF-8 lead byte whose continuation bytes have not all arrived */
+    for (size_t back = 1; back <= 3 && back <= c->len; back++) {
+        const unsigned char b = (unsigned char)c->text[c->len - back];
+        if ((b & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
+        const size_t need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+        if (need > back && back > held) held = back;
+        break;
+    }
+    return held;
+}
+
+/* Appends token tok to choice c of t; finishes it on EOS, a stop string or max_tokens. Under
+ * s->mu. */
+static void append_token(struct server *s, struct task *t, struct choice *c, recur_token tok) {
+    if (tok == recur_token_eos(s->model)) {
+        c->finished = true;
+        c->finish_reason = "stop";
+        c->held = 0;
+        return;
+    }
+    c->out[c->n_out++] = tok;
+    s->m.generated_tokens++;
+    char piece[256];
+    int32_t n = recur_token_to_piece(s->model, tok, piece, sizeof piece, 0, false);
+    if (n < 0) n = 0;
+    if (c->len + (size_t)n + 1 > c->cap) {
+        size_t cap = (c->cap ? 2 * c->cap : 256) + (size_t)n;
+        char *grown = realloc(c->text, cap);
+        if (!grown) {
+            c->finished = true;
+            c->finish_reason = "length";
+            return;
+        }
+        c->text = grown;
+        c->cap = cap;
+    }
+    memcpy(c->text + c->len, piece, (size_t)n);
+    c->len += (size_t)n;
+    c->text[c->len] = '\0';
+    for (int i = 0; i < t->n_stop; i++) {
+        /* only the new piece (and what a stop string could straddle) needs searching */
+        const size_t ls = strlen(t->stop[i]);
+        const size_t from = c->len > (size_t)n + ls ? c->len - (size_t)n - ls : 0;
+        const char *hit = strstr(c->text + from, t->stop[i]);
+        if (hit) {
+            c->len = (size_t)(hit - c->text);
+            c->text[c->len] = '\0';
+            c->finished = true;
+            c->finish_reason = "stop";
+            c->held = 0;
+            return;
+        }
+    }
+    if (c->n_out >= t->max_tokens) {
+        c->finished = true;
+        c->finish_reason = "length";
+        c->held = 0;
+        return;
+    }
+    c->held = held_back(t, c);
+}
+
+/* Sets up a newly admitted task: samplers, the prefix cache. Outside s->mu (the scheduler
+ * owns the context). False with t->error set. */
+static bool start_task(struct server *s, struct task *t) {
+    for (int i = 0; i < t->n; i++) {
+        struct recur_sampler_params sp = t->sampling;
+        sp.seed += (uint64_t)i;
+        t->choice[i].smpl = recur_sampler_chain_default(s->model, sp);
+        t->choice[i].out = malloc(sizeof(recur_token) * ((size_t)t->max_tokens + 1));
+        if (!t->choice[i].smpl || !t->choice[i].out) {
+            snprintf(t->error, sizeof t->error, "out of memory for a sampler");
+            return false;
+        }
+        for (int32_t j = 0; j < t->n_prompt; j++) recur_sampler_accept(t->choice[i].smpl, t->prompt[j]);
+        t->choice[i].row = -1;
+    }
+    recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[0].seq, -1, -1);
+    t->n_cached = 0;
+    if (t->cache_prompt) {
+        const int32_t got = recur_prefix_cache_restore(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
+        if (got > 0) t->n_cached = got;
+    }
+    t->prefilled = t->n_cached;
+    return true;
+}
+
+/* After the prompt's last token was decoded: the other choices share its state. */
+static void prompt_done(struct server *s, struct task *t) {
+    recur_memory_t mem = recur_get_memory(s->ctx);
+    for (int i = 1; i < t->n; i++)
+        recur_memory_seq_cp(mem, t->choice[0].seq, t->choice[i].seq, -1, -1);
+}
+
+void *serve_sched_main(void *arg) {
+    struct server *s = arg;
+    const int32_t n_batch = (int32_t)recur_n_batch(s->ctx);
+    struct recur_batch b = recur_batch_init(n_batch, 0, 1);
+    struct task **tasks = calloc((size_t)s->lim.n_parallel, sizeof *tasks);
+    int32_t *prompt_row = calloc((size_t)s->lim.n_parallel, sizeof *prompt_row);
+    if (!b.pos || !tasks || !prompt_row) {
+        fprintf(stderr, "recur serve: out of memory for the decode loop\n");
+        exit(1);
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        /* cancelled tasks go first: their sequences are free for this step */
+        for (int32_t q = 0; q < s->lim.n_parallel; q++)
+            if (s->active[q] && s->active[q]->cancelled) fail_task(s, s->active[q], "cancelled");
+        int32_t n_new = 0;
+        struct task *fresh[SERVE_MAX_N * 4];
+        while (n_new < (int32_t)(sizeof fresh / sizeof fresh[0])) {
+            struct task *head = s->queue_head;
+            if (!head || !admit_one(s)) break;
+            fresh[n_new++] = head;
+        }
+        if (s->slots_in_use == 0 && n_new == 0) {
+            if (s->stopping && !s->queue_head) {
+                pthread_mutex_unlock(&s->mu);
+                break;
+            }
+            pthread_cond_wait(&s->work, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        int32_t n_tasks = 0;
+        for (int32_t q = 0; q < s->lim.n_parallel; q++)
+            if (s->active[q]) tasks[n_tasks++] = s->active[q];
+        pthread_mutex_unlock(&s->mu);
+
+        for (int32_t i = 0; i < n_new; i++)
+            if (!start_task(s, fresh[i])) {
+                pthread_mutex_lock(&s->mu);
+                fail_task(s, fresh[i], fresh[i]->error);
+                pthread_mutex_unlock(&s->mu);
+            }
+        /* the batch: one token per running choice, then prompt chunks in the room left */
+        const double t0 = serve_now();
+        b.n_tokens = 0;
+        for (int32_t k = 0; k < n_tasks; k++) {
+            struct task *t = tasks[k];
+            prompt_row[k] = -1;
+            if (t->state != TASK_RUNNING || t->prefilled < t->n_prompt) continue;
+            for (int i = 0; i < t->n; i++) {
+                struct choice *c = &t->choice[i];
+                c->row = -1;
+                if (c->finished || c->n_out == 0) continue;
+                const int32_t j = b.n_tokens++;
+                b.token[j] = c->out[c->n_out - 1];
+                b.pos[j] = t->n_prompt + c->n_out - 1;
+                b.n_seq_id[j] = 1;
+                b.seq_id[j][0] = c->seq;
+                b.logits[j] = 1;
+                c->row = j;
+            }
+        }
+        for (int32_t k = 0; k < n_tasks && b.n_tokens < n_batch; k++) {
+            struct task *t = tasks[k];
+            if (t->state != TASK_RUNNING || t->prefilled >= t->n_prompt) continue;
+            /* stop before the last prompt token once, so that the state of all but it can be
+               stored: an exact repeat of the prompt then restores it */
+            int32_t end = t->n_prompt;
+            if (t->cache_prompt && t->prefilled < t->n_prompt - 1) end = t->n_prompt - 1;
+            if (end - t->prefilled > n_batch - b.n_tokens) end = t->prefilled + n_batch - b.n_tokens;
+            for (int32_t p = t->prefilled; p < end; p++) {
+                const int32_t j = b.n_tokens++;
+                b.token[j] = t->prompt[p];
+                b.pos[j] = p;
+                b.n_seq_id[j] = 1;
+                b.seq_id[j][0] = t->choice[0].seq;
+                b.logits[j] = p == t->n_prompt - 1;
+                if (p == t->n_prompt - 1) prompt_row[k] = j;
+            }
+            t->prefilled = end;
+        }
+        if (b.n_tokens == 0) continue;
+        const int32_t rc = recur_decode(s->ctx, b);
+
+        pthread_mutex_lock(&s->mu);
+        s->m.steps++;
+        for (int32_t k = 0; k < n_tasks; k++) {
+            struct task *t = tasks[k];
+            if (t->state != TASK_RUNNING) continue;
+            if (rc != 0) {
+                fail_task(s, t, recur_last_error());
+                continue;
+            }
+            if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
+                prompt_row[k] < 0)
+                recur_prefix_cache_store(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt - 1);
+            if (prompt_row[k] >= 0) { /* the prompt is in: every choice samples its row */
+                prompt_done(s, t);
+                s->m.prompt_tokens += (uint64_t)t->n_prompt;
+                s->m.prompt_tokens_cached += (uint64_t)t->n_cached;
+                if (t->cache_prompt)
+                    recur_prefix_cache_store(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
+                for (int i = 0; i < t->n; i++) t->choice[i].row = prompt_row[k];
+                t->t_first = serve_now();
+            }
+            bool all_done = true;
+            for (int i = 0; i < t->n; i++) {
+                struct choice *c = &t->choice[i];
+                if (!c->finished && c->row >= 0 && t->max_tokens == 0) { /* the prompt only */
+                    c->finished = true;
+                    c->finish_reason = "length";
+                } else if (!c->finished && c->row >= 0) {
+                    const recur_token tok = recur_sampler_sample(c->smpl, s->ctx, c->row);
+                    if (tok < 0) {
+                        c->finished = true;
+                        c->finish_reason = "stop";
+                    } else {
+                        append_token(s, t, c, tok);
+                    }
+                }
+                all_done &= c->finished;
+            }
+            if (all_done) retire(s, t, TASK_DONE);
+        }
+        s->m.busy_s += serve_now() - t0;
+        recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
+        pthread_cond_broadcast(&s->progress);
+        pthread_mutex_unlock(&s->mu);
+    }
+    recur_batch_free(b);
+    free(tasks);
+    free(prompt_row);
+    return NULL;
+}
