@@ -10,8 +10,14 @@ shift 2
 
 # gcc, ninja and cmake build it; libxxhash-dev gives the checksums of state streams
 # (compiled in from its header); libpcre2-dev the tokenizer's pre-tokenizer pattern (linked:
-# libpcre2-8); python3-numpy runs the reference of the model tests.
-packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev python3 python3-numpy)
+# libpcre2-8); libmicrohttpd-dev and libcjson-dev recur serve's HTTP and JSON; python3-numpy
+# runs the reference of the model tests; node and npm the openai client of the server tests.
+packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
+    libcjson-dev python3 python3-numpy)
+# Node.js may come from elsewhere than Debian (the machines here have it); only when there is
+# none are Debian's packages installed.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,3 +40,8 @@ generator=()
 [ -f "$root/$build_dir/CMakeCache.txt" ] || generator=(-G Ninja)
 cmake -S "$root" -B "$root/$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" "$@" >/dev/null
 cmake --build "$root/$build_dir" -j "$(nproc)"
+
+# the official openai npm package, for the server tests (locked in tests/openai)
+if [ ! -d "$root/tests/openai/node_modules/openai" ]; then
+    (cd "$root/tests/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -56,7 +56,8 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_PORT] = {NULL, "--port", "N", "port to listen on (default 8080; 0: any free port)"},
     [G_API_KEY] = {NULL, "--api-key", "KEY", "require \"Authorization: Bearer KEY\""},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
-    [G_MAX_TOKENS] = {NULL, "--max-tokens", "N", "most tokens a request may ask for (default 4096)"},
+    [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
+                      "most tokens a request may ask for (default 4096)"},
     [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
 };
 

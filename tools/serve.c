@@ -82,12 +82,10 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
 
 /* ---- small endpoints --------------------------------------------------------------------- */
 
-static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *conn,
-                                       cJSON *body) {
+static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *conn, cJSON *body) {
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(body, "content");
     if (!cJSON_IsString(content))
-        return serve_send_error(conn, 400, "invalid_request_error",
-                                "\"content\" must be a string");
+        return serve_send_error(conn, 400, "invalid_request_error", "\"content\" must be a string");
     const cJSON *special = cJSON_GetObjectItemCaseSensitive(body, "add_special");
     if (special && !cJSON_IsBool(special))
         return serve_send_error(conn, 400, "invalid_request_error",
@@ -256,7 +254,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 #define SERVE_FLAGS                                                                                \
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
-     GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_CACHE_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |             \
+     GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_CACHE_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |            \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT))
 
 int cmd_serve(int argc, char **argv) {
@@ -268,10 +266,11 @@ int cmd_serve(int argc, char **argv) {
     if (st >= 0) return st;
     struct server s;
     memset(&s, 0, sizeof s);
-    s.lim = (struct serve_limits){o.n_parallel, o.queue_max, 8192, o.max_tokens, 1u << 20,
-                                  o.timeout_s};
+    s.lim =
+        (struct serve_limits){o.n_parallel, o.queue_max, 8192, o.max_tokens, 1u << 20, o.timeout_s};
     s.api_key = o.api_key;
-    s.model_name = o.model;
+    const char *slash = strrchr(o.model, '/');
+    s.model_name = slash ? slash + 1 : o.model;
 
     /* signals go to the thread that waits for them, not to the workers */
     sigset_t sigs;
@@ -322,8 +321,9 @@ int cmd_serve(int argc, char **argv) {
                 strerror(errno));
         goto stop_sched;
     }
-    fprintf(stderr, "recur serve: listening on http://%s:%d (%d slots)\n", o.host, o.port,
-            o.n_parallel);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "recur serve: listening on http://%s:%u (%d slots)\n", o.host,
+            di ? (unsigned)di->port : (unsigned)o.port, o.n_parallel);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -334,6 +334,15 @@ int cmd_serve(int argc, char **argv) {
     pthread_cond_broadcast(&s.work);
     pthread_mutex_unlock(&s.mu);
     pthread_join(sched, NULL);
+    /* answers of the drained requests may still be on their way: give their connections
+       (not idle keep-alive ones, which time out) a few seconds to finish */
+    for (int i = 0; i < 250; i++) {
+        const union MHD_DaemonInfo *ci =
+            MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!ci || ci->num_connections == 0) break;
+        const struct timespec ms20 = {0, 20 * 1000 * 1000};
+        nanosleep(&ms20, NULL);
+    }
     MHD_stop_daemon(d);
     fprintf(stderr, "recur serve: stopped\n");
     ret = TOOL_OK;

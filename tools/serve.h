@@ -18,8 +18,8 @@
 
 #include "recur.h"
 
-#define SERVE_MAX_STOP 4 /* stop strings per request, as OpenAI's API */
-#define SERVE_MAX_N 16   /* choices per request */
+#define SERVE_MAX_STOP 4  /* stop strings per request, as OpenAI's API */
+#define SERVE_MAX_N    16 /* choices per request */
 
 enum task_state { TASK_QUEUED, TASK_RUNNING, TASK_DONE, TASK_FAILED };
 
@@ -31,9 +31,9 @@ struct choice {
     int32_t n_out;
     char *text; /* their text, NUL-terminated */
     size_t len, cap;
-    size_t held;   /* bytes of text held back: they may be the start of a stop string */
-    int32_t row;   /* output row in the current batch, -1 none */
-    bool finished; /* no more tokens */
+    size_t held;               /* bytes of text held back: they may be the start of a stop string */
+    int32_t row;               /* output row in the current batch, -1 none */
+    bool finished;             /* no more tokens */
     const char *finish_reason; /* "length" or "stop" */
 };
 
@@ -53,29 +53,30 @@ struct task {
     enum task_state state;
     char error[256];
     struct choice choice[SERVE_MAX_N];
-    int32_t n_cached;    /* prompt tokens restored from the prefix cache */
-    int32_t prefilled;   /* prompt tokens decoded so far */
-    bool cancelled;      /* the client went away: free its sequences at the next step */
-    double t_first;      /* first token sampled */
+    int32_t n_cached;  /* prompt tokens restored from the prefix cache */
+    int32_t prefilled; /* prompt tokens decoded so far */
+    bool cancelled;    /* the client went away: free its sequences at the next step */
+    double t_first;    /* first token sampled */
     double t_done;
-    int refs;            /* the connection and the scheduler */
-    struct task *next;   /* queue */
+    int refs;          /* the connection and the scheduler */
+    uint64_t id;       /* cmpl-<id> */
+    struct task *next; /* queue */
 };
 
 struct serve_limits {
-    int32_t n_parallel;   /* sequence slots */
-    int32_t queue_max;    /* waiting tasks; more get 503 */
-    int32_t max_prompt;   /* prompt tokens */
-    int32_t max_tokens;   /* tokens a request may ask for */
-    size_t max_body;      /* request bytes */
-    double timeout_s;     /* a request that is not done by then fails (504) */
+    int32_t n_parallel; /* sequence slots */
+    int32_t queue_max;  /* waiting tasks; more get 503 */
+    int32_t max_prompt; /* prompt tokens */
+    int32_t max_tokens; /* tokens a request may ask for */
+    size_t max_body;    /* request bytes */
+    double timeout_s;   /* a request that is not done by then fails (504) */
 };
 
 struct serve_metrics {
     uint64_t requests, requests_failed, rejected_busy;
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t steps;
-    double busy_s; /* seconds the scheduler spent in decode + sampling */
+    double busy_s;                         /* seconds the scheduler spent in decode + sampling */
     struct recur_prefix_cache_stats cache; /* copied by the scheduler after each step */
 };
 
@@ -95,6 +96,7 @@ struct server {
     bool *slot_used;      /* [n_parallel] */
     int32_t slots_in_use;
     bool stopping; /* no new requests; finish the admitted ones */
+    uint64_t next_id;
     struct serve_metrics m;
     double t_start;
 };

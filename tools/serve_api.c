@@ -118,8 +118,8 @@ static void prompt_field(struct parse *p, struct server *s, struct task *t) {
     if (cJSON_IsString(f)) {
         const int32_t len = (int32_t)strlen(f->valuestring);
         t->prompt = malloc(sizeof(recur_token) * ((size_t)len + 2));
-        t->n_prompt = t->prompt ? recur_tokenize(s->model, f->valuestring, len, t->prompt,
-                                                 len + 2, true, false)
+        t->n_prompt = t->prompt ? recur_tokenize(s->model, f->valuestring, len, t->prompt, len + 2,
+                                                 true, false)
                                 : -1;
         if (t->n_prompt < 0) {
             snprintf(p->msg, sizeof p->msg, "the prompt could not be tokenized");
@@ -188,7 +188,7 @@ static int32_t completion_tokens(const struct task *t) {
 static cJSON *openai_object(const struct server *s, const struct task *t, bool chunk) {
     cJSON *j = cJSON_CreateObject();
     char id[48];
-    snprintf(id, sizeof id, "cmpl-%llx", (unsigned long long)(uintptr_t)t);
+    snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)t->id);
     cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "object", "text_completion");
     cJSON_AddNumberToObject(j, "created", (double)time(NULL));
@@ -411,8 +411,8 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
         t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
         t->cache_prompt = true;
     }
-    sp.seed = (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0,
-                                  true);
+    sp.seed =
+        (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0, true);
     const bool stream = bool_field(&p, "stream", false);
     stop_field(&p, t);
     t->sampling = sp;
@@ -434,10 +434,9 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
     }
     if (stream) {
         struct stream *st = calloc(1, sizeof *st);
-        struct MHD_Response *resp =
-            st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
-                                                   stream_free)
-               : NULL;
+        struct MHD_Response *resp = st ? MHD_create_response_from_callback(
+                                             MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
+                                       : NULL;
         if (!resp) {
             free(st);
             pthread_mutex_lock(&s->mu);

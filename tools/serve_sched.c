@@ -44,13 +44,16 @@ void serve_task_release(struct server *s, struct task *t) {
 
 bool serve_submit(struct server *s, struct task *t) {
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || s->n_queued >= s->lim.queue_max) {
+    /* room: free slots take tasks at the next step, beyond them queue_max may wait */
+    const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
+    if (s->stopping || s->n_queued + t->n > s->lim.queue_max + free_slots) {
         s->m.rejected_busy++;
         pthread_mutex_unlock(&s->mu);
         return false;
     }
     t->state = TASK_QUEUED;
     t->t_queued = serve_now();
+    t->id = ++s->next_id;
     if (s->queue_tail)
         s->queue_tail->next = t;
     else
@@ -204,13 +207,15 @@ static bool start_task(struct server *s, struct task *t) {
             snprintf(t->error, sizeof t->error, "out of memory for a sampler");
             return false;
         }
-        for (int32_t j = 0; j < t->n_prompt; j++) recur_sampler_accept(t->choice[i].smpl, t->prompt[j]);
+        for (int32_t j = 0; j < t->n_prompt; j++)
+            recur_sampler_accept(t->choice[i].smpl, t->prompt[j]);
         t->choice[i].row = -1;
     }
     recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[0].seq, -1, -1);
     t->n_cached = 0;
     if (t->cache_prompt) {
-        const int32_t got = recur_prefix_cache_restore(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
+        const int32_t got =
+            recur_prefix_cache_restore(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
         if (got > 0) t->n_cached = got;
     }
     t->prefilled = t->n_cached;
@@ -293,7 +298,8 @@ void *serve_sched_main(void *arg) {
                stored: an exact repeat of the prompt then restores it */
             int32_t end = t->n_prompt;
             if (t->cache_prompt && t->prefilled < t->n_prompt - 1) end = t->n_prompt - 1;
-            if (end - t->prefilled > n_batch - b.n_tokens) end = t->prefilled + n_batch - b.n_tokens;
+            if (end - t->prefilled > n_batch - b.n_tokens)
+                end = t->prefilled + n_batch - b.n_tokens;
             for (int32_t p = t->prefilled; p < end; p++) {
                 const int32_t j = b.n_tokens++;
                 b.token[j] = t->prompt[p];

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Tests of `recur serve` over HTTP (python3 standard library only).
+
+    test_serve.py RECUR_BIN MODEL
+
+Starts servers on free loopback ports (--port 0; the port is read from the server's first
+line) and checks: greedy completions equal `recur run`, streaming gives the same text, the
+llama.cpp shape, tokenize/detokenize, n > 1, prompt reuse (a next turn decodes only the new
+tokens and answers what a cold server answers), 32 clients x 4 requests at once, a client
+that disconnects, a full queue (503), an API key, the bad-input battery (each a 4xx, the
+server still healthy), and SIGTERM draining a request in flight.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+RECUR, MODEL = sys.argv[1:3]
+HERE = os.path.dirname(os.path.abspath(__file__))
+passed = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAILED: %s %s" % (name, detail), file=sys.stderr)
+
+
+class Server:
+    def __init__(self, *args):
+        # under AddressSanitizer freed memory waits in a quarantine (256 MiB by default),
+        # which would read as growth across rounds; a small one keeps RSS meaningful
+        env = dict(os.environ)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4").lstrip(":")
+        self.proc = subprocess.Popen([RECUR, "serve", "-m", MODEL, "--port", "0", "-t", "2"]
+                                     + list(args), stderr=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            raise SystemExit("server did not start: %r" % line)
+        self.port = int(m.group(1))
+        self.log = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        conn.request(method, path, body=data, headers=headers or {})
+        resp = conn.getresponse()
+        out = resp.read()
+        conn.close()
+        try:
+            parsed = json.loads(out)
+        except ValueError:
+            parsed = out.decode(errors="replace")
+        return resp.status, parsed, resp
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def stream(self, path, body):
+        """The text of a streamed completion, the events' JSON, and whether [DONE] came."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("POST", path, body=json.dumps(body).encode())
+        resp = conn.getresponse()
+        events, done = [], False
+        for line in resp.read().decode().split("\n"):
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                done = True
+            else:
+                events.append(json.loads(line[6:]))
+        conn.close()
+        return resp.status, events, done
+
+    def metrics(self):
+        _, text, _ = self.request("GET", "/metrics")
+        return {k: float(v) for k, v in re.findall(r"^(recur_\w+) (\S+)$", text, re.M)}
+
+    def healthy(self):
+        try:
+            return self.request("GET", "/health", timeout=5)[0] == 200
+        except OSError:
+            return False
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def run_text(prompt, n):
+    """What `recur run` generates after the prompt (greedy)."""
+    out = subprocess.run([RECUR, "run", "-m", MODEL, "-p", prompt, "-n", str(n), "--temp", "0",
+                          "-t", "2"], capture_output=True, check=True).stdout.decode()
+    assert out.startswith(prompt)
+    return out[len(prompt):].rstrip("\n")
+
+
+def wait_for(pred, seconds=10):
+    end = time.time() + seconds
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+PROMPT = "Once upon a time"
+srv = Server("-np", "8", "--queue", "256")
+
+# ---- completions equal recur run; streaming; the llama.cpp shape --------------------------
+want = run_text(PROMPT, 24)
+st, body, _ = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 24, "temperature": 0})
+check("completion status", st == 200, body)
+check("greedy completion equals recur run", st == 200 and body["choices"][0]["text"] == want,
+      repr(body))
+check("usage counts", st == 200 and body["usage"]["completion_tokens"] == 24 and
+      body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + 24, body)
+st, events, done = srv.stream("/v1/completions", {"prompt": PROMPT, "max_tokens": 24,
+                                                  "temperature": 0, "stream": True})
+text = "".join(c["text"] for e in events for c in e.get("choices", []))
+check("streaming gives the same text", st == 200 and text == want and done, repr(text))
+check("the stream ends with a finish reason",
+      any(c.get("finish_reason") == "length" for e in events for c in e.get("choices", [])))
+st, body, _ = srv.post("/completion", {"prompt": PROMPT, "n_predict": 24, "temperature": 0})
+check("llama.cpp /completion", st == 200 and body["content"] == want and
+      body["tokens_predicted"] == 24, body)
+st, events, _ = srv.stream("/completion", {"prompt": PROMPT, "n_predict": 24, "temperature": 0,
+                                           "stream": True})
+check("llama.cpp streaming", "".join(e.get("content", "") for e in events) == want and
+      events[-1].get("stop") is True)
+st, tok, _ = srv.post("/tokenize", {"content": "Hello world"})
+check("tokenize", st == 200 and len(tok["tokens"]) > 0, tok)
+st, detok, _ = srv.post("/detokenize", {"tokens": tok["tokens"]})
+check("detokenize round trip", st == 200 and detok["content"] == "Hello world", detok)
+st, body, _ = srv.post("/v1/completions", {"prompt": tok["tokens"], "max_tokens": 4,
+                                           "temperature": 0})
+check("a prompt of token ids", st == 200 and body["choices"][0]["text"] == run_text("Hello world", 4),
+      body)
+st, body, _ = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 12, "temperature": 0,
+                                           "n": 3})
+check("n = 3 choices, greedy: all equal", st == 200 and len(body["choices"]) == 3 and
+      all(c["text"] == run_text(PROMPT, 12) for c in body["choices"]), body)
+st, body, _ = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 30, "temperature": 0,
+                                           "stop": ["\n"]})
+check("a stop string ends the text before it", st == 200 and "\n" not in
+      body["choices"][0]["text"] and body["choices"][0]["finish_reason"] == "stop" and
+      want.startswith(body["choices"][0]["text"]), body)
+
+# ---- prompt reuse: a next turn decodes only the new tokens --------------------------------
+turn1 = "The cat sat on the mat. The dog sat on the log."
+st, b1, _ = srv.post("/v1/completions", {"prompt": turn1, "max_tokens": 10, "temperature": 0})
+turn2 = turn1 + b1["choices"][0]["text"] + " And then"
+before = srv.metrics()
+st, b2, _ = srv.post("/v1/completions", {"prompt": turn2, "max_tokens": 10, "temperature": 0})
+after = srv.metrics()
+cached = b2["usage"]["prompt_tokens_details"]["cached_tokens"]
+# the first turn's prompt and (as far as its text tokenizes back the same) its completion
+check("next turn: the first turn and its completion are reused",
+      cached > b1["usage"]["prompt_tokens"], "%d cached of %d, first prompt %d" % (
+          cached, b2["usage"]["prompt_tokens"], b1["usage"]["prompt_tokens"]))
+check("next turn: metrics count only the new tokens as processed",
+      after["recur_tokens_processed_total"] - before["recur_tokens_processed_total"] ==
+      b2["usage"]["prompt_tokens"] - cached)
+cold = Server("-np", "1")
+st, bc, _ = cold.post("/v1/completions", {"prompt": turn2, "max_tokens": 10, "temperature": 0})
+check("next turn answers what a cold server answers",
+      bc["choices"][0]["text"] == b2["choices"][0]["text"] and
+      bc["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, (bc, b2))
+check("cold server stops cleanly", cold.stop() == 0)
+
+# ---- 32 clients x 4 requests at once -----------------------------------------------------
+prompts = ["Client %d says" % i for i in range(32)]
+expected = {p: run_text(p, 8) for p in prompts[:4]}
+results, errors = [], []
+
+
+def client(i):
+    for r in range(4):
+        p = prompts[(i + r) % 4]
+        try:
+            st, body, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": 8,
+                                                       "temperature": 0}, timeout=120)
+            results.append((p, st, body["choices"][0]["text"] if st == 200 else body))
+        except Exception as e:  # noqa: BLE001 (every failure is reported)
+            errors.append(repr(e))
+
+
+for rnd in range(3):
+    results.clear()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    check("round %d: 128 answers in time" % rnd, len(results) == 128 and not errors,
+          "%d answers, errors %s" % (len(results), errors[:3]))
+    bad = [r for r in results if r[1] != 200 or r[2] != expected[r[0]]]
+    check("round %d: every answer correct" % rnd, not bad, bad[:3])
+    if rnd == 0:
+        rss0 = srv.rss_kib()
+    print("round %d: %.1f s, RSS %d KiB" % (rnd, time.time() - t0, srv.rss_kib()), file=sys.stderr)
+check("sequences back to 0 after the rounds",
+      wait_for(lambda: srv.metrics()["recur_sequences_in_use"] == 0))
+check("memory does not grow across rounds", srv.rss_kib() < rss0 + 16 * 1024,
+      "%d -> %d KiB" % (rss0, srv.rss_kib()))
+
+# ---- a client that disconnects frees its sequence -----------------------------------------
+s = socket.create_connection(("127.0.0.1", srv.port))
+body = json.dumps({"prompt": PROMPT, "max_tokens": 4000, "temperature": 0.8, "stream": True})
+s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+           % (len(body), body)).encode())
+s.recv(100)
+check("a streaming request holds a sequence",
+      wait_for(lambda: srv.metrics()["recur_sequences_in_use"] >= 1))
+s.close()
+check("a disconnected client's sequence is freed",
+      wait_for(lambda: srv.metrics()["recur_sequences_in_use"] == 0))
+
+# ---- bad input: each a 4xx with an OpenAI-style error, the server still healthy --------------
+def bad(name, status, *args, **kw):
+    st, body, _ = srv.request(*args, **kw)
+    ok = st == status and isinstance(body, dict) and set(body.get("error", {})) >= {
+        "message", "type", "code"}
+    check("bad input: " + name, ok, "%s %r" % (st, body))
+    check("healthy after: " + name, srv.healthy())
+
+
+bad("malformed JSON", 400, "POST", "/v1/completions", raw=b'{"prompt": "x",')
+bad("not an object", 400, "POST", "/v1/completions", raw=b'[1, 2]')
+bad("huge body", 413, "POST", "/v1/completions", raw=b"x" * (2 << 20))
+bad("negative max_tokens", 400, "POST", "/v1/completions", {"prompt": "x", "max_tokens": -3})
+bad("max_tokens over the limit", 400, "POST", "/v1/completions",
+    {"prompt": "x", "max_tokens": 10 ** 9})
+bad("invalid token ids", 400, "POST", "/v1/completions", {"prompt": [1, 2, 10 ** 8]})
+bad("missing prompt", 400, "POST", "/v1/completions", {"max_tokens": 3})
+bad("wrong type", 400, "POST", "/v1/completions", {"prompt": "x", "temperature": "hot"})
+bad("empty prompt", 400, "POST", "/v1/completions", {"prompt": ""})
+bad("wrong method", 405, "GET", "/v1/completions")
+bad("unknown endpoint", 404, "POST", "/v2/nothing", {})
+bad("too many stop strings", 400, "POST", "/v1/completions", {"prompt": "x", "stop": list("abcde")})
+bad("n too large", 400, "POST", "/v1/completions", {"prompt": "x", "n": 1000})
+slow = socket.create_connection(("127.0.0.1", srv.port))  # a slow client: half a request
+slow.sendall(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro")
+check("a slow client does not block others", srv.healthy() and srv.post(
+    "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "temperature": 0})[0] == 200)
+slow.close()
+
+check("SIGTERM exits 0", srv.stop() == 0)
+
+# ---- API key; a full queue; draining on SIGTERM -------------------------------------------
+keyed = Server("-np", "1", "--queue", "0", "--api-key", "sekret")
+st, body, _ = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 1})
+check("no API key: 401", st == 401 and body["error"]["type"] == "authentication_error", body)
+st, body, _ = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 1},
+                         headers={"Authorization": "Bearer wrong"})
+check("a wrong API key: 401", st == 401, body)
+st, body, _ = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 1, "temperature": 0},
+                         headers={"Authorization": "Bearer sekret"})
+check("the right API key: 200", st == 200, body)
+check("/health needs no key", keyed.healthy())
+# the official openai npm package as a client (installed by the set-up under tests/openai)
+if os.path.isdir(os.path.join(HERE, "openai", "node_modules", "openai")):
+    exp_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "recur-openai-expected.txt")
+    with open(exp_path, "w") as f:
+        f.write(want + "\n")
+    r = subprocess.run(["node", os.path.join(HERE, "openai", "test.mjs"),
+                        "http://127.0.0.1:%d/v1" % keyed.port, "sekret", exp_path],
+                       capture_output=True, text=True, timeout=120)
+    check("the openai npm client: " + r.stdout.strip(), r.returncode == 0, r.stderr)
+    os.unlink(exp_path)
+else:
+    check("the openai npm package is installed (tests/openai; the set-up runs npm ci)", False)
+long_result = {}
+
+
+def long_request():
+    long_result["r"] = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 300,
+                                                      "temperature": 0.8},
+                                  headers={"Authorization": "Bearer sekret"})
+
+
+t = threading.Thread(target=long_request)
+t.start()
+wait_for(lambda: keyed.request("GET", "/metrics", headers={"Authorization": "Bearer sekret"})[1]
+         .count("recur_sequences_in_use 1") == 1)
+st, body, resp = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 1},
+                            headers={"Authorization": "Bearer sekret"})
+check("slots and queue full: 503 with Retry-After", st == 503 and
+      resp.getheader("Retry-After") == "1", (st, body))
+keyed.proc.send_signal(signal.SIGTERM)
+t.join(timeout=60)
+check("SIGTERM lets the request in flight finish", long_result.get("r", (0,))[0] == 200,
+      long_result)
+check("then the server exits 0", keyed.proc.wait(timeout=30) == 0)
+
+print("test_serve: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
