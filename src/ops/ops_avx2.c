@@ -190,20 +190,16 @@ static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
 }
 
 /* Rows [r, r + rb) (rb <= ROPS_GEMM_RB), columns [k0, k0 + kt) as f32, column-major:
- * panel[c * ROPS_GEMM_RB + j] = w[r + j][k0 + c], rows past rb zero. Converting 8 columns of 8 rows
- * and transposing them in registers keeps every row a sequential stream. */
+ * panel[c * ROPS_GEMM_RB + j] = w[r + j][k0 + c], rows past rb up to a multiple of 8 zero.
+ * Converting 8 columns of 8 rows and transposing them in registers keeps every row a sequential
+ * stream. */
 static inline __attribute__((always_inline)) void pack_panel(uint32_t type,
                                                              const struct rops_mat *w, int64_t r,
                                                              int64_t rb, int64_t k0, int64_t kt,
                                                              float *panel) {
     const int64_t kt8 = kt & ~(int64_t)7;
     for (int64_t g = 0; g < ROPS_GEMM_RB; g += 8) {
-        if (g >= rb) { /* only read by the 16-row kernel when 8 < rb */
-            if (rb > 8 || g == 0)
-                for (int64_t c = 0; c < kt; c++)
-                    _mm256_store_ps(panel + c * ROPS_GEMM_RB + g, _mm256_setzero_ps());
-            continue;
-        }
+        if (g >= rb) break; /* rb <= 8: the 8-row kernel reads no further */
         const uint8_t *rows[8];
         for (int64_t j = 0; j < 8; j++)
             rows[j] =
