@@ -259,6 +259,16 @@ static void test_matmul(void) {
         for (size_t ri = 0; ri < 6; ri++)
             for (size_t ki = 0; ki < 4; ki++)
                 check_matmul(pool, block_types[ti], rows[ri], block_k[ki], ns[(ri + ki) % 6]);
+    /* the prompt kernels' edges: blocks of 8 and 16 rows with a partial last one, groups of
+       6 inputs with a partial last one, more inputs than one pass (ROPS_NI) */
+    const int64_t edge_rows[] = {8, 17, 31, 33, 40}, edge_n[] = {5, 6, 7, 13, 50};
+    for (size_t ri = 0; ri < 5; ri++)
+        for (size_t ni = 0; ni < 5; ni++) {
+            check_matmul(pool, float_types[(ri + ni) % 3], edge_rows[ri], ni % 2 ? 300 : 33,
+                         edge_n[ni]);
+            check_matmul(pool, block_types[(ri + ni) % 2], edge_rows[ri], ni % 2 ? 288 : 64,
+                         edge_n[ni]);
+        }
     /* a large one, so that the work is split among the threads */
     check_matmul(pool, 1, 200, 768, 5);
     check_matmul(pool, 8, 130, 512, 3);

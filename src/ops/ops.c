@@ -1,7 +1,8 @@
 /*
  * Dispatch, threading and the portable C kernels (see ops.h). The portable path is the
- * definition the vectorised one is tested against: written for clarity, in the same tiling
- * (4 weight rows, ROPS_KT columns at a time) so that both add in a similar order.
+ * definition the vectorised one is tested against: written for clarity, 4 weight rows and
+ * ROPS_KT columns at a time (the vectorised prompt path tiles differently: the two agree
+ * within float rounding, not bit for bit).
  */
 #include "ops.h"
 
@@ -221,9 +222,11 @@ struct matmul_task {
 
 static void matmul_thread(void *arg, int ith, int nth) {
     const struct matmul_task *t = arg;
-    /* whole blocks of ROPS_RB rows per thread, as even as the blocks allow */
-    const int64_t blocks = (t->w->n_rows + ROPS_RB - 1) / ROPS_RB;
-    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
+    /* whole blocks of rows per thread, as even as the blocks allow; the prompt kernels' (8)
+       where they run, else ROPS_RB */
+    const int64_t rb = t->n > 3 ? 8 : ROPS_RB;
+    const int64_t blocks = (t->w->n_rows + rb - 1) / rb;
+    int64_t r0 = blocks * ith / nth * rb, r1 = blocks * (ith + 1) / nth * rb;
     if (r1 > t->w->n_rows) r1 = t->w->n_rows;
     if (r0 >= r1) return;
     if (t->isa == ROPS_ISA_AVX2)

@@ -9,15 +9,22 @@
 
 enum { TYPE_F32 = 0, TYPE_F16 = 1, TYPE_Q4_0 = 2, TYPE_Q8_0 = 8, TYPE_BF16 = 30 };
 
-/* Columns of the weight converted to f32 at a time: a multiple of the 32-element quant block;
- * 4 converted rows take 16 KiB, within L1. Long tiles keep each row a long sequential stream
- * (256 made prompt processing 20% slower: the short bursts hid less memory latency). */
+/* The portable matmul's tiles: ROPS_RB weight rows, ROPS_KT columns (a multiple of the
+ * 32-element quant block) converted to f32 at a time. ROPS_RB is also the grain of the
+ * threads' row split for one to three inputs. */
 #define ROPS_KT 1024
-/* Weight rows per block: the kernels compute 4 rows x several inputs at once. */
 #define ROPS_RB 4
-/* Inputs per pass over a thread's rows: 48 tiles of ROPS_KT f32 (192 KiB) stay in L2; a
- * multiple of 3, so the inputs form the same groups of three as without it. */
-#define ROPS_NI 48
+/* Inputs per pass over a thread's rows (AVX2, four or more inputs): they stay in L2 (96 x 1536
+ * columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple of the 6
+ * inputs of the kernel. 96 rather than 48: the weights are converted half as often (f16
+ * 3072 x 768 x 512 inputs: 186 -> 199 GFLOP/s); 144 overflowed L2 at 1536 columns. */
+#define ROPS_NI 96
+/* The AVX2 prompt matmul (four or more inputs): panels of 16 weight rows x ROPS_GEMM_KT
+ * columns as f32 (16 KiB, within L1 beside the inputs' columns; 384 was as fast, 128 slower,
+ * and the short row streams are prefetched by hand); threads split the rows in blocks of 8,
+ * the smaller kernel's height. */
+#define ROPS_GEMM_RB 16
+#define ROPS_GEMM_KT 256
 
 /* ggml's quantized blocks (32 weights each): value = d * q. */
 struct rops_block_q8_0 {
