@@ -30,6 +30,7 @@ struct rmem_snap {
     float *data;
     uint32_t refs;  /* list entries pointing here */
     uint64_t stamp; /* creation order: the oldest go first when the budget is full */
+    struct rmem_snap *next; /* in the spare list */
 };
 /* One sequence's snapshots, in increasing position. The position lives in the entry, not in
  * the block, so that seq_add on one sequence does not move another's. */
@@ -73,6 +74,8 @@ struct rmem {
     size_t snap_live;    /* blocks alive */
     uint64_t snap_stamp; /* next creation stamp */
     size_t *snap_off;    /* [n_layer] float offset of layer il's K row; V follows it */
+    struct rmem_snap *spare; /* dropped blocks kept for reuse (n_rollback + 2 at most) */
+    uint32_t n_spare;
 };
 
 /* Hooks of the sequence operations into the snapshot lists (snapshot.c). */

@@ -22,11 +22,23 @@ static size_t block_bytes(const struct rmem *mem) {
     return mem->snap_floats * sizeof(float);
 }
 
+/* A few dropped blocks are kept for the next snapshots: rollback takes and drops blocks at
+ * every token, and a fresh block of megabytes comes from mmap and page-faults on first use. */
+static uint32_t spare_max(const struct rmem *mem) {
+    return mem->n_rollback + 2;
+}
+
 static void snap_unref(struct rmem *mem, struct rmem_snap *s) {
     if (--s->refs > 0) return;
+    mem->snap_live--;
+    if (mem->n_spare < spare_max(mem)) {
+        s->next = mem->spare;
+        mem->spare = s;
+        mem->n_spare++;
+        return;
+    }
     free(s->data);
     free(s);
-    mem->snap_live--;
 }
 
 /* Removes entry i of seq's list. */
@@ -81,6 +93,13 @@ void rmem_snap_free_all(struct rmem *mem) {
     free(mem->snap_off);
     mem->snaps = NULL;
     mem->snap_off = NULL;
+    while (mem->spare) {
+        struct rmem_snap *next = mem->spare->next;
+        free(mem->spare->data);
+        free(mem->spare);
+        mem->spare = next;
+    }
+    mem->n_spare = 0;
 }
 
 bool rmem_snap_config(struct rmem *mem, uint32_t n_rollback, uint32_t checkpoint_every,
@@ -167,14 +186,22 @@ static bool evict_oldest(struct rmem *mem, uint64_t before) {
 static struct rmem_snap *snap_new(struct rmem *mem, uint64_t keep_from) {
     while ((mem->snap_live + 1) * block_bytes(mem) > mem->snap_budget)
         if (!evict_oldest(mem, keep_from)) return NULL;
-    struct rmem_snap *s = calloc(1, sizeof *s);
-    float *data = malloc(block_bytes(mem));
-    if (!s || !data) {
-        free(s);
-        free(data);
-        return NULL;
+    struct rmem_snap *s = mem->spare;
+    if (s) {
+        mem->spare = s->next;
+        mem->n_spare--;
+    } else {
+        s = calloc(1, sizeof *s);
+        float *data = malloc(block_bytes(mem));
+        if (!s || !data) {
+            free(s);
+            free(data);
+            return NULL;
+        }
+        s->data = data;
     }
-    s->data = data;
+    s->refs = 0;
+    s->next = NULL;
     s->stamp = UINT64_MAX; /* set when it joins its lists */
     mem->snap_live++;
     return s;

@@ -214,8 +214,27 @@ static const char *greedy_name(const struct rsample *smpl) {
 
 static bool greedy_apply(struct rsample *smpl, struct rsample_candidates *cands) {
     (void)smpl;
-    if (!check_choosable(cands, "greedy")) return false;
-    cands->selected = (int64_t)best_index(cands);
+    /* one pass, plain compares (this runs over the whole vocabulary for every token): NaN
+       ranks below everything as rank_key says, ties go to the lower id as in ranks_before */
+    if (cands->size == 0) {
+        rcore_error_set("sampler greedy: no candidates");
+        return false;
+    }
+    size_t best = 0;
+    float best_key = rank_key(cands->data[0].logit);
+    for (size_t i = 1; i < cands->size; i++) {
+        const float k = cands->data[i].logit;
+        if (k > best_key || (k == best_key && cands->data[i].id < cands->data[best].id)) {
+            best = i;
+            best_key = k;
+        }
+    }
+    if (best_key == -INFINITY) {
+        rcore_error_set("sampler greedy: every one of %zu candidates is masked (-inf or NaN)",
+                        cands->size);
+        return false;
+    }
+    cands->selected = (int64_t)best;
     return true;
 }
 
