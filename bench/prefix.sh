@@ -33,18 +33,19 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 shipped=models/recur-mamba-fortunes.gguf
 head -c 600 models/heldout.txt | tail -c 300 >"$out/f.txt"
 for i in 1 2 3 4; do cat "$out/f.txt"; done >"$out/rep.txt"
-for mode in plain lookup; do
-    for r in $(seq 3); do
+for mode in plain 2 8; do
+    for r in $(seq 5); do
         flags=()
-        [ "$mode" = lookup ] && flags=(--lookup 8)
+        [ "$mode" != plain ] && flags=(--lookup "$mode")
         "$recur" run -m "$shipped" -f "$out/rep.txt" -n 400 --temp 0 -t 2 "${flags[@]}" \
             >"$out/$mode.out" 2>"$out/$mode.err"
         # "...; generated N tokens in S s (R tokens/s)": R, the last number of the line
         grep "generated" "$out/$mode.err" | awk -F'[()]' '{ print $(NF - 1) + 0 }'
-
     done | median >"$out/$mode.tps"
 done
-cmp -s "$out/plain.out" "$out/lookup.out" && same=identical || same=DIFFERENT
-grep "lookup:" "$out/lookup.err"
-echo "lookup decoding: $(cat "$out/plain.tps") -> $(cat "$out/lookup.tps") tokens/s," \
-    "$(awk -v a="$(cat "$out/plain.tps")" -v b="$(cat "$out/lookup.tps")" 'BEGIN { printf "%.2fx", b / a }'), output $same"
+for mode in 2 8; do
+    cmp -s "$out/plain.out" "$out/$mode.out" && same=identical || same=DIFFERENT
+    grep "lookup:" "$out/$mode.err"
+    echo "lookup decoding --lookup $mode: $(cat "$out/plain.tps") -> $(cat "$out/$mode.tps") tokens/s," \
+        "$(awk -v a="$(cat "$out/plain.tps")" -v b="$(cat "$out/$mode.tps")" 'BEGIN { printf "%.2fx", b / a }'), output $same"
+done
