@@ -153,6 +153,14 @@ st, tok, _ = srv.post("/tokenize", {"content": "Hello world"})
 check("tokenize", st == 200 and len(tok["tokens"]) > 0, tok)
 st, detok, _ = srv.post("/detokenize", {"tokens": tok["tokens"]})
 check("detokenize round trip", st == 200 and detok["content"] == "Hello world", detok)
+# tokens are bytes: the pieces of multi-byte characters alone are not UTF-8, yet every answer
+# must be valid JSON (invalid bytes come back as U+FFFD)
+st, mb, _ = srv.post("/tokenize", {"content": "\U0001f999 \U0001d538 \ua66e"})
+pieces = [srv.post("/detokenize", {"tokens": [t]}) for t in mb["tokens"]]
+check("detokenize of single byte tokens answers valid JSON",
+      all(p[0] == 200 and isinstance(p[1], dict) for p in pieces), pieces)
+check("... with U+FFFD for the bytes of a cut character",
+      any("\ufffd" in p[1]["content"] for p in pieces), pieces)
 st, body, _ = srv.post("/v1/completions", {"prompt": tok["tokens"], "max_tokens": 4,
                                            "temperature": 0})
 check("a prompt of token ids", st == 200 and body["choices"][0]["text"] == run_text("Hello world", 4),

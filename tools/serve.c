@@ -113,17 +113,22 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
     int32_t n = 0;
     if (!serve_parse_tokens(s, arr, "tokens", &t, &n, msg, sizeof msg))
         return serve_send_error(conn, 400, "invalid_request_error", msg);
-    int32_t cap = 16 * n + 16;
+    int32_t cap = 16 * n + 16, got = -1;
     char *text = malloc((size_t)cap);
-    int32_t got = text ? recur_detokenize(s->model, t, n, text, cap, false, false) : -1;
+    if (text) got = recur_detokenize(s->model, t, n, text, cap, false, false);
+    if (got < 0 && got != INT32_MIN) { /* the size it needs */
+        cap = -got;
+        free(text);
+        text = malloc((size_t)cap);
+        got = text ? recur_detokenize(s->model, t, n, text, cap, false, false) : -1;
+    }
     free(t);
     if (got < 0) {
         free(text);
         return serve_send_error(conn, 500, "server_error", "detokenization failed");
     }
-    text[got] = '\0';
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "content", text);
+    serve_add_text(j, "content", text, (size_t)got);
     free(text);
     return send_json(conn, 200, j);
 }

@@ -52,6 +52,63 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
     return true;
 }
 
+/* ---- text ------------------------------------------------------------------------------- */
+
+/* The length of the valid UTF-8 character at s[0..n) (overlong forms, surrogates and code
+ * points past U+10FFFF are invalid), 0 when there is none. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    const unsigned char b = s[0];
+    size_t len;
+    uint32_t cp;
+    if (b < 0x80) return 1;
+    if (b >= 0xc2 && b <= 0xdf)
+        len = 2, cp = b & 0x1f;
+    else if (b >= 0xe0 && b <= 0xef)
+        len = 3, cp = b & 0x0f;
+    else if (b >= 0xf0 && b <= 0xf4)
+        len = 4, cp = b & 0x07;
+    else
+        return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* A JSON string needs valid UTF-8, and tokens are bytes: a model may emit any of them. Each
+ * invalid byte becomes U+FFFD, as decoders do. malloc'd, NUL-terminated; NULL without memory. */
+static char *utf8_valid(const char *text, size_t n) {
+    char *out = malloc(3 * n + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = utf8_char((const unsigned char *)text + i, n - i);
+        if (len == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(out + o, text + i, len);
+            o += len;
+            i += len;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* cJSON_AddStringToObject with the text made valid UTF-8. */
+void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n) {
+    char *v = utf8_valid(text ? text : "", text ? n : 0);
+    cJSON_AddStringToObject(obj, name, v ? v : "");
+    free(v);
+}
+
 /* ---- fields ----------------------------------------------------------------------------- */
 
 struct parse {
@@ -212,7 +269,7 @@ static cJSON *final_json(const struct server *s, const struct task *t, bool llam
     if (llama) {
         const struct choice *c = &t->choice[0];
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "content", c->text ? c->text : "");
+        serve_add_text(j, "content", c->text, c->len);
         cJSON_AddBoolToObject(j, "stop", true);
         cJSON_AddStringToObject(j, "model", s->model_name);
         cJSON_AddNumberToObject(j, "tokens_predicted", c->n_out);
@@ -231,7 +288,7 @@ static cJSON *final_json(const struct server *s, const struct task *t, bool llam
     for (int i = 0; i < t->n; i++) {
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", i);
-        cJSON_AddStringToObject(c, "text", t->choice[i].text ? t->choice[i].text : "");
+        serve_add_text(c, "text", t->choice[i].text, t->choice[i].len);
         cJSON_AddNullToObject(c, "logprobs");
         cJSON_AddStringToObject(c, "finish_reason", t->choice[i].finish_reason);
         cJSON_AddItemToArray(arr, c);
@@ -279,19 +336,19 @@ static char *next_event(struct stream *st, bool *end) {
         const size_t ready = c->len - (c->finished ? 0 : c->held);
         const bool finish_now = c->finished && !st->finished_sent[i];
         if (ready <= st->sent[i] && !finish_now) continue;
-        char *piece = strndup(c->text ? c->text + st->sent[i] : "", ready - st->sent[i]);
-        if (!piece) return NULL;
+        const char *piece = c->text ? c->text + st->sent[i] : "";
+        const size_t piece_len = c->text ? ready - st->sent[i] : 0;
         st->sent[i] = ready;
         cJSON *j;
         if (st->llama) {
             j = cJSON_CreateObject();
-            cJSON_AddStringToObject(j, "content", piece);
+            serve_add_text(j, "content", piece, piece_len);
             cJSON_AddBoolToObject(j, "stop", false);
         } else {
             j = openai_object(st->s, t, true);
             cJSON *arr = cJSON_AddArrayToObject(j, "choices"), *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "index", i);
-            cJSON_AddStringToObject(o, "text", piece);
+            serve_add_text(o, "text", piece, piece_len);
             cJSON_AddNullToObject(o, "logprobs");
             if (finish_now)
                 cJSON_AddStringToObject(o, "finish_reason", c->finish_reason);
@@ -299,7 +356,6 @@ static char *next_event(struct stream *st, bool *end) {
                 cJSON_AddNullToObject(o, "finish_reason");
             cJSON_AddItemToArray(arr, o);
         }
-        free(piece);
         if (finish_now) st->finished_sent[i] = true;
         return event(j);
     }

@@ -15,6 +15,8 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
  * a message naming what is wrong (what: the field's name). */
 bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, recur_token **out,
                         int32_t *n, char *msg, size_t msg_len);
+/* Adds text (n bytes, any bytes) to obj as a JSON string, invalid UTF-8 bytes as U+FFFD. */
+void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n);
 /* POST /v1/completions (llama false) or /completion (llama true). */
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
                                         const cJSON *body, bool llama);
