@@ -42,7 +42,7 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_STATE_IN] = {NULL, "--state-in", "FILE",
                     "start from a saved state; prompt tokens it holds are not decoded again"},
     [G_STATE_OUT] = {NULL, "--state-out", "FILE", "save the state (and its tokens) at the end"},
-    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences run at once (default 8)"},
+    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences run at once (default 8; serve: 16)"},
     [G_CTX] = {"-c", "--ctx-size", "N", "tokens per evaluation window (default 256)"},
     [G_CHUNKS] = {NULL, "--chunks", "N", "evaluate only the first N windows (default: all)"},
     [G_PROMPT_CACHE] = {NULL, "--prompt-cache", "FILE",
@@ -59,6 +59,8 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
     [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
+    [G_PREFIX_MB] = {NULL, "--prefix-cache-mb", "N",
+                     "the prefix state cache's budget in MiB (default 512)"},
 };
 
 static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
@@ -165,6 +167,7 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
         case G_PROMPT_CACHE:
             o->prompt_cache = v;
             break;
+        case G_PREFIX_MB:
         case G_CACHE_MB:
             if ((ok = gen_parse_long(v, 1, 1 << 20, &n))) o->cache_mb = (int32_t)n;
             break;
@@ -203,6 +206,7 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
             break;
         case G_PARALLEL:
             if ((ok = gen_parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
+            o->n_parallel_given = true;
             break;
         case G_CHUNKS:
             if ((ok = gen_parse_long(v, 1, INT32_MAX, &n))) o->n_chunks = (int32_t)n;

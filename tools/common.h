@@ -44,6 +44,7 @@ enum gen_flag {
     G_QUEUE,
     G_MAX_TOKENS,
     G_TIMEOUT,
+    G_PREFIX_MB,
     G_COUNT
 };
 
@@ -59,6 +60,7 @@ struct gen_opts {
     struct recur_sampler_params sampling;
     const char *state_in, *state_out;
     int32_t n_parallel;
+    bool n_parallel_given; /* -np was on the command line */
     int32_t n_ctx;
     int32_t n_chunks;         /* -1: all */
     const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
