@@ -262,6 +262,7 @@ bad("negative max_tokens", 400, "POST", "/v1/completions", {"prompt": "x", "max_
 bad("max_tokens over the limit", 400, "POST", "/v1/completions",
     {"prompt": "x", "max_tokens": 10 ** 9})
 bad("invalid token ids", 400, "POST", "/v1/completions", {"prompt": [1, 2, 10 ** 8]})
+bad("too many prompt tokens", 400, "POST", "/v1/completions", {"prompt": [5] * 9000})
 bad("missing prompt", 400, "POST", "/v1/completions", {"max_tokens": 3})
 bad("wrong type", 400, "POST", "/v1/completions", {"prompt": "x", "temperature": "hot"})
 bad("empty prompt", 400, "POST", "/v1/completions", {"prompt": ""})
@@ -276,6 +277,17 @@ check("a slow client does not block others", srv.healthy() and srv.post(
 slow.close()
 
 check("SIGTERM exits 0", srv.stop() == 0)
+
+# ---- a request that takes longer than --timeout: 504, its sequence freed -------------------
+quick = Server("-np", "1", "--timeout", "1", "--max-tokens", "100000")
+st, body, _ = quick.post("/completion", {"prompt": PROMPT, "n_predict": 100000,
+                                         "ignore_eos": True, "temperature": 0.8})
+check("a request past --timeout: 504", st == 504 and body["error"]["message"] == "timed out",
+      (st, body))
+check("... its sequence is freed", wait_for(lambda: quick.metrics()["recur_sequences_in_use"] == 0))
+check("... and the server answers the next one", quick.post(
+    "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "temperature": 0})[0] == 200)
+check("timeout server stops cleanly", quick.stop() == 0)
 
 # ---- API key; a full queue; draining on SIGTERM -------------------------------------------
 keyed = Server("-np", "1", "--queue", "0", "--api-key", "sekret")

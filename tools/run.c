@@ -94,8 +94,7 @@ static int32_t restore_state(struct recur_context *ctx, const char *path, const 
             recur_memory_t mem = recur_get_memory(ctx);
             if (keep > 0 && recur_memory_seq_rm(mem, 0, keep, -1))
                 reuse = recur_memory_seq_pos_max(mem, 0) + 1;
-            fprintf(stderr,
-                    "recur: note: the prompt leaves the %zu tokens of %s after %zu; %s\n",
+            fprintf(stderr, "recur: note: the prompt leaves the %zu tokens of %s after %zu; %s\n",
                     n_saved, path, common,
                     reuse > 0 ? "went back to the state's last checkpoint before that"
                               : "decoding it from scratch");

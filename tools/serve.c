@@ -259,7 +259,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 #define SERVE_FLAGS                                                                                \
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
-     GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |            \
+     GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT))
 
 int cmd_serve(int argc, char **argv) {

@@ -47,6 +47,7 @@ struct task {
     int n_stop;
     int n; /* choices */
     bool cache_prompt;
+    bool ignore_eos; /* llama.cpp's: the end-of-text token is text like any other */
     double t_queued;
 
     /* progress (under server.mu) */

@@ -7,8 +7,9 @@
  * (1), stream (false); the answer has choices and usage with
  * prompt_tokens_details.cached_tokens. llama.cpp /completion: prompt, n_predict (-1: the
  * server's limit), temperature (0.8), top_k (40), top_p (0.95), min_p (0.05), seed, stop,
- * stream, cache_prompt (true); the answer has content, tokens_predicted, tokens_evaluated,
- * tokens_cached. Fields of other names are ignored; a known field of the wrong type is a 400.
+ * stream, cache_prompt (true), ignore_eos (false); the answer has content, tokens_predicted,
+ * tokens_evaluated, tokens_cached. Fields of other names are ignored; a known field of the wrong
+ * type is a 400.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -457,6 +458,7 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
         sp.top_p = (float)num_field(&p, "top_p", 0.95, 0, 1, false);
         sp.min_p = (float)num_field(&p, "min_p", 0.05, 0, 1, false);
         t->cache_prompt = bool_field(&p, "cache_prompt", true);
+        t->ignore_eos = bool_field(&p, "ignore_eos", false);
         t->n = 1;
     } else {
         t->max_tokens = (int32_t)num_field(&p, "max_tokens", 16, 0, s->lim.max_tokens, true);

@@ -147,7 +147,7 @@ static size_t held_back(const struct task *t, const struct choice *c) {
 /* Appends token tok to choice c of t; finishes it on EOS, a stop string or max_tokens. Under
  * s->mu. */
 static void append_token(struct server *s, struct task *t, struct choice *c, recur_token tok) {
-    if (tok == recur_token_eos(s->model)) {
+    if (tok == recur_token_eos(s->model) && !t->ignore_eos) {
         c->finished = true;
         c->finish_reason = "stop";
         c->held = 0;
