@@ -126,7 +126,7 @@ def wait_for(pred, seconds=10):
 
 
 PROMPT = "Once upon a time"
-srv = Server("-np", "8", "--queue", "256")
+srv = Server("-np", "8", "--queue", "256", "--max-tokens", "20000")
 
 # ---- completions equal recur run; streaming; the llama.cpp shape --------------------------
 want = run_text(PROMPT, 24)
@@ -234,17 +234,20 @@ check("sequences back to 0 after the rounds",
 check("memory does not grow across rounds", srv.rss_kib() < rss0 + 16 * 1024,
       "%d -> %d KiB" % (rss0, srv.rss_kib()))
 
-# ---- a client that disconnects frees its sequence -----------------------------------------
-s = socket.create_connection(("127.0.0.1", srv.port))
-body = json.dumps({"prompt": PROMPT, "max_tokens": 4000, "temperature": 0.8, "stream": True})
-s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-           % (len(body), body)).encode())
-s.recv(100)
-check("a streaming request holds a sequence",
-      wait_for(lambda: srv.metrics()["recur_sequences_in_use"] >= 1))
-s.close()
-check("a disconnected client's sequence is freed",
-      wait_for(lambda: srv.metrics()["recur_sequences_in_use"] == 0))
+# ---- a client that disconnects frees its sequence (streamed or not) ------------------------
+for stream in (True, False):
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps({"prompt": PROMPT, "n_predict": 20000, "ignore_eos": True,
+                       "temperature": 0.8, "stream": stream})
+    s.sendall(("POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+               % (len(body), body)).encode())
+    if stream:
+        s.recv(100)
+    check("a request holds a sequence (stream %s)" % stream,
+          wait_for(lambda: srv.metrics()["recur_sequences_in_use"] >= 1))
+    s.close()
+    check("a disconnected client's sequence is freed (stream %s)" % stream,
+          wait_for(lambda: srv.metrics()["recur_sequences_in_use"] == 0, 5))
 
 # ---- bad input: each a 4xx with an OpenAI-style error, the server still healthy --------------
 def bad(name, status, *args, **kw):
