@@ -442,10 +442,8 @@ static void stream_free(void *cls) {
 
 /* ---- the endpoint ------------------------------------------------------------------------ */
 
-enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, bool llama) {
-    struct task *t = calloc(1, sizeof *t);
-    if (!t) return serve_send_error(conn, 500, "server_error", "out of memory");
+bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
+                            bool *stream, char *msg, size_t msg_len) {
     struct parse p = {body, "", false};
     prompt_field(&p, s, t);
     struct recur_sampler_params sp = recur_sampler_default_params();
@@ -469,17 +467,27 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
         t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
         t->cache_prompt = true;
     }
-    sp.seed =
-        (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0, true);
-    const bool stream = bool_field(&p, "stream", false);
+    sp.seed = (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0,
+                                  true);
+    *stream = bool_field(&p, "stream", false);
     stop_field(&p, t);
     t->sampling = sp;
-    if (p.bad) {
+    if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
+    return !p.bad;
+}
+
+enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
+                                        const cJSON *body, bool llama) {
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) return serve_send_error(conn, 500, "server_error", "out of memory");
+    char msg[200];
+    bool stream = false;
+    if (!serve_parse_completion(s, body, llama, t, &stream, msg, sizeof msg)) {
         t->refs = 1;
         pthread_mutex_lock(&s->mu);
         serve_task_release(s, t);
         pthread_mutex_unlock(&s->mu);
-        return serve_send_error(conn, 400, "invalid_request_error", p.msg);
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
     t->refs = 2; /* this connection and the decode loop */
     if (!serve_submit(s, t)) {

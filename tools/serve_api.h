@@ -17,6 +17,11 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
                         int32_t *n, char *msg, size_t msg_len);
 /* Adds text (n bytes, any bytes) to obj as a JSON string, invalid UTF-8 bytes as U+FFFD. */
 void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n);
+/* The fields of a completion request into t (prompt tokens, limits, sampling, stop strings, n)
+ * and *stream; false with msg naming the field that is wrong. t's allocations are freed by
+ * serve_task_release either way. */
+bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
+                            bool *stream, char *msg, size_t msg_len);
 /* POST /v1/completions (llama false) or /completion (llama true). */
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
                                         const cJSON *body, bool llama);
