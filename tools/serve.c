@@ -67,19 +67,6 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, c
     return send_text(conn, status, "application/json", text, NULL);
 }
 
-enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
-                                 const char *msg) {
-    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
-    cJSON_AddStringToObject(e, "message", msg);
-    cJSON_AddStringToObject(e, "type", type);
-    cJSON_AddNumberToObject(e, "code", status);
-    char *text = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!text) return MHD_NO;
-    return send_text(conn, status, "application/json", text,
-                     status == MHD_HTTP_SERVICE_UNAVAILABLE ? "1" : NULL);
-}
-
 /* ---- small endpoints --------------------------------------------------------------------- */
 
 static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *conn, cJSON *body) {

@@ -53,6 +53,28 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
     return true;
 }
 
+enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
+                                 const char *msg) {
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNumberToObject(e, "code", status);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) return MHD_NO;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, "Retry-After", "1");
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* ---- text ------------------------------------------------------------------------------- */
 
 /* The length of the valid UTF-8 character at s[0..n) (overlong forms, surrogates and code

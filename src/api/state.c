@@ -123,7 +123,7 @@ static bool read_outputs(struct recur_context *ctx, struct rio_reader *r) {
         const uint64_t want = rio_reader_digest(r);
         uint64_t got;
         ok = rio_read_u64(r, &got);
-        if (ok && got != want) {
+        if (ok && got != want && !RCORE_FUZZING) {
             rcore_error_set("outputs: checksum mismatch (the state is corrupt)");
             ok = false;
         }
@@ -256,7 +256,7 @@ static bool read_file_head(struct recur_context *ctx, struct rio_reader *r, uint
     const uint64_t want = rio_reader_digest(r);
     uint64_t got;
     if (!rio_read_u64(r, &got)) return false;
-    if (got != want) {
+    if (got != want && !RCORE_FUZZING) {
         rcore_error_set("header checksum mismatch (the file is corrupt)");
         return false;
     }

@@ -12,6 +12,15 @@
 #ifndef RECUR_CORE_H
 #define RECUR_CORE_H
 
+/* 1 in libFuzzer builds (the fuzzing engines' standard macro): checksums are computed but a
+ * mismatch is not refused, so that the fuzzer reaches the parsers behind them. Never set in
+ * a build for use. */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define RCORE_FUZZING 1
+#else
+#define RCORE_FUZZING 0
+#endif
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,6 +6,10 @@
  */
 #include "ops.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -17,8 +21,11 @@
 
 enum rops_isa rops_isa_best(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    /* F16C through CPUID (leaf 1, ECX bit 29): clang 14 does not know "f16c" as a name */
+    unsigned a, b, c, d;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     if (rops_have_avx2_kernels() && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("fma") && f16c)
         return ROPS_ISA_AVX2;
 #endif
     return ROPS_ISA_SCALAR;

@@ -35,30 +35,6 @@ static inline float hsum(__m256 v) {
 
 /* ---- weights to f32 ------------------------------------------------------------------------ */
 
-/* The 32 weights of block c / 32 of a q8_0 or q4_0 row as four vectors of f32 quants (the
- * block's scale not applied: the caller scales the block's dot product once). */
-static inline __attribute__((always_inline)) void quants32(uint32_t type, const uint8_t *row,
-                                                           int64_t c, __m256 q[4], float *d) {
-    if (type == TYPE_Q8_0) {
-        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
-        *d = _cvtsh_ss(b->d);
-        for (int v = 0; v < 4; v++)
-            q[v] = _mm256_cvtepi32_ps(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * v))));
-    } else {
-        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
-        *d = _cvtsh_ss(b->d);
-        const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-        const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), eight);
-        q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-        q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-        q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-        q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
-    }
-}
-
 /* ---- matmul -------------------------------------------------------------------------------- */
 
 /* 8 weights of a row from column c (c a multiple of 8), as f32. */
