@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "../core/core.h"
@@ -264,6 +265,22 @@ static bool read_file_head(struct recur_context *ctx, struct rio_reader *r, uint
     return true;
 }
 
+/* fsync of the folder holding path, so that a rename in it survives a crash (best effort:
+ * some file systems refuse to open a folder for this). */
+static void sync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path ? slash - path : 1), path);
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
 bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
                      size_t *n_written) {
     size_t len = strlen(path);
@@ -287,6 +304,12 @@ bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_write
     struct rio_writer w;
     rio_writer_file(&w, f);
     bool ok = write(arg, &w);
+    /* the bytes on disk before the name points at them: a crash then leaves the old file or
+       the new one, never a torn one */
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
+        rcore_error_set("writing failed (disk full?)");
+        ok = false;
+    }
     if (fclose(f) != 0 && ok) {
         rcore_error_set("closing failed (disk full?)");
         ok = false;
@@ -295,6 +318,7 @@ bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_write
         rcore_error_set("cannot rename the temporary file into place");
         ok = false;
     }
+    if (ok) sync_dir(path); /* and the rename itself */
     if (!ok) {
         unlink(tmp);
         rcore_error_prefix("%s", path);
