@@ -2,11 +2,23 @@
 # Set up, build and run the whole test suite with ctest. Warnings are errors here.
 #   ./test.sh              optimised build with assertions kept (build-test/)
 #   ./test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/)
+#   ./test.sh --valgrind   the memcheck subset under valgrind (build-vg/)
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" = "--sanitize" ]; then
     scripts/setup.sh build-asan Debug -DRECUR_SANITIZE=ON -DRECUR_WERROR=ON
     dir=build-asan
+elif [ "${1:-}" = "--valgrind" ]; then
+    # the tests labelled memcheck (a subset: the rest is too slow under valgrind)
+    command -v valgrind >/dev/null 2>&1 || {
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        export DEBIAN_FRONTEND=noninteractive
+        $sudo apt-get update -qq
+        $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+    }
+    scripts/setup.sh build-vg RelWithDebInfo -DRECUR_VALGRIND=ON -DRECUR_WERROR=ON
+    exec ctest --test-dir build-vg --output-on-failure -j "$(nproc)" -L memcheck
 else
     scripts/setup.sh build-test RelWithDebInfo -DRECUR_WERROR=ON
     dir=build-test
