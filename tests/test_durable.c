@@ -91,12 +91,12 @@ int main(int argc, char **argv) {
         unloadable += !recur_state_load_file(reader, path, back, 16, &n_back) ||
                       (n_back != 6 && n_back != 12);
     }
-    CHECK_MSG(torn == 0 && unloadable == 0, "%d torn, %d unloadable of %d kills", torn,
-              unloadable, kills);
+    CHECK_MSG(torn == 0 && unloadable == 0, "%d torn, %d unloadable of %d kills", torn, unloadable,
+              kills);
     CHECK_MSG(seen_a > 0 && seen_b > 0, "kills found the old file %d times, the new %d times",
               seen_a, seen_b);
-    fprintf(stderr, "test_durable: %d kills: old file %d times, new file %d times\n", kills,
-            seen_a, seen_b);
+    fprintf(stderr, "test_durable: %d kills: old file %d times, new file %d times\n", kills, seen_a,
+            seen_b);
     /* clean up, leftover temporary files of killed writers included */
     DIR *d = opendir(dir);
     int leftovers = 0;

@@ -37,8 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         logits[i] = (int8_t)(NEXT() & 1);
     }
 #undef NEXT
-    struct rbatch_in in = {n, tok, NULL, with_pos ? pos : NULL, with_seq ? nseq : NULL,
-                           with_seq ? ptr : NULL, with_logits ? logits : NULL};
+    struct rbatch_in in = {n,
+                           tok,
+                           NULL,
+                           with_pos ? pos : NULL,
+                           with_seq ? nseq : NULL,
+                           with_seq ? ptr : NULL,
+                           with_logits ? logits : NULL};
     struct rmem_batch_params bp = {1 + (uint32_t)(data[1] >> 3) % 8, 200, false, false};
     const uint64_t before = rmem_fingerprint(mem);
     struct rmem_bctx *bctx = NULL;

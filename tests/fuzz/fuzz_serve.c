@@ -16,8 +16,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     const char *path = getenv("RECUR_FUZZ_MODEL");
-    srv.model = recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL,
-                                           recur_model_default_params());
+    srv.model =
+        recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL, recur_model_default_params());
     if (!srv.model) abort();
     srv.lim = (struct serve_limits){4, 4, 64, 128, 1 << 16, 10};
     return 0;

@@ -23,8 +23,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     mem_seq = rmem_create(&p);
     rmem_snap_config(mem_seq, 2, 4, 1 << 20);
     const char *path = getenv("RECUR_FUZZ_MODEL");
-    model = recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL,
-                                       recur_model_default_params());
+    model =
+        recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL, recur_model_default_params());
     struct recur_context_params cp = recur_context_default_params();
     cp.n_seq_max = 3;
     cp.n_threads = cp.n_threads_batch = 1;

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!special) {
         int32_t off = 0;
         for (int32_t i = 0; i < n; i++) {
-            const int32_t k = rvocab_token_to_piece(vocab, tok[i], back + off, len * 8 + 64 - off, 0, true);
+            const int32_t k =
+                rvocab_token_to_piece(vocab, tok[i], back + off, len * 8 + 64 - off, 0, true);
             if (k < 0) abort();
             off += k;
         }
