@@ -1,10 +1,11 @@
 /* libFuzzer target: the state readers on any bytes. The memory stream reader (whole memory and
  * one sequence, src/memory) must refuse or accept without breaking an invariant of the memory
- * (rmem_check), and the context readers of the public API (buffer, whole and per sequence)
- * must do the same on a small model. */
+ * (rmem_check), and the context readers of the public API (buffers and files, whole and per
+ * sequence) must do the same on a small model. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "io/io.h"
 #include "memory/memory.h"
@@ -69,5 +70,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!rmem_check(mem_seq)) abort();
     recur_state_set_data(ctx, data, size);
     recur_state_seq_set_data(ctx, data, size, (recur_seq_id)(size % 3));
+    /* and as files (whole and one sequence), which carry a header of their own */
+    static char path[64];
+    if (!path[0]) snprintf(path, sizeof path, "/tmp/recur-fuzz-state-%d", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        const bool ok = fwrite(data, 1, size, f) == size;
+        fclose(f);
+        recur_token tokens[64];
+        size_t n = 0;
+        if (ok) {
+            recur_state_load_file(ctx, path, tokens, 64, &n);
+            recur_state_seq_load_file(ctx, path, (recur_seq_id)(size % 3), tokens, 64, &n);
+        }
+        remove(path);
+    }
     return 0;
 }
