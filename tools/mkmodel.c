@@ -52,6 +52,8 @@ enum flag_id {
     F_DT_RANK,
     F_DT_B_C_RMS,
     F_EPS,
+    F_HEADS,
+    F_GROUPS,
     F_VOCAB_FILE,
     F_HELP,
     F_COUNT
@@ -64,7 +66,7 @@ struct flag {
 };
 
 static const struct flag flags[F_COUNT] = {
-    [F_ARCH] = {"--arch", "ARCH", "architecture: mamba (required)"},
+    [F_ARCH] = {"--arch", "ARCH", "architecture: mamba or mamba2 (required)"},
     [F_EMBD] = {"--embd", "N", "embedding length n_embd (required)"},
     [F_LAYERS] = {"--layers", "N", "number of layers (required)"},
     [F_VOCAB] = {"--vocab", "N", "vocabulary size, 256 up to the vocabulary file's (required)"},
@@ -78,6 +80,8 @@ static const struct flag flags[F_COUNT] = {
     [F_DT_B_C_RMS] = {"--dt-b-c-rms", NULL,
                       "RMS-normalise dt, B and C (Falcon-Mamba; default off)"},
     [F_EPS] = {"--eps", "F", "RMS norm epsilon (default 1e-5)"},
+    [F_HEADS] = {"--heads", "N", "mamba2: SSM heads (default inner/64, at least 1)"},
+    [F_GROUPS] = {"--groups", "N", "mamba2: groups of B and C (default 1)"},
     [F_VOCAB_FILE] = {"--vocab-file", "PATH",
                       "GGUF holding a gpt2 (byte-level BPE) tokenizer (default " RECUR_DEFAULT_VOCAB
                       ")"},
@@ -158,6 +162,8 @@ struct mk {
     uint32_t wtype; /* enum rgguf_ttype of the weight matrices */
     bool tied, dt_b_c_rms;
     float eps;
+    bool mamba2;
+    uint32_t n_head, n_group; /* mamba2 */
 };
 
 /* Fills *m from the command line. Returns TOOL_OK, or an exit status (help shown: -1). */
@@ -210,8 +216,12 @@ static int parse_args(int argc, char **argv, struct mk *m) {
         if (!given[required[i]]) return usage_error("%s is required", flags[required[i]].name);
 
     m->out = out;
-    if (strcmp(given[F_ARCH], "mamba") != 0)
-        return usage_error("--arch: unknown architecture '%s' (known: mamba)", given[F_ARCH]);
+    m->mamba2 = strcmp(given[F_ARCH], "mamba2") == 0;
+    if (strcmp(given[F_ARCH], "mamba") != 0 && !m->mamba2)
+        return usage_error("--arch: unknown architecture '%s' (known: mamba, mamba2)",
+                           given[F_ARCH]);
+    if (!m->mamba2 && (given[F_HEADS] || given[F_GROUPS]))
+        return usage_error("--heads and --groups are for --arch mamba2");
     if (!parse_size("--embd", given[F_EMBD], 1, &m->n_embd) ||
         !parse_size("--layers", given[F_LAYERS], 1, &m->n_layer) ||
         !parse_size("--vocab", given[F_VOCAB], 0, &m->n_vocab) ||
@@ -275,6 +285,20 @@ static int parse_args(int argc, char **argv, struct mk *m) {
             return usage_error("--eps: %s must be positive and fit a float32", s);
         m->eps = (float)v;
     }
+    if (m->mamba2) {
+        m->n_head = m->d_inner / 64 ? m->d_inner / 64 : 1;
+        m->n_group = 1;
+        if ((given[F_HEADS] && !parse_size("--heads", given[F_HEADS], 1, &m->n_head)) ||
+            (given[F_GROUPS] && !parse_size("--groups", given[F_GROUPS], 1, &m->n_group))) {
+            usage(stderr);
+            return TOOL_USAGE;
+        }
+        if (m->d_inner % m->n_head != 0)
+            return usage_error("--heads %u does not divide d_inner %u", m->n_head, m->d_inner);
+        if (m->n_head % m->n_group != 0)
+            return usage_error("--groups %u does not divide the %u heads", m->n_group, m->n_head);
+        if (m->dt_b_c_rms) return usage_error("--dt-b-c-rms is for --arch mamba");
+    }
     m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
     return TOOL_OK;
 }
@@ -315,6 +339,7 @@ enum init {
     INIT_NEAR_ONE, /* 1 + 0.1 * N(0, 1): norms and D differ from 1 so that ignoring them shows */
     INIT_A, /* A[c][n] = -(n + 1), as -exp(A_log) with the reference A_log = log(1..d_state) */
     INIT_DT_BIAS, /* inverse softplus of dt drawn log-uniform in [1e-3, 1e-1] */
+    INIT_A_HEAD,  /* mamba2: A = -exp(A_log) per head, A_log = log(U[1, 16]) as its reference */
 };
 
 static void fill(float *v, int64_t ne0, int64_t ne1, enum init init, double scale,
@@ -330,6 +355,9 @@ static void fill(float *v, int64_t ne0, int64_t ne1, enum init init, double scal
     case INIT_A:
         for (int64_t c = 0; c < ne1; c++)
             for (int64_t k = 0; k < ne0; k++) v[c * ne0 + k] = (float)-(k + 1);
+        break;
+    case INIT_A_HEAD:
+        for (int64_t i = 0; i < n; i++) v[i] = (float)-(1.0 + 15.0 * (1.0 - rng_uniform(r)));
         break;
     case INIT_DT_BIAS: {
         const double lo = log(1e-3), hi = log(1e-1);
@@ -382,6 +410,34 @@ static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *n
     return ok;
 }
 
+/* Mamba-2's tensors (docs/mamba2.md section 2). */
+static bool add_layers_mamba2(struct rgguf_writer *w, const struct mk *m) {
+    const int64_t embd = m->n_embd, inner = m->d_inner, state = m->d_state, conv = m->d_conv;
+    const int64_t heads = m->n_head, groups = m->n_group, conv_dim = inner + 2 * groups * state;
+    const int64_t in_proj = 2 * inner + 2 * groups * state + heads;
+    const uint32_t wt = m->wtype;
+#define LIN(fan_in) (1.0 / sqrt((double)(fan_in)))
+    for (uint32_t l = 0; l < m->n_layer; l++) {
+        char name[64];
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%u." suffix, l), name)
+        if (!add_tensor(w, m, NAME("attn_norm.weight"), RGGUF_F32, embd, 0, INIT_NEAR_ONE, 0) ||
+            !add_tensor(w, m, NAME("ssm_in.weight"), wt, embd, in_proj, INIT_NORMAL, LIN(embd)) ||
+            !add_tensor(w, m, NAME("ssm_conv1d.weight"), RGGUF_F32, conv, conv_dim, INIT_NORMAL,
+                        LIN(conv)) ||
+            !add_tensor(w, m, NAME("ssm_conv1d.bias"), RGGUF_F32, conv_dim, 0, INIT_NORMAL, 0.1) ||
+            !add_tensor(w, m, NAME("ssm_dt.bias"), RGGUF_F32, heads, 0, INIT_DT_BIAS, 0) ||
+            !add_tensor(w, m, NAME("ssm_a"), RGGUF_F32, 1, heads, INIT_A_HEAD, 0) ||
+            !add_tensor(w, m, NAME("ssm_d"), RGGUF_F32, 1, heads, INIT_NEAR_ONE, 0) ||
+            !add_tensor(w, m, NAME("ssm_norm.weight"), RGGUF_F32, inner / groups, groups,
+                        INIT_NEAR_ONE, 0) ||
+            !add_tensor(w, m, NAME("ssm_out.weight"), wt, inner, embd, INIT_NORMAL, LIN(inner)))
+            return false;
+#undef NAME
+    }
+#undef LIN
+    return true;
+}
+
 static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
     const int64_t embd = m->n_embd, vocab = m->n_vocab, inner = m->d_inner;
     const int64_t state = m->d_state, conv = m->d_conv, rank = m->dt_rank;
@@ -389,7 +445,7 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
     /* Linear weights ~ N(0, 1/fan_in), fan_in = ne[0], so that activations keep their scale. */
 #define LIN(fan_in) (1.0 / sqrt((double)(fan_in)))
     if (!add_tensor(w, m, "token_embd.weight", wt, embd, vocab, INIT_NORMAL, 1.0)) return false;
-    for (uint32_t l = 0; l < m->n_layer; l++) {
+    for (uint32_t l = 0; l < (m->mamba2 ? 0 : m->n_layer); l++) {
         char name[64];
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%u." suffix, l), name)
         if (!add_tensor(w, m, NAME("attn_norm.weight"), RGGUF_F32, embd, 0, INIT_NEAR_ONE, 0) ||
@@ -410,6 +466,7 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
             return false;
 #undef NAME
     }
+    if (m->mamba2 && !add_layers_mamba2(w, m)) return false;
     if (!add_tensor(w, m, "output_norm.weight", RGGUF_F32, embd, 0, INIT_NEAR_ONE, 0)) return false;
     if (!m->tied && !add_tensor(w, m, "output.weight", wt, embd, vocab, INIT_NORMAL, LIN(embd)))
         return false;
@@ -697,22 +754,29 @@ static bool add_hparams(struct rgguf_writer *w, const struct mk *m) {
                      : m->wtype == RGGUF_BF16 ? FTYPE_MOSTLY_BF16
                                               : FTYPE_ALL_F32;
     /* Keys and values as llama.cpp's convert_hf_to_gguf.py writes them for MambaForCausalLM
-     * (it too writes zero feed-forward length and head count, and a 1M context since the
-     * model has no positional limit). */
-    return rgguf_writer_set_str(w, "general.architecture", "mamba") &&
-           rgguf_writer_set_str(w, "general.name", "recur random mamba") &&
+     * and Mamba2ForCausalLM (it too writes zero feed-forward length and head count, and a 1M
+     * context since the model has no positional limit; for mamba2, time_step_rank is the
+     * number of SSM heads). */
+    const char *a = m->mamba2 ? "mamba2" : "mamba";
+    char key[64];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    return rgguf_writer_set_str(w, "general.architecture", a) &&
+           rgguf_writer_set_str(w, "general.name",
+                                m->mamba2 ? "recur random mamba2" : "recur random mamba") &&
            rgguf_writer_set_u32(w, "general.file_type", ftype) &&
-           rgguf_writer_set_u32(w, "mamba.context_length", 1u << 20) &&
-           rgguf_writer_set_u32(w, "mamba.embedding_length", m->n_embd) &&
-           rgguf_writer_set_u32(w, "mamba.feed_forward_length", 0) &&
-           rgguf_writer_set_u32(w, "mamba.attention.head_count", 0) &&
-           rgguf_writer_set_u32(w, "mamba.block_count", m->n_layer) &&
-           rgguf_writer_set_u32(w, "mamba.ssm.conv_kernel", m->d_conv) &&
-           rgguf_writer_set_u32(w, "mamba.ssm.inner_size", m->d_inner) &&
-           rgguf_writer_set_u32(w, "mamba.ssm.state_size", m->d_state) &&
-           rgguf_writer_set_u32(w, "mamba.ssm.time_step_rank", m->dt_rank) &&
-           (!m->dt_b_c_rms || rgguf_writer_set_bool(w, "mamba.ssm.dt_b_c_rms", true)) &&
-           rgguf_writer_set_f32(w, "mamba.attention.layer_norm_rms_epsilon", m->eps);
+           rgguf_writer_set_u32(w, KEY("context_length"), 1u << 20) &&
+           rgguf_writer_set_u32(w, KEY("embedding_length"), m->n_embd) &&
+           rgguf_writer_set_u32(w, KEY("feed_forward_length"), 0) &&
+           rgguf_writer_set_u32(w, KEY("attention.head_count"), 0) &&
+           rgguf_writer_set_u32(w, KEY("block_count"), m->n_layer) &&
+           rgguf_writer_set_u32(w, KEY("ssm.conv_kernel"), m->d_conv) &&
+           rgguf_writer_set_u32(w, KEY("ssm.inner_size"), m->d_inner) &&
+           rgguf_writer_set_u32(w, KEY("ssm.state_size"), m->d_state) &&
+           rgguf_writer_set_u32(w, KEY("ssm.time_step_rank"), m->mamba2 ? m->n_head : m->dt_rank) &&
+           (!m->mamba2 || rgguf_writer_set_u32(w, KEY("ssm.group_count"), m->n_group)) &&
+           (!m->dt_b_c_rms || rgguf_writer_set_bool(w, KEY("ssm.dt_b_c_rms"), true)) &&
+           rgguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->eps);
+#undef KEY
 }
 
 int cmd_mkmodel(int argc, char **argv) {
@@ -733,6 +797,13 @@ int cmd_mkmodel(int argc, char **argv) {
     rgguf_writer_free(w);
     if (rc != TOOL_OK) return rc;
 
+    if (m.mamba2)
+        printf("wrote %s: mamba2, layers %u, embd %u, inner %u, state %u, conv %u, heads %u, "
+               "groups %u, vocab %u, %s%s, seed %llu\n",
+               m.out, m.n_layer, m.n_embd, m.d_inner, m.d_state, m.d_conv, m.n_head, m.n_group,
+               m.n_vocab, rgguf_type_name(m.wtype), m.tied ? ", tied" : "",
+               (unsigned long long)m.seed);
+    if (m.mamba2) return TOOL_OK;
     printf("wrote %s: mamba, layers %u, embd %u, inner %u, state %u, conv %u, dt_rank %u, "
            "vocab %u, %s%s%s, seed %llu\n",
            m.out, m.n_layer, m.n_embd, m.d_inner, m.d_state, m.d_conv, m.dt_rank, m.n_vocab,

@@ -174,6 +174,9 @@ class LayerState:
 
 def new_state(model):
     """A zero state for a new sequence: one LayerState per layer."""
+    if getattr(model, "kind", "mamba") == "mamba2":
+        import mamba2_ref
+        return mamba2_ref.new_state(model)
     return [LayerState(model.d_conv, model.d_inner, model.d_state) for _ in model.layers]
 
 
@@ -245,9 +248,21 @@ def mamba_layer(model, layer, st, x):
 def forward(model, state, token):
     """Run one token through the model, updating `state`; returns the n_vocab logits."""
     x = model.token_embd[token].copy()
+    step = mamba_layer
+    if getattr(model, "kind", "mamba") == "mamba2":
+        import mamba2_ref
+        step = mamba2_ref.layer_step
     for layer, st in zip(model.layers, state):
-        x = mamba_layer(model, layer, st, x)
+        x = step(model, layer, st, x)
     return model.output @ rmsnorm(x, model.output_norm, model.eps)
+
+
+def load_model(path):
+    """A Mamba-1 or Mamba-2 model, by its general.architecture."""
+    if GGUFFile(path).kv.get("general.architecture") == "mamba2":
+        import mamba2_ref
+        return mamba2_ref.Mamba2Model(path)
+    return MambaModel(path)
 
 
 def run_sequence(model, tokens):
@@ -316,7 +331,7 @@ def main(argv=None):
         ap.error("--greedy takes exactly one --tokens sequence")
 
     try:
-        model = MambaModel(args.model)
+        model = load_model(args.model)
         if args.greedy:
             ids, gap = greedy(model, args.tokens[0], args.greedy)
             print(",".join(str(t) for t in ids))

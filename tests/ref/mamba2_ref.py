@@ -1,0 +1,110 @@
+"""mamba2_ref.py: the float64 reference of llama.cpp's Mamba-2 (docs/mamba2.md), for
+mamba_ref.py's command line, which loads it when general.architecture is "mamba2".
+
+Per layer and token, docs/mamba2.md section 3, step by step: the input projection splits into
+z, xBC and dt; the causal depthwise conv runs over xBC; each head h (group h // (n_head /
+n_group)) has a scalar A and D; the state is [n_head][head_dim][d_state]; the output is gated
+by silu(z) and then RMS-normalised per group with ssm_norm.
+"""
+
+import numpy as np
+
+from mamba_ref import Matrix, ModelError, conv_step, rmsnorm, silu, softplus
+from gguf_reader import GGUFFile
+
+
+class Mamba2Layer:
+    def __init__(self, get, matrix, i, m):
+        p = "blk.%d." % i
+        self.attn_norm = get(p + "attn_norm.weight", (m.n_embd,))
+        self.ssm_in = matrix(p + "ssm_in.weight", (m.d_in_proj, m.n_embd))
+        self.conv1d = get(p + "ssm_conv1d.weight", (m.conv_dim, m.d_conv))
+        self.conv_bias = get(p + "ssm_conv1d.bias", (m.conv_dim,))
+        self.dt_bias = get(p + "ssm_dt.bias", (m.n_head,))
+        self.A = get(p + "ssm_a", (m.n_head, 1)).reshape(m.n_head)
+        self.D = get(p + "ssm_d", (m.n_head, 1)).reshape(m.n_head)
+        self.norm = get(p + "ssm_norm.weight", (m.n_group, m.d_inner // m.n_group))
+        self.ssm_out = matrix(p + "ssm_out.weight", (m.n_embd, m.d_inner))
+
+
+class Mamba2Model:
+    kind = "mamba2"
+
+    def __init__(self, path):
+        f = GGUFFile(path)
+        kv = f.kv
+
+        def key(name):
+            if "mamba2." + name not in kv:
+                raise ModelError("%s: missing key mamba2.%s" % (path, name))
+            return kv["mamba2." + name]
+
+        self.n_embd = int(key("embedding_length"))
+        self.n_layer = int(key("block_count"))
+        self.d_conv = int(key("ssm.conv_kernel"))
+        self.d_inner = int(key("ssm.inner_size"))
+        self.d_state = int(key("ssm.state_size"))
+        self.n_head = int(key("ssm.time_step_rank"))
+        self.n_group = int(key("ssm.group_count"))
+        self.eps = float(key("attention.layer_norm_rms_epsilon"))
+        if min(self.n_embd, self.n_layer, self.d_conv, self.d_inner, self.d_state, self.n_head,
+               self.n_group) < 1 or self.d_inner % self.n_head or self.n_head % self.n_group:
+            raise ModelError("%s: inconsistent Mamba-2 sizes" % path)
+        self.head_dim = self.d_inner // self.n_head
+        self.conv_dim = self.d_inner + 2 * self.n_group * self.d_state
+        self.d_in_proj = 2 * self.d_inner + 2 * self.n_group * self.d_state + self.n_head
+
+        def get(name, shape):
+            if name not in f.tensors:
+                raise ModelError("%s: missing tensor %s" % (path, name))
+            t = f.tensor(name)
+            if t.shape != tuple(s if s is not None else t.shape[i] for i, s in enumerate(shape)):
+                raise ModelError("%s: tensor %s has numpy shape %s, expected %s" % (
+                    path, name, t.shape, shape))
+            return t
+
+        def matrix(name, shape):
+            return Matrix(get(name, shape), f.tensors[name].ggml_type)
+
+        self.token_embd = get("token_embd.weight", (None, self.n_embd))
+        self.n_vocab = self.token_embd.shape[0]
+        self.output_norm = get("output_norm.weight", (self.n_embd,))
+        self.tied = "output.weight" not in f.tensors
+        self.output = (Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type)
+                       if self.tied else matrix("output.weight", (self.n_vocab, self.n_embd)))
+        self.layers = [Mamba2Layer(get, matrix, i, self) for i in range(self.n_layer)]
+
+
+class Mamba2State:
+    def __init__(self, m):
+        self.conv = np.zeros((m.d_conv - 1, m.conv_dim))
+        self.ssm = np.zeros((m.n_head, m.head_dim, m.d_state))
+
+
+def new_state(model):
+    return [Mamba2State(model) for _ in model.layers]
+
+
+def layer_step(m, layer, st, x):
+    """One Mamba-2 layer on the residual stream x for one token (docs/mamba2.md (1)-(12))."""
+    Di, G, N, H, P = m.d_inner, m.n_group, m.d_state, m.n_head, m.head_dim
+    h = rmsnorm(x, layer.attn_norm, m.eps)
+    zxbcdt = layer.ssm_in @ h
+    z = zxbcdt[:Di]
+    xBC = zxbcdt[Di:Di + m.conv_dim]
+    dt = zxbcdt[2 * Di + 2 * G * N:]
+    conv, st.conv = conv_step(st.conv, xBC, layer.conv1d, layer.conv_bias)
+    u = silu(conv)
+    xs = u[:Di].reshape(H, P)
+    B = u[Di:Di + G * N].reshape(G, N)
+    C = u[Di + G * N:].reshape(G, N)
+    dt = softplus(dt + layer.dt_bias)
+    y = np.empty((H, P))
+    for hd in range(H):
+        g = hd // (H // G)
+        st.ssm[hd] = st.ssm[hd] * np.exp(dt[hd] * layer.A[hd]) + np.outer(xs[hd] * dt[hd], B[g])
+        y[hd] = st.ssm[hd] @ C[g] + layer.D[hd] * xs[hd]
+    y = y.reshape(Di) * silu(z)
+    y = y.reshape(G, Di // G)
+    y = y / np.sqrt(np.mean(y * y, axis=1) + m.eps)[:, None] * layer.norm
+    return x + layer.ssm_out @ y.reshape(Di)
