@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the random-weight Mamba-1 models the model tests run on (a ctest fixture).
+# Writes the random-weight Mamba-1 and Mamba-2 models the model tests run on (a ctest fixture).
 #   make_models.sh RECUR_BIN OUT_DIR
 # The file name says the weight type, which sets the tolerance against the reference.
 set -euo pipefail
@@ -11,11 +11,20 @@ mk() {
     shift
     "$recur" mkmodel "$out/$name.gguf" --arch mamba "$@"
 }
+mk2() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba2 "$@"
+}
 mk f32-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 1 --type f32
 mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tied --inner 80 --conv 3
 mk f32-rms --embd 32 --layers 2 --vocab 256 --state 16 --seed 3 --type f32 --dt-b-c-rms
 mk f16-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 4 --type f16
 mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --tied --dt-rank 8
+# Mamba-2: heads sharing groups of B and C; a tied f16 one with a 3-wide conv
+mk2 f32-mamba2 --embd 64 --layers 2 --vocab 512 --state 8 --seed 6 --type f32 --heads 4 --groups 2
+mk2 f16-mamba2-tied --embd 32 --layers 3 --vocab 300 --state 16 --seed 7 --type f16 --tied \
+    --heads 2 --conv 3
 # quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
 # the shapes are whole 32-value blocks, so that every matrix is converted
 quantize() {
@@ -27,4 +36,5 @@ quantize() {
 }
 quantize f32-untied q8_0-untied q8_0
 quantize f32-rms q4_0-rms q4_0
+quantize f32-mamba2 q8_0-mamba2 q8_0
 echo "make_models: $(ls "$out"/*.gguf | wc -l) models in $out"

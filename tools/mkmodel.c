@@ -91,7 +91,8 @@ static const struct flag flags[F_COUNT] = {
 static void usage(FILE *out) {
     fprintf(out, "usage: recur mkmodel OUT.gguf --arch mamba --embd N --layers N --vocab N "
                  "--state N --seed S [options]\n\n"
-                 "Writes a Mamba-1 model with random weights in llama.cpp's GGUF layout.\n\n");
+                 "Writes a Mamba-1 or Mamba-2 model with random weights in llama.cpp's GGUF "
+                 "layout.\n\n");
     for (int i = 0; i < F_COUNT; i++) {
         char left[40];
         snprintf(left, sizeof(left), "%s%s%s", flags[i].name, flags[i].metavar ? " " : "",

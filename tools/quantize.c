@@ -33,13 +33,16 @@ static const struct qtype qtypes[] = {
 static void usage(FILE *out) {
     fprintf(out, "usage: recur quantize IN.gguf OUT.gguf q8_0|q4_0|f16|bf16\n"
                  "Rewrites the weight matrices of a model in another type (llama-quantize\n"
-                 "--pure); norms, biases and Mamba's conv weights keep theirs.\n");
+                 "--pure); norms (also Mamba-2's 2-D ssm_norm), biases and Mamba's conv weights "
+                 "keep theirs.\n");
 }
 
 static bool converts(const struct rgguf_tensor *t, const struct qtype *q) {
     const size_t len = strlen(t->name);
     if (t->n_dims != 2 || len < 6 || strcmp(t->name + len - 6, "weight") != 0) return false;
-    if (strstr(t->name, "ssm_conv1d")) return false;
+    /* as llama.cpp's quantizer: no conv weights, and no norm weights even where they are 2-D
+       (Mamba-2's grouped ssm_norm) */
+    if (strstr(t->name, "ssm_conv1d") || strstr(t->name, "_norm.weight")) return false;
     return rops_row_bytes(q->ggml_type, t->ne[0]) != 0 && rops_type_supported(t->type, t->ne[0]);
 }
 

@@ -28,14 +28,64 @@
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
+/* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
+static bool mamba2_load(struct rmodel *m) {
+    struct rmamba_hparams *hp = &m->mamba;
+    hp->n_head = hp->dt_rank;
+    if (!rmodel_key_u32(m, "ssm.group_count", &hp->n_group)) return false;
+    if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
+        hp->d_state < 1 || hp->d_state > 4096 || hp->n_head < 1 || hp->d_inner % hp->n_head ||
+        hp->n_group < 1 || hp->n_head % hp->n_group || !(hp->eps > 0.0f && hp->eps < 1.0f)) {
+        rcore_error_set("mamba2 hyper-parameters out of range: d_conv %u, d_inner %u, d_state %u, "
+                        "heads %u, groups %u, eps %g",
+                        hp->d_conv, hp->d_inner, hp->d_state, hp->n_head, hp->n_group,
+                        (double)hp->eps);
+        return false;
+    }
+    hp->head_dim = hp->d_inner / hp->n_head;
+    hp->conv_dim = hp->d_inner + 2 * hp->n_group * hp->d_state;
+    hp->d_in_proj = 2 * hp->d_inner + 2 * hp->n_group * hp->d_state + hp->n_head;
+    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rcore_error_set("out of memory for %d layers", m->n_layer);
+        return false;
+    }
+    const int64_t E = m->n_embd, Di = hp->d_inner, H = hp->n_head, G = hp->n_group;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        struct rmamba_layer *L = &m->layers[il];
+        char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+        const int64_t ne_e[1] = {E}, ne_c[1] = {hp->conv_dim},
+                      ne_conv[2] = {hp->d_conv, hp->conv_dim}, ne_h[1] = {H}, ne_h2[2] = {1, H},
+                      ne_norm[2] = {Di / G, G};
+        if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
+            !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
+            !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+            !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
+            !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
+            !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
+            !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 2, ne_h2)) ||
+            !(L->norm = rmodel_small_f32(m, TNAME("ssm_norm.weight"), 2, ne_norm)) ||
+            !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
+            return false;
+#undef TNAME
+    }
+    return true;
+}
+
 bool rmamba_load(struct rmodel *m) {
     struct rmamba_hparams *hp = &m->mamba;
     if (!rmodel_key_u32(m, "ssm.conv_kernel", &hp->d_conv) ||
         !rmodel_key_u32(m, "ssm.inner_size", &hp->d_inner) ||
         !rmodel_key_u32(m, "ssm.state_size", &hp->d_state) ||
         !rmodel_key_u32(m, "ssm.time_step_rank", &hp->dt_rank) ||
-        !rgguf_get_f32(m->gguf, "mamba.attention.layer_norm_rms_epsilon", &hp->eps))
+        !rgguf_get_f32(m->gguf,
+                       m->arch == RMODEL_ARCH_MAMBA2 ? "mamba2.attention.layer_norm_rms_epsilon"
+                                                     : "mamba.attention.layer_norm_rms_epsilon",
+                       &hp->eps))
         return false;
+    hp->mamba2 = m->arch == RMODEL_ARCH_MAMBA2;
+    if (hp->mamba2) return mamba2_load(m);
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
         hp->d_state < 1 || hp->d_state > 4096 || hp->dt_rank < 1 || hp->dt_rank > hp->d_inner ||
         !(hp->eps > 0.0f && hp->eps < 1.0f)) {
@@ -49,6 +99,8 @@ bool rmamba_load(struct rmodel *m) {
         if (!rgguf_get_bool(m->gguf, "mamba.ssm.dt_b_c_rms", &flag)) return false;
     }
     hp->dt_b_c_rms = flag;
+    hp->conv_dim = hp->d_inner;
+    hp->d_in_proj = 2 * hp->d_inner;
 
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -79,7 +131,7 @@ bool rmamba_load(struct rmodel *m) {
 
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
     for (int32_t il = 0; il < m->n_layer; il++) {
-        k_row[il] = (m->mamba.d_conv - 1) * m->mamba.d_inner;
+        k_row[il] = (m->mamba.d_conv - 1) * m->mamba.conv_dim;
         v_row[il] = m->mamba.d_state * m->mamba.d_inner;
     }
 }
@@ -93,13 +145,13 @@ void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 struct ws_view {
     float *x;       /* n x E residual stream */
     float *h;       /* n x E normalised input, then the layer's output */
-    float *xz;      /* n x 2Di */
-    float *xc;      /* n x Di conv output */
+    float *xz;      /* n x d_in_proj (mamba: x then z; mamba2: z, xBC, dt) */
+    float *xc;      /* n x conv_dim conv output */
     float *xdb;     /* n x (R + 2N) */
     float *dtr;     /* n x R, dt input made contiguous */
     float *dt;      /* n x Di */
     float *y;       /* n x Di */
-    float *conv;    /* n_seqs x (K-1)Di gathered conv states */
+    float *conv;    /* n_seqs x (K-1)conv_dim gathered conv states */
     float *ssm;     /* n_seqs x Di N gathered ssm states */
     float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
     float *norm;    /* min(n, OUT_CHUNK) x E */
@@ -109,17 +161,18 @@ struct ws_view {
 static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
                         struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
-                 R = m->mamba.dt_rank, K = m->mamba.d_conv, V = (size_t)m->n_vocab;
+                 R = m->mamba.mamba2 ? 0 : m->mamba.dt_rank, K = m->mamba.d_conv,
+                 V = (size_t)m->n_vocab, P = m->mamba.d_in_proj, Cd = m->mamba.conv_dim;
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
     const size_t sizes[] = {n * E,
                             n * E,
-                            n * 2 * Di,
-                            n * Di,
-                            n * (R + 2 * N),
+                            n * P,
+                            n * Cd,
+                            m->mamba.mamba2 ? 0 : n * (R + 2 * N),
                             n * R,
                             n * Di,
                             n * Di,
-                            n_seqs * (K - 1) * Di,
+                            n_seqs * (K - 1) * Cd,
                             n_seqs * Di * N,
                             n_out * V,
                             n_out * E,
@@ -216,6 +269,37 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
+/* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
+static void layer_forward2(const struct rmodel *m, const struct rops_exec *ex,
+                           const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
+                           uint32_t nst, float *const *save_conv, float *const *save_ssm) {
+    const struct rmamba_hparams *hp = &m->mamba;
+    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
+                  P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
+    for (int64_t t = 0; t < n; t++)
+        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
+    rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
+    /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
+    rops_ssm_conv(ex, w->conv, w->xz + Di, P, n_seqs, nst, Cd, hp->d_conv, L->conv_w, L->conv_b,
+                  w->xc, save_conv);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < H; h++) w->dt[t * H + h] = w->xz[t * P + 2 * Di + 2 * G * N + h];
+    rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, H);
+    rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
+                   save_ssm);
+    /* gate, then RMSNorm per group */
+    const int64_t gs = Di / G;
+    for (int64_t t = 0; t < n; t++) {
+        float *y = w->y + t * Di;
+        const float *z = w->xz + t * P;
+        for (int64_t c = 0; c < Di; c++) y[c] *= rops_silu(z[c]);
+        for (int64_t g = 0; g < G; g++)
+            rops_rmsnorm(y + g * gs, L->norm + g * gs, gs, hp->eps, y + g * gs);
+    }
+    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
+    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
+}
+
 /* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
 static void outputs(const struct rmodel *m, const struct rops_exec *ex, const struct ws_view *w,
                     uint32_t n_ubatch, const struct rbatch_ubatch *ub,
@@ -274,7 +358,7 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
                    (size_t)E * sizeof(float));
     }
 
-    const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->d_inner;
+    const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->conv_dim;
     const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
     const bool in_place = states_in_place(mem, n_seqs);
     /* the snapshots this ubatch keeps (rollback), filled by the conv and scan of each layer */
@@ -300,11 +384,13 @@ bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
                     memset(lw.conv + s * k_elems, 0, k_elems * sizeof(float));
                     memset(lw.ssm + s * v_elems, 0, v_elems * sizeof(float));
                 }
-            layer_forward(m, ex, &m->layers[il], &lw, n_seqs, nst, save_k, save_v);
+            (hp->mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &lw, n_seqs, nst,
+                                                          save_k, save_v);
             continue;
         }
         gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
-        layer_forward(m, ex, &m->layers[il], &w, n_seqs, nst, save_k, save_v);
+        (hp->mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &w, n_seqs, nst,
+                                                      save_k, save_v);
         scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
     }
     outputs(m, ex, &w, ws->n_ubatch, ub, out);

@@ -14,7 +14,7 @@
 #define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
 #define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
 
-static const char *const arch_names[] = {"mamba"};
+static const char *const arch_names[] = {"mamba", "mamba2"};
 
 const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
                               const int64_t *ne) {
@@ -139,7 +139,7 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     size_t a = 0;
     while (a < sizeof arch_names / sizeof arch_names[0] && strcmp(arch, arch_names[a]) != 0) a++;
     if (a == sizeof arch_names / sizeof arch_names[0]) {
-        rcore_error_set("architecture %s is not supported (supported: mamba)", arch);
+        rcore_error_set("architecture %s is not supported (supported: mamba, mamba2)", arch);
         goto fail;
     }
     m->arch = (enum rmodel_arch)a;

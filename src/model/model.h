@@ -18,7 +18,7 @@
 #include "../memory/memory.h"
 #include "../ops/ops.h"
 
-enum rmodel_arch { RMODEL_ARCH_MAMBA = 0 };
+enum rmodel_arch { RMODEL_ARCH_MAMBA = 0, RMODEL_ARCH_MAMBA2 = 1 };
 
 struct rmodel;
 struct rmodel_ws;

@@ -18,12 +18,19 @@ struct rmamba_layer {
     const float *A;          /* d_inner x d_state, already -exp(A_log) */
     const float *D;          /* d_inner */
     struct rops_mat ssm_out; /* d_inner -> n_embd */
+    const float *norm;       /* mamba2: d_inner, the grouped RMSNorm's weight */
 };
 
 struct rmamba_hparams {
     uint32_t d_conv, d_inner, d_state, dt_rank;
     float eps;
     bool dt_b_c_rms;
+    /* mamba2 (docs/mamba2.md): dt_rank is the number of heads; A, D, dt_b are per head */
+    bool mamba2;
+    uint32_t n_head, n_group, head_dim;
+    uint32_t conv_dim; /* channels of the conv: d_inner (mamba) or d_inner + 2 n_group d_state */
+    uint32_t
+        d_in_proj; /* rows of ssm_in: 2 d_inner (mamba) or 2 d_inner + 2 n_group d_state + n_head */
 };
 
 struct rmodel {

@@ -610,3 +610,53 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
     }
     return best / 1e9;
 }
+
+/* ---- Mamba-2's scan ------------------------------------------------------------------------ */
+
+struct scan2_task {
+    float *ssm;
+    const float *xbc, *dt, *A, *D;
+    int64_t stride, n_seqs, n_tok, Di, N, H, G;
+    float *y;
+    float *const *save;
+};
+
+static void scan2_thread(void *arg, int ith, int nth) {
+    const struct scan2_task *a = arg;
+    const int64_t P = a->Di / a->H, h0 = a->H * ith / nth, h1 = a->H * (ith + 1) / nth;
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *x = a->xbc + t * a->stride;
+            for (int64_t h = h0; h < h1; h++) {
+                const int64_t g = h / (a->H / a->G);
+                const float *B = x + a->Di + g * a->N, *C = x + a->Di + a->G * a->N + g * a->N;
+                const float dt = a->dt[t * a->H + h], dA = expf(dt * a->A[h]);
+                for (int64_t p = 0; p < P; p++) {
+                    const int64_t c = h * P + p;
+                    float *sc = a->ssm + (s * a->Di + c) * a->N;
+                    const float dx = dt * x[c];
+                    float acc = 0.0f;
+                    for (int64_t n = 0; n < a->N; n++) {
+                        sc[n] = sc[n] * dA + B[n] * dx;
+                        acc += sc[n] * C[n];
+                    }
+                    a->y[t * a->Di + c] = acc + a->D[h] * x[c];
+                }
+                float *dst = a->save ? a->save[t] : NULL;
+                if (dst)
+                    memcpy(dst + h * P * a->N, a->ssm + (s * a->Di + h * P) * a->N,
+                           sizeof(float) * (size_t)(P * a->N));
+            }
+        }
+}
+
+void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *xbc,
+                    int64_t xbc_stride, const float *dt, const float *A, const float *D,
+                    int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
+                    int64_t n_group, float *y, float *const *save) {
+    struct scan2_task t = {ssm_state, xbc,     dt,      A,      D,       xbc_stride, n_seqs,
+                           n_tok,     d_inner, d_state, n_head, n_group, y,          save};
+    int64_t nth = ssm_threads(ex, n_seqs * n_tok * d_inner * d_state);
+    if (nth > n_head) nth = n_head;
+    rpool_run(ex->pool, scan2_thread, &t, (int)nth);
+}

@@ -130,4 +130,17 @@ void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x,
                    const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
                    int64_t d_inner, int64_t d_state, float *y, float *const *save);
 
+/*
+ * Mamba-2's scan (docs/mamba2.md (7)-(9)): n_head heads of head_dim = d_inner / n_head
+ * channels, head h reading group h / (n_head / n_group) of B and C, with one A[h], D[h] and
+ * dt[t][h] (already softplus'd) per head. xbc: tokens x xbc_stride, the conv's output [x (d_inner)
+ * | B (n_group d_state) | C (n_group d_state)]; state per sequence [n_head][head_dim][d_state]
+ * (s[c * d_state + n], c = h * head_dim + p), sequence s's at ssm_state + s * d_inner * d_state;
+ * y: tokens x d_inner, y = s · C + D * x (no gate). save as for rops_ssm_scan.
+ */
+void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *xbc,
+                    int64_t xbc_stride, const float *dt, const float *A, const float *D,
+                    int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
+                    int64_t n_group, float *y, float *const *save);
+
 #endif /* RECUR_OPS_H */
