@@ -527,6 +527,81 @@ static void test_ssm(void) {
     rpool_free(pool);
 }
 
+/* Mamba-2's scan on every path, against float64 token by token: heads sharing groups of B
+ * and C, a d_state that is and one that is not a multiple of the vector width, saves. */
+static void test_ssm2(void) {
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    const int64_t shapes[][6] = {/* S, T, H, P, N, G */
+                                 {1, 1, 2, 8, 16, 1},
+                                 {2, 5, 4, 4, 8, 2},
+                                 {3, 4, 6, 3, 12, 3}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t S = shapes[si][0], T = shapes[si][1], H = shapes[si][2], P = shapes[si][3],
+                      N = shapes[si][4], G = shapes[si][5], Di = H * P, stride = Di + 2 * G * N,
+                      n = S * T;
+        float *xbc = malloc(sizeof(float) * (size_t)(n * stride)),
+              *dt = malloc(sizeof(float) * (size_t)(n * H)), *A = malloc(sizeof(float) * (size_t)H),
+              *D = malloc(sizeof(float) * (size_t)H),
+              *s0 = malloc(sizeof(float) * (size_t)(S * Di * N)),
+              *st = malloc(sizeof(float) * (size_t)(S * Di * N)),
+              *y = malloc(sizeof(float) * (size_t)(n * Di)),
+              *sv = malloc(sizeof(float) * (size_t)(n * Di * N));
+        double *ry = malloc(sizeof(double) * (size_t)(n * Di)),
+               *rs = malloc(sizeof(double) * (size_t)(S * Di * N));
+        float **save = malloc(sizeof(float *) * (size_t)n);
+        REQUIRE(xbc && dt && A && D && s0 && st && y && sv && ry && rs && save);
+        for (int64_t i = 0; i < n * stride; i++) xbc[i] = frand();
+        for (int64_t i = 0; i < n * H; i++) dt[i] = 0.01f + 0.3f * (frand() + 1.0f);
+        for (int64_t h = 0; h < H; h++) A[h] = -(1.0f + 4.0f * (frand() + 1.0f)), D[h] = frand();
+        for (int64_t i = 0; i < S * Di * N; i++) s0[i] = frand(), rs[i] = s0[i];
+        for (int64_t t = 0; t < n; t++) save[t] = t % 2 ? sv + t * Di * N : NULL;
+        for (int64_t sq = 0; sq < S; sq++)
+            for (int64_t t = sq * T; t < (sq + 1) * T; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    const int64_t g = h / (H / G);
+                    const double dA = exp((double)dt[t * H + h] * A[h]);
+                    for (int64_t p = 0; p < P; p++) {
+                        const int64_t c = h * P + p;
+                        const double x = xbc[t * stride + c];
+                        double acc = 0;
+                        for (int64_t q = 0; q < N; q++) {
+                            double *sc = &rs[(sq * Di + c) * N + q];
+                            *sc = *sc * dA + xbc[t * stride + Di + g * N + q] * x * dt[t * H + h];
+                            acc += *sc * xbc[t * stride + Di + G * N + g * N + q];
+                        }
+                        ry[t * Di + c] = acc + D[h] * x;
+                    }
+                }
+        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+        for (int ii = 0; ii < 2; ii++) {
+            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+            for (int nth = 1; nth <= 2; nth++) {
+                const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
+                memcpy(st, s0, sizeof(float) * (size_t)(S * Di * N));
+                rops_ssm_scan2(&ex, st, xbc, stride, dt, A, D, S, T, Di, N, H, G, y, save);
+                double ey = 0, es = 0;
+                for (int64_t i = 0; i < n * Di; i++)
+                    ey = fmax(ey, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
+                for (int64_t i = 0; i < S * Di * N; i++)
+                    es = fmax(es, fabs(st[i] - rs[i]) / (1 + fabs(rs[i])));
+                /* the save after each sequence's last token is its final state */
+                int last_differs = 0;
+                for (int64_t t = 0; t < n; t++)
+                    if (save[t] && t % T == T - 1)
+                        last_differs += memcmp(save[t], st + (t / T) * Di * N,
+                                               sizeof(float) * (size_t)(Di * N)) != 0;
+                CHECK_MSG(ey < 1e-4 && es < 1e-4 && last_differs == 0,
+                          "scan2 %s threads %d shape %zu: y %g state %g, %d saves differ",
+                          rops_isa_name(isas[ii]), nth, si, ey, es, last_differs);
+            }
+        }
+        free(xbc), free(dt), free(A), free(D), free(s0), free(st), free(y), free(sv), free(ry);
+        free(rs), free(save);
+    }
+    rpool_free(pool);
+}
+
 int main(void) {
     printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
     RUN(test_pool);
@@ -535,5 +610,6 @@ int main(void) {
     RUN(test_quantize_inputs);
     RUN(test_softplus);
     RUN(test_ssm);
+    RUN(test_ssm2);
     return test_finish("test_ops");
 }

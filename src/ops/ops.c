@@ -613,17 +613,8 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
 
 /* ---- Mamba-2's scan ------------------------------------------------------------------------ */
 
-struct scan2_task {
-    float *ssm;
-    const float *xbc, *dt, *A, *D;
-    int64_t stride, n_seqs, n_tok, Di, N, H, G;
-    float *y;
-    float *const *save;
-};
-
-static void scan2_thread(void *arg, int ith, int nth) {
-    const struct scan2_task *a = arg;
-    const int64_t P = a->Di / a->H, h0 = a->H * ith / nth, h1 = a->H * (ith + 1) / nth;
+void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
+    const int64_t P = a->Di / a->H;
     for (int64_t s = 0; s < a->n_seqs; s++)
         for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
             const float *x = a->xbc + t * a->stride;
@@ -650,12 +641,27 @@ static void scan2_thread(void *arg, int ith, int nth) {
         }
 }
 
+struct scan2_task {
+    struct rops_scan2_args a;
+    enum rops_isa isa;
+};
+
+static void scan2_thread(void *arg, int ith, int nth) {
+    const struct scan2_task *t = arg;
+    const int64_t h0 = t->a.H * ith / nth, h1 = t->a.H * (ith + 1) / nth;
+    if (t->isa == ROPS_ISA_AVX2)
+        rops_scan2_heads_avx2(&t->a, h0, h1);
+    else
+        rops_scan2_heads_scalar(&t->a, h0, h1);
+}
+
 void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *xbc,
                     int64_t xbc_stride, const float *dt, const float *A, const float *D,
                     int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
                     int64_t n_group, float *y, float *const *save) {
-    struct scan2_task t = {ssm_state, xbc,     dt,      A,      D,       xbc_stride, n_seqs,
-                           n_tok,     d_inner, d_state, n_head, n_group, y,          save};
+    struct scan2_task t = {{ssm_state, xbc, dt, A, D, xbc_stride, n_seqs, n_tok, d_inner, d_state,
+                            n_head, n_group, y, save},
+                           ex->isa};
     int64_t nth = ssm_threads(ex, n_seqs * n_tok * d_inner * d_state);
     if (nth > n_head) nth = n_head;
     rpool_run(ex->pool, scan2_thread, &t, (int)nth);

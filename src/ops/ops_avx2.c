@@ -18,6 +18,7 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "../core/core.h"
@@ -748,6 +749,43 @@ float rops_probe_sum_avx2(const float *p, size_t n) {
     return hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
 
+/* Mamba-2's scan: per channel its d_state states as vectors, as the Mamba-1 scan, with one
+ * decay per head instead of one exp per state. */
+void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
+    if (a->N % 8 != 0) { /* whole vectors of states only */
+        rops_scan2_heads_scalar(a, h0, h1);
+        return;
+    }
+    const int64_t P = a->Di / a->H, N = a->N;
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *x = a->xbc + t * a->stride;
+            for (int64_t h = h0; h < h1; h++) {
+                const int64_t g = h / (a->H / a->G);
+                const float *B = x + a->Di + g * N, *C = x + a->Di + a->G * N + g * N;
+                const float dt = a->dt[t * a->H + h];
+                const __m256 dA = _mm256_set1_ps(expf(dt * a->A[h]));
+                for (int64_t p = 0; p < P; p++) {
+                    const int64_t c = h * P + p;
+                    float *sc = a->ssm + (s * a->Di + c) * N;
+                    const __m256 dx = _mm256_set1_ps(dt * x[c]);
+                    __m256 acc = _mm256_setzero_ps();
+                    for (int64_t n = 0; n < N; n += 8) {
+                        __m256 st = _mm256_mul_ps(_mm256_loadu_ps(sc + n), dA);
+                        st = _mm256_fmadd_ps(_mm256_loadu_ps(B + n), dx, st);
+                        _mm256_storeu_ps(sc + n, st);
+                        acc = _mm256_fmadd_ps(st, _mm256_loadu_ps(C + n), acc);
+                    }
+                    a->y[t * a->Di + c] = hsum(acc) + a->D[h] * x[c];
+                }
+                float *dst = a->save ? a->save[t] : NULL;
+                if (dst)
+                    memcpy(dst + h * P * N, a->ssm + (s * a->Di + h * P) * N,
+                           sizeof(float) * (size_t)(P * N));
+            }
+        }
+}
+
 #else /* no AVX2 kernels in this build: never called, rops_isa_best() says scalar */
 
 bool rops_have_avx2_kernels(void) {
@@ -761,6 +799,10 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
 
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
     rops_scan_channels_scalar(a, c0, c1);
+}
+
+void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
+    rops_scan2_heads_scalar(a, h0, h1);
 }
 
 void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out) {

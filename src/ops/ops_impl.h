@@ -85,6 +85,17 @@ void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_
 void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
 
+/* The arguments of rops_ssm_scan2 (ops.h), for one thread's heads [h0, h1). */
+struct rops_scan2_args {
+    float *ssm;
+    const float *xbc, *dt, *A, *D;
+    int64_t stride, n_seqs, n_tok, Di, N, H, G;
+    float *y;
+    float *const *save;
+};
+void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
+void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
+
 /* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats (the
  * result keeps the compiler from skipping the reads). */
 double rops_probe_fma_scalar(int64_t iters);
