@@ -45,26 +45,10 @@ static void request_free(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status, const char *type,
-                                 char *text, const char *retry_after) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", type);
-    if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
-    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
 static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *j) {
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    if (!text) return MHD_NO;
-    return send_text(conn, status, "application/json", text, NULL);
+    return serve_send_text(conn, status, "application/json", text, NULL);
 }
 
 /* ---- small endpoints --------------------------------------------------------------------- */
@@ -164,7 +148,7 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
         off += (size_t)snprintf(out + off, 4096 - off, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
                                 rows[i].name, rows[i].help, rows[i].name, rows[i].type,
                                 rows[i].name, rows[i].v);
-    return send_text(conn, 200, "text/plain; version=0.0.4", out, NULL);
+    return serve_send_text(conn, 200, "text/plain; version=0.0.4", out, NULL);
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */

@@ -53,6 +53,22 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
     return true;
 }
 
+enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,
+                                char *text, const char *retry_after) {
+    if (!text) return MHD_NO;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
                                  const char *msg) {
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
@@ -61,18 +77,8 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
     cJSON_AddNumberToObject(e, "code", status);
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    if (!text) return MHD_NO;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, "Retry-After", "1");
-    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return serve_send_text(conn, status, "application/json", text,
+                           status == MHD_HTTP_SERVICE_UNAVAILABLE ? "1" : NULL);
 }
 
 /* ---- text ------------------------------------------------------------------------------- */
@@ -489,8 +495,8 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
         t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
         t->cache_prompt = true;
     }
-    sp.seed = (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0,
-                                  true);
+    sp.seed =
+        (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0, true);
     *stream = bool_field(&p, "stream", false);
     stop_field(&p, t);
     t->sampling = sp;
@@ -554,24 +560,13 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
         }
         wait_progress(s);
     }
-    enum MHD_Result ret;
     if (t->state == TASK_DONE) {
         cJSON *j = final_json(s, t, llama);
         char *text = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
         serve_task_release(s, t);
         pthread_mutex_unlock(&s->mu);
-        if (!text) return MHD_NO;
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-            free(text);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        ret = MHD_queue_response(conn, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return serve_send_text(conn, 200, "application/json", text, NULL);
     }
     char err[256];
     memcpy(err, t->error, sizeof err);

@@ -7,6 +7,10 @@
 
 #include "serve.h"
 
+/* Answers status with text (malloc'd, taken over; NULL: MHD_NO) of the given Content-Type,
+ * and a Retry-After header when retry_after is not NULL. */
+enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,
+                                char *text, const char *retry_after);
 /* Answers status with {"error": {"message": msg, "type": type, "code": status}} (503 adds
  * Retry-After: 1). */
 enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
