@@ -273,7 +273,7 @@ static void sync_dir(const char *path) {
     if (!slash)
         snprintf(dir, sizeof dir, ".");
     else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path ? slash - path : 1), path);
+        snprintf(dir, sizeof dir, "%.*s", (int)((slash - path) ? (slash - path) : 1), path);
     const int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
         fsync(fd);
