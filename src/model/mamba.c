@@ -85,6 +85,7 @@ bool rmamba_load(struct rmodel *m) {
                        &hp->eps))
         return false;
     hp->mamba2 = m->arch == RMODEL_ARCH_MAMBA2;
+    m->norm_eps = hp->eps;
     if (hp->mamba2) return mamba2_load(m);
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
         hp->d_state < 1 || hp->d_state > 4096 || hp->dt_rank < 1 || hp->dt_rank > hp->d_inner ||
@@ -130,55 +131,31 @@ bool rmamba_load(struct rmodel *m) {
 }
 
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        k_row[il] = (m->mamba.d_conv - 1) * m->mamba.conv_dim;
-        v_row[il] = m->mamba.d_state * m->mamba.d_inner;
-    }
+    *k_row = (m->mamba.d_conv - 1) * m->mamba.conv_dim;
+    *v_row = m->mamba.d_state * m->mamba.d_inner;
 }
 
 /* ---- workspace --------------------------------------------------------------------------- */
 
-/* Rows of outputs computed at a time: each pass reads the output matrix once, so up to 64
- * sequences share one read; the scratch is 64 x n_vocab floats (13 MB at 50k). */
-#define OUT_CHUNK 64
-
+/* The layer's own part of the workspace (model.c holds x, the gathered states, the scratch). */
 struct ws_view {
-    float *x;       /* n x E residual stream */
-    float *h;       /* n x E normalised input, then the layer's output */
-    float *xz;      /* n x d_in_proj (mamba: x then z; mamba2: z, xBC, dt) */
-    float *xc;      /* n x conv_dim conv output */
-    float *xdb;     /* n x (R + 2N) */
-    float *dtr;     /* n x R, dt input made contiguous */
-    float *dt;      /* n x Di */
-    float *y;       /* n x Di */
-    float *conv;    /* n_seqs x (K-1)conv_dim gathered conv states */
-    float *ssm;     /* n_seqs x Di N gathered ssm states */
-    float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
-    float *norm;    /* min(n, OUT_CHUNK) x E */
-    float *scratch; /* n x max(E, Di): the matmuls' (rops_exec.scratch) */
+    float *h;              /* n x E normalised input, then the layer's output */
+    float *xz;             /* n x d_in_proj (mamba: x then z; mamba2: z, xBC, dt) */
+    float *xc;             /* n x conv_dim conv output */
+    float *xdb;            /* n x (R + 2N) */
+    float *dtr;            /* n x R, dt input made contiguous */
+    float *dt;             /* n x Di */
+    float *y;              /* n x Di */
+    float *x, *conv, *ssm; /* rmodel_io's residual stream and states */
 };
 
-static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
-                        struct ws_view *v) {
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
-                 R = m->mamba.mamba2 ? 0 : m->mamba.dt_rank, K = m->mamba.d_conv,
-                 V = (size_t)m->n_vocab, P = m->mamba.d_in_proj, Cd = m->mamba.conv_dim;
-    const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
-    const size_t sizes[] = {n * E,
-                            n * E,
-                            n * P,
-                            n * Cd,
-                            m->mamba.mamba2 ? 0 : n * (R + 2 * N),
-                            n * R,
-                            n * Di,
-                            n * Di,
-                            n_seqs * (K - 1) * Cd,
-                            n_seqs * Di * N,
-                            n_out * V,
-                            n_out * E,
-                            n * (E > Di ? E : Di)};
-    float **slots[] = {&v->x, &v->h,    &v->xz,  &v->xc,    &v->xdb,  &v->dtr,    &v->dt,
-                       &v->y, &v->conv, &v->ssm, &v->logit, &v->norm, &v->scratch};
+                 R = m->mamba.mamba2 ? 0 : m->mamba.dt_rank, P = m->mamba.d_in_proj,
+                 Cd = m->mamba.conv_dim;
+    const size_t sizes[] = {n * E, n * P,  n * Cd, m->mamba.mamba2 ? 0 : n * (R + 2 * N),
+                            n * R, n * Di, n * Di};
+    float **slots[] = {&v->h, &v->xz, &v->xc, &v->xdb, &v->dtr, &v->dt, &v->y};
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (base) *slots[i] = base + off;
@@ -187,54 +164,16 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, flo
     return off;
 }
 
-size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seqs) {
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
     struct ws_view v;
-    return ws_layout(m, n_ubatch, n_seqs, NULL, &v);
+    return ws_layout(m, n_ubatch, NULL, &v);
+}
+
+int64_t rmamba_max_in(const struct rmodel *m) {
+    return m->mamba.d_inner;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
-
-/* Gathers the states of every slot of the block: all reads before any write (memory.h). */
-static void gather_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                          size_t v_elems, float *conv, float *ssm) {
-    const uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        float *cs = conv + s * k_elems, *ss = ssm + s * v_elems;
-        if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-            memset(cs, 0, k_elems * sizeof(float));
-            memset(ss, 0, v_elems * sizeof(float));
-            continue;
-        }
-        const size_t src = (size_t)rmem_s_copy(mem, s);
-        rcore_row_to_f32(rmem_type_k(mem), cs, k + src * kb, k_elems);
-        rcore_row_to_f32(rmem_type_v(mem), ss, v + src * vb, v_elems);
-    }
-}
-
-static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                           size_t v_elems, const float *conv, const float *ssm) {
-    uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    const size_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        rcore_row_from_f32(rmem_type_k(mem), k + (head + s) * kb, conv + s * k_elems, k_elems);
-        rcore_row_from_f32(rmem_type_v(mem), v + (head + s) * vb, ssm + s * v_elems, v_elems);
-    }
-}
-
-/* True when the compute can run on the memory's rows themselves: f32 states (rows then hold
- * exactly the compute's floats), and every slot either new or already in its own cell
- * (s_copy(i) = head + i: nothing moves, so no read can see another slot's new write). A
- * generation step of sequences that stay in their cells, the common case, is one such;
- * a fork or a move takes the gather / scatter path. */
-static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
-    if (rmem_type_k(mem) != RCORE_TYPE_F32 || rmem_type_v(mem) != RCORE_TYPE_F32) return false;
-    const uint32_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++)
-        if (rmem_s_mask(mem, s) != 0.0f && rmem_s_copy(mem, s) != (int32_t)(head + s)) return false;
-    return true;
-}
 
 /* One layer over the block; save_conv / save_ssm (NULL: none) per ubatch token: where to
  * copy the state after that token (snapshots for rollback). */
@@ -300,99 +239,14 @@ static void layer_forward2(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
-/* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
-static void outputs(const struct rmodel *m, const struct rops_exec *ex, const struct ws_view *w,
-                    uint32_t n_ubatch, const struct rbatch_ubatch *ub,
-                    const struct rmodel_out *out) {
-    const int64_t E = m->n_embd, V = m->n_vocab;
-    const int cap = n_ubatch < OUT_CHUNK ? (int)n_ubatch : OUT_CHUNK; /* rows the scratch holds */
-    int32_t rows[OUT_CHUNK];
-    int n = 0;
-    for (uint32_t t = 0; t <= ub->n_tokens; t++) {
-        if (t < ub->n_tokens && ub->output[t]) {
-            rops_rmsnorm(w->x + (int64_t)t * E, m->output_norm, E, m->mamba.eps,
-                         w->norm + (int64_t)n * E);
-            rows[n++] = out->out_row[ub->idx[t]];
-        }
-        if (n == cap || (t == ub->n_tokens && n > 0)) {
-            if (out->logits) {
-                rops_matmul(ex, &m->output, w->norm, n, w->logit);
-                for (int i = 0; i < n; i++)
-                    memcpy(out->logits + (size_t)rows[i] * (size_t)V, w->logit + (int64_t)i * V,
-                           (size_t)V * sizeof(float));
-            }
-            if (out->embd)
-                for (int i = 0; i < n; i++)
-                    memcpy(out->embd + (size_t)rows[i] * (size_t)E, w->norm + (int64_t)i * E,
-                           (size_t)E * sizeof(float));
-            n = 0;
-        }
-    }
-}
-
-bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
-                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
-                    const struct rmodel_out *out) {
-    const struct rmamba_hparams *hp = &m->mamba;
-    const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
-    const int64_t E = m->n_embd;
-    if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs || n_seqs > ws->n_seqs) {
-        rcore_error_set("mamba: the ubatch (%u sequences of %u tokens) does not match the "
-                        "placed block of %u",
-                        n_seqs, nst, rmem_n(mem));
-        return false;
-    }
+void rmamba_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                  const struct rmodel_io *io) {
     struct ws_view w;
-    ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
-    struct rops_exec lex = *ex;
-    lex.scratch = w.scratch;
-    lex.scratch_bytes =
-        (size_t)ws->n_ubatch * (size_t)(E > hp->d_inner ? E : hp->d_inner) * sizeof(float);
-    ex = &lex;
-
-    for (uint32_t t = 0; t < ub->n_tokens; t++) {
-        if (ub->token)
-            rops_get_row(&m->tok_embd, ub->token[t], w.x + (int64_t)t * E);
-        else
-            memcpy(w.x + (int64_t)t * E, embd_in + (size_t)ub->idx[t] * (size_t)E,
-                   (size_t)E * sizeof(float));
-    }
-
-    const size_t k_elems = (size_t)(hp->d_conv - 1) * hp->conv_dim;
-    const size_t v_elems = (size_t)hp->d_state * hp->d_inner;
-    const bool in_place = states_in_place(mem, n_seqs);
-    /* the snapshots this ubatch keeps (rollback), filled by the conv and scan of each layer */
-    rmem_snap_plan(mem, ub, ws->snap);
-    bool any_snap = false;
-    for (uint32_t t = 0; t < ub->n_tokens; t++) any_snap |= ws->snap[t] != NULL;
-    float *const *save_k = any_snap ? ws->save_k : NULL, *const *save_v =
-                                                             any_snap ? ws->save_v : NULL;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        for (uint32_t t = 0; any_snap && t < ub->n_tokens; t++) {
-            ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
-            ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;
-        }
-        if (in_place) {
-            /* the block's own rows are the compute's states: no gather, no scatter */
-            struct ws_view lw = w;
-            lw.conv = (float *)((uint8_t *)rmem_k_data(mem, (uint32_t)il) +
-                                rmem_head(mem) * rmem_k_row_bytes(mem, (uint32_t)il));
-            lw.ssm = (float *)((uint8_t *)rmem_v_data(mem, (uint32_t)il) +
-                               rmem_head(mem) * rmem_v_row_bytes(mem, (uint32_t)il));
-            for (uint32_t s = 0; s < n_seqs; s++)
-                if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-                    memset(lw.conv + s * k_elems, 0, k_elems * sizeof(float));
-                    memset(lw.ssm + s * v_elems, 0, v_elems * sizeof(float));
-                }
-            (hp->mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &lw, n_seqs, nst,
-                                                          save_k, save_v);
-            continue;
-        }
-        gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
-        (hp->mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &w, n_seqs, nst,
-                                                      save_k, save_v);
-        scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.conv, w.ssm);
-    }
-    outputs(m, ex, &w, ws->n_ubatch, ub, out);
-    return true;
+    /* carved for this ubatch's tokens: the same at every layer, within the n_ubatch sizing */
+    ws_layout(m, io->nst * io->n_seqs, io->buf, &w);
+    w.x = io->x;
+    w.conv = io->k;
+    w.ssm = io->v;
+    (m->mamba.mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &w, io->n_seqs,
+                                                       io->nst, io->save_k, io->save_v);
 }

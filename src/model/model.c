@@ -14,7 +14,7 @@
 #define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
 #define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
 
-static const char *const arch_names[] = {"mamba", "mamba2"};
+static const char *const arch_names[] = {"mamba", "mamba2", "rwkv6", "rwkv7"};
 
 const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
                               const int64_t *ne) {
@@ -61,6 +61,13 @@ bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
     return rgguf_get_u32(m->gguf, key, out);
 }
 
+bool rmodel_key_u32_or(const struct rmodel *m, const char *suffix, uint32_t def, uint32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch_names[m->arch], suffix);
+    *out = def;
+    return rgguf_find_key(m->gguf, key) < 0 || rgguf_get_u32(m->gguf, key, out);
+}
+
 /* Hyper-parameters, tensor names, types, shapes, and the first and last 4 KiB of every
  * tensor's bytes: cheap at load time, and different random or trained weights differ. */
 static uint64_t fingerprint(const struct rmodel *m) {
@@ -78,6 +85,10 @@ static uint64_t fingerprint(const struct rmodel *m) {
         XXH64_update(&st, (const uint8_t *)t->data + t->nbytes - head, head);
     }
     return XXH64_digest(&st);
+}
+
+static bool is_rwkv(const struct rmodel *m) {
+    return m->arch == RMODEL_ARCH_RWKV6 || m->arch == RMODEL_ARCH_RWKV7;
 }
 
 static bool load_common(struct rmodel *m) {
@@ -139,11 +150,13 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     size_t a = 0;
     while (a < sizeof arch_names / sizeof arch_names[0] && strcmp(arch, arch_names[a]) != 0) a++;
     if (a == sizeof arch_names / sizeof arch_names[0]) {
-        rcore_error_set("architecture %s is not supported (supported: mamba, mamba2)", arch);
+        rcore_error_set("architecture %s is not supported (supported: mamba, mamba2, rwkv6, "
+                        "rwkv7)",
+                        arch);
         goto fail;
     }
     m->arch = (enum rmodel_arch)a;
-    if (!load_common(m) || !rmamba_load(m)) goto fail;
+    if (!load_common(m) || !(is_rwkv(m) ? rrwkv_load(m) : rmamba_load(m))) goto fail;
     m->fingerprint = fingerprint(m);
     return m;
 
@@ -158,6 +171,7 @@ void rmodel_free(struct rmodel *m) {
     for (size_t i = 0; i < m->n_small; i++) free(m->small[i]);
     free(m->small);
     free(m->layers);
+    free(m->rlayers);
     rgguf_close(m->gguf);
     free(m);
 }
@@ -198,14 +212,63 @@ uint64_t rmodel_fingerprint(const struct rmodel *m) {
     return m->fingerprint;
 }
 
+/* The K and V row sizes of one layer: every layer of these architectures has the same. */
+static void layer_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    (is_rwkv(m) ? rrwkv_state_rows : rmamba_state_rows)(m, k_row, v_row);
+}
+
 void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    rmamba_state_rows(m, k_row, v_row);
+    for (int32_t il = 0; il < m->n_layer; il++) layer_rows(m, &k_row[il], &v_row[il]);
+}
+
+/* ---- the forward pass shared by the architectures ---------------------------------------- */
+
+/* Rows of outputs computed at a time: each pass reads the output matrix once, so up to 64
+ * sequences share one read; the scratch is 64 x n_vocab floats (13 MB at 50k). */
+#define OUT_CHUNK 64
+
+/* model.c's part of the workspace; the architecture's follows (rmodel_io.buf). */
+struct ws_view {
+    float *x;       /* n x E residual stream */
+    float *k, *v;   /* n_seqs gathered K and V state rows */
+    float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
+    float *norm;    /* min(n, OUT_CHUNK) x E */
+    float *scratch; /* n x the widest matmul input: the matmuls' (rops_exec.scratch) */
+    float *arch;
+};
+
+static int64_t max_in(const struct rmodel *m) {
+    const int64_t w = is_rwkv(m) ? rrwkv_max_in(m) : rmamba_max_in(m);
+    return w > m->n_embd ? w : m->n_embd;
+}
+
+static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
+                        struct ws_view *v) {
+    uint32_t k_row, v_row;
+    layer_rows(m, &k_row, &v_row);
+    const size_t E = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
+    const size_t sizes[] = {n * E,
+                            n_seqs * (size_t)k_row,
+                            n_seqs * (size_t)v_row,
+                            n_out * V,
+                            n_out * E,
+                            n * (size_t)max_in(m),
+                            is_rwkv(m) ? rrwkv_ws_floats(m, n) : rmamba_ws_floats(m, n)};
+    float **slots[] = {&v->x, &v->k, &v->v, &v->logit, &v->norm, &v->scratch, &v->arch};
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (base) *slots[i] = base + off;
+        off += sizes[i] + 16; /* keeps rows apart: 64-byte gaps */
+    }
+    return off;
 }
 
 struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seq_max) {
     struct rmodel_ws *ws = calloc(1, sizeof *ws);
     const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
-    size_t n = rmamba_ws_floats(m, n_ubatch, n_seqs);
+    struct ws_view v;
+    size_t n = ws_layout(m, n_ubatch, n_seqs, NULL, &v);
     if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float))) ||
         !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
         !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
@@ -234,12 +297,153 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws);
 }
 
+/* Gathers the states of every slot of the block: all reads before any write (memory.h). */
+static void gather_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
+                          size_t v_elems, float *k_out, float *v_out) {
+    const uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
+    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        float *ks = k_out + s * k_elems, *vs = v_out + s * v_elems;
+        if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
+            memset(ks, 0, k_elems * sizeof(float));
+            memset(vs, 0, v_elems * sizeof(float));
+            continue;
+        }
+        const size_t src = (size_t)rmem_s_copy(mem, s);
+        rcore_row_to_f32(rmem_type_k(mem), ks, k + src * kb, k_elems);
+        rcore_row_to_f32(rmem_type_v(mem), vs, v + src * vb, v_elems);
+    }
+}
+
+static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
+                           size_t v_elems, const float *k_in, const float *v_in) {
+    uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
+    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
+    const size_t head = rmem_head(mem);
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        rcore_row_from_f32(rmem_type_k(mem), k + (head + s) * kb, k_in + s * k_elems, k_elems);
+        rcore_row_from_f32(rmem_type_v(mem), v + (head + s) * vb, v_in + s * v_elems, v_elems);
+    }
+}
+
+/* True when the compute can run on the memory's rows themselves: f32 states (rows then hold
+ * exactly the compute's floats), and every slot either new or already in its own cell
+ * (s_copy(i) = head + i: nothing moves, so no read can see another slot's new write). A
+ * generation step of sequences that stay in their cells, the common case, is one such;
+ * a fork or a move takes the gather / scatter path. */
+static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
+    if (rmem_type_k(mem) != RCORE_TYPE_F32 || rmem_type_v(mem) != RCORE_TYPE_F32) return false;
+    const uint32_t head = rmem_head(mem);
+    for (uint32_t s = 0; s < n_seqs; s++)
+        if (rmem_s_mask(mem, s) != 0.0f && rmem_s_copy(mem, s) != (int32_t)(head + s)) return false;
+    return true;
+}
+
+static void output_norm(const struct rmodel *m, const float *x, float *out) {
+    if (m->output_norm_b)
+        rops_layernorm(x, m->output_norm, m->output_norm_b, m->n_embd, m->norm_eps, out);
+    else
+        rops_rmsnorm(x, m->output_norm, m->n_embd, m->norm_eps, out);
+}
+
+/* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
+static void outputs(const struct rmodel *m, const struct rops_exec *ex, const struct ws_view *w,
+                    uint32_t n_ubatch, const struct rbatch_ubatch *ub,
+                    const struct rmodel_out *out) {
+    const int64_t E = m->n_embd, V = m->n_vocab;
+    const int cap = n_ubatch < OUT_CHUNK ? (int)n_ubatch : OUT_CHUNK; /* rows the scratch holds */
+    int32_t rows[OUT_CHUNK];
+    int n = 0;
+    for (uint32_t t = 0; t <= ub->n_tokens; t++) {
+        if (t < ub->n_tokens && ub->output[t]) {
+            output_norm(m, w->x + (int64_t)t * E, w->norm + (int64_t)n * E);
+            rows[n++] = out->out_row[ub->idx[t]];
+        }
+        if (n == cap || (t == ub->n_tokens && n > 0)) {
+            if (out->logits) {
+                rops_matmul(ex, &m->output, w->norm, n, w->logit);
+                for (int i = 0; i < n; i++)
+                    memcpy(out->logits + (size_t)rows[i] * (size_t)V, w->logit + (int64_t)i * V,
+                           (size_t)V * sizeof(float));
+            }
+            if (out->embd)
+                for (int i = 0; i < n; i++)
+                    memcpy(out->embd + (size_t)rows[i] * (size_t)E, w->norm + (int64_t)i * E,
+                           (size_t)E * sizeof(float));
+            n = 0;
+        }
+    }
+}
+
 bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
                     struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
                     const struct rmodel_out *out) {
+    const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
+    const int64_t E = m->n_embd;
     if (ub->n_tokens > ws->n_ubatch) {
         rcore_error_set("ubatch of %u tokens, the workspace holds %u", ub->n_tokens, ws->n_ubatch);
         return false;
     }
-    return rmamba_forward(m, ex, ws, mem, ub, embd_in, out);
+    if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs || n_seqs > ws->n_seqs) {
+        rcore_error_set("%s: the ubatch (%u sequences of %u tokens) does not match the "
+                        "placed block of %u",
+                        arch_names[m->arch], n_seqs, nst, rmem_n(mem));
+        return false;
+    }
+    struct ws_view w;
+    ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
+    struct rops_exec lex = *ex;
+    lex.scratch = w.scratch;
+    lex.scratch_bytes = (size_t)ws->n_ubatch * (size_t)max_in(m) * sizeof(float);
+    ex = &lex;
+
+    for (uint32_t t = 0; t < ub->n_tokens; t++) {
+        if (ub->token)
+            rops_get_row(&m->tok_embd, ub->token[t], w.x + (int64_t)t * E);
+        else
+            memcpy(w.x + (int64_t)t * E, embd_in + (size_t)ub->idx[t] * (size_t)E,
+                   (size_t)E * sizeof(float));
+    }
+    if (is_rwkv(m)) rrwkv_embed(m, w.x, ub->n_tokens);
+
+    uint32_t k_row, v_row;
+    layer_rows(m, &k_row, &v_row);
+    const size_t k_elems = k_row, v_elems = v_row;
+    const bool in_place = states_in_place(mem, n_seqs);
+    /* the snapshots this ubatch keeps (rollback), filled by the kernels of each layer */
+    rmem_snap_plan(mem, ub, ws->snap);
+    bool any_snap = false;
+    for (uint32_t t = 0; t < ub->n_tokens; t++) any_snap |= ws->snap[t] != NULL;
+    struct rmodel_io io = {.x = w.x,
+                           .n_seqs = n_seqs,
+                           .nst = nst,
+                           .save_k = any_snap ? ws->save_k : NULL,
+                           .save_v = any_snap ? ws->save_v : NULL,
+                           .buf = w.arch};
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        for (uint32_t t = 0; any_snap && t < ub->n_tokens; t++) {
+            ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
+            ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;
+        }
+        if (in_place) {
+            /* the block's own rows are the compute's states: no gather, no scatter */
+            io.k = (float *)((uint8_t *)rmem_k_data(mem, (uint32_t)il) +
+                             rmem_head(mem) * rmem_k_row_bytes(mem, (uint32_t)il));
+            io.v = (float *)((uint8_t *)rmem_v_data(mem, (uint32_t)il) +
+                             rmem_head(mem) * rmem_v_row_bytes(mem, (uint32_t)il));
+            for (uint32_t s = 0; s < n_seqs; s++)
+                if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
+                    memset(io.k + s * k_elems, 0, k_elems * sizeof(float));
+                    memset(io.v + s * v_elems, 0, v_elems * sizeof(float));
+                }
+        } else {
+            io.k = w.k;
+            io.v = w.v;
+            gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
+        }
+        (is_rwkv(m) ? rrwkv_layer : rmamba_layer)(m, ex, il, &io);
+        if (!in_place) scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
+    }
+    outputs(m, ex, &w, ws->n_ubatch, ub, out);
+    return true;
 }

@@ -1,6 +1,6 @@
 /*
- * model: architectures (one file each: mamba.c, ...), loaded from GGUF, and their forward pass
- * over one placed ubatch.
+ * model: architectures (mamba.c: Mamba-1 and -2; rwkv.c: RWKV-6 and -7), loaded from GGUF, and
+ * their forward pass over one placed ubatch.
  *
  * A loaded model keeps the GGUF file open (mapped) and reads its large weight matrices in
  * place; small tensors (norms, biases, A, D, conv weights) are converted to f32 copies at load
@@ -18,13 +18,18 @@
 #include "../memory/memory.h"
 #include "../ops/ops.h"
 
-enum rmodel_arch { RMODEL_ARCH_MAMBA = 0, RMODEL_ARCH_MAMBA2 = 1 };
+enum rmodel_arch {
+    RMODEL_ARCH_MAMBA = 0,
+    RMODEL_ARCH_MAMBA2 = 1,
+    RMODEL_ARCH_RWKV6 = 2,
+    RMODEL_ARCH_RWKV7 = 3,
+};
 
 struct rmodel;
 struct rmodel_ws;
 
 /* Loads a model file. NULL with the last error set: the file is not GGUF, its architecture is
- * not supported ("model.gguf: architecture rwkv6 is not supported (supported: mamba)"), a key
+ * not supported ("model.gguf: architecture gpt2 is not supported (supported: mamba, ...)"), a key
  * or tensor is missing or has the wrong shape or type (the message names it). */
 struct rmodel *rmodel_load(const char *path, bool use_mmap);
 void rmodel_free(struct rmodel *model); /* NULL is fine */

@@ -33,6 +33,35 @@ struct rmamba_hparams {
         d_in_proj; /* rows of ssm_in: 2 d_inner (mamba) or 2 d_inner + 2 n_group d_state + n_head */
 };
 
+/* RWKV-6 / RWKV-7 (docs/rwkv6.md, docs/rwkv7.md). Vectors are f32 copies; matrices in place. */
+struct rrwkv_layer {
+    const float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b; /* n_embd each */
+    /* time mix */
+    const float *lerp_x;                /* rwkv6: mu_x */
+    const float *lerp[6];               /* rwkv6: w k v r g; rwkv7: r w k v a g */
+    struct rops_mat mix_w1;             /* rwkv6: n_embd -> 5 D_mix */
+    struct rops_mat mix_w2[5];          /* rwkv6: D_mix -> n_embd each */
+    const float *decay;                 /* rwkv6: n_embd */
+    struct rops_mat decay_w1, decay_w2; /* rwkv6: n_embd -> D_dec -> n_embd; rwkv7: w1, w2 */
+    const float *first;                 /* rwkv6: u, n_embd */
+    const float *w0, *a0, *v0, *k_k, *k_a, *r_k; /* rwkv7 */
+    struct rops_mat a1, a2, v1, v2, g1, g2;      /* rwkv7 LoRAs (v1, v2 unused in layer 0) */
+    struct rops_mat wr, wk, wv, wg, wo;          /* wg: rwkv6 only */
+    const float *ln_x, *ln_x_b;                  /* per-head group norm affine */
+    /* channel mix */
+    const float *cm_lerp_k, *cm_lerp_r; /* cm_lerp_r: rwkv6 only */
+    struct rops_mat cm_k, cm_v, cm_r;   /* cm_r: rwkv6 only */
+};
+
+struct rrwkv_hparams {
+    bool v7;
+    uint32_t head_size, n_head, n_ff;
+    uint32_t mix_dim, decay_dim;             /* rwkv6: D_mix, D_dec */
+    uint32_t lora_w, lora_a, lora_v, lora_g; /* rwkv7 ranks */
+    uint32_t rescale_every;                  /* rwkv6; 0 = never */
+    float eps;
+};
+
 struct rmodel {
     enum rmodel_arch arch;
     struct rgguf *gguf;
@@ -43,9 +72,14 @@ struct rmodel {
     struct rops_mat tok_embd;
     struct rops_mat output; /* the same matrix as tok_embd when tied */
     const float *output_norm;
+    const float *output_norm_b; /* LayerNorm bias (RWKV); NULL: the output norm is an RMSNorm */
+    float norm_eps;             /* of the output norm */
 
     struct rmamba_hparams mamba;
     struct rmamba_layer *layers;
+    struct rrwkv_hparams rwkv;
+    struct rrwkv_layer *rlayers;
+    const float *embd_norm, *embd_norm_b; /* RWKV's LayerNorm of the embeddings */
 
     /* f32 copies of the small tensors (a few per layer), freed with the model */
     float **small;
@@ -53,7 +87,8 @@ struct rmodel {
 };
 
 /* Reads a small tensor (any float type) into an f32 copy owned by the model. NULL with the
- * error set when missing or mis-shaped. */
+ * error set when missing or mis-shaped. The shape is compared as llama.cpp's loader does:
+ * n_dims given, any dimensions past them must be 1 ({n} matches a file's {n, 1, 1}). */
 const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
                               const int64_t *ne);
 /* A weight matrix {n_cols, n_rows} read in place. False with the error set. */
@@ -61,18 +96,46 @@ bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n
                    struct rops_mat *out);
 /* Reads a u32 hyper-parameter "ARCH.suffix". */
 bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out);
+/* The same, def when the key is absent. */
+bool rmodel_key_u32_or(const struct rmodel *m, const char *suffix, uint32_t def, uint32_t *out);
 
+/*
+ * What an architecture's layer reads and writes, for the n_seqs x n_seq_tokens tokens of a
+ * ubatch (stream-major). x: the residual stream (n x n_embd), updated; k, v: each sequence's
+ * K and V state rows of this layer as f32 (n_seqs rows, rmodel_state_rows sizes), updated in
+ * place; save_k / save_v: NULL or per token where that token's states go (snapshots); buf:
+ * the architecture's own workspace (its ws_floats), kept across the layers of one ubatch.
+ */
+struct rmodel_io {
+    float *x;
+    float *k, *v;
+    uint32_t n_seqs, nst;
+    float *const *save_k, *const *save_v;
+    float *buf;
+};
+
+/* mamba.c: Mamba-1 and Mamba-2 */
 bool rmamba_load(struct rmodel *m);
-size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seqs);
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
+int64_t rmamba_max_in(const struct rmodel *m); /* widest matmul input */
+/* the K and V row sizes of every layer (the same for all) */
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
-bool rmamba_forward(const struct rmodel *m, const struct rops_exec *ex, struct rmodel_ws *ws,
-                    struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,
-                    const struct rmodel_out *out);
+void rmamba_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                  const struct rmodel_io *io);
+
+/* rwkv.c: RWKV-6 and RWKV-7 */
+bool rrwkv_load(struct rmodel *m);
+size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
+int64_t rrwkv_max_in(const struct rmodel *m);
+void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+void rrwkv_embed(const struct rmodel *m, float *x, int64_t n); /* the LayerNorm of (0) */
+void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                 const struct rmodel_io *io);
 
 struct rmodel_ws {
     uint32_t n_ubatch;
     uint32_t n_seqs; /* most sequences in a ubatch: min(n_ubatch, n_seq_max) */
-    float *buf;      /* one allocation, carved by the architecture */
+    float *buf;      /* one allocation: model.c's part, then the architecture's */
     size_t n_floats;
     /* per ubatch token: the snapshot to fill (rmem_snap_plan), and its rows in one layer */
     struct rmem_snap **snap;

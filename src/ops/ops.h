@@ -143,4 +143,34 @@ void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *x
                     int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
                     int64_t n_group, float *y, float *const *save);
 
+/* ---- RWKV (ops_rwkv.c) --------------------------------------------------------------------- */
+
+/* out = (x - mean(x)) / sqrt(var(x) + eps) * w + b over k values (w or b NULL: 1 or 0). out may
+ * be x. */
+void rops_layernorm(const float *x, const float *w, const float *b, int64_t k, float eps,
+                    float *out);
+
+/*
+ * RWKV-6's WKV (docs/rwkv6.md (14)) for n_seqs sequences of n_tok tokens (stream-major, as
+ * rops_ssm_scan). r, k, v, w (the decay, 0 < w < 1), y: tokens x n_embd, n_embd = n_head *
+ * head_size; u: n_embd (the bonus). State per sequence [n_head][key i][value j] (head_size^2 per
+ * head), sequence s's at state + s * n_embd * head_size, updated in place. Per token and head:
+ *   y[j] = sum_i r[i] (S[i][j] + u[i] k[i] v[j]);   S[i][j] = w[i] S[i][j] + k[i] v[j]
+ * save as for rops_ssm_scan (the whole state after that token).
+ */
+void rops_wkv6(const struct rops_exec *ex, float *state, const float *r, const float *k,
+               const float *v, const float *w, const float *u, int64_t n_seqs, int64_t n_tok,
+               int64_t n_embd, int64_t head_size, float *y, float *const *save);
+
+/*
+ * RWKV-7's WKV (docs/rwkv7.md (14)), shapes as rops_wkv6; state [n_head][value i][key j]. Per
+ * token and head:
+ *   sa[i] = sum_j a[j] S[i][j];  S[i][j] = S[i][j] w[j] + v[i] k[j] + sa[i] b[j];
+ *   y[i] = sum_j S[i][j] r[j]
+ * (the model passes a = -kk, b = kk * iclr).
+ */
+void rops_wkv7(const struct rops_exec *ex, float *state, const float *r, const float *w,
+               const float *k, const float *v, const float *a, const float *b, int64_t n_seqs,
+               int64_t n_tok, int64_t n_embd, int64_t head_size, float *y, float *const *save);
+
 #endif /* RECUR_OPS_H */

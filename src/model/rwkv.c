@@ -1,0 +1,507 @@
+/*
+ * RWKV-6 "Finch" and RWKV-7 "Goose" (general.architecture = "rwkv6" / "rwkv7"), as llama.cpp's
+ * converter writes them: docs/rwkv6.md and docs/rwkv7.md give the keys, tensors and equations
+ * that the numbers in the comments below refer to.
+ *
+ * One layer (both versions), x the residual stream:
+ *   a = LN(x; attn_norm);    x += TimeMix(a, a_prev)        a_prev: the previous token's a
+ *   f = LN(x; attn_norm_2);  x += ChannelMix(f, f_prev)
+ * and the model: x = LN(token_embd[tok]; token_embd_norm) first, logits = output · LN(x;
+ * output_norm) last. TimeMix mixes each token with the previous one (token shift), makes r, k,
+ * v, a decay w and a gate g from the mixes, runs the WKV recurrence per head of head_size
+ * channels (rops_wkv6 / rops_wkv7), normalises each head and projects back.
+ *
+ * The state of a sequence, per layer, as llama.cpp keeps it: K row = the token shift, the last
+ * token's a then its f (2 n_embd); V row = the WKV state, n_head matrices of head_size^2.
+ *
+ * A ubatch holds n_seqs sequences of nst tokens, stream-major; the projections run over all
+ * its tokens at once, the WKV kernel token after token with the heads shared among threads.
+ */
+#include "model_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+#define BIT(t) ((uint64_t)1 << (t))
+#define MATRIX_TYPES                                                                               \
+    (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16) | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
+
+/* the per-head group norm's epsilon: fixed in llama.cpp's graph, not the file's */
+#define GROUP_NORM_EPS 64e-5f
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+/* n_mats matrices of n_rows x n_cols stacked in one tensor {n_cols, n_rows, n_mats} (RWKV-6's
+ * time_mix_w2), each read in place. */
+static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                         int64_t n_mats, struct rops_mat *out) {
+    const int64_t ne[3] = {n_cols, n_rows, n_mats};
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 3, ne, MATRIX_TYPES);
+    if (!t) return false;
+    if (!rops_type_supported(t->type, n_cols)) {
+        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
+                        rgguf_type_name(t->type), (long long)n_cols);
+        return false;
+    }
+    const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
+    for (int64_t i = 0; i < n_mats; i++)
+        out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,
+                                   t->type, n_cols, n_rows, row_bytes};
+    return true;
+}
+
+/* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
+static const float *vec(struct rmodel *m, const char *name) {
+    const int64_t ne[1] = {m->n_embd};
+    return rmodel_small_f32(m, name, 1, ne);
+}
+
+/* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
+static bool lerp_fused(struct rmodel *m, const char *name, int n, const float **out) {
+    const int64_t ne[4] = {m->n_embd, 1, 1, n};
+    const float *all = rmodel_small_f32(m, name, 4, ne);
+    if (!all) return false;
+    for (int i = 0; i < n; i++) out[i] = all + (size_t)i * (size_t)m->n_embd;
+    return true;
+}
+
+static bool hparams(struct rmodel *m) {
+    struct rrwkv_hparams *hp = &m->rwkv;
+    const char *a = m->arch == RMODEL_ARCH_RWKV7 ? "rwkv7" : "rwkv6";
+    hp->v7 = m->arch == RMODEL_ARCH_RWKV7;
+    uint32_t shift;
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", a);
+    hp->eps = 0.0f; /* llama.cpp's default when the key is absent; converters always write it */
+    if ((rgguf_find_key(m->gguf, key) >= 0 && !rgguf_get_f32(m->gguf, key, &hp->eps)) ||
+        !rmodel_key_u32(m, "wkv.head_size", &hp->head_size) ||
+        !rmodel_key_u32(m, "feed_forward_length", &hp->n_ff) ||
+        !rmodel_key_u32_or(m, "token_shift_count", 2, &shift))
+        return false;
+    if (shift != 2) {
+        rcore_error_set("%s.token_shift_count is %u; the %s graph needs 2", a, shift, a);
+        return false;
+    }
+    if (hp->head_size < 1 || m->n_embd % (int32_t)hp->head_size || hp->n_ff < 1 ||
+        hp->n_ff > (1u << 22) || !(hp->eps >= 0.0f && hp->eps < 1.0f)) {
+        rcore_error_set("%s hyper-parameters out of range: embedding_length %d, wkv.head_size %u "
+                        "(must divide it), feed_forward_length %u, layer_norm_epsilon %g",
+                        a, m->n_embd, hp->head_size, hp->n_ff, (double)hp->eps);
+        return false;
+    }
+    hp->n_head = (uint32_t)m->n_embd / hp->head_size;
+    m->norm_eps = hp->eps;
+    uint32_t *dims[4];
+    const char *names[4];
+    int n_dims;
+    if (!hp->v7) {
+        if (!rmodel_key_u32(m, "time_mix_extra_dim", &hp->mix_dim) ||
+            !rmodel_key_u32(m, "time_decay_extra_dim", &hp->decay_dim) ||
+            !rmodel_key_u32_or(m, "rescale_every_n_layers", 0, &hp->rescale_every))
+            return false;
+        dims[0] = &hp->mix_dim, names[0] = "time_mix_extra_dim";
+        dims[1] = &hp->decay_dim, names[1] = "time_decay_extra_dim";
+        n_dims = 2;
+    } else {
+        if (!rmodel_key_u32(m, "attention.decay_lora_rank", &hp->lora_w) ||
+            !rmodel_key_u32(m, "attention.iclr_lora_rank", &hp->lora_a) ||
+            !rmodel_key_u32(m, "attention.value_residual_mix_lora_rank", &hp->lora_v))
+            return false;
+        /* the gate rank key is optional in llama.cpp; the g1 tensor has it either way */
+        const struct rgguf_tensor *g1 = rgguf_find_tensor(m->gguf, "blk.0.time_mix_g1.weight");
+        if (!rmodel_key_u32_or(m, "attention.gate_lora_rank", g1 ? (uint32_t)g1->ne[1] : 0,
+                               &hp->lora_g))
+            return false;
+        dims[0] = &hp->lora_w, names[0] = "attention.decay_lora_rank";
+        dims[1] = &hp->lora_a, names[1] = "attention.iclr_lora_rank";
+        dims[2] = &hp->lora_v, names[2] = "attention.value_residual_mix_lora_rank";
+        dims[3] = &hp->lora_g, names[3] = "attention.gate_lora_rank";
+        n_dims = 4;
+    }
+    for (int i = 0; i < n_dims; i++)
+        if (*dims[i] < 1 || *dims[i] > (1u << 16)) {
+            rcore_error_set("%s.%s is %u (1 to 65536)", a, names[i], *dims[i]);
+            return false;
+        }
+    return true;
+}
+
+static bool load_layer6(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    const int64_t E = m->n_embd, Dm = hp->mix_dim, Dd = hp->decay_dim, F = hp->n_ff;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    if (rgguf_find_tensor(m->gguf, TNAME("time_mix_lerp_fused.weight"))) {
+        if (!lerp_fused(m, name, 5, L->lerp)) return false;
+    } else { /* older files: one tensor per mix */
+        static const char *const one[5] = {"w", "k", "v", "r", "g"};
+        for (int i = 0; i < 5; i++) {
+            snprintf(name, sizeof name, "blk.%d.time_mix_lerp_%s.weight", (int)il, one[i]);
+            if (!(L->lerp[i] = vec(m, name))) return false;
+        }
+    }
+    const int64_t ne_u[2] = {hp->head_size, hp->n_head};
+    return (L->lerp_x = vec(m, TNAME("time_mix_lerp_x.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, 5 * Dm, &L->mix_w1) &&
+           matrix_stack(m, TNAME("time_mix_w2.weight"), Dm, E, 5, L->mix_w2) &&
+           (L->decay = vec(m, TNAME("time_mix_decay.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_decay_w1.weight"), E, Dd, &L->decay_w1) &&
+           rmodel_matrix(m, TNAME("time_mix_decay_w2.weight"), Dd, E, &L->decay_w2) &&
+           (L->first = rmodel_small_f32(m, TNAME("time_mix_first.weight"), 2, ne_u)) &&
+           rmodel_matrix(m, TNAME("time_mix_gate.weight"), E, E, &L->wg) &&
+           (L->cm_lerp_r = vec(m, TNAME("channel_mix_lerp_r.weight"))) &&
+           rmodel_matrix(m, TNAME("channel_mix_receptance.weight"), E, E, &L->cm_r) &&
+           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
+           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
+#undef TNAME
+}
+
+static bool load_layer7(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    const int64_t E = m->n_embd, F = hp->n_ff;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    /* layer 0 takes its v as v_first: llama.cpp's files carry v0/v1/v2 there too (copies of
+     * a0/a1/a2, "not used"); they are not read, so files without them load as well */
+    if (il > 0 && !((L->v0 = vec(m, TNAME("time_mix_v0.weight"))) &&
+                    rmodel_matrix(m, TNAME("time_mix_v1.weight"), E, hp->lora_v, &L->v1) &&
+                    rmodel_matrix(m, TNAME("time_mix_v2.weight"), hp->lora_v, E, &L->v2)))
+        return false;
+    return lerp_fused(m, TNAME("time_mix_lerp_fused.weight"), 6, L->lerp) &&
+           (L->w0 = vec(m, TNAME("time_mix_w0.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, hp->lora_w, &L->decay_w1) &&
+           rmodel_matrix(m, TNAME("time_mix_w2.weight"), hp->lora_w, E, &L->decay_w2) &&
+           (L->a0 = vec(m, TNAME("time_mix_a0.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_a1.weight"), E, hp->lora_a, &L->a1) &&
+           rmodel_matrix(m, TNAME("time_mix_a2.weight"), hp->lora_a, E, &L->a2) &&
+           rmodel_matrix(m, TNAME("time_mix_g1.weight"), E, hp->lora_g, &L->g1) &&
+           rmodel_matrix(m, TNAME("time_mix_g2.weight"), hp->lora_g, E, &L->g2) &&
+           (L->k_k = vec(m, TNAME("time_mix_k_k.weight"))) &&
+           (L->k_a = vec(m, TNAME("time_mix_k_a.weight"))) &&
+           (L->r_k = vec(m, TNAME("time_mix_r_k.weight"))) &&
+           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
+           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
+#undef TNAME
+}
+
+bool rrwkv_load(struct rmodel *m) {
+    if (!hparams(m)) return false;
+    const int64_t E = m->n_embd;
+    if (m->output.data == m->tok_embd.data) {
+        rcore_error_set("tensor output.weight is missing (RWKV output is never tied)");
+        return false;
+    }
+    if (!(m->embd_norm = vec(m, "token_embd_norm.weight")) ||
+        !(m->embd_norm_b = vec(m, "token_embd_norm.bias")) ||
+        !(m->output_norm_b = vec(m, "output_norm.bias")))
+        return false;
+    m->rlayers = calloc((size_t)m->n_layer, sizeof *m->rlayers);
+    if (!m->rlayers) {
+        rcore_error_set("out of memory for %d layers", m->n_layer);
+        return false;
+    }
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        struct rrwkv_layer *L = &m->rlayers[il];
+        char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+        if (!(L->attn_norm = vec(m, TNAME("attn_norm.weight"))) ||
+            !(L->attn_norm_b = vec(m, TNAME("attn_norm.bias"))) ||
+            !(L->ffn_norm = vec(m, TNAME("attn_norm_2.weight"))) ||
+            !(L->ffn_norm_b = vec(m, TNAME("attn_norm_2.bias"))) ||
+            !rmodel_matrix(m, TNAME("time_mix_receptance.weight"), E, E, &L->wr) ||
+            !rmodel_matrix(m, TNAME("time_mix_key.weight"), E, E, &L->wk) ||
+            !rmodel_matrix(m, TNAME("time_mix_value.weight"), E, E, &L->wv) ||
+            !rmodel_matrix(m, TNAME("time_mix_output.weight"), E, E, &L->wo) ||
+            !(L->ln_x = vec(m, TNAME("time_mix_ln.weight"))) ||
+            !(L->ln_x_b = vec(m, TNAME("time_mix_ln.bias"))) ||
+            !(L->cm_lerp_k = vec(m, TNAME("channel_mix_lerp_k.weight"))) ||
+            !(m->rwkv.v7 ? load_layer7(m, il, L) : load_layer6(m, il, L)))
+            return false;
+#undef TNAME
+    }
+    return true;
+}
+
+void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    *k_row = 2 * (uint32_t)m->n_embd;
+    *v_row = (uint32_t)m->n_embd * m->rwkv.head_size;
+}
+
+/* ---- workspace --------------------------------------------------------------------------- */
+
+struct ws_view {
+    float *a;      /* n x E: LN(x; attn_norm), then LN(x; attn_norm_2) */
+    float *sx;     /* n x E: previous token's a minus a */
+    float *mix[6]; /* n x E each: the token-shift mixes */
+    float *lora;   /* n x (5 D_mix or a LoRA rank): LoRA down outputs */
+    float *part;   /* n x D_mix: one RWKV-6 ddlerp chunk made contiguous */
+    float *tmp;    /* n x E */
+    float *r, *k, *v, *g, *w, *y;
+    float *kk, *ia, *vfirst; /* RWKV-7: normalised key, iclr, layer 0's v */
+    float *ff;               /* n x n_ff */
+};
+
+static int64_t lora_max(const struct rmodel *m) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    int64_t w = hp->v7 ? 0 : 5 * (int64_t)hp->mix_dim;
+    const uint32_t d[5] = {hp->decay_dim, hp->lora_w, hp->lora_a, hp->lora_v, hp->lora_g};
+    for (int i = 0; i < 5; i++)
+        if (d[i] > w) w = d[i];
+    return w;
+}
+
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
+    const size_t E = (size_t)m->n_embd, L = (size_t)lora_max(m), F = m->rwkv.n_ff,
+                 Dm = m->rwkv.mix_dim;
+    float **slots[] = {&v->a,      &v->sx,     &v->mix[0], &v->mix[1], &v->mix[2], &v->mix[3],
+                       &v->mix[4], &v->mix[5], &v->lora,   &v->part,   &v->tmp,    &v->r,
+                       &v->k,      &v->v,      &v->g,      &v->w,      &v->y,      &v->kk,
+                       &v->ia,     &v->vfirst, &v->ff};
+    const size_t n_slots = sizeof slots / sizeof slots[0];
+    size_t off = 0;
+    for (size_t i = 0; i < n_slots; i++) {
+        size_t size = n * E;
+        if (slots[i] == &v->lora) size = n * L;
+        if (slots[i] == &v->part) size = n * Dm;
+        if (slots[i] == &v->ff) size = n * F;
+        if (base) *slots[i] = base + off;
+        off += size + 16; /* keeps rows apart: 64-byte gaps */
+    }
+    return off;
+}
+
+size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
+    struct ws_view v;
+    return ws_layout(m, n_ubatch, NULL, &v);
+}
+
+int64_t rrwkv_max_in(const struct rmodel *m) {
+    const int64_t F = m->rwkv.n_ff, L = lora_max(m);
+    return F > L ? F : L;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+static float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
+    const int64_t E = m->n_embd;
+    for (int64_t t = 0; t < n; t++)
+        rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
+}
+
+/* y (n x E) = LoRA up of act(LoRA down of x): the shape of every RWKV LoRA. */
+enum act { ACT_NONE, ACT_TANH, ACT_SIGMOID };
+
+static void lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
+                 const float *x, int64_t n, enum act act, float *mid, float *y) {
+    rops_matmul(ex, down, x, n, mid);
+    const int64_t k = n * down->n_rows;
+    if (act == ACT_TANH)
+        for (int64_t i = 0; i < k; i++) mid[i] = tanhf(mid[i]);
+    else if (act == ACT_SIGMOID)
+        for (int64_t i = 0; i < k; i++) mid[i] = sigmoid(mid[i]);
+    rops_matmul(ex, up, mid, n, y);
+}
+
+/* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
+ * sx[t] = (previous token's out, or the shift row for a sequence's first token) - out[t].
+ * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
+static void norm_shift(const struct rmodel *m, const struct rmodel_io *io, const float *w,
+                       const float *b, const float *shift, float *out, float *sx) {
+    const int64_t E = m->n_embd;
+    for (uint32_t s = 0; s < io->n_seqs; s++)
+        for (uint32_t j = 0; j < io->nst; j++) {
+            const int64_t t = (int64_t)s * io->nst + j;
+            rops_layernorm(io->x + t * E, w, b, E, m->rwkv.eps, out + t * E);
+            const float *prev = j == 0 ? shift + (int64_t)s * 2 * E : out + (t - 1) * E;
+            for (int64_t c = 0; c < E; c++) sx[t * E + c] = prev[c] - out[t * E + c];
+        }
+}
+
+/* After the half-layer: the shift rows take each sequence's last normalised input, and the
+ * snapshots every token's. */
+static void shift_store(const struct rmodel *m, const struct rmodel_io *io, const float *in,
+                        int64_t half) {
+    const int64_t E = m->n_embd;
+    for (uint32_t s = 0; s < io->n_seqs; s++) {
+        const int64_t last = ((int64_t)s + 1) * io->nst - 1;
+        memcpy(io->k + (int64_t)s * 2 * E + half * E, in + last * E, (size_t)E * sizeof(float));
+    }
+    for (int64_t t = 0; io->save_k && t < (int64_t)io->n_seqs * io->nst; t++)
+        if (io->save_k[t]) memcpy(io->save_k[t] + half * E, in + t * E, (size_t)E * sizeof(float));
+}
+
+/* x_i = a + sx * mu_i for n tokens (mu: a vector of E, plus m_i (n x E) when not NULL). */
+static void mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
+                const float *m_i, float *out) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++) {
+            const int64_t i = t * E + c;
+            out[i] = a[i] + sx[i] * (mu[c] + (m_i ? m_i[i] : 0.0f));
+        }
+}
+
+/* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */
+static void group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y) {
+    const int64_t E = m->n_embd, hs = m->rwkv.head_size;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c += hs)
+            rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, GROUP_NORM_EPS,
+                           y + t * E + c);
+}
+
+/* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
+static void time_mix6(const struct rmodel *m, const struct rops_exec *ex,
+                      const struct rrwkv_layer *L, const struct rmodel_io *io,
+                      const struct ws_view *w) {
+    const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
+    /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
+    mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
+    rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
+    for (int64_t i = 0; i < n * 5 * Dm; i++) w->lora[i] = tanhf(w->lora[i]);
+    for (int c = 0; c < 5; c++) {
+        for (int64_t t = 0; t < n; t++)
+            memcpy(w->part + t * Dm, w->lora + t * 5 * Dm + c * Dm, (size_t)Dm * sizeof(float));
+        rops_matmul(ex, &L->mix_w2[c], w->part, n, w->tmp);
+        mix(n, E, w->a, w->sx, L->lerp[c], w->tmp, w->mix[c]);
+    }
+    /* (12) */
+    rops_matmul(ex, &L->wr, w->mix[3], n, w->r);
+    rops_matmul(ex, &L->wk, w->mix[1], n, w->k);
+    rops_matmul(ex, &L->wv, w->mix[2], n, w->v);
+    rops_matmul(ex, &L->wg, w->mix[4], n, w->g);
+    for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
+    /* (13) the decay, 0 < w < 1 */
+    lora(ex, &L->decay_w1, &L->decay_w2, w->mix[0], n, ACT_TANH, w->lora, w->w);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++)
+            w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
+    /* (14)-(16) */
+    rops_wkv6(ex, io->v, w->r, w->k, w->v, w->w, L->first, io->n_seqs, io->nst, E,
+              m->rwkv.head_size, w->y, io->save_v);
+    group_norm(m, L, n, w->y);
+    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
+}
+
+/* RWKV-7 TimeMix (docs/rwkv7.md (6)-(17)); the result in w->tmp. */
+static void time_mix7(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                      const struct rrwkv_layer *L, const struct rmodel_io *io,
+                      const struct ws_view *w) {
+    const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
+    /* (6) the mixes r, w, k, v, a, g */
+    for (int c = 0; c < 6; c++) mix(n, E, w->a, w->sx, L->lerp[c], NULL, w->mix[c]);
+    /* (7) */
+    rops_matmul(ex, &L->wr, w->mix[0], n, w->r);
+    rops_matmul(ex, &L->wk, w->mix[2], n, w->k);
+    rops_matmul(ex, &L->wv, w->mix[3], n, w->v);
+    /* (8) the decay: exp(-e^-0.5 sigmoid(.)), in (0.545, 1) */
+    lora(ex, &L->decay_w1, &L->decay_w2, w->mix[1], n, ACT_TANH, w->lora, w->w);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++)
+            w->w[t * E + c] = expf(-0.606531f * sigmoid(L->w0[c] + w->w[t * E + c]));
+    /* (9) the value residual: layer 0's v, mixed into the later layers' */
+    if (il == 0) {
+        memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
+    } else {
+        lora(ex, &L->v1, &L->v2, w->mix[3], n, ACT_NONE, w->lora, w->tmp);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t c = 0; c < E; c++) {
+                const int64_t i = t * E + c;
+                w->v[i] += (w->vfirst[i] - w->v[i]) * sigmoid(L->v0[c] + w->tmp[i]);
+            }
+    }
+    /* (10) the gate; (11) the in-context learning rate */
+    lora(ex, &L->g1, &L->g2, w->mix[5], n, ACT_SIGMOID, w->lora, w->g);
+    lora(ex, &L->a1, &L->a2, w->mix[4], n, ACT_NONE, w->lora, w->ia);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++) w->ia[t * E + c] = sigmoid(L->a0[c] + w->ia[t * E + c]);
+    /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < E; h += hs) {
+            float *kk = w->kk + t * E + h;
+            const float *k = w->k + t * E + h;
+            double ss = 0.0;
+            for (int64_t j = 0; j < hs; j++) {
+                kk[j] = k[j] * L->k_k[h + j];
+                ss += (double)kk[j] * kk[j];
+            }
+            const double norm = sqrt(ss);
+            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+            for (int64_t j = 0; j < hs; j++) kk[j] *= inv;
+        }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++) {
+            const int64_t i = t * E + c;
+            w->k[i] *= 1.0f + (w->ia[i] - 1.0f) * L->k_a[c];
+        }
+    /* (14) with a = -kk and b = kk * iclr (kept in sx and ia: their old values are spent) */
+    for (int64_t i = 0; i < n * E; i++) {
+        w->sx[i] = -w->kk[i];
+        w->ia[i] *= w->kk[i];
+    }
+    rops_wkv7(ex, io->v, w->r, w->w, w->k, w->v, w->sx, w->ia, io->n_seqs, io->nst, E, hs, w->y,
+              io->save_v);
+    /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) gate and output */
+    group_norm(m, L, n, w->y);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < E; h += hs) {
+            const int64_t o = t * E + h;
+            float dot = 0.0f;
+            for (int64_t j = 0; j < hs; j++) dot += w->r[o + j] * w->k[o + j] * L->r_k[h + j];
+            for (int64_t j = 0; j < hs; j++) w->y[o + j] += w->v[o + j] * dot;
+        }
+    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
+}
+
+/* ChannelMix (rwkv6 (17)-(18), rwkv7 (4)): the result in w->tmp. */
+static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
+                        const struct rrwkv_layer *L, int64_t n, const struct ws_view *w) {
+    const int64_t E = m->n_embd, F = m->rwkv.n_ff;
+    mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
+    rops_matmul(ex, &L->cm_k, w->mix[0], n, w->ff);
+    for (int64_t i = 0; i < n * F; i++) {
+        const float r = w->ff[i] > 0.0f ? w->ff[i] : 0.0f;
+        w->ff[i] = r * r;
+    }
+    rops_matmul(ex, &L->cm_v, w->ff, n, w->tmp);
+    if (m->rwkv.v7) return;
+    mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
+    rops_matmul(ex, &L->cm_r, w->mix[1], n, w->r);
+    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= sigmoid(w->r[i]);
+}
+
+void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                 const struct rmodel_io *io) {
+    const struct rrwkv_layer *L = &m->rlayers[il];
+    const int64_t E = m->n_embd, n = (int64_t)io->n_seqs * io->nst;
+    struct ws_view w;
+    /* carved for this ubatch's tokens: the same at every layer (v_first lives across them) */
+    ws_layout(m, (uint32_t)n, io->buf, &w);
+
+    norm_shift(m, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
+    if (m->rwkv.v7)
+        time_mix7(m, ex, il, L, io, &w);
+    else
+        time_mix6(m, ex, L, io, &w);
+    for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
+    shift_store(m, io, w.a, 0);
+
+    norm_shift(m, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
+    channel_mix(m, ex, L, n, &w);
+    for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
+    shift_store(m, io, w.a, 1);
+
+    /* (rwkv6 (5)) the converter divided these layers' output weights; halving x undoes it */
+    const uint32_t every = m->rwkv.rescale_every;
+    if (!m->rwkv.v7 && every && (uint32_t)(il + 1) % every == 0)
+        for (int64_t i = 0; i < n * E; i++) io->x[i] *= 0.5f;
+}
