@@ -2,8 +2,10 @@
 # test_mkmodel: `recur mkmodel` writes models in llama.cpp's GGUF layout. Each file is read back
 # by an independent reader (Python's struct module, not recur's), which checks the keys, the
 # tokenizer cut from the vocabulary file, the tensors' names, shapes and types, and a few
-# weights whose values are fixed by construction (A, dt bias). Flag errors must exit 2 naming
-# the flag; runtime errors exit 1.
+# weights whose values are fixed by construction (A, dt bias). RWKV-6/7 files are read with
+# tests/ref/gguf_reader.py: keys, tensors, the world vocabulary against Python's own
+# repr(bytes), rounding, and `recur quantize` on them. Flag errors must exit 2 naming the flag;
+# runtime errors exit 1.
 #   bash tests/test_mkmodel.sh path/to/recur
 set -u
 bin=${1:?usage: test_mkmodel.sh path/to/recur}
@@ -325,6 +327,368 @@ if [ -n "$py" ]; then
 fi
 [ -n "$py" ] || bad "python reader did not finish (exit $status)"
 grep -v '^python:' "$tmp/py"
+
+# ---- RWKV-6 and RWKV-7 ------------------------------------------------------------------------
+# Read back with tests/ref/gguf_reader.py; the expected keys, tensors (docs/rwkv6.md and
+# docs/rwkv7.md section 2, llama.cpp's converter) and world vocabulary are listed below,
+# independently of mkmodel_rwkv.c.
+r6=(--arch rwkv6 --embd 64 --layers 3 --vocab 1000 --seed 7 --head-size 16)
+r7=(--arch rwkv7 --embd 64 --layers 3 --vocab 1000 --seed 7 --head-size 16)
+mk r6 "${r6[@]}"
+mk r6-f16 "${r6[@]}" --type f16
+mk r6-bf16 "${r6[@]}" --type bf16
+mk r6-again "${r6[@]}"
+mk r6-resc "${r6[@]}" --rescale 2
+mk r6-opts --arch rwkv6 --embd 32 --layers 2 --vocab 300 --seed 3 --head-size 8 --ff 40 \
+    --rescale 1 --mix-dim 4 --decay-dim 8 --eps 1e-6 --type f16
+mk r6-full --arch rwkv6 --embd 8 --layers 1 --vocab 50257 --seed 1 --head-size 8 --ff 16
+mk r6-defaults --arch rwkv6 --embd 256 --layers 1 --vocab 257 --seed 1
+mk r7 "${r7[@]}"
+mk r7-f16 "${r7[@]}" --type f16
+mk r7-opts --arch rwkv7 --embd 32 --layers 2 --vocab 300 --seed 3 --head-size 8 --ff 40 \
+    --lora-w 4 --lora-a 6 --lora-v 5 --lora-g 8
+mk r7-defaults --arch rwkv7 --embd 256 --layers 2 --vocab 257 --seed 1
+if cmp -s "$tmp/r6.gguf" "$tmp/r6-again.gguf"; then ok; else bad "rwkv6: same seed, different bytes"; fi
+mk r6-seed8 "${r6[@]:0:8}" --seed 8 --head-size 16
+if cmp -s "$tmp/r6.gguf" "$tmp/r6-seed8.gguf"; then bad "rwkv6: seeds 7 and 8 give one file"; else ok; fi
+
+# quantize: only the big 2-D matrices, whole 32-value rows (r7-opts' channel_mix_value rows
+# are 40 long and stay f32); the Python below checks each tensor.
+for src in r6 r7 r7-opts; do
+    if "$bin" quantize "$tmp/$src.gguf" "$tmp/$src-q8_0.gguf" q8_0 2>"$tmp/err"; then ok; else
+        bad "quantize $src: $(cat "$tmp/err")"
+    fi
+done
+# Per layer: rwkv6 r, k, v, g, o and the three channel-mix matrices; rwkv7 r, k, v, o and two.
+"$bin" quantize "$tmp/r6.gguf" "$tmp/r6-q.gguf" q8_0 2>"$tmp/err"
+grep -qF ": 26 of 78 tensors in q8_0" "$tmp/err" && ok || bad "quantize r6: $(cat "$tmp/err")"
+"$bin" quantize "$tmp/r7-f16.gguf" "$tmp/r7-f16-q4_0.gguf" q4_0 2>"$tmp/err"
+grep -qF ": 20 of 90 tensors in q4_0" "$tmp/err" && ok || bad "quantize r7-f16: $(cat "$tmp/err")"
+
+m=(mkmodel "$tmp/x.gguf")
+v6=(--arch rwkv6 --embd 64 --layers 2 --vocab 300 --seed 1 --head-size 16)
+v7=(--arch rwkv7 --embd 64 --layers 2 --vocab 300 --seed 1 --head-size 16)
+expect 2 "--state is for --arch mamba" "${m[@]}" "${v6[@]}" --state 4
+expect 2 "--tied" "${m[@]}" "${v7[@]}" --tied
+expect 2 "--inner is for --arch mamba" "${m[@]}" "${v6[@]}" --inner 32
+expect 2 "--dt-b-c-rms is for --arch mamba" "${m[@]}" "${v7[@]}" --dt-b-c-rms
+expect 2 "--heads is for --arch mamba" "${m[@]}" "${v7[@]}" --heads 2
+expect 2 "--head-size is for --arch rwkv6 and rwkv7" "${m[@]}" "${base[@]}" --head-size 8
+expect 2 "--ff is for --arch rwkv6 and rwkv7" "${m[@]}" "${base[@]}" --ff 8
+expect 2 "--lora-g is for --arch rwkv6 and rwkv7" "${m[@]}" "${base[@]}" --lora-g 8
+expect 2 "--rescale is for --arch rwkv6, not rwkv7" "${m[@]}" "${v7[@]}" --rescale 2
+expect 2 "--mix-dim is for --arch rwkv6, not rwkv7" "${m[@]}" "${v7[@]}" --mix-dim 2
+expect 2 "--lora-a is for --arch rwkv7, not rwkv6" "${m[@]}" "${v6[@]}" --lora-a 2
+expect 2 "--head-size 64 (the default) does not divide --embd 48" "${m[@]}" --arch rwkv7 \
+    --embd 48 --layers 1 --vocab 300 --seed 1
+expect 2 "--head-size 5 does not divide" "${m[@]}" "${v6[@]:0:10}" --head-size 5
+expect 2 "--head-size" "${m[@]}" "${v6[@]:0:10}" --head-size 0
+expect 2 "--ff: the default int(embd*3.5)//32*32 is 0" "${m[@]}" --arch rwkv6 --embd 8 \
+    --layers 1 --vocab 300 --seed 1 --head-size 8
+expect 2 "--ff" "${m[@]}" "${v7[@]}" --ff 0
+expect 2 "--lora-w" "${m[@]}" "${v7[@]}" --lora-w 0
+expect 2 "--decay-dim" "${m[@]}" "${v6[@]}" --decay-dim -1
+expect 2 "--rescale" "${m[@]}" "${v6[@]}" --rescale x
+expect 2 "--vocab: 256 is too small" "${m[@]}" "${v6[@]:0:6}" --vocab 256 --seed 1 --head-size 16 \
+    --vocab-file "$vocab"
+expect 2 "--vocab: 50258 is more than the 50257 tokens" "${m[@]}" "${v7[@]:0:6}" --vocab 50258 \
+    --seed 1 --head-size 16 --vocab-file "$vocab"
+expect 1 "$tmp/none.gguf" "${m[@]}" "${v6[@]}" --vocab-file "$tmp/none.gguf"
+[ -e "$tmp/x.gguf" ] && bad "a refused rwkv command left $tmp/x.gguf" || ok
+for f in --head-size --ff --rescale --mix-dim --decay-dim --lora-w --lora-a --lora-v --lora-g \
+    rwkv6 rwkv7; do
+    grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
+done
+
+# gguf_reader.py needs numpy, which Debian's /usr/bin/python3 has when a pyenv one does not.
+pyn=python3
+python3 -c "import numpy" 2>/dev/null || pyn=/usr/bin/python3
+if ! "$pyn" -c "import numpy" 2>/dev/null; then
+    echo "SKIP: the RWKV file checks need python3 with numpy"
+else
+    # NAME ARCH TYPE EMBD LAYERS VOCAB HEAD_SIZE FF EPS, then rwkv6: RESCALE D_MIX D_DEC,
+    # rwkv7: R_W R_A R_V R_G ("-": the converter's default, computed below).
+    "$pyn" - "$here/ref" "$vocab" "$tmp" \
+        "r6 rwkv6 f32 64 3 1000 16 - 1e-5 0 - -" "r6-f16 rwkv6 f16 64 3 1000 16 - 1e-5 0 - -" \
+        "r6-bf16 rwkv6 bf16 64 3 1000 16 - 1e-5 0 - -" \
+        "r6-resc rwkv6 f32 64 3 1000 16 - 1e-5 2 - -" \
+        "r6-opts rwkv6 f16 32 2 300 8 40 1e-6 1 4 8" "r6-full rwkv6 f32 8 1 50257 8 16 1e-5 0 - -" \
+        "r6-defaults rwkv6 f32 256 1 257 64 - 1e-5 0 - -" \
+        "r7 rwkv7 f32 64 3 1000 16 - 1e-5 - - - -" "r7-f16 rwkv7 f16 64 3 1000 16 - 1e-5 - - - -" \
+        "r7-opts rwkv7 f32 32 2 300 8 40 1e-5 4 6 5 8" \
+        "r7-defaults rwkv7 f32 256 2 257 64 - 1e-5 - - - -" \
+        <<'EOF' >"$tmp/py" 2>&1
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gguf_reader import GGUFFile
+
+passed = failed = 0
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+U32, F32KEY, STR, ARR = 4, 6, 8, 9
+F32, F16, BF16, Q8_0, Q4_0 = 0, 1, 30, 8, 2
+ttype = {"f32": F32, "f16": F16, "bf16": BF16}
+ftype = {"f32": 0, "f16": 1, "bf16": 32}
+
+# The world vocabulary expected from the gpt2 file: <s>, the 256 bytes, then the file's
+# normal multi-byte tokens decoded from GPT-2's byte-to-unicode text, in order, once each.
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xa1, 0xac + 1)) + \
+        list(range(0xae, 0xff + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+unbyte = {c: b for b, c in bytes_to_unicode().items()}
+gv = GGUFFile(sys.argv[2])
+world = [b"<s>"] + [bytes([b]) for b in range(256)]
+seen = set(world)
+for text, ty in zip(gv.kv["tokenizer.ggml.tokens"], gv.kv["tokenizer.ggml.token_type"]):
+    if ty != 1:
+        continue
+    raw = bytes(unbyte[c] for c in text)
+    if len(raw) > 1 and raw not in seen:
+        seen.add(raw)
+        world.append(raw)
+check(len(world) == 50257, "the gpt2 file gives %d world tokens, 50257 expected" % len(world))
+
+def unescape(s):
+    """llama.cpp's llama_unescape_rwkv_token (docs/rwkv6.md section 6)."""
+    out, i = bytearray(), 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "x" and i + 3 < len(s):
+                out.append(int(s[i + 2:i + 4], 16))
+                i += 4
+                continue
+            out += {"t": b"\t", "n": b"\n", "r": b"\r"}.get(n, n.encode())
+            i += 2
+            continue
+        out += c.encode()
+        i += 1
+    return bytes(out)
+
+def lora_rank(e, exp, mult):  # the converter's calc_lora_rank
+    return max(1, round(e ** exp * mult / 32)) * 32
+
+models = {}
+for spec in sys.argv[4:]:
+    f = spec.split()
+    name, arch, t = f[0], f[1], f[2]
+    E, L, V, hs = map(int, f[3:7])
+    v6 = arch == "rwkv6"
+    ff = int(f[7]) if f[7] != "-" else (int((E * 3.5) // 32 * 32) if v6 else 4 * E)
+    eps = float(f[8])
+    extra = [None if x == "-" else int(x) for x in f[9:]]
+    g = GGUFFile("%s/%s.gguf" % (sys.argv[3], name))
+    models[name] = g
+    kv, ty = g.kv, g.kv_types
+    A = arch + "."
+    want = {
+        "general.architecture": (STR, arch), "general.file_type": (U32, ftype[t]),
+        A + "context_length": (U32, 1048576), A + "embedding_length": (U32, E),
+        A + "block_count": (U32, L), A + "feed_forward_length": (U32, ff),
+        A + "attention.head_count": (U32, 0), A + "wkv.head_size": (U32, hs),
+        "tokenizer.ggml.model": (STR, "rwkv"), "tokenizer.ggml.bos_token_id": (U32, 0),
+        "tokenizer.ggml.eos_token_id": (U32, 0), "tokenizer.chat_template": (STR, "rwkv-world"),
+    }
+    if v6:
+        rescale, dmix, ddec = extra
+        dmix = dmix or (64 if E == 4096 else 32)
+        ddec = ddec or (128 if E == 4096 else 64)
+        want[A + "rescale_every_n_layers"] = (U32, rescale)
+        want[A + "time_mix_extra_dim"] = (U32, dmix)
+        want[A + "time_decay_extra_dim"] = (U32, ddec)
+    else:
+        rw, ra, rv, rg = extra
+        rw = rw or lora_rank(E, 0.5, 1.8)
+        ra = ra or lora_rank(E, 0.5, 1.8)
+        rv = rv or lora_rank(E, 0.5, 1.3)
+        rg = rg or lora_rank(E, 0.8, 0.6)
+        want[A + "attention.decay_lora_rank"] = (U32, rw)
+        want[A + "attention.iclr_lora_rank"] = (U32, ra)
+        want[A + "attention.value_residual_mix_lora_rank"] = (U32, rv)
+        want[A + "attention.gate_lora_rank"] = (U32, rg)
+    for k, v in want.items():
+        check((ty.get(k), kv.get(k)) == v,
+              "%s: %s = %r (type %r), %r expected" % (name, k, kv.get(k), ty.get(k), v))
+    e = kv.get(A + "attention.layer_norm_epsilon")
+    check(ty.get(A + "attention.layer_norm_epsilon") == F32KEY and e == np.float32(eps),
+          "%s: layer_norm_epsilon %r" % (name, e))
+    check(ty.get("general.name") == STR, name + ": general.name")
+    keys = set(want) | {"general.name", A + "attention.layer_norm_epsilon",
+                        "tokenizer.ggml.tokens", "tokenizer.ggml.token_type"}
+    check(set(kv) == keys, "%s: keys %s" % (name, sorted(set(kv) ^ keys)))
+
+    # Vocabulary: each text is Python's own repr(bytes)[2:-1] of the expected bytes.
+    tokens, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+    expect = ["<s>"] + [repr(b)[2:-1] for b in world[1:V]]
+    check(ty["tokenizer.ggml.tokens"] == ARR and len(tokens) == V, name + ": token count")
+    check(tokens == expect, "%s: tokens differ first at %s" % (name, next(
+        (i for i, (a, b) in enumerate(zip(tokens, expect)) if a != b), None)))
+    check(list(types) == [3] + [1] * (V - 1), name + ": token types CONTROL, then NORMAL")
+    check(tokens[:257] == ["<s>"] + [repr(bytes([b]))[2:-1] for b in range(256)],
+          name + ": ids 0..256 are <s> and the bytes")
+    check([tokens[i] for i in (1, 10, 11, 14, 0x22 + 1, 0x27 + 1, 0x41 + 1, 0x5c + 1, 0x80 + 1,
+                               0xff + 1)] ==
+          ["\\x00", "\\t", "\\n", "\\r", '"', "'", "A", "\\\\", "\\x80", "\\xff"],
+          name + ": byte token texts")
+    check(all(unescape(s) == b for s, b in zip(tokens[1:], world[1:V])),
+          name + ": llama.cpp's unescape gives the bytes back")
+    if V == 50257:
+        check(sum(1 for s in tokens if "'" in s and "\\'" not in s) > 10 and
+              any("\\'" in s for s in tokens) == any(b"'" in b and b'"' in b for b in world),
+              name + ": repr's quote choice")
+
+    # Tensors: name -> (GGUF shape, dtype); W = the --type of the big matrices.
+    W = ttype[t]
+    shapes = {"token_embd.weight": ((E, V), W), "output.weight": ((E, V), W)}
+    for n in ("token_embd_norm", "output_norm"):
+        shapes[n + ".weight"] = shapes[n + ".bias"] = ((E,), F32)
+    for l in range(L):
+        b = "blk.%d." % l
+        layer = {"attn_norm.weight": ((E,), F32), "attn_norm.bias": ((E,), F32),
+                 "attn_norm_2.weight": ((E,), F32), "attn_norm_2.bias": ((E,), F32),
+                 "time_mix_ln.weight": ((E,), F32), "time_mix_ln.bias": ((E,), F32),
+                 "time_mix_receptance.weight": ((E, E), W), "time_mix_key.weight": ((E, E), W),
+                 "time_mix_value.weight": ((E, E), W), "time_mix_output.weight": ((E, E), W),
+                 "channel_mix_lerp_k.weight": ((E,), F32),
+                 "channel_mix_key.weight": ((E, ff), W), "channel_mix_value.weight": ((ff, E), W)}
+        if v6:
+            layer.update({
+                "time_mix_lerp_x.weight": ((E,), F32),
+                "time_mix_lerp_fused.weight": ((E, 1, 1, 5), F32),
+                "time_mix_w1.weight": ((E, 5 * dmix), F32),
+                "time_mix_w2.weight": ((dmix, E, 5), F32),
+                "time_mix_decay.weight": ((E,), F32),
+                "time_mix_decay_w1.weight": ((E, ddec), F32),
+                "time_mix_decay_w2.weight": ((ddec, E), F32),
+                "time_mix_first.weight": ((hs, E // hs), F32),
+                "time_mix_gate.weight": ((E, E), W),
+                "channel_mix_lerp_r.weight": ((E,), F32),
+                "channel_mix_receptance.weight": ((E, E), W)})
+        else:
+            rvl = ra if l == 0 else rv
+            layer.update({
+                "time_mix_lerp_fused.weight": ((E, 1, 1, 6), F32),
+                "time_mix_w0.weight": ((E,), F32), "time_mix_w1.weight": ((E, rw), F32),
+                "time_mix_w2.weight": ((rw, E), F32),
+                "time_mix_a0.weight": ((E,), F32), "time_mix_a1.weight": ((E, ra), W),
+                "time_mix_a2.weight": ((ra, E), W),
+                "time_mix_v0.weight": ((E,), F32), "time_mix_v1.weight": ((E, rvl), W),
+                "time_mix_v2.weight": ((rvl, E), W),
+                "time_mix_g1.weight": ((E, rg), W), "time_mix_g2.weight": ((rg, E), W),
+                "time_mix_k_k.weight": ((E,), F32), "time_mix_k_a.weight": ((E,), F32),
+                "time_mix_r_k.weight": ((E,), F32)})
+        for n, s in layer.items():
+            shapes[b + n] = s
+    check(set(g.tensors) == set(shapes),
+          "%s: tensors %s" % (name, sorted(set(g.tensors) ^ set(shapes))))
+    for n, info in g.tensors.items():
+        if n in shapes:
+            check((tuple(info.ne), info.ggml_type) == shapes[n], "%s: %s is %r %d, %r expected"
+                  % (name, n, info.ne, info.ggml_type, shapes[n]))
+        check(info.offset % 32 == 0, "%s: %s offset %d" % (name, n, info.offset))
+
+    # Values: the ranges the initialisation promises.
+    T = g.tensor
+    for l in range(L):
+        b = "blk.%d." % l
+        lerps = ["time_mix_lerp_fused.weight", "channel_mix_lerp_k.weight"] + \
+            (["time_mix_lerp_x.weight", "channel_mix_lerp_r.weight"] if v6 else [])
+        check(all(0 <= T(b + n).min() and T(b + n).max() < 1 and T(b + n).std() > 0.1
+                  for n in lerps), "%s: %s lerps in [0, 1)" % (name, b))
+        nw = T(b + "attn_norm.weight")
+        check(abs(nw.mean() - 1) < 0.1 and nw.std() > 0.02, "%s: %s norm near 1" % (name, b))
+        check(abs(T(b + "attn_norm.bias")).max() > 0.01, "%s: %s norm bias shows" % (name, b))
+        if v6:
+            d = T(b + "time_mix_decay.weight")
+            check(-5 <= d.min() and d.max() < 0.2, "%s: %s decay in [-5, 0.2)" % (name, b))
+        else:
+            w0 = T(b + "time_mix_w0.weight")
+            check(-3 <= w0.min() and w0.max() < 1, "%s: %s w0 in [-3, 1)" % (name, b))
+            raw = lambda n: bytes(g.data[g.data_start + g.tensors[n].offset:][
+                :g.tensors[n].n_bytes()])
+            same = all(raw(b + "time_mix_v%d.weight" % i) == raw(b + "time_mix_a%d.weight" % i)
+                       for i in range(3))
+            check(same == (l == 0), "%s: %s v0/v1/v2 %s a0/a1/a2" % (
+                name, b, "are not copies of" if l == 0 else "equal"))
+    r = T("blk.0.time_mix_receptance.weight")
+    check(abs(r.std() * np.sqrt(E) - 1) < 0.2, "%s: receptance std %g" % (name, r.std()))
+
+# The f16 and bf16 files are the f32 one rounded (to nearest even); F32 tensors are equal.
+def bf16_round(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32)
+for base, other, rnd in (("r6", "r6-f16", lambda x: x.astype(np.float16)),
+                         ("r6", "r6-bf16", bf16_round), ("r7", "r7-f16",
+                                                        lambda x: x.astype(np.float16))):
+    a, o = models[base], models[other]
+    for n, info in a.tensors.items():
+        x, y = a.tensor(n), o.tensor(n)
+        if o.tensors[n].ggml_type != F32:
+            x = rnd(x).astype(np.float64)
+        check(np.array_equal(x, y), "%s: %s is not %s's rounded" % (other, n, base))
+# --rescale changes only the key.
+a, o = models["r6"], models["r6-resc"]
+check(all(np.array_equal(a.tensor(n), o.tensor(n)) for n in a.tensors),
+      "--rescale changed a tensor")
+
+# quantize: q8_0 / q4_0 exactly where llama-quantize would quantize and rows are whole blocks.
+small = ("time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight",
+         "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight",
+         "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight",
+         "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
+         "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight")
+for src, q, qt in (("r6", "r6-q8_0", Q8_0), ("r7", "r7-q8_0", Q8_0),
+                   ("r7-opts", "r7-opts-q8_0", Q8_0), ("r7-f16", "r7-f16-q4_0", Q4_0)):
+    a = models[src]
+    o = GGUFFile("%s/%s.gguf" % (sys.argv[3], q))
+    check(set(o.tensors) == set(a.tensors), q + ": tensor names")
+    n_q = 0
+    for n, info in a.tensors.items():
+        conv = (len(info.ne) == 2 and n.endswith("weight") and "_norm.weight" not in n and
+                not any(s in n for s in small) and info.ne[0] % 32 == 0)
+        n_q += conv
+        got = o.tensors[n]
+        check(got.ggml_type == (qt if conv else info.ggml_type) and got.ne == info.ne,
+              "%s: %s is type %d" % (q, n, got.ggml_type))
+        if conv:
+            x, y = a.tensor(n), o.tensor(n)
+            check(np.abs(x - y).max() <= (0.02 if qt == Q8_0 else 0.2) * np.abs(x).max(),
+                  "%s: %s far from its source" % (q, n))
+        else:
+            check(np.array_equal(a.tensor(n), o.tensor(n)), "%s: %s changed" % (q, n))
+    check(n_q > 0 and o.kv["general.file_type"] == (7 if qt == Q8_0 else 2),
+          "%s: %d converted, file_type %r" % (q, n_q, o.kv["general.file_type"]))
+    check(o.kv["tokenizer.ggml.tokens"] == a.kv["tokenizer.ggml.tokens"], q + ": vocabulary")
+print("python: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
+EOF
+    status=$?
+    py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
+    if [ -n "$py" ]; then
+        set -- $py
+        pass=$((pass + $2))
+        fail=$((fail + $4))
+    fi
+    [ -n "$py" ] || bad "rwkv python checks did not finish (exit $status)"
+    grep -v '^python:' "$tmp/py"
+fi
 
 echo "test_mkmodel: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,8 +1,9 @@
 /*
- * recur mkmodel: writes a Mamba-1 model with random weights in exactly the GGUF layout that
- * llama.cpp's converter produces (keys, tensor names, shapes, types), with a real byte-level
- * BPE vocabulary cut from a vocabulary GGUF. Such models let tests run every code path (and
- * llama.cpp itself) without downloading a checkpoint.
+ * recur mkmodel: writes a model with random weights in exactly the GGUF layout that llama.cpp's
+ * converter produces (keys, tensor names, shapes, types): Mamba-1 and Mamba-2 here, with a real
+ * byte-level BPE vocabulary cut from a vocabulary GGUF; RWKV-6 and RWKV-7 in mkmodel_rwkv.c,
+ * with a world-style vocabulary built from the same file. Such models let tests run every code
+ * path (and llama.cpp itself) without downloading a checkpoint.
  *
  * Every tensor is drawn from its own generator, seeded from --seed and the tensor's name, so
  * a value does not depend on the order of the tensors or on the other flags: the f16 and bf16
@@ -19,45 +20,14 @@
 
 #include "core/core.h"
 #include "gguf/gguf.h"
+#include "mkmodel.h"
 #include "tools.h"
 
 #ifndef RECUR_DEFAULT_VOCAB
 #define RECUR_DEFAULT_VOCAB "tests/data/ggml-vocab-gpt-2.gguf"
 #endif
 
-/* Byte-level BPE needs a token for each of the 256 bytes. */
-#define N_BYTES 256
-
-/* GGUF's llama_ftype values for general.file_type. */
-#define FTYPE_ALL_F32     0
-#define FTYPE_MOSTLY_F16  1
-#define FTYPE_MOSTLY_BF16 32
-
-/* llama.cpp's token types. */
-#define TOKEN_TYPE_CONTROL 3
-
 /* ---- flags -------------------------------------------------------------------------------- */
-
-enum flag_id {
-    F_ARCH,
-    F_EMBD,
-    F_LAYERS,
-    F_VOCAB,
-    F_STATE,
-    F_SEED,
-    F_TYPE,
-    F_TIED,
-    F_INNER,
-    F_CONV,
-    F_DT_RANK,
-    F_DT_B_C_RMS,
-    F_EPS,
-    F_HEADS,
-    F_GROUPS,
-    F_VOCAB_FILE,
-    F_HELP,
-    F_COUNT
-};
 
 struct flag {
     const char *name;
@@ -66,33 +36,50 @@ struct flag {
 };
 
 static const struct flag flags[F_COUNT] = {
-    [F_ARCH] = {"--arch", "ARCH", "architecture: mamba or mamba2 (required)"},
+    [F_ARCH] = {"--arch", "ARCH", "architecture: mamba, mamba2, rwkv6 or rwkv7 (required)"},
     [F_EMBD] = {"--embd", "N", "embedding length n_embd (required)"},
     [F_LAYERS] = {"--layers", "N", "number of layers (required)"},
-    [F_VOCAB] = {"--vocab", "N", "vocabulary size, 256 up to the vocabulary file's (required)"},
-    [F_STATE] = {"--state", "N", "SSM state size d_state (required)"},
+    [F_VOCAB] = {"--vocab", "N", "vocabulary size, 256 (rwkv: 257) up to the file's (required)"},
+    [F_STATE] = {"--state", "N", "mamba, mamba2: SSM state size d_state (required)"},
     [F_SEED] = {"--seed", "S", "seed of the random weights, 0 to 2^64-1 (required)"},
     [F_TYPE] = {"--type", "T", "type of the weight matrices: f32, f16, bf16 (default f32)"},
-    [F_TIED] = {"--tied", NULL, "no output.weight: the output is tied to token_embd"},
-    [F_INNER] = {"--inner", "N", "d_inner (default 2*embd)"},
-    [F_CONV] = {"--conv", "N", "convolution kernel d_conv (default 4)"},
-    [F_DT_RANK] = {"--dt-rank", "N", "time step rank (default ceil(embd/16))"},
+    [F_TIED] = {"--tied", NULL, "mamba, mamba2: no output.weight, the output is token_embd's"},
+    [F_INNER] = {"--inner", "N", "mamba, mamba2: d_inner (default 2*embd)"},
+    [F_CONV] = {"--conv", "N", "mamba, mamba2: convolution kernel d_conv (default 4)"},
+    [F_DT_RANK] = {"--dt-rank", "N", "mamba: time step rank (default ceil(embd/16))"},
     [F_DT_B_C_RMS] = {"--dt-b-c-rms", NULL,
-                      "RMS-normalise dt, B and C (Falcon-Mamba; default off)"},
-    [F_EPS] = {"--eps", "F", "RMS norm epsilon (default 1e-5)"},
+                      "mamba: RMS-normalise dt, B and C (Falcon-Mamba; default off)"},
+    [F_EPS] = {"--eps", "F", "RMS norm (mamba) or LayerNorm (rwkv) epsilon (default 1e-5)"},
     [F_HEADS] = {"--heads", "N", "mamba2: SSM heads (default inner/64, at least 1)"},
     [F_GROUPS] = {"--groups", "N", "mamba2: groups of B and C (default 1)"},
+    [F_HEAD_SIZE] = {"--head-size", "N", "rwkv: wkv head size, divides embd (default 64)"},
+    [F_FF] = {"--ff", "N",
+              "rwkv: feed_forward_length (default rwkv6 int(embd*3.5)//32*32, rwkv7 4*embd)"},
+    [F_RESCALE] = {"--rescale", "N", "rwkv6: halve the residual every N layers (default 0: never)"},
+    [F_MIX_DIM] = {"--mix-dim", "N",
+                   "rwkv6: time_mix_extra_dim D_mix (default 32, 64 when embd is 4096)"},
+    [F_DECAY_DIM] = {"--decay-dim", "N",
+                     "rwkv6: time_decay_extra_dim D_dec (default 64, 128 when embd is 4096)"},
+    [F_LORA_W] = {"--lora-w", "N",
+                  "rwkv7: decay LoRA rank (default max(1, round(embd^0.5*1.8/32))*32)"},
+    [F_LORA_A] = {"--lora-a", "N",
+                  "rwkv7: iclr LoRA rank (default max(1, round(embd^0.5*1.8/32))*32)"},
+    [F_LORA_V] = {"--lora-v", "N",
+                  "rwkv7: value residual LoRA rank (default max(1, round(embd^0.5*1.3/32))*32)"},
+    [F_LORA_G] = {"--lora-g", "N",
+                  "rwkv7: gate LoRA rank (default max(1, round(embd^0.8*0.6/32))*32)"},
     [F_VOCAB_FILE] = {"--vocab-file", "PATH",
                       "GGUF holding a gpt2 (byte-level BPE) tokenizer (default " RECUR_DEFAULT_VOCAB
                       ")"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: recur mkmodel OUT.gguf --arch mamba --embd N --layers N --vocab N "
-                 "--state N --seed S [options]\n\n"
-                 "Writes a Mamba-1 or Mamba-2 model with random weights in llama.cpp's GGUF "
-                 "layout.\n\n");
+void mk_usage(FILE *out) {
+    fprintf(out, "usage: recur mkmodel OUT.gguf --arch ARCH --embd N --layers N --vocab N "
+                 "[--state N] --seed S [options]\n\n"
+                 "Writes a Mamba-1, Mamba-2, RWKV-6 or RWKV-7 model with random weights in "
+                 "llama.cpp's GGUF\nlayout. --state is required for mamba and mamba2, and "
+                 "refused for rwkv6 and rwkv7.\n\n");
     for (int i = 0; i < F_COUNT; i++) {
         char left[40];
         snprintf(left, sizeof(left), "%s%s%s", flags[i].name, flags[i].metavar ? " " : "",
@@ -100,21 +87,21 @@ static void usage(FILE *out) {
         fprintf(out, "  %-20s %s\n", left, flags[i].help);
     }
     fprintf(out,
-            "\nThe first N tokens of the vocabulary file are kept, with the merges among them.\n"
-            "When its bos/eos ids do not fit, they become the last kept token, marked as a\n"
-            "control token (and the merge that made it is dropped).\n");
+            "\nMamba: the first N tokens of the vocabulary file are kept, with the merges among\n"
+            "them. When its bos/eos ids do not fit, they become the last kept token, marked as a\n"
+            "control token (and the merge that made it is dropped).\n"
+            "RWKV: a world-style vocabulary (tokenizer model \"rwkv\"): <s>, the 256 bytes, then\n"
+            "the file's longer tokens as raw bytes, in its order, until N tokens.\n");
 }
 
-/* Prints "recur mkmodel: MESSAGE" and the usage to stderr; returns the usage exit status. */
-static int usage_error(const char *fmt, ...) RCORE_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...) {
+int mk_usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("recur mkmodel: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputs("\n\n", stderr);
-    usage(stderr);
+    mk_usage(stderr);
     return TOOL_USAGE;
 }
 
@@ -145,7 +132,7 @@ static bool parse_uint(const char *flag, const char *s, uint64_t min, uint64_t m
     return true;
 }
 
-static bool parse_size(const char *flag, const char *s, uint64_t min, uint32_t *out) {
+bool mk_parse_size(const char *flag, const char *s, uint64_t min, uint32_t *out) {
     uint64_t v;
     /* Sizes reach the API as int32_t. */
     if (!parse_uint(flag, s, min, INT32_MAX, &v)) return false;
@@ -155,17 +142,13 @@ static bool parse_size(const char *flag, const char *s, uint64_t min, uint32_t *
 
 /* ---- the model's shape ---------------------------------------------------------------------- */
 
-struct mk {
-    const char *out;
-    const char *vocab_file;
-    uint32_t n_embd, n_layer, n_vocab, d_state, d_inner, d_conv, dt_rank;
-    uint64_t seed;
-    uint32_t wtype; /* enum rgguf_ttype of the weight matrices */
-    bool tied, dt_b_c_rms;
-    float eps;
-    bool mamba2;
-    uint32_t n_head, n_group; /* mamba2 */
-};
+/* The flags of one family of architectures that the other has no use for: an RWKV model has
+ * no SSM state, convolution or tied output (llama.cpp's loaders require output.weight), and a
+ * Mamba one has no wkv heads or LoRAs. */
+static const enum flag_id mamba_only[] = {F_STATE,   F_TIED,       F_INNER, F_CONV,
+                                          F_DT_RANK, F_DT_B_C_RMS, F_HEADS, F_GROUPS};
+static const enum flag_id rwkv_only[] = {F_HEAD_SIZE, F_FF,     F_RESCALE, F_MIX_DIM, F_DECAY_DIM,
+                                         F_LORA_W,    F_LORA_A, F_LORA_V,  F_LORA_G};
 
 /* Fills *m from the command line. Returns TOOL_OK, or an exit status (help shown: -1). */
 static int parse_args(int argc, char **argv, struct mk *m) {
@@ -179,12 +162,12 @@ static int parse_args(int argc, char **argv, struct mk *m) {
             continue;
         }
         if (only_positional || a[0] != '-' || a[1] == '\0') {
-            if (out) return usage_error("unexpected argument '%s'", a);
+            if (out) return mk_usage_error("unexpected argument '%s'", a);
             out = a;
             continue;
         }
         if (strcmp(a, "-h") == 0) {
-            usage(stdout);
+            mk_usage(stdout);
             return -1;
         }
         const char *eq = strchr(a, '=');
@@ -192,50 +175,77 @@ static int parse_args(int argc, char **argv, struct mk *m) {
         int id = -1;
         for (int f = 0; f < F_COUNT; f++)
             if (strlen(flags[f].name) == len && strncmp(flags[f].name, a, len) == 0) id = f;
-        if (id < 0) return usage_error("unknown flag '%s'", a);
+        if (id < 0) return mk_usage_error("unknown flag '%s'", a);
         if (id == F_HELP) {
-            usage(stdout);
+            mk_usage(stdout);
             return -1;
         }
         const char *value = "";
         if (!flags[id].metavar) {
-            if (eq) return usage_error("%s takes no value", flags[id].name);
+            if (eq) return mk_usage_error("%s takes no value", flags[id].name);
         } else if (eq) {
             value = eq + 1;
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            return usage_error("%s needs a value (%s)", flags[id].name, flags[id].metavar);
+            return mk_usage_error("%s needs a value (%s)", flags[id].name, flags[id].metavar);
         }
-        if (given[id]) return usage_error("%s is given twice", flags[id].name);
+        if (given[id]) return mk_usage_error("%s is given twice", flags[id].name);
         given[id] = value;
     }
 
-    if (!out) return usage_error("no output file given");
-    static const enum flag_id required[] = {F_ARCH, F_EMBD, F_LAYERS, F_VOCAB, F_STATE, F_SEED};
+    if (!out) return mk_usage_error("no output file given");
+    if (!given[F_ARCH]) return mk_usage_error("--arch is required");
+    static const struct {
+        const char *name;
+        enum mk_arch arch;
+    } archs[] = {
+        {"mamba", MK_MAMBA}, {"mamba2", MK_MAMBA2}, {"rwkv6", MK_RWKV6}, {"rwkv7", MK_RWKV7}};
+    size_t a = 0, n_archs = sizeof(archs) / sizeof(archs[0]);
+    while (a < n_archs && strcmp(given[F_ARCH], archs[a].name) != 0) a++;
+    if (a == n_archs)
+        return mk_usage_error("--arch: unknown architecture '%s' (known: mamba, mamba2, rwkv6, "
+                              "rwkv7)",
+                              given[F_ARCH]);
+    m->arch = archs[a].arch;
+    const bool rwkv = mk_is_rwkv(m);
+    /* --state is the one flag that only one family requires. */
+    static const enum flag_id required[] = {F_EMBD, F_LAYERS, F_VOCAB, F_STATE, F_SEED};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-        if (!given[required[i]]) return usage_error("%s is required", flags[required[i]].name);
+        if (!given[required[i]] && !(rwkv && required[i] == F_STATE))
+            return mk_usage_error("%s is required", flags[required[i]].name);
+    if (rwkv && given[F_TIED])
+        return mk_usage_error("--tied is for --arch mamba and mamba2: llama.cpp's %s loader "
+                              "requires output.weight",
+                              given[F_ARCH]);
+    const enum flag_id *other = rwkv ? mamba_only : rwkv_only;
+    size_t n_other = rwkv ? sizeof(mamba_only) / sizeof(mamba_only[0])
+                          : sizeof(rwkv_only) / sizeof(rwkv_only[0]);
+    for (size_t i = 0; i < n_other; i++)
+        if (given[other[i]])
+            return mk_usage_error("%s is for --arch %s, not %s", flags[other[i]].name,
+                                  rwkv ? "mamba and mamba2" : "rwkv6 and rwkv7", given[F_ARCH]);
 
     m->out = out;
-    m->mamba2 = strcmp(given[F_ARCH], "mamba2") == 0;
-    if (strcmp(given[F_ARCH], "mamba") != 0 && !m->mamba2)
-        return usage_error("--arch: unknown architecture '%s' (known: mamba, mamba2)",
-                           given[F_ARCH]);
-    if (!m->mamba2 && (given[F_HEADS] || given[F_GROUPS]))
-        return usage_error("--heads and --groups are for --arch mamba2");
-    if (!parse_size("--embd", given[F_EMBD], 1, &m->n_embd) ||
-        !parse_size("--layers", given[F_LAYERS], 1, &m->n_layer) ||
-        !parse_size("--vocab", given[F_VOCAB], 0, &m->n_vocab) ||
-        !parse_size("--state", given[F_STATE], 1, &m->d_state) ||
+    if (m->arch == MK_MAMBA && (given[F_HEADS] || given[F_GROUPS]))
+        return mk_usage_error("--heads and --groups are for --arch mamba2");
+    if (!mk_parse_size("--embd", given[F_EMBD], 1, &m->n_embd) ||
+        !mk_parse_size("--layers", given[F_LAYERS], 1, &m->n_layer) ||
+        !mk_parse_size("--vocab", given[F_VOCAB], 0, &m->n_vocab) ||
+        (!rwkv && !mk_parse_size("--state", given[F_STATE], 1, &m->d_state)) ||
         !parse_uint("--seed", given[F_SEED], 0, UINT64_MAX, &m->seed)) {
-        usage(stderr);
+        mk_usage(stderr);
         return TOOL_USAGE;
     }
 
+    if (rwkv && m->n_vocab < N_BYTES + 1)
+        return mk_usage_error("--vocab: %u is too small: a world vocabulary has at least %d "
+                              "tokens, <s> and one per byte",
+                              m->n_vocab, N_BYTES + 1);
     if (m->n_vocab < N_BYTES)
-        return usage_error("--vocab: %u is too small: a byte-level BPE vocabulary has at least "
-                           "%d tokens, one per byte",
-                           m->n_vocab, N_BYTES);
+        return mk_usage_error("--vocab: %u is too small: a byte-level BPE vocabulary has at least "
+                              "%d tokens, one per byte",
+                              m->n_vocab, N_BYTES);
 
     m->wtype = RGGUF_F32;
     if (given[F_TYPE]) {
@@ -247,31 +257,10 @@ static int parse_args(int argc, char **argv, struct mk *m) {
         else if (strcmp(t, "bf16") == 0)
             m->wtype = RGGUF_BF16;
         else
-            return usage_error("--type: unknown type '%s' (known: f32, f16, bf16)", t);
+            return mk_usage_error("--type: unknown type '%s' (known: f32, f16, bf16)", t);
     }
     m->tied = given[F_TIED] != NULL;
     m->dt_b_c_rms = given[F_DT_B_C_RMS] != NULL;
-
-    /* The defaults are those of the Mamba reference code (MambaConfig). */
-    uint64_t inner = 2 * (uint64_t)m->n_embd;
-    if (given[F_INNER]) {
-        if (!parse_size("--inner", given[F_INNER], 1, &m->d_inner)) {
-            usage(stderr);
-            return TOOL_USAGE;
-        }
-    } else if (inner > INT32_MAX) {
-        return usage_error("--embd %s is too large for the default --inner (2*embd)",
-                           given[F_EMBD]);
-    } else {
-        m->d_inner = (uint32_t)inner;
-    }
-    m->d_conv = 4;
-    m->dt_rank = (m->n_embd + 15) / 16;
-    if ((given[F_CONV] && !parse_size("--conv", given[F_CONV], 1, &m->d_conv)) ||
-        (given[F_DT_RANK] && !parse_size("--dt-rank", given[F_DT_RANK], 1, &m->dt_rank))) {
-        usage(stderr);
-        return TOOL_USAGE;
-    }
 
     m->eps = 1e-5f;
     if (given[F_EPS]) {
@@ -280,27 +269,50 @@ static int parse_args(int argc, char **argv, struct mk *m) {
         errno = 0;
         double v = strtod(s, &end);
         if (end == s || *end != '\0' || isspace((unsigned char)s[0]))
-            return usage_error("--eps: '%s' is not a number", s);
+            return mk_usage_error("--eps: '%s' is not a number", s);
         /* The key is a float32: the value must stay positive and finite once rounded. */
         if (!(v > 0) || v > FLT_MAX || !((float)v > 0))
-            return usage_error("--eps: %s must be positive and fit a float32", s);
+            return mk_usage_error("--eps: %s must be positive and fit a float32", s);
         m->eps = (float)v;
     }
-    if (m->mamba2) {
+    m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
+    if (rwkv) return mk_rwkv_parse(given, m);
+
+    /* The defaults are those of the Mamba reference code (MambaConfig). */
+    uint64_t inner = 2 * (uint64_t)m->n_embd;
+    if (given[F_INNER]) {
+        if (!mk_parse_size("--inner", given[F_INNER], 1, &m->d_inner)) {
+            mk_usage(stderr);
+            return TOOL_USAGE;
+        }
+    } else if (inner > INT32_MAX) {
+        return mk_usage_error("--embd %s is too large for the default --inner (2*embd)",
+                              given[F_EMBD]);
+    } else {
+        m->d_inner = (uint32_t)inner;
+    }
+    m->d_conv = 4;
+    m->dt_rank = (m->n_embd + 15) / 16;
+    if ((given[F_CONV] && !mk_parse_size("--conv", given[F_CONV], 1, &m->d_conv)) ||
+        (given[F_DT_RANK] && !mk_parse_size("--dt-rank", given[F_DT_RANK], 1, &m->dt_rank))) {
+        mk_usage(stderr);
+        return TOOL_USAGE;
+    }
+    if (m->arch == MK_MAMBA2) {
         m->n_head = m->d_inner / 64 ? m->d_inner / 64 : 1;
         m->n_group = 1;
-        if ((given[F_HEADS] && !parse_size("--heads", given[F_HEADS], 1, &m->n_head)) ||
-            (given[F_GROUPS] && !parse_size("--groups", given[F_GROUPS], 1, &m->n_group))) {
-            usage(stderr);
+        if ((given[F_HEADS] && !mk_parse_size("--heads", given[F_HEADS], 1, &m->n_head)) ||
+            (given[F_GROUPS] && !mk_parse_size("--groups", given[F_GROUPS], 1, &m->n_group))) {
+            mk_usage(stderr);
             return TOOL_USAGE;
         }
         if (m->d_inner % m->n_head != 0)
-            return usage_error("--heads %u does not divide d_inner %u", m->n_head, m->d_inner);
+            return mk_usage_error("--heads %u does not divide d_inner %u", m->n_head, m->d_inner);
         if (m->n_head % m->n_group != 0)
-            return usage_error("--groups %u does not divide the %u heads", m->n_group, m->n_head);
-        if (m->dt_b_c_rms) return usage_error("--dt-b-c-rms is for --arch mamba");
+            return mk_usage_error("--groups %u does not divide the %u heads", m->n_group,
+                                  m->n_head);
+        if (m->dt_b_c_rms) return mk_usage_error("--dt-b-c-rms is for --arch mamba");
     }
-    m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
     return TOOL_OK;
 }
 
@@ -335,55 +347,62 @@ static double rng_normal(struct rcore_rng *r) {
 
 /* ---- tensors -------------------------------------------------------------------------------- */
 
-enum init {
-    INIT_NORMAL,   /* scale * N(0, 1) */
-    INIT_NEAR_ONE, /* 1 + 0.1 * N(0, 1): norms and D differ from 1 so that ignoring them shows */
-    INIT_A, /* A[c][n] = -(n + 1), as -exp(A_log) with the reference A_log = log(1..d_state) */
-    INIT_DT_BIAS, /* inverse softplus of dt drawn log-uniform in [1e-3, 1e-1] */
-    INIT_A_HEAD,  /* mamba2: A = -exp(A_log) per head, A_log = log(U[1, 16]) as its reference */
-};
+/* U[lo, hi): rng_uniform is (0, 1], so 1 - u is [0, 1), which covers lo exactly. */
+static double rng_range(struct rcore_rng *r, double lo, double hi) {
+    return lo + (1.0 - rng_uniform(r)) * (hi - lo);
+}
 
-static void fill(float *v, int64_t ne0, int64_t ne1, enum init init, double scale,
+/* n values; ne0 is the fastest dimension (rows of INIT_A). */
+static void fill(float *v, size_t n, size_t ne0, enum init init, double scale,
                  struct rcore_rng *r) {
-    int64_t n = ne0 * ne1;
     switch (init) {
     case INIT_NORMAL:
-        for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * rng_normal(r));
+        for (size_t i = 0; i < n; i++) v[i] = (float)(scale * rng_normal(r));
         break;
     case INIT_NEAR_ONE:
-        for (int64_t i = 0; i < n; i++) v[i] = (float)(1.0 + 0.1 * rng_normal(r));
+        for (size_t i = 0; i < n; i++) v[i] = (float)(1.0 + 0.1 * rng_normal(r));
         break;
     case INIT_A:
-        for (int64_t c = 0; c < ne1; c++)
-            for (int64_t k = 0; k < ne0; k++) v[c * ne0 + k] = (float)-(k + 1);
+        for (size_t c = 0; c < n / ne0; c++)
+            for (size_t k = 0; k < ne0; k++) v[c * ne0 + k] = (float)-(double)(k + 1);
         break;
     case INIT_A_HEAD:
-        for (int64_t i = 0; i < n; i++) v[i] = (float)-(1.0 + 15.0 * (1.0 - rng_uniform(r)));
+        for (size_t i = 0; i < n; i++) v[i] = (float)-(1.0 + 15.0 * (1.0 - rng_uniform(r)));
         break;
     case INIT_DT_BIAS: {
         const double lo = log(1e-3), hi = log(1e-1);
-        for (int64_t i = 0; i < n; i++) {
-            /* rng_uniform is (0, 1]; 1 - u is [0, 1), which covers lo exactly. */
-            double dt = exp(lo + (1.0 - rng_uniform(r)) * (hi - lo));
+        for (size_t i = 0; i < n; i++) {
+            double dt = exp(rng_range(r, lo, hi));
             /* softplus(x) = dt  <=>  x = log(expm1(dt)) = dt + log(-expm1(-dt)), the form that
              * stays accurate for small dt (as in the Mamba reference code). */
             v[i] = (float)(dt + log(-expm1(-dt)));
         }
         break;
     }
+    case INIT_UNIT:
+        for (size_t i = 0; i < n; i++) v[i] = (float)rng_range(r, 0.0, 1.0);
+        break;
+    case INIT_RWKV6_DECAY:
+        for (size_t i = 0; i < n; i++) v[i] = (float)rng_range(r, -5.0, 0.2);
+        break;
+    case INIT_RWKV7_W0:
+        for (size_t i = 0; i < n; i++) v[i] = (float)rng_range(r, -3.0, 1.0);
+        break;
     }
 }
 
-/* Draws one tensor, converts it to type and hands it to the writer. ne1 == 0: 1-D. */
-static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name, uint32_t type,
-                       int64_t ne0, int64_t ne1, enum init init, double scale) {
-    int64_t ne[2] = {ne0, ne1 ? ne1 : 1};
-    size_t n, nbytes;
-    size_t elsize = type == RGGUF_F32 ? sizeof(float) : sizeof(uint16_t);
-    if (!rcore_mul_size((size_t)ne[0], (size_t)ne[1], &n) ||
-        !rcore_mul_size(n, sizeof(float), &nbytes)) {
-        rcore_error_set("tensor %s: %lld x %lld elements do not fit in memory", name,
-                        (long long)ne[0], (long long)ne[1]);
+bool mk_add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name,
+                   const char *seed_name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                   enum init init, double scale) {
+    size_t n = 1, nbytes;
+    const size_t elsize = type == RGGUF_F32 ? sizeof(float) : sizeof(uint16_t);
+    bool fits = n_dims >= 1 && n_dims <= RGGUF_MAX_DIMS;
+    for (uint32_t d = 0; fits && d < n_dims; d++)
+        fits = ne[d] >= 1 && rcore_mul_size(n, (size_t)ne[d], &n);
+    if (!fits || !rcore_mul_size(n, sizeof(float), &nbytes)) {
+        rcore_error_set("tensor %s: %u dimensions of %lld x %lld x ... elements do not fit in "
+                        "memory",
+                        name, n_dims, (long long)ne[0], n_dims > 1 ? (long long)ne[1] : 1LL);
         return false;
     }
     float *v = malloc(nbytes);
@@ -392,8 +411,8 @@ static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *n
         return false;
     }
     struct rcore_rng r;
-    rng_seed(&r, m->seed, name);
-    fill(v, ne[0], ne[1], init, scale, &r);
+    rng_seed(&r, m->seed, seed_name ? seed_name : name);
+    fill(v, n, (size_t)ne[0], init, scale, &r);
 
     void *data = v;
     if (type != RGGUF_F32) {
@@ -405,10 +424,17 @@ static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *n
         }
         rcore_row_from_f32(type == RGGUF_F16 ? RCORE_TYPE_F16 : RCORE_TYPE_BF16, data, v, n);
     }
-    bool ok = rgguf_writer_add_tensor(w, name, type, ne1 ? 2 : 1, ne, data, n * elsize);
+    bool ok = rgguf_writer_add_tensor(w, name, type, n_dims, ne, data, n * elsize);
     if (data != v) free(data);
     free(v);
     return ok;
+}
+
+/* A 1-D (ne1 == 0) or 2-D tensor drawn from its own name's generator. */
+static bool add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name, uint32_t type,
+                       int64_t ne0, int64_t ne1, enum init init, double scale) {
+    const int64_t ne[2] = {ne0, ne1};
+    return mk_add_tensor(w, m, name, NULL, type, ne1 ? 2 : 1, ne, init, scale);
 }
 
 /* Mamba-2's tensors (docs/mamba2.md section 2). */
@@ -446,7 +472,7 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
     /* Linear weights ~ N(0, 1/fan_in), fan_in = ne[0], so that activations keep their scale. */
 #define LIN(fan_in) (1.0 / sqrt((double)(fan_in)))
     if (!add_tensor(w, m, "token_embd.weight", wt, embd, vocab, INIT_NORMAL, 1.0)) return false;
-    for (uint32_t l = 0; l < (m->mamba2 ? 0 : m->n_layer); l++) {
+    for (uint32_t l = 0; l < (m->arch == MK_MAMBA2 ? 0 : m->n_layer); l++) {
         char name[64];
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%u." suffix, l), name)
         if (!add_tensor(w, m, NAME("attn_norm.weight"), RGGUF_F32, embd, 0, INIT_NEAR_ONE, 0) ||
@@ -467,7 +493,7 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
             return false;
 #undef NAME
     }
-    if (m->mamba2 && !add_layers_mamba2(w, m)) return false;
+    if (m->arch == MK_MAMBA2 && !add_layers_mamba2(w, m)) return false;
     if (!add_tensor(w, m, "output_norm.weight", RGGUF_F32, embd, 0, INIT_NEAR_ONE, 0)) return false;
     if (!m->tied && !add_tensor(w, m, "output.weight", wt, embd, vocab, INIT_NORMAL, LIN(embd)))
         return false;
@@ -522,7 +548,7 @@ static bool set_init(struct token_set *s, const char **text, const size_t *len, 
 
 /* The text GPT-2's byte-level BPE gives byte b (bytes_to_unicode: printable bytes stand for
  * themselves, the others for U+0100 on, in order), as UTF-8. */
-static size_t byte_text(unsigned b, char out[3]) {
+size_t mk_byte_text(unsigned b, char out[3]) {
     unsigned cp = b;
     if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae))) {
         unsigned k = 0;
@@ -544,7 +570,7 @@ static int byte_of_token(const char *text, size_t len) {
     if (len > 2) return -1; /* byte texts are one or two UTF-8 bytes */
     for (unsigned b = 0; b < N_BYTES; b++) {
         char t[3];
-        size_t n = byte_text(b, t);
+        size_t n = mk_byte_text(b, t);
         if (n == len && memcmp(t, text, n) == 0) return (int)b;
     }
     return -1;
@@ -742,7 +768,7 @@ static int add_vocab(struct rgguf_writer *w, const struct mk *m) {
         rc = ok ? TOOL_OK : TOOL_FAIL;
     }
     if (rc == TOOL_FAIL) rcore_error_prefix("vocabulary file %s", m->vocab_file);
-    if (rc == TOOL_USAGE) usage(stderr);
+    if (rc == TOOL_USAGE) mk_usage(stderr);
     vocab_cut_free(&v);
     rgguf_close(g);
     return rc;
@@ -750,21 +776,25 @@ static int add_vocab(struct rgguf_writer *w, const struct mk *m) {
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
+uint32_t mk_file_type(const struct mk *m) {
+    return m->wtype == RGGUF_F16    ? FTYPE_MOSTLY_F16
+           : m->wtype == RGGUF_BF16 ? FTYPE_MOSTLY_BF16
+                                    : FTYPE_ALL_F32;
+}
+
 static bool add_hparams(struct rgguf_writer *w, const struct mk *m) {
-    uint32_t ftype = m->wtype == RGGUF_F16    ? FTYPE_MOSTLY_F16
-                     : m->wtype == RGGUF_BF16 ? FTYPE_MOSTLY_BF16
-                                              : FTYPE_ALL_F32;
+    const bool mamba2 = m->arch == MK_MAMBA2;
     /* Keys and values as llama.cpp's convert_hf_to_gguf.py writes them for MambaForCausalLM
      * and Mamba2ForCausalLM (it too writes zero feed-forward length and head count, and a 1M
      * context since the model has no positional limit; for mamba2, time_step_rank is the
      * number of SSM heads). */
-    const char *a = m->mamba2 ? "mamba2" : "mamba";
+    const char *a = mamba2 ? "mamba2" : "mamba";
     char key[64];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
     return rgguf_writer_set_str(w, "general.architecture", a) &&
            rgguf_writer_set_str(w, "general.name",
-                                m->mamba2 ? "recur random mamba2" : "recur random mamba") &&
-           rgguf_writer_set_u32(w, "general.file_type", ftype) &&
+                                mamba2 ? "recur random mamba2" : "recur random mamba") &&
+           rgguf_writer_set_u32(w, "general.file_type", mk_file_type(m)) &&
            rgguf_writer_set_u32(w, KEY("context_length"), 1u << 20) &&
            rgguf_writer_set_u32(w, KEY("embedding_length"), m->n_embd) &&
            rgguf_writer_set_u32(w, KEY("feed_forward_length"), 0) &&
@@ -773,11 +803,43 @@ static bool add_hparams(struct rgguf_writer *w, const struct mk *m) {
            rgguf_writer_set_u32(w, KEY("ssm.conv_kernel"), m->d_conv) &&
            rgguf_writer_set_u32(w, KEY("ssm.inner_size"), m->d_inner) &&
            rgguf_writer_set_u32(w, KEY("ssm.state_size"), m->d_state) &&
-           rgguf_writer_set_u32(w, KEY("ssm.time_step_rank"), m->mamba2 ? m->n_head : m->dt_rank) &&
-           (!m->mamba2 || rgguf_writer_set_u32(w, KEY("ssm.group_count"), m->n_group)) &&
+           rgguf_writer_set_u32(w, KEY("ssm.time_step_rank"), mamba2 ? m->n_head : m->dt_rank) &&
+           (!mamba2 || rgguf_writer_set_u32(w, KEY("ssm.group_count"), m->n_group)) &&
            (!m->dt_b_c_rms || rgguf_writer_set_bool(w, KEY("ssm.dt_b_c_rms"), true)) &&
            rgguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->eps);
 #undef KEY
+}
+
+static void print_summary(const struct mk *m) {
+    switch (m->arch) {
+    case MK_MAMBA:
+        printf("wrote %s: mamba, layers %u, embd %u, inner %u, state %u, conv %u, dt_rank %u, "
+               "vocab %u, %s%s%s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->d_inner, m->d_state, m->d_conv, m->dt_rank,
+               m->n_vocab, rgguf_type_name(m->wtype), m->tied ? ", tied" : "",
+               m->dt_b_c_rms ? ", dt_b_c_rms" : "", (unsigned long long)m->seed);
+        break;
+    case MK_MAMBA2:
+        printf("wrote %s: mamba2, layers %u, embd %u, inner %u, state %u, conv %u, heads %u, "
+               "groups %u, vocab %u, %s%s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->d_inner, m->d_state, m->d_conv, m->n_head,
+               m->n_group, m->n_vocab, rgguf_type_name(m->wtype), m->tied ? ", tied" : "",
+               (unsigned long long)m->seed);
+        break;
+    case MK_RWKV6:
+        printf("wrote %s: rwkv6, layers %u, embd %u, head_size %u, ff %u, mix_dim %u, "
+               "decay_dim %u, rescale %u, vocab %u, %s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->head_size, m->n_ff, m->mix_dim, m->decay_dim,
+               m->rescale, m->n_vocab, rgguf_type_name(m->wtype), (unsigned long long)m->seed);
+        break;
+    case MK_RWKV7:
+        printf("wrote %s: rwkv7, layers %u, embd %u, head_size %u, ff %u, lora w/a/v/g "
+               "%u/%u/%u/%u, vocab %u, %s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->head_size, m->n_ff, m->lora_w, m->lora_a,
+               m->lora_v, m->lora_g, m->n_vocab, rgguf_type_name(m->wtype),
+               (unsigned long long)m->seed);
+        break;
+    }
 }
 
 int cmd_mkmodel(int argc, char **argv) {
@@ -791,24 +853,16 @@ int cmd_mkmodel(int argc, char **argv) {
         fprintf(stderr, "recur mkmodel: %s\n", rcore_error_get());
         return TOOL_FAIL;
     }
+    const bool rwkv = mk_is_rwkv(&m);
     rc = TOOL_FAIL;
-    if (add_hparams(w, &m)) rc = add_vocab(w, &m);
-    if (rc == TOOL_OK && !(add_tensors(w, &m) && rgguf_writer_write(w, m.out))) rc = TOOL_FAIL;
+    if (rwkv ? mk_rwkv_add_hparams(w, &m) : add_hparams(w, &m))
+        rc = rwkv ? mk_rwkv_add_vocab(w, &m) : add_vocab(w, &m);
+    if (rc == TOOL_OK &&
+        !((rwkv ? mk_rwkv_add_tensors(w, &m) : add_tensors(w, &m)) && rgguf_writer_write(w, m.out)))
+        rc = TOOL_FAIL;
     if (rc == TOOL_FAIL) fprintf(stderr, "recur mkmodel: %s\n", rcore_error_get());
     rgguf_writer_free(w);
     if (rc != TOOL_OK) return rc;
-
-    if (m.mamba2)
-        printf("wrote %s: mamba2, layers %u, embd %u, inner %u, state %u, conv %u, heads %u, "
-               "groups %u, vocab %u, %s%s, seed %llu\n",
-               m.out, m.n_layer, m.n_embd, m.d_inner, m.d_state, m.d_conv, m.n_head, m.n_group,
-               m.n_vocab, rgguf_type_name(m.wtype), m.tied ? ", tied" : "",
-               (unsigned long long)m.seed);
-    if (m.mamba2) return TOOL_OK;
-    printf("wrote %s: mamba, layers %u, embd %u, inner %u, state %u, conv %u, dt_rank %u, "
-           "vocab %u, %s%s%s, seed %llu\n",
-           m.out, m.n_layer, m.n_embd, m.d_inner, m.d_state, m.d_conv, m.dt_rank, m.n_vocab,
-           rgguf_type_name(m.wtype), m.tied ? ", tied" : "", m.dt_b_c_rms ? ", dt_b_c_rms" : "",
-           (unsigned long long)m.seed);
+    print_summary(&m);
     return TOOL_OK;
 }

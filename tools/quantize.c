@@ -2,11 +2,13 @@
  * recur quantize: rewrites a model's weight matrices in another type, as llama-quantize
  * --pure does, into a GGUF file that llama.cpp reads.
  *
- * Converted: every 2-D tensor whose name ends in "weight", except Mamba's ssm_conv1d (a few
- * values per channel, kept as they are, as llama.cpp keeps them), and for q8_0 / q4_0 only
- * matrices whose rows are whole 32-value blocks (others keep their type). 1-D tensors (norms,
- * biases) and every key are copied; general.file_type is set to llama.cpp's value for the new
- * type. Values are rounded as ggml's reference quantizers round them.
+ * Converted: every 2-D tensor whose name ends in "weight", except those llama.cpp's quantizer
+ * keeps as they are: norms (also 2-D ones), Mamba's ssm_conv1d (a few values per channel) and
+ * RWKV's small LoRA, decay, bonus and lerp tensors; and for q8_0 / q4_0 only matrices whose rows
+ * are whole 32-value blocks (others keep their type). 1-D, 3-D and 4-D tensors (norms, biases,
+ * RWKV-6's time_mix_w2, lerp_fused) and every key are copied; general.file_type is set to
+ * llama.cpp's value for the new type. Values are rounded as ggml's reference quantizers round
+ * them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +35,8 @@ static const struct qtype qtypes[] = {
 static void usage(FILE *out) {
     fprintf(out, "usage: recur quantize IN.gguf OUT.gguf q8_0|q4_0|f16|bf16\n"
                  "Rewrites the weight matrices of a model in another type (llama-quantize\n"
-                 "--pure); norms (also Mamba-2's 2-D ssm_norm), biases and Mamba's conv weights "
-                 "keep theirs.\n");
+                 "--pure); norms (also Mamba-2's 2-D ssm_norm), biases, Mamba's conv weights and\n"
+                 "RWKV's small LoRA, decay and lerp tensors keep theirs.\n");
 }
 
 static bool converts(const struct rgguf_tensor *t, const struct qtype *q) {
@@ -43,6 +45,18 @@ static bool converts(const struct rgguf_tensor *t, const struct qtype *q) {
     /* as llama.cpp's quantizer: no conv weights, and no norm weights even where they are 2-D
        (Mamba-2's grouped ssm_norm) */
     if (strstr(t->name, "ssm_conv1d") || strstr(t->name, "_norm.weight")) return false;
+    /* nor RWKV's "small yet 2D weights" (llama-quant.cpp's list, matched as it matches them):
+       the decay, bonus, LoRA and lerp tensors, too small for quantizing to save anything. So
+       the RWKV-7 a/v/g LoRAs keep the input's type, F16 included, as with llama-quantize. */
+    static const char *const rwkv_small[] = {
+        "time_mix_first.weight",    "time_mix_w0.weight",       "time_mix_w1.weight",
+        "time_mix_w2.weight",       "time_mix_v0.weight",       "time_mix_v1.weight",
+        "time_mix_v2.weight",       "time_mix_a0.weight",       "time_mix_a1.weight",
+        "time_mix_a2.weight",       "time_mix_g1.weight",       "time_mix_g2.weight",
+        "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
+    };
+    for (size_t i = 0; i < sizeof rwkv_small / sizeof rwkv_small[0]; i++)
+        if (strstr(t->name, rwkv_small[i])) return false;
     return rops_row_bytes(q->ggml_type, t->ne[0]) != 0 && rops_type_supported(t->type, t->ne[0]);
 }
 

@@ -8,6 +8,7 @@ numpy-style: a GGUF tensor {ne0, ne1} (ne0 fastest) becomes an array of shape (n
 
     f = GGUFFile("model.gguf")
     f.kv["mamba.block_count"]            -> 4
+    f.kv_types["mamba.block_count"]      -> 4 (u32)
     f.tensor("token_embd.weight")        -> float64 array (n_vocab, n_embd)
 
 Run as a script to list a file's metadata and tensors: python3 gguf_reader.py FILE.gguf
@@ -154,9 +155,12 @@ class GGUFFile:
         n_kv = cur.u64()
 
         self.kv = {}
+        self.kv_types = {}  # key -> metadata value type id (4 u32, 6 f32, 8 string, 9 array, ...)
         for _ in range(n_kv):
             key = cur.string()
-            self.kv[key] = cur.value(cur.u32())
+            vtype = cur.u32()
+            self.kv_types[key] = vtype
+            self.kv[key] = cur.value(vtype)
 
         self.tensors = {}
         for _ in range(n_tensors):
