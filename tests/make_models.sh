@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the random-weight Mamba-1 and Mamba-2 models the model tests run on (a ctest fixture).
+# Writes the random-weight Mamba-1, Mamba-2, RWKV-6 and RWKV-7 models the model tests run on (a ctest fixture).
 #   make_models.sh RECUR_BIN OUT_DIR
 # The file name says the weight type, which sets the tolerance against the reference.
 set -euo pipefail
@@ -25,6 +25,21 @@ mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --t
 mk2 f32-mamba2 --embd 64 --layers 2 --vocab 512 --state 8 --seed 6 --type f32 --heads 4 --groups 2
 mk2 f16-mamba2-tied --embd 32 --layers 3 --vocab 300 --state 16 --seed 7 --type f16 --tied \
     --heads 2 --conv 3
+# RWKV-6: several heads, small LoRAs; an f16 one that halves the residual every 2 layers
+mkr() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" "$@"
+}
+mkr f32-rwkv6 --arch rwkv6 --embd 64 --layers 3 --vocab 400 --seed 8 --type f32 --head-size 16 \
+    --mix-dim 8 --decay-dim 16
+mkr f16-rwkv6-rescale --arch rwkv6 --embd 32 --layers 4 --vocab 300 --seed 9 --type f16 \
+    --head-size 8 --ff 96 --mix-dim 4 --decay-dim 8 --rescale 2
+# RWKV-7: three layers, so the value residual mixes in two
+mkr f32-rwkv7 --arch rwkv7 --embd 64 --layers 3 --vocab 400 --seed 10 --type f32 --head-size 16 \
+    --lora-w 8 --lora-a 8 --lora-v 4 --lora-g 16
+mkr bf16-rwkv7 --arch rwkv7 --embd 32 --layers 2 --vocab 300 --seed 11 --type bf16 --head-size 8 \
+    --ff 64 --lora-w 4 --lora-a 4 --lora-v 4 --lora-g 8
 # quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
 # the shapes are whole 32-value blocks, so that every matrix is converted
 quantize() {
@@ -37,4 +52,6 @@ quantize() {
 quantize f32-untied q8_0-untied q8_0
 quantize f32-rms q4_0-rms q4_0
 quantize f32-mamba2 q8_0-mamba2 q8_0
+quantize f32-rwkv6 q8_0-rwkv6 q8_0
+quantize f32-rwkv7 q8_0-rwkv7 q8_0
 echo "make_models: $(ls "$out"/*.gguf | wc -l) models in $out"
