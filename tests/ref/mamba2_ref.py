@@ -75,6 +75,11 @@ class Mamba2Model:
         self.layers = [Mamba2Layer(get, matrix, i, self) for i in range(self.n_layer)]
 
 
+def load(path):
+    """mamba_ref.load_model's entry for general.architecture "mamba2"."""
+    return Mamba2Model(path)
+
+
 class Mamba2State:
     def __init__(self, m):
         self.conv = np.zeros((m.d_conv - 1, m.conv_dim))

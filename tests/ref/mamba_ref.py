@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (SPEC section 4).
+"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (SPEC section 4),
+and the command line of every architecture's reference.
 
 Reads a GGUF model as llama.cpp writes it (general.architecture = "mamba") with the small
 reader in gguf_reader.py, and runs tokens one at a time, the way recur does, keeping a
@@ -7,12 +8,19 @@ recurrent state per layer: conv_state (d_conv-1, d_inner) and ssm_state (d_inner
 both zero at the start of a sequence. Each step of the layer is its own function and reads
 like the equations of SPEC section 4; everything is float64 numpy, vectorised over channels.
 
+Other architectures live in their own modules, chosen by general.architecture (ARCHS below):
+mamba2 (mamba2_ref.py, docs/mamba2.md), rwkv6 (rwkv6_ref.py, docs/rwkv6.md) and rwkv7
+(rwkv7_ref.py, docs/rwkv7.md). Each module has a model class (attribute `kind` = the
+architecture, plus n_vocab), new_state(model) and forward(model, state, token); load_model,
+new_state and forward below dispatch to them, so the command line and run_sequence / greedy
+work for every architecture.
+
 Weights are numpy arrays in numpy order (GGUF {ne0, ne1} -> shape (ne1, ne0)), so a
 projection from n inputs to m outputs is an (m, n) matrix and is applied as W @ v.
 
 Command line:
     python3 tests/ref/mamba_ref.py MODEL.gguf --tokens 1,2,3 [--tokens 4,5 ...]
-                                   [--out FILE] [--print] [--greedy N]
+                                   [--out FILE] [--print] [--greedy N] [--mean-nll]
 Each --tokens list is its own sequence from a zero state. --out writes, for every sequence
 and every token in order, the n_vocab logits as little-endian float64 (so the file holds
 sum(len) * n_vocab doubles). --print prints the first logits of every token. --greedy N
@@ -35,11 +43,31 @@ except ImportError:
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     sys.exit("mamba_ref: numpy is required (Debian: apt-get install python3-numpy)")
 
-from gguf_reader import GGUFError, GGUFFile
+# Run as a script this file is __main__; the architecture modules import it as mamba_ref.
+# Make that the same module, so their ModelError is the one main() catches.
+if __name__ == "__main__":
+    sys.modules.setdefault("mamba_ref", sys.modules[__name__])
+
+from gguf_reader import GGUFError, GGUFFile  # noqa: E402
 
 
 class ModelError(Exception):
-    """The GGUF file is readable but is not a Mamba-1 model this reference can run."""
+    """The GGUF file is readable but is not a model this reference can run."""
+
+
+# general.architecture -> the module that runs it (mamba itself is this file)
+ARCHS = {"mamba2": "mamba2_ref", "rwkv6": "rwkv6_ref", "rwkv7": "rwkv7_ref"}
+
+
+def arch_module(kind):
+    """The reference module of architecture `kind` (None for mamba: this module)."""
+    if kind == "mamba":
+        return None
+    if kind not in ARCHS:
+        raise ModelError("general.architecture %r is not one of %s"
+                         % (kind, ", ".join(["mamba"] + sorted(ARCHS))))
+    import importlib
+    return importlib.import_module(ARCHS[kind])
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,6 +140,8 @@ class Layer:
 class MambaModel:
     """Hyperparameters and float64 weights of a Mamba-1 GGUF model."""
 
+    kind = "mamba"
+
     def __init__(self, path):
         f = GGUFFile(path)
         kv = f.kv
@@ -173,10 +203,10 @@ class LayerState:
 
 
 def new_state(model):
-    """A zero state for a new sequence: one LayerState per layer."""
-    if getattr(model, "kind", "mamba") == "mamba2":
-        import mamba2_ref
-        return mamba2_ref.new_state(model)
+    """A zero state for a new sequence: one LayerState (or the architecture's) per layer."""
+    mod = arch_module(model.kind)
+    if mod is not None:
+        return mod.new_state(model)
     return [LayerState(model.d_conv, model.d_inner, model.d_state) for _ in model.layers]
 
 
@@ -247,29 +277,34 @@ def mamba_layer(model, layer, st, x):
 
 def forward(model, state, token):
     """Run one token through the model, updating `state`; returns the n_vocab logits."""
+    mod = arch_module(model.kind)
+    if mod is not None and hasattr(mod, "forward"):
+        return mod.forward(model, state, token)
+    # Mamba-1, and Mamba-2 (the same model around a different layer)
     x = model.token_embd[token].copy()
-    step = mamba_layer
-    if getattr(model, "kind", "mamba") == "mamba2":
-        import mamba2_ref
-        step = mamba2_ref.layer_step
+    step = mamba_layer if mod is None else mod.layer_step
     for layer, st in zip(model.layers, state):
         x = step(model, layer, st, x)
     return model.output @ rmsnorm(x, model.output_norm, model.eps)
 
 
 def load_model(path):
-    """A Mamba-1 or Mamba-2 model, by its general.architecture."""
-    if GGUFFile(path).kv.get("general.architecture") == "mamba2":
-        import mamba2_ref
-        return mamba2_ref.Mamba2Model(path)
-    return MambaModel(path)
+    """The model of GGUF file `path`, by its general.architecture (ARCHS)."""
+    kind = GGUFFile(path).kv.get("general.architecture")
+    if kind == "mamba" or not isinstance(kind, str):
+        return MambaModel(path)  # which names what is wrong with a non-string
+    return arch_module(kind).load(path)
+
+
+def check_tokens(model, tokens):
+    for t in tokens:
+        if not 0 <= t < model.n_vocab:
+            raise ModelError("token id %d out of range [0, %d)" % (t, model.n_vocab))
 
 
 def run_sequence(model, tokens):
     """Logits for every token of one sequence from a zero state: shape (len, n_vocab)."""
-    for t in tokens:
-        if not 0 <= t < model.n_vocab:
-            raise ModelError("token id %d out of range [0, %d)" % (t, model.n_vocab))
+    check_tokens(model, tokens)
     state = new_state(model)
     return np.array([forward(model, state, t) for t in tokens]).reshape(len(tokens),
                                                                          model.n_vocab)
@@ -284,6 +319,7 @@ def greedy(model, prompt, n):
     """n tokens that follow prompt, each the argmax of the logits (no stop at EOS), and the
     smallest gap between the best and the second-best logit met on the way: a gap far above
     recur's rounding error means recur must pick the same tokens."""
+    check_tokens(model, prompt)
     state = new_state(model)
     for t in prompt[:-1]:
         forward(model, state, t)
@@ -313,8 +349,10 @@ def parse_tokens(text):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
-        description="float64 reference of the Mamba-1 forward pass (recur SPEC section 4)")
-    ap.add_argument("model", help="Mamba-1 GGUF file")
+        description="float64 reference of the forward pass of a mamba, mamba2, rwkv6 or rwkv7 "
+                    "GGUF model (recur SPEC section 4, docs/mamba2.md, docs/rwkv6.md, "
+                    "docs/rwkv7.md)")
+    ap.add_argument("model", help="GGUF file (general.architecture mamba, mamba2, rwkv6, rwkv7)")
     ap.add_argument("--tokens", type=parse_tokens, action="append", required=True,
                     metavar="ID,ID,...", help="one sequence of token ids (repeatable)")
     ap.add_argument("--out", help="write all logits here as little-endian float64")

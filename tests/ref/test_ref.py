@@ -179,6 +179,13 @@ def model_bytes(hp, weights, eps=1e-5, dt_b_c_rms=None, types=None, arch="mamba"
            ("mamba.attention.layer_norm_rms_epsilon", F32V, eps)]
     if dt_b_c_rms is not None:
         kvs.append(("mamba.ssm.dt_b_c_rms", BOOL, dt_b_c_rms))
+    return weights_gguf(kvs, weights, types)
+
+
+def weights_gguf(kvs, weights, types=None):
+    """A GGUF file of metadata `kvs` and tensors `weights` (numpy order; GGUF shape = the
+    numpy shape reversed), each F32 unless `types` names it: by its full name, or for
+    "blk.N.x" by "x". Returns (bytes, the float64 weights the file decodes to)."""
     tensors, decoded = [], {}
     for name, arr in weights.items():
         gtype = (types or {}).get(name.split(".", 2)[-1] if name.startswith("blk.") else name,
@@ -619,6 +626,233 @@ class ModelTests(TempDirCase):
         self.assertEqual(logits.shape, (50, 1000))
         self.assertTrue(np.all(np.isfinite(logits)))
         self.assertLess(elapsed, 10.0)
+
+
+# ---------------------------------------------------------------------------------------
+# Mamba-2 (mamba2_ref.py, docs/mamba2.md), against a closed form and an unrolled computation
+
+
+HP2 = dict(n_embd=8, n_layer=2, d_conv=4, d_inner=12, d_state=5, n_head=4, n_group=2,
+           n_vocab=9)
+
+
+def mamba2_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_head, n_group, n_vocab,
+                   tied=False):
+    """Random Mamba-2 weights in numpy order, named like the GGUF tensors."""
+    conv_dim = d_inner + 2 * n_group * d_state
+    d_in_proj = 2 * d_inner + 2 * n_group * d_state + n_head
+
+    def mat(rows, cols):
+        return rng.standard_normal((rows, cols)) / math.sqrt(cols)
+
+    w = {"token_embd.weight": rng.standard_normal((n_vocab, n_embd)),
+         "output_norm.weight": rng.uniform(0.5, 1.5, n_embd)}
+    if not tied:
+        w["output.weight"] = mat(n_vocab, n_embd)
+    for i in range(n_layer):
+        p = "blk.%d." % i
+        w[p + "attn_norm.weight"] = rng.uniform(0.5, 1.5, n_embd)
+        w[p + "ssm_in.weight"] = mat(d_in_proj, n_embd)
+        w[p + "ssm_conv1d.weight"] = rng.standard_normal((conv_dim, d_conv)) * 0.5
+        w[p + "ssm_conv1d.bias"] = rng.standard_normal(conv_dim) * 0.1
+        w[p + "ssm_dt.bias"] = rng.uniform(-2, 0.5, n_head)
+        w[p + "ssm_a"] = -np.exp(rng.uniform(-1, 1, (n_head, 1)))          # GGUF {1, n_head}
+        w[p + "ssm_d"] = rng.standard_normal((n_head, 1))
+        w[p + "ssm_norm.weight"] = rng.uniform(0.5, 1.5, (n_group, d_inner // n_group))
+        w[p + "ssm_out.weight"] = mat(n_embd, d_inner)
+    return w
+
+
+def mamba2_bytes(hp, weights, eps=1e-5, types=None):
+    kvs = [("general.architecture", STR, "mamba2"),
+           ("mamba2.context_length", U32, 1 << 20),
+           ("mamba2.embedding_length", U32, hp["n_embd"]),
+           ("mamba2.block_count", U32, hp["n_layer"]),
+           ("mamba2.ssm.conv_kernel", U32, hp["d_conv"]),
+           ("mamba2.ssm.inner_size", U32, hp["d_inner"]),
+           ("mamba2.ssm.state_size", U32, hp["d_state"]),
+           ("mamba2.ssm.time_step_rank", U32, hp["n_head"]),
+           ("mamba2.ssm.group_count", U32, hp["n_group"]),
+           ("mamba2.attention.layer_norm_rms_epsilon", F32V, eps)]
+    return weights_gguf(kvs, weights, types)
+
+
+def mamba2_sequence(w, hp, eps, tokens):
+    """Logits of a whole sequence at once (T x n_vocab), with the scan in its closed
+    ("attention", SSD) form per head h of group g:
+
+      y_t = sum_{s<=t} (C_t . B_s) exp(sum_{s<tau<=t} dt_tau A) dt_s x_s + D x_t
+
+    and the conv as a sum over each token's window of the zero-padded sequence."""
+    T = len(tokens)
+    Di, N, H, G, K = hp["d_inner"], hp["d_state"], hp["n_head"], hp["n_group"], hp["d_conv"]
+    P = Di // H
+
+    def rms(X, g):
+        return X / np.sqrt(np.mean(X * X, axis=-1, keepdims=True) + eps) * g
+
+    def silu(v):
+        return v / (1.0 + np.exp(-v))
+
+    X = w["token_embd.weight"][tokens]
+    for i in range(hp["n_layer"]):
+        p = "blk.%d." % i
+        Z = rms(X, w[p + "attn_norm.weight"]) @ w[p + "ssm_in.weight"].T
+        z, xBC, dt = Z[:, :Di], Z[:, Di:2 * Di + 2 * G * N], Z[:, 2 * Di + 2 * G * N:]
+        padded = np.vstack([np.zeros((K - 1, xBC.shape[1])), xBC])
+        conv = w[p + "ssm_conv1d.weight"]
+        U = silu(np.array([np.sum(conv.T * padded[t:t + K], axis=0) for t in range(T)])
+                 + w[p + "ssm_conv1d.bias"])
+        xs = U[:, :Di].reshape(T, H, P)
+        B = U[:, Di:Di + G * N].reshape(T, G, N)
+        C = U[:, Di + G * N:].reshape(T, G, N)
+        dt = np.log1p(np.exp(dt + w[p + "ssm_dt.bias"]))                     # (T, H)
+        A, D = w[p + "ssm_a"][:, 0], w[p + "ssm_d"][:, 0]
+        Y = np.zeros((T, H, P))
+        for h in range(H):
+            g = h // (H // G)
+            for t in range(T):
+                for s in range(t + 1):
+                    decay = math.exp(sum(dt[tau, h] * A[h] for tau in range(s + 1, t + 1)))
+                    Y[t, h] += (C[t, g] @ B[s, g]) * decay * dt[s, h] * xs[s, h]
+                Y[t, h] += D[h] * xs[t, h]
+        Y = Y.reshape(T, Di) * silu(z)
+        Y = rms(Y.reshape(T, G, Di // G), w[p + "ssm_norm.weight"]).reshape(T, Di)
+        X = X + Y @ w[p + "ssm_out.weight"].T
+    out = w.get("output.weight", w["token_embd.weight"])
+    return rms(X, w["output_norm.weight"]) @ out.T
+
+
+def mamba2_unrolled_two_tokens(w, hp, eps, t1, t2):
+    """Logits of tokens t1, t2 of one sequence, written out with scalar loops, layer by layer
+    for both tokens: token 1's conv window is [0, .., 0, xBC1] and its state dt1 x1 B1^T;
+    token 2's window [0, .., xBC1, xBC2] and its state s1 exp(dt2 A) + dt2 x2 B2^T. Each
+    layer: split in_proj into z | xBC | dt, conv + silu, split xBC into x | B | C, per-head
+    scan with group g = h // (n_head / n_group), y * silu(z), then RMSNorm per group."""
+    E, Di, N = hp["n_embd"], hp["d_inner"], hp["d_state"]
+    H, G, K = hp["n_head"], hp["n_group"], hp["d_conv"]
+    P, conv_dim = Di // H, Di + 2 * G * N
+
+    def rms(v, g):
+        r = 1.0 / math.sqrt(sum(a * a for a in v) / len(v) + eps)
+        return [v[i] * r * g[i] for i in range(len(v))]
+
+    def silu(a):
+        return a / (1.0 + math.exp(-a))
+
+    def matvec(W, v):
+        return [sum(W[i][j] * v[j] for j in range(len(v))) for i in range(len(W))]
+
+    def split(u):
+        x = [[u[h * P + q] for q in range(P)] for h in range(H)]
+        B = [[u[Di + g * N + n] for n in range(N)] for g in range(G)]
+        C = [[u[Di + G * N + g * N + n] for n in range(N)] for g in range(G)]
+        return x, B, C
+
+    def gate_norm(y, z, norm):
+        y = [y[c] * silu(z[c]) for c in range(Di)]
+        q = Di // G
+        out = []
+        for g in range(G):
+            out += rms(y[g * q:(g + 1) * q], norm[g])
+        return out
+
+    x1 = list(w["token_embd.weight"][t1])
+    x2 = list(w["token_embd.weight"][t2])
+    for i in range(hp["n_layer"]):
+        p = "blk.%d." % i
+        norm, Win = w[p + "attn_norm.weight"], w[p + "ssm_in.weight"]
+        conv, cb = w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"]
+        dtb, A, D = w[p + "ssm_dt.bias"], w[p + "ssm_a"], w[p + "ssm_d"]
+        snorm, Wout = w[p + "ssm_norm.weight"], w[p + "ssm_out.weight"]
+
+        zxbcdt1 = matvec(Win, rms(x1, norm))
+        zxbcdt2 = matvec(Win, rms(x2, norm))
+        z1, xBC1, dtr1 = zxbcdt1[:Di], zxbcdt1[Di:Di + conv_dim], zxbcdt1[Di + conv_dim:]
+        z2, xBC2, dtr2 = zxbcdt2[:Di], zxbcdt2[Di:Di + conv_dim], zxbcdt2[Di + conv_dim:]
+        u1 = [silu(conv[c][K - 1] * xBC1[c] + cb[c]) for c in range(conv_dim)]
+        u2 = [silu(conv[c][K - 2] * xBC1[c] + conv[c][K - 1] * xBC2[c] + cb[c])
+              for c in range(conv_dim)]
+        xs1, B1, C1 = split(u1)
+        xs2, B2, C2 = split(u2)
+        y1, y2 = [0.0] * Di, [0.0] * Di
+        for h in range(H):
+            g = h // (H // G)
+            dt1 = math.log(1.0 + math.exp(dtr1[h] + dtb[h]))
+            dt2 = math.log(1.0 + math.exp(dtr2[h] + dtb[h]))
+            for q in range(P):
+                s1 = [dt1 * xs1[h][q] * B1[g][n] for n in range(N)]
+                s2 = [s1[n] * math.exp(dt2 * A[h][0]) + dt2 * xs2[h][q] * B2[g][n]
+                      for n in range(N)]
+                y1[h * P + q] = sum(s1[n] * C1[g][n] for n in range(N)) + D[h][0] * xs1[h][q]
+                y2[h * P + q] = sum(s2[n] * C2[g][n] for n in range(N)) + D[h][0] * xs2[h][q]
+        o1, o2 = matvec(Wout, gate_norm(y1, z1, snorm)), matvec(Wout, gate_norm(y2, z2, snorm))
+        x1 = [x1[j] + o1[j] for j in range(E)]
+        x2 = [x2[j] + o2[j] for j in range(E)]
+
+    out = w.get("output.weight", w["token_embd.weight"])
+    onorm = w["output_norm.weight"]
+    return np.array([matvec(out, rms(x1, onorm)), matvec(out, rms(x2, onorm))])
+
+
+def rel_err(got, want):
+    """max |got - want| / rms(want): the measure of test_model_ref.sh."""
+    return np.max(np.abs(got - want)) / np.sqrt(np.mean(np.square(want)))
+
+
+class Mamba2Tests(TempDirCase):
+    """mamba2_ref's token-by-token logits against the closed (SSD) form of the scan over the
+    whole sequence (relative error 1e-11: the two differ only in float64 summation order) and
+    against a scalar, unrolled two-token computation (1e-12)."""
+
+    def load(self, hp, w, **kw):
+        data, dec = mamba2_bytes(hp, w, **kw)
+        return mr.load_model(self.write("m2.gguf", data)), dec
+
+    def test_hparams_and_state_shape(self):
+        m, _ = self.load(HP2, mamba2_weights(np.random.default_rng(40), **HP2))
+        self.assertEqual(m.kind, "mamba2")
+        self.assertEqual((m.n_head, m.head_dim, m.n_group, m.conv_dim, m.d_in_proj, m.n_vocab),
+                         (4, 3, 2, 32, 48, 9))
+        st = mr.new_state(m)
+        self.assertEqual((len(st), st[0].conv.shape, st[0].ssm.shape), (2, (3, 32), (4, 3, 5)))
+
+    def test_closed_form_over_a_sequence(self):
+        tokens = [3, 8, 0, 5, 5, 1, 7, 2, 6]
+        for seed, hp in ((41, HP2), (42, dict(HP2, n_group=1, n_layer=3)),
+                         (43, dict(HP2, n_group=4, d_state=3))):
+            m, dec = self.load(hp, mamba2_weights(np.random.default_rng(seed), **hp))
+            got = mr.run_sequence(m, tokens)
+            want = mamba2_sequence(dec, hp, m.eps, tokens)
+            self.assertLess(rel_err(got, want), 1e-11, hp)
+
+    def test_unrolled_two_tokens(self):
+        for seed, hp, tied in ((44, HP2, False), (45, dict(HP2, n_group=1), True)):
+            m, dec = self.load(hp, mamba2_weights(np.random.default_rng(seed), tied=tied, **hp))
+            self.assertEqual(m.tied, tied)
+            got = mr.run_sequence(m, [4, 7])
+            np.testing.assert_allclose(got, mamba2_unrolled_two_tokens(dec, hp, m.eps, 4, 7),
+                                       rtol=1e-12, atol=1e-12)
+
+    def test_state_round_trip(self):
+        m, _ = self.load(HP2, mamba2_weights(np.random.default_rng(46), **HP2))
+        st = mr.new_state(m)
+        for t in (1, 2):
+            mr.forward(m, st, t)
+        saved = [(s.conv.copy(), s.ssm.copy()) for s in st]
+        fresh = mr.new_state(m)
+        for s, (conv, ssm) in zip(fresh, saved):
+            s.conv, s.ssm = conv, ssm
+        np.testing.assert_array_equal(mr.forward(m, fresh, 3), mr.run_sequence(m, [1, 2, 3])[2])
+
+    def test_bad_models(self):
+        w = mamba2_weights(np.random.default_rng(47), **HP2)
+        missing = {k: v for k, v in w.items() if k != "blk.1.ssm_norm.weight"}
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.ssm_norm\.weight"):
+            self.load(HP2, missing)
+        wrong = dict(w, **{"blk.0.ssm_d": np.zeros((HP2["n_head"] + 1, 1))})
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.0\.ssm_d"):
+            self.load(HP2, wrong)
 
 
 # ---------------------------------------------------------------------------------------
