@@ -269,8 +269,10 @@ RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const cha
 /* Tokenises text (text_len bytes, any bytes: invalid UTF-8 round-trips) into tokens. Returns
  * the number of tokens, or the negated number needed when n_tokens_max is too small (tokens'
  * contents are then unspecified); INT32_MIN with the error set on a bad argument.
- * add_special: add BOS / EOS when the model asks for them. parse_special: control tokens
- * written in the text become their ids. */
+ * add_special: add BOS / EOS when the model asks for them (never for an RWKV world vocabulary,
+ * as in llama.cpp). parse_special: control tokens written in the text become their ids.
+ * INT32_MIN also for a byte that no token of an RWKV vocabulary starts with when it names no
+ * unknown token (llama.cpp would emit the invalid id -1; real vocabularies have all 256). */
 RECUR_API int32_t recur_tokenize(const struct recur_model *model, const char *text,
                                  int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
                                  bool add_special, bool parse_special);

@@ -200,6 +200,7 @@ static void test_llama_cases(void) {
 
 static void test_properties(void) {
     CHECK(rvocab_n_tokens(gpt2) == 50257);
+    CHECK(strcmp(rvocab_model(gpt2), "gpt2") == 0 && rvocab_model(NULL) == NULL);
     CHECK(rvocab_n_merges(gpt2) == 50000);
     CHECK(rvocab_bos(gpt2) == EOT && rvocab_eos(gpt2) == EOT);
     CHECK(rvocab_unk(gpt2) == -1 && rvocab_pad(gpt2) == -1);
@@ -669,7 +670,8 @@ static void test_load_errors(void) {
     w = copy_except(model, 1);
     REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     CHECK(load_written(w) == NULL);
-    CHECK_ERR("tokenizer.ggml.model is \"llama\": only \"gpt2\"");
+    CHECK_ERR("tokenizer.ggml.model is \"llama\": supported are \"gpt2\" (byte-level BPE) and "
+              "\"rwkv\" (RWKV world)");
 
     w = copy_except(model, 1);
     CHECK(load_written(w) == NULL);

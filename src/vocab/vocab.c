@@ -1,5 +1,8 @@
 /*
- * vocab: byte-level BPE (tokenizer.ggml.model = "gpt2") with llama.cpp's semantics.
+ * vocab: loading, special tokens, detokenizing, and byte-level BPE (tokenizer.ggml.model =
+ * "gpt2"), with llama.cpp's semantics. The RWKV world tokenizer ("rwkv": unescaped token bytes,
+ * greedy longest match in a byte trie) is in vocab_rwkv.c; it shares everything here but the
+ * BPE, the pre-tokenizer pattern and the byte alphabet (its pieces are the unescaped texts).
  *
  * Data structures, and why:
  *
@@ -48,6 +51,7 @@
 #include <pcre2.h>
 
 #include "vocab/vocab.h"
+#include "vocab/vocab_impl.h"
 
 #include "core/core.h"
 #include "gguf/gguf.h"
@@ -90,12 +94,6 @@ static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
 /* Code points of the GPT-2 byte alphabet: bytes map to 0 .. 255 + 68. */
 #define N_ALPHABET_CP 324
 
-struct vtoken {
-    uint32_t text_off, text_len;
-    uint32_t piece_off, piece_len;
-    uint8_t type;
-};
-
 struct text_slot {
     uint32_t hash; /* low bits of XXH64 of the text */
     int32_t id;    /* -1: empty */
@@ -110,9 +108,10 @@ struct merge_slot {
 #define MERGE_EMPTY UINT64_MAX
 
 struct rvocab {
+    bool rwkv; /* tokenizer.ggml.model: false "gpt2", true "rwkv" */
     int32_t n_tokens;
     int32_t n_merges;
-    struct vtoken *tokens;
+    struct rvocab_token *tokens;
     char *text;   /* token texts, each NUL-terminated */
     char *pieces; /* decoded pieces, back to back */
 
@@ -131,8 +130,10 @@ struct rvocab {
     int32_t bos, eos, unk, pad;
     bool add_bos, add_eos, add_space_prefix, clean_spaces;
 
-    pcre2_code *re;
+    pcre2_code *re; /* gpt2 only */
     bool jit;
+
+    struct rvocab_trie *trie; /* rwkv only */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -195,13 +196,7 @@ static int utf8_encode(uint32_t cp, char *out) {
     return 4;
 }
 
-/* A growable byte buffer for building the arenas at load. */
-struct bytes {
-    char *p;
-    size_t n, cap;
-};
-
-static bool bytes_add(struct bytes *b, const void *src, size_t n) {
+bool rvocab_bytes_add(struct rvocab_bytes *b, const void *src, size_t n) {
     if (n > b->cap - b->n) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap - b->n < n) {
@@ -304,7 +299,8 @@ static bool load_special_id(const struct rgguf *g, const char *key, int32_t n_to
         return rgguf_get_u32(g, key, &u); /* false, with the u32 getter's message */
     }
     if (u >= (uint32_t)n_tokens) {
-        rcore_log(RCORE_LOG_WARN, "%s = %u is out of range (%d tokens): ignored", key, u, n_tokens);
+        rcore_log(RCORE_LOG_WARN, "%s = %u is out of range (%d tokens): ignored\n", key, u,
+                  n_tokens);
         return true;
     }
     *id = (int32_t)u;
@@ -316,13 +312,16 @@ static bool load_bool(const struct rgguf *g, const char *key, bool *out) {
     return rgguf_get_bool(g, key, out);
 }
 
-static bool load_model_and_pre(const struct rgguf *g) {
+static bool load_model_and_pre(const struct rgguf *g, bool *rwkv) {
     const char *s;
     size_t n;
     if (!rgguf_get_str(g, KEY_MODEL, &s, &n)) return false;
+    *rwkv = n == 4 && memcmp(s, "rwkv", 4) == 0;
+    if (*rwkv) return true; /* llama.cpp reads a pre-tokenizer for BPE vocabularies only */
     if (n != 4 || memcmp(s, "gpt2", 4) != 0) {
-        rcore_error_set("%s is \"%.*s\": only \"gpt2\" (byte-level BPE) is supported", KEY_MODEL,
-                        (int)(n > 64 ? 64 : n), s);
+        rcore_error_set("%s is \"%.*s\": supported are \"gpt2\" (byte-level BPE) and \"rwkv\" "
+                        "(RWKV world)",
+                        KEY_MODEL, (int)(n > 64 ? 64 : n), s);
         return false;
     }
     if (rgguf_find_key(g, KEY_PRE) < 0) return true;
@@ -372,7 +371,7 @@ static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
     }
     for (size_t i = 0; i <= v->text_mask; i++) v->text_table[i].id = -1;
 
-    struct bytes arena = {0};
+    struct rvocab_bytes arena = {0};
     for (int32_t id = 0; id < v->n_tokens; id++) {
         const char *s;
         size_t len;
@@ -392,7 +391,7 @@ static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
             rcore_error_set("%s: token texts exceed 4 GiB", KEY_TOKENS);
             goto fail;
         }
-        struct vtoken *t = &v->tokens[id];
+        struct rvocab_token *t = &v->tokens[id];
         t->text_off = (uint32_t)arena.n;
         t->text_len = (uint32_t)len;
         int32_t type = RVOCAB_TYPE_NORMAL;
@@ -400,7 +399,7 @@ static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
         t->type = (uint8_t)(type >= RVOCAB_TYPE_NORMAL && type <= RVOCAB_TYPE_BYTE
                                 ? type
                                 : RVOCAB_TYPE_UNDEFINED);
-        if (!bytes_add(&arena, s, len) || !bytes_add(&arena, "", 1)) goto fail;
+        if (!rvocab_bytes_add(&arena, s, len) || !rvocab_bytes_add(&arena, "", 1)) goto fail;
         v->text = arena.p; /* text_slot_find reads texts back through v->text */
         uint64_t h = text_hash(s, len);
         struct text_slot *e = text_slot_find(v, s, len, h);
@@ -448,7 +447,7 @@ static bool load_merges(struct rvocab *v, const struct rgguf *g) {
     }
     for (size_t i = 0; i <= v->merge_mask; i++) v->merge_table[i].key = MERGE_EMPTY;
 
-    struct bytes joined = {0}; /* left and right glued together, to find the result */
+    struct rvocab_bytes joined = {0}; /* left and right glued together, to find the result */
     bool ok = false;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
@@ -468,7 +467,7 @@ static bool load_merges(struct rvocab *v, const struct rgguf *g) {
             goto done;
         }
         joined.n = 0;
-        if (!bytes_add(&joined, s, nl) || !bytes_add(&joined, sp + 1, nr)) goto done;
+        if (!rvocab_bytes_add(&joined, s, nl) || !rvocab_bytes_add(&joined, sp + 1, nr)) goto done;
         int32_t result = rvocab_text_to_token(v, joined.p, joined.n);
         if (result < 0) {
             merge_error((int64_t)i, s, len, "makes a token that is not in the vocabulary");
@@ -497,21 +496,21 @@ static int hex_digit(char c) {
 }
 
 /* What token_to_piece hands out with special = true, as llama.cpp's token_to_piece cache. */
-static bool add_piece(struct rvocab *v, struct bytes *out, int32_t id) {
-    const struct vtoken *t = &v->tokens[id];
+static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
+    const struct rvocab_token *t = &v->tokens[id];
     const char *s = tok_text(v, id);
     size_t start = out->n;
     switch (t->type) {
     case RVOCAB_TYPE_CONTROL:
     case RVOCAB_TYPE_UNKNOWN:
     case RVOCAB_TYPE_USER_DEFINED:
-        return bytes_add(out, s, t->text_len);
+        return rvocab_bytes_add(out, s, t->text_len);
     case RVOCAB_TYPE_BYTE: {
         bool form = t->text_len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>';
         int hi = form ? hex_digit(s[3]) : -1, lo = form ? hex_digit(s[4]) : -1;
         if (hi >= 0 && lo >= 0) {
             char c = (char)(hi << 4 | lo);
-            return bytes_add(out, &c, 1);
+            return rvocab_bytes_add(out, &c, 1);
         }
         return true; /* not of the form <0xXX>: no byte to give */
     }
@@ -524,15 +523,16 @@ static bool add_piece(struct rvocab *v, struct bytes *out, int32_t id) {
             i += len ? (size_t)len : 1;
             if (cp < N_ALPHABET_CP && v->cp_byte[cp] >= 0) {
                 char c = (char)v->cp_byte[cp];
-                if (!bytes_add(out, &c, 1)) return false;
+                if (!rvocab_bytes_add(out, &c, 1)) return false;
                 continue;
             }
             /* llama.cpp's llama_decode_text writes a character outside the alphabet so */
             char u8[4], hex[9];
             int k = utf8_encode(cp, u8);
             for (int j = 0; j < k; j++) snprintf(hex + 2 * j, 3, "%02x", (uint8_t)u8[j]);
-            if (!bytes_add(out, "[UNK_BYTE_0x", 12) || !bytes_add(out, hex, (size_t)(2 * k)) ||
-                !bytes_add(out, s, n) || !bytes_add(out, "]", 1))
+            if (!rvocab_bytes_add(out, "[UNK_BYTE_0x", 12) ||
+                !rvocab_bytes_add(out, hex, (size_t)(2 * k)) || !rvocab_bytes_add(out, s, n) ||
+                !rvocab_bytes_add(out, "]", 1))
                 return false;
             if (out->n - start > MAX_PIECE_LEN) {
                 rcore_error_set("%s: token %d: its decoded text exceeds %u bytes", KEY_TOKENS,
@@ -548,7 +548,7 @@ static bool add_piece(struct rvocab *v, struct bytes *out, int32_t id) {
 }
 
 static bool build_pieces(struct rvocab *v) {
-    struct bytes out = {0};
+    struct rvocab_bytes out = {0};
     for (int32_t id = 0; id < v->n_tokens; id++) {
         size_t before = out.n;
         if (!add_piece(v, &out, id)) goto fail;
@@ -559,12 +559,50 @@ static bool build_pieces(struct rvocab *v) {
         v->tokens[id].piece_off = (uint32_t)before;
         v->tokens[id].piece_len = (uint32_t)(out.n - before);
     }
-    if (!out.p && !bytes_add(&out, "", 1)) goto fail; /* never NULL, even if all are empty */
+    if (!out.p && !rvocab_bytes_add(&out, "", 1)) goto fail; /* never NULL, even if all are empty */
     v->pieces = out.p;
     return true;
 fail:
     free(out.p);
     return false;
+}
+
+/* rwkv: every token's piece is its unescaped text, whatever its type (control <s> and the
+ * unused [PAD<i>] tokens too), as llama.cpp's token_to_piece gives for RWKV vocabularies. */
+static bool build_rwkv_pieces(struct rvocab *v) {
+    struct rvocab_bytes out = {0};
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        size_t before = out.n;
+        const struct rvocab_token *t = &v->tokens[id];
+        if (!rvocab_rwkv_unescape(tok_text(v, id), t->text_len, id, &out)) goto fail;
+        if (out.n > UINT32_MAX) {
+            rcore_error_set("%s: unescaped token texts exceed 4 GiB", KEY_TOKENS);
+            goto fail;
+        }
+        v->tokens[id].piece_off = (uint32_t)before;
+        v->tokens[id].piece_len = (uint32_t)(out.n - before);
+    }
+    if (!out.p && !rvocab_bytes_add(&out, "", 1)) goto fail;
+    v->pieces = out.p;
+    return true;
+fail:
+    free(out.p);
+    return false;
+}
+
+static bool build_rwkv(struct rvocab *v) {
+    if (!build_rwkv_pieces(v)) return false;
+    v->trie = rvocab_trie_build(v->tokens, v->n_tokens, v->pieces);
+    if (!v->trie) return false;
+    int first;
+    int missing = rvocab_trie_missing_bytes(v->trie, &first);
+    if (missing && v->unk < 0)
+        rcore_log(RCORE_LOG_WARN,
+                  "rwkv vocabulary: %d of the 256 bytes (the first 0x%02x) have no single-byte "
+                  "token and %s is not set: tokenizing a text fails where such a byte starts no "
+                  "longer token\n",
+                  missing, first, KEY_UNK);
+    return true;
 }
 
 struct special_sort {
@@ -648,15 +686,18 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("rvocab_load: no GGUF file");
         return NULL;
     }
-    if (!load_model_and_pre(g)) return NULL;
+    bool rwkv;
+    if (!load_model_and_pre(g, &rwkv)) return NULL;
     struct rvocab *v = calloc(1, sizeof *v);
     if (!v) {
         rcore_error_set("vocabulary: out of memory");
         return NULL;
     }
-    v->clean_spaces = (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
-    byte_alphabet(v);
-    if (!load_tokens(v, g) || !load_merges(v, g)) goto fail;
+    v->rwkv = rwkv;
+    /* llama.cpp cleans up spaces for BPE vocabularies only */
+    v->clean_spaces = !rwkv && (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
+    if (!load_tokens(v, g)) goto fail;
+    if (!rwkv && !load_merges(v, g)) goto fail; /* rwkv: none, and llama.cpp reads none */
     if (!load_special_id(g, KEY_BOS, v->n_tokens, &v->bos) ||
         !load_special_id(g, KEY_EOS, v->n_tokens, &v->eos) ||
         !load_special_id(g, KEY_UNK, v->n_tokens, &v->unk) ||
@@ -665,6 +706,11 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     if (!load_bool(g, KEY_ADD_BOS, &v->add_bos) || !load_bool(g, KEY_ADD_EOS, &v->add_eos) ||
         !load_bool(g, KEY_ADD_PREFIX, &v->add_space_prefix))
         goto fail;
+    if (rwkv) {
+        /* add_bos / add_eos are only reported: llama.cpp's RWKV tokenizer never adds them */
+        if (!build_rwkv(v) || !build_specials(v)) goto fail;
+        return v;
+    }
     if (v->add_bos && v->bos < 0) {
         rcore_error_set("%s is true, but %s is not set", KEY_ADD_BOS, KEY_BOS);
         goto fail;
@@ -673,6 +719,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
         goto fail;
     }
+    byte_alphabet(v);
     for (int b = 0; b < 256; b++) {
         char u8[4];
         int k = utf8_encode(v->byte_cp[b], u8);
@@ -689,6 +736,7 @@ fail:
 void rvocab_free(struct rvocab *v) {
     if (!v) return;
     pcre2_code_free(v->re);
+    rvocab_trie_free(v->trie);
     free(v->tokens);
     free(v->text);
     free(v->pieces);
@@ -699,6 +747,10 @@ void rvocab_free(struct rvocab *v) {
 }
 
 /* ---- properties ------------------------------------------------------------------------------ */
+
+const char *rvocab_model(const struct rvocab *v) {
+    return !v ? NULL : v->rwkv ? "rwkv" : "gpt2";
+}
 
 int32_t rvocab_n_tokens(const struct rvocab *v) {
     return v ? v->n_tokens : 0;
@@ -776,8 +828,7 @@ struct fragment {
 
 struct tok {
     const struct rvocab *v;
-    int32_t *out;
-    int64_t n_out, max_out;
+    struct rvocab_out out;
     struct sym *syms;
     size_t syms_cap;
     struct cand *heap;
@@ -787,8 +838,7 @@ struct tok {
 };
 
 static void emit(struct tok *t, int32_t id) {
-    if (t->n_out < t->max_out) t->out[t->n_out] = id;
-    t->n_out++;
+    rvocab_out_push(&t->out, id);
 }
 
 static bool cand_before(const struct cand *a, const struct cand *b) {
@@ -1036,27 +1086,31 @@ int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t 
                         tokens ? "" : ", NULL pointer");
         return INT32_MIN;
     }
-    struct tok t = {.v = v, .out = tokens, .max_out = n_tokens_max};
+    struct tok t = {.v = v, .out = {tokens, 0, n_tokens_max}};
     struct frags frags = {0};
     bool ok = false;
-    t.md = pcre2_match_data_create(1, NULL);
-    if (!t.md) {
+    if (!v->rwkv && !(t.md = pcre2_match_data_create(1, NULL))) {
         rcore_error_set("tokenize: out of memory");
         goto done;
     }
-    if (add_special && v->add_bos) emit(&t, v->bos);
+    /* llama.cpp's RWKV tokenizer adds no BOS / EOS, whatever add_bos_token says */
+    const bool add_bos = add_special && v->add_bos && !v->rwkv;
+    const bool add_eos = add_special && v->add_eos && !v->rwkv;
+    if (add_bos) emit(&t, v->bos);
     if (!partition(v, text, (size_t)text_len, parse_special, &frags)) goto done;
     for (size_t i = 0; i < frags.n; i++) {
         const struct fragment *f = &frags.a[i];
+        const uint8_t *s = (const uint8_t *)text + f->off;
         if (f->token >= 0) {
             emit(&t, f->token);
-        } else if (!tokenize_text(&t, (const uint8_t *)text + f->off, f->len)) {
+        } else if (v->rwkv ? !rvocab_trie_tokenize(v->trie, s, f->len, f->off, v->unk, &t.out)
+                           : !tokenize_text(&t, s, f->len)) {
             goto done;
         }
     }
-    if (add_special && v->add_eos) emit(&t, v->eos);
-    if (t.n_out > INT32_MAX) {
-        rcore_error_set("tokenize: %lld tokens do not fit in an int32_t", (long long)t.n_out);
+    if (add_eos) emit(&t, v->eos);
+    if (t.out.n > INT32_MAX) {
+        rcore_error_set("tokenize: %lld tokens do not fit in an int32_t", (long long)t.out.n);
         goto done;
     }
     ok = true;
@@ -1067,7 +1121,7 @@ done:
     free(frags.a);
     if (stats) *stats = t.st;
     if (!ok) return INT32_MIN;
-    return t.n_out <= n_tokens_max ? (int32_t)t.n_out : -(int32_t)t.n_out;
+    return t.out.n <= n_tokens_max ? (int32_t)t.out.n : -(int32_t)t.out.n;
 }
 
 /* ---- detokenize ---------------------------------------------------------------------------- */
@@ -1083,7 +1137,7 @@ int32_t rvocab_token_to_piece(const struct rvocab *v, int32_t token, char *buf, 
                         (int)v->n_tokens);
         return 0;
     }
-    const struct vtoken *t = &v->tokens[token];
+    const struct rvocab_token *t = &v->tokens[token];
     if (!special && (t->type == RVOCAB_TYPE_CONTROL || t->type == RVOCAB_TYPE_UNKNOWN)) return 0;
     const char *p = v->pieces + t->piece_off;
     int32_t size = (int32_t)t->piece_len;

@@ -1,7 +1,8 @@
 /*
- * vocab: the byte-level BPE tokenizer of GGUF files with tokenizer.ggml.model = "gpt2"
- * (GPT-2, GPT-NeoX-20B as Mamba uses it, ...), with llama.cpp's semantics for tokenize,
- * token_to_piece and detokenize.
+ * vocab: the tokenizers of GGUF files with tokenizer.ggml.model = "gpt2" (byte-level BPE:
+ * GPT-2, GPT-NeoX-20B as Mamba uses it, ...) and "rwkv" (the RWKV world vocabulary of RWKV-6
+ * and RWKV-7: greedy longest match over escaped byte strings), with llama.cpp's semantics for
+ * tokenize, token_to_piece and detokenize.
  *
  * A vocabulary is loaded once from an open GGUF file and then only read: every function taking
  * a const struct rvocab * may run in any number of threads at once (each call allocates its own
@@ -47,19 +48,29 @@ enum {
 /* ---- loading ------------------------------------------------------------------------------ */
 
 /* Loads the tokenizer key-values of g:
- *  - tokenizer.ggml.model must be "gpt2"; tokenizer.ggml.pre, when present, must be "gpt-2" or
- *    "mpt" (both, and a missing key, use the GPT-2 pre-tokenizer pattern); anything else is
- *    refused, as llama.cpp refuses an unknown pre-tokenizer;
- *  - tokenizer.ggml.tokens (strings; must be unique; an empty one is renamed "[EMPTY_<id>]" as
- *    llama.cpp does), tokenizer.ggml.token_type (int32, optional: all normal when absent),
- *    tokenizer.ggml.merges (strings "left right", rank = index; both halves and their
+ *  - tokenizer.ggml.model must be "gpt2" or "rwkv". For "gpt2", tokenizer.ggml.pre, when
+ *    present, must be "gpt-2" or "mpt" (both, and a missing key, use the GPT-2 pre-tokenizer
+ *    pattern); anything else is refused, as llama.cpp refuses an unknown pre-tokenizer. For
+ *    "rwkv" the key is ignored, as llama.cpp ignores it;
+ *  - tokenizer.ggml.tokens (strings; must be unique, as llama.cpp asserts; an empty one is
+ *    renamed "[EMPTY_<id>]" as llama.cpp does), tokenizer.ggml.token_type (int32, optional:
+ *    all normal when absent);
+ *  - "gpt2": tokenizer.ggml.merges (strings "left right", rank = index; both halves and their
  *    concatenation must be tokens; a repeated pair keeps its first rank);
+ *  - "rwkv": each text is unescaped into the token's bytes as llama.cpp does: \t \n \r, \xNN
+ *    (two lowercase hex digits, as Python's repr writes them), and a backslash before any other
+ *    character stands for that character. A malformed escape (\x not followed by two lowercase
+ *    hex digits, a text ending in a lone backslash) is refused, naming the token: llama.cpp
+ *    would silently decode it to a wrong byte or drop it. Texts may unescape to the same bytes
+ *    (the later id is the one tokenize finds, as in llama.cpp). No merges are read;
  *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent; an id out of
  *    range is ignored with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and
- *    add_eos_token (default false; true without the matching id is an error),
+ *    add_eos_token (default false; for "gpt2" true without the matching id is an error),
  *    tokenizer.ggml.add_space_prefix (default false; only detokenize uses it).
  * Returns NULL with the last error set ("tokenizer.ggml.merges: merge 17 \"a b\" names a token
- * that is not in the vocabulary"). The result is freed with rvocab_free; it does not refer to g. */
+ * that is not in the vocabulary"). The result is freed with rvocab_free; it does not refer to g.
+ * An "rwkv" vocabulary lacking single-byte tokens without an unknown token loads with a
+ * warning (see rvocab_tokenize). */
 struct rvocab *rvocab_load(const struct rgguf *g);
 /* The same with RVOCAB_LOAD_* flags. */
 struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags);
@@ -67,27 +78,34 @@ void rvocab_free(struct rvocab *v); /* NULL is fine */
 
 /* ---- properties --------------------------------------------------------------------------- */
 
+/* tokenizer.ggml.model: "gpt2" or "rwkv" (static text; NULL for a NULL vocabulary). */
+const char *rvocab_model(const struct rvocab *v);
 int32_t rvocab_n_tokens(const struct rvocab *v);
-int32_t rvocab_n_merges(const struct rvocab *v); /* distinct pairs kept */
+int32_t rvocab_n_merges(const struct rvocab *v); /* distinct pairs kept; 0 for "rwkv" */
 /* Special ids; -1 when the file does not name one. */
 int32_t rvocab_bos(const struct rvocab *v);
 int32_t rvocab_eos(const struct rvocab *v);
 int32_t rvocab_unk(const struct rvocab *v);
 int32_t rvocab_pad(const struct rvocab *v);
-/* Whether tokenize with add_special adds BOS at the start / EOS at the end. */
+/* tokenizer.ggml.add_bos_token / add_eos_token (false when absent), as llama_vocab_get_add_bos
+ * reports them. For "gpt2", whether tokenize with add_special adds BOS at the start / EOS at
+ * the end; "rwkv" tokenize never adds them, as llama.cpp's RWKV tokenizer does not. */
 bool rvocab_add_bos(const struct rvocab *v);
 bool rvocab_add_eos(const struct rvocab *v);
-/* Whether detokenize cleans up spaces as llama.cpp does for these vocabularies (true unless
- * loaded with RVOCAB_LOAD_NO_CLEAN_SPACES). */
+/* Whether detokenize cleans up spaces as llama.cpp does for these vocabularies (true for
+ * "gpt2" unless loaded with RVOCAB_LOAD_NO_CLEAN_SPACES; false for "rwkv", as llama.cpp). */
 bool rvocab_clean_spaces(const struct rvocab *v);
 /* Whether the pre-tokenizer pattern runs JIT-compiled (false: PCRE2's interpreter, because JIT
- * is unavailable on this machine or RVOCAB_LOAD_NO_JIT was given). */
+ * is unavailable on this machine or RVOCAB_LOAD_NO_JIT was given; always false for "rwkv",
+ * which has no pattern). */
 bool rvocab_uses_jit(const struct rvocab *v);
 
 /* A token's type; RVOCAB_TYPE_UNDEFINED for an id out of range. */
 enum rvocab_token_type rvocab_token_type(const struct rvocab *v, int32_t token);
-/* A token's text as stored in the file (GPT-2 byte alphabet, e.g. "Ġthe"); NUL-terminated,
- * *len (may be NULL) gets its length. Lives as long as v. NULL for an id out of range. */
+/* A token's text as stored in the file: for "gpt2" in the GPT-2 byte alphabet (e.g. "Ġthe"),
+ * for "rwkv" escaped (e.g. \xe4\xbd\xa0 for the three bytes of 你, which token_to_piece
+ * gives). NUL-terminated, *len (may be NULL) gets its length. Lives as long as v. NULL for an
+ * id out of range. */
 const char *rvocab_token_text(const struct rvocab *v, int32_t token, size_t *len);
 /* The id of the token whose stored text is exactly text[0..len), or -1. */
 int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t len);
@@ -95,7 +113,8 @@ int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t le
 /* ---- tokenize ----------------------------------------------------------------------------- */
 
 /* Work counters of one rvocab_tokenize_stats call, to check that tokenizing is linear in the
- * text: every queue operation is O(log n), and their number is O(n) per piece. */
+ * text: every queue operation is O(log n), and their number is O(n) per piece. BPE work
+ * only: all zero for "rwkv". */
 struct rvocab_stats {
     uint64_t n_pieces;       /* pre-tokens the BPE ran on */
     uint64_t n_merges;       /* merges applied */
@@ -109,15 +128,24 @@ struct rvocab_stats {
  *    ids instead of being tokenized as text. User-defined tokens are always matched, as in
  *    llama.cpp and Hugging Face tokenizers (GPT-NeoX's runs of spaces are such tokens). Longer
  *    special texts are found first, anywhere in the text, then shorter ones in what is left;
- *  - the text between is split by the GPT-2 pattern (PCRE2) and each piece is BPE-merged by
- *    merge rank (lowest first, leftmost on ties). Bytes that are not valid UTF-8 are pieces of
- *    their own, so any input round-trips byte for byte;
+ *  - "gpt2": the text between is split by the GPT-2 pattern (PCRE2) and each piece is
+ *    BPE-merged by merge rank (lowest first, leftmost on ties). Bytes that are not valid UTF-8
+ *    are pieces of their own, so any input round-trips byte for byte;
+ *  - "rwkv": the text between is matched greedily against the bytes of every token (longest
+ *    first, from left to right), whatever its type: so "<s>" in the text is the control token
+ *    <s> even without parse_special, and "[PAD65535]" that unused token, as in llama.cpp.
+ *    Where no token starts with the next byte (or none is complete along the way), the
+ *    unknown token is emitted and one byte consumed, as llama.cpp does; when the vocabulary
+ *    names no unknown token (tokenizer.ggml.unknown_token_id), llama.cpp would emit the
+ *    invalid id -1, and this call fails instead (INT32_MIN, the error names the byte and its
+ *    offset). The world vocabulary has all 256 single bytes, so real files never fail;
  *  - add_special: BOS first / EOS last only when the vocabulary asks for them
- *    (rvocab_add_bos / rvocab_add_eos), as in llama.cpp.
+ *    (rvocab_add_bos / rvocab_add_eos), as in llama.cpp; never for "rwkv", as in llama.cpp.
  * Returns the number of tokens; when it is more than n_tokens_max, returns minus that number
  * and the contents of tokens are unspecified (tokens may be NULL when n_tokens_max is 0).
  * INT32_MIN with the last error set on a bad argument (NULL vocabulary, negative length or
- * n_tokens_max, NULL text with a length), out of memory or a PCRE2 matching failure. */
+ * n_tokens_max, NULL text with a length), out of memory, a PCRE2 matching failure or ("rwkv")
+ * a byte no token covers in a vocabulary without an unknown token. */
 int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
                         int32_t n_tokens_max, bool add_special, bool parse_special);
 /* The same; stats (may be NULL) receives the counts of this call. */
@@ -127,12 +155,13 @@ int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t 
 
 /* ---- detokenize --------------------------------------------------------------------------- */
 
-/* Writes the bytes of one token into buf[0..length), as llama_token_to_piece does: a normal
- * token's text decoded from the byte alphabet (a character outside the alphabet comes out as
- * llama.cpp writes it, "[UNK_BYTE_0x<hex><text>]"); control and unknown-type tokens give ""
- * unless special, and their text as is when special; user-defined tokens give their text;
- * byte tokens ("<0xXX>") the byte; unused and undefined tokens "". Up to lstrip leading spaces
- * are dropped. No NUL is written.
+/* Writes the bytes of one token into buf[0..length), as llama_token_to_piece does: control
+ * and unknown-type tokens give "" unless special. Otherwise, "gpt2": a normal token's text
+ * decoded from the byte alphabet (a character outside the alphabet comes out as llama.cpp
+ * writes it, "[UNK_BYTE_0x<hex><text>]"); control, unknown-type and user-defined tokens give
+ * their text as is; byte tokens ("<0xXX>") the byte; unused and undefined tokens "". "rwkv":
+ * every token (unused ones too) gives its unescaped bytes, which may be part of a UTF-8
+ * character. Up to lstrip leading spaces are dropped. No NUL is written.
  * Returns the number of bytes written; minus the number needed when length is too small
  * (nothing written). An id out of range returns 0 with the last error set (llama.cpp would
  * abort): callers that must tell it from an empty piece check the id first or clear the error
@@ -142,9 +171,11 @@ int32_t rvocab_token_to_piece(const struct rvocab *v, int32_t token, char *buf, 
 
 /* Writes the text of tokens[0..n_tokens) into text[0..text_len_max), as llama_detokenize does:
  * remove_special drops a leading BOS / trailing EOS when the vocabulary adds them;
- * unparse_special renders control tokens (as token_to_piece's special); then, unless loaded
- * with RVOCAB_LOAD_NO_CLEAN_SPACES, llama.cpp's clean-up of spaces (" ?" " !" " ." " ," lose
- * the space, " ' " loses both, " 's" " 'm" " 're" " 've" lose it). No NUL is written.
+ * unparse_special renders control tokens (as token_to_piece's special); then, for "gpt2"
+ * unless loaded with RVOCAB_LOAD_NO_CLEAN_SPACES, llama.cpp's clean-up of spaces (" ?" " !"
+ * " ." " ," lose the space, " ' " loses both, " 's" " 'm" " 're" " 've" lose it). "rwkv"
+ * concatenates the pieces: detokenize(tokenize(s)) == s with unparse_special (without it, a
+ * control token matched in the text, such as "<s>", gives ""). No NUL is written.
  * Returns the number of bytes written; minus the number needed when text_len_max is too small
  * (the bytes before clean-up, which is enough; text's contents are then unspecified).
  * INT32_MIN with the last error set for an id out of range, a negative count or size, NULL

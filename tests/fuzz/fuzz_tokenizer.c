@@ -1,15 +1,42 @@
-/* libFuzzer target: the tokenizer (src/vocab) on any text, with and without special tokens
- * and BOS, and the detokenizer on what comes out. Without special-token parsing, the pieces of
- * the tokens must give back the exact bytes of the text (byte-level BPE is lossless). */
+/* libFuzzer target: the tokenizer (src/vocab) on any text, with and without special tokens,
+ * and the detokenizer on what comes out. The first input byte chooses: bit 0 parse_special,
+ * bit 1 the vocabulary, GPT-2's byte-level BPE (tests/data/ggml-vocab-gpt-2.gguf) or a small
+ * RWKV world vocabulary built at start-up (tests/rwkv_vocab.h: <s>, all 256 bytes, words that
+ * are prefixes of each other, UTF-8, [PAD] tokens). The rest is the text.
+ *  - gpt2: without special-token parsing, the pieces of the tokens give back the exact bytes
+ *    of the text (byte-level BPE is lossless);
+ *  - rwkv: always lossless (the pieces of <s> are its text), detokenize gives the text back
+ *    (no clean-up of spaces), and on inputs up to 2 KiB the ids are exactly those of the
+ *    brute-force greedy longest match of rwkv_vocab.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 
+#include "../rwkv_vocab.h"
+
 static struct rvocab *vocab;
+static struct rvocab *rwkv;
+static struct rwkv_vocab rwkv_tokens; /* the reference's view of the same vocabulary */
+
+static struct rvocab *load_rwkv(void) {
+    rwkv_tokens = rwkv_vocab_standard(300);
+    struct rgguf_writer *w = rwkv_vocab_writer(&rwkv_tokens);
+    char path[] = "/tmp/recur-fuzz-rwkv-XXXXXX";
+    int fd = mkstemp(path);
+    if (!w || fd < 0) return NULL;
+    close(fd);
+    struct rgguf *g = rgguf_writer_write(w, path) ? rgguf_open(path, false) : NULL;
+    struct rvocab *v = g ? rvocab_load(g) : NULL;
+    rgguf_close(g);
+    rgguf_writer_free(w);
+    unlink(path);
+    return v;
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -18,11 +45,35 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     struct rgguf *g = rgguf_open(path ? path : RECUR_FUZZ_VOCAB, false);
     vocab = g ? rvocab_load(g) : NULL;
     rgguf_close(g);
-    if (!vocab) {
-        fprintf(stderr, "fuzz_tokenizer: cannot load the vocabulary\n");
+    rwkv = load_rwkv();
+    if (!vocab || !rwkv) {
+        fprintf(stderr, "fuzz_tokenizer: cannot load the vocabularies\n");
         abort();
     }
     return 0;
+}
+
+static void check_rwkv(const char *text, int32_t len, const int32_t *tok, int32_t n, bool special,
+                       char *back, int32_t cap) {
+    if (n > len) abort(); /* every token covers at least one byte */
+    int32_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (tok[i] < 0 || tok[i] >= rvocab_n_tokens(rwkv)) abort();
+        const int32_t k = rvocab_token_to_piece(rwkv, tok[i], back + off, cap - off, 0, true);
+        if (k <= 0) abort();
+        off += k;
+    }
+    if (off != len || memcmp(back, text, (size_t)len) != 0) abort(); /* lossless */
+    if (rvocab_detokenize(rwkv, tok, n, back, cap, false, true) != len ||
+        memcmp(back, text, (size_t)len) != 0)
+        abort();
+    if (len > 2048) return;
+    int32_t *want = malloc(sizeof(int32_t) * ((size_t)len + 1));
+    if (!want) abort();
+    const int32_t n_want =
+        rwkv_brute_tokenize(&rwkv_tokens, (const uint8_t *)text, (size_t)len, special, -1, want);
+    if (n_want != n || memcmp(want, tok, sizeof(int32_t) * (size_t)n) != 0) abort();
+    free(want);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -34,9 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *back = malloc((size_t)len * 8 + 64);
     if (!tok || !back) abort();
     const bool special = flags & 1;
-    const int32_t n = rvocab_tokenize(vocab, text, len, tok, len + 4, false, special);
+    const struct rvocab *v = flags & 2 ? rwkv : vocab;
+    const int32_t n = rvocab_tokenize(v, text, len, tok, len + 4, false, special);
     if (n < 0 || n > len + 4) abort(); /* room for every byte was given */
-    if (!special) {
+    if (v == rwkv) {
+        check_rwkv(text, len, tok, n, special, back, len * 8 + 64);
+    } else if (!special) {
         int32_t off = 0;
         for (int32_t i = 0; i < n; i++) {
             const int32_t k =
