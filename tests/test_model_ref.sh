@@ -22,8 +22,36 @@ for model in "$models"/*.gguf; do
     esac
     args=()
     for s in "${seqs[@]}"; do args+=(--tokens "$s"); done
+    use=("${seqs[@]}")
+    case "$(basename "$model")" in
+    q8_0-* | q4_0-*)
+        # Quantizing a product's inputs rounds each to a step; an input whose float32 value
+        # sits within about one float32 ulp of a half step (a tie) may round either way in an
+        # engine whose float32 sums differ from the reference's in the last bit, and from that
+        # token on the logits differ by a whole step's effect (RWKV's group norm can make that
+        # 5%). Each sequence is compared up to its first such token, and the cut is reported.
+        mapfile -t keep < <(python3 "$here/ref/mamba_ref.py" "$model" "${args[@]}" --comparable 1e-7)
+        use=()
+        for i in "${!seqs[@]}"; do
+            IFS=, read -ra ids <<<"${seqs[$i]}"
+            if [ "${keep[$i]}" -lt "${#ids[@]}" ]; then
+                echo "test_model_ref: $(basename "$model") sequence $i compared on its first" \
+                    "${keep[$i]} of ${#ids[@]} tokens (a q8_0 input at a rounding tie)"
+            fi
+            [ "${keep[$i]}" -gt 0 ] || continue
+            use+=("$(IFS=,; echo "${ids[*]:0:${keep[$i]}}")")
+        done
+        [ "${#use[@]}" -gt 0 ] || {
+            echo "test_model_ref: $(basename "$model"): no token left to compare" >&2
+            failed=$((failed + 1))
+            continue
+        }
+        args=()
+        for s in "${use[@]}"; do args+=(--tokens "$s"); done
+        ;;
+    esac
     python3 "$here/ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
-    if "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${seqs[@]}"; then
+    if "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${use[@]}"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))

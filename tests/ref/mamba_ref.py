@@ -90,6 +90,13 @@ def softplus(x):
     return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0.0)
 
 
+# The smallest distance of any q8_0 input seen since the last reset from a rounding tie (x.5),
+# relative to the input (in steps / |steps|): rounding is discontinuous there, so an engine
+# whose input differs from this one's by that relative error may round the other way, and its
+# logits differ from then on by a whole step's effect. --comparable uses it.
+TIE = [float("inf")]
+
+
 def q8_0_inputs(v):
     """v as a matmul with q8_0 or q4_0 weights multiplies it: ggml quantizes the inputs of
     such products to q8_0. Per 32-block, in float32 as ggml does: d = max|v| / 127,
@@ -100,6 +107,11 @@ def q8_0_inputs(v):
     np.divide(np.float32(1), d, out=inv, where=d != 0)
     scaled = (x * inv[:, None]).astype(np.float64)          # the float32 product, exactly
     q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)     # exact in float64
+    if scaled.size:
+        a = np.abs(scaled)
+        # relative to the value: an input off by a relative e moves by e * |scaled| steps
+        rel = np.abs(a - np.floor(a) - 0.5) / np.maximum(a, 0.5)
+        TIE[0] = min(TIE[0], float(np.min(rel)))
     return (d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(-1)
 
 
@@ -302,12 +314,18 @@ def check_tokens(model, tokens):
             raise ModelError("token id %d out of range [0, %d)" % (t, model.n_vocab))
 
 
-def run_sequence(model, tokens):
-    """Logits for every token of one sequence from a zero state: shape (len, n_vocab)."""
+def run_sequence(model, tokens, margins=None):
+    """Logits for every token of one sequence from a zero state: shape (len, n_vocab).
+    margins (a list): gets each token's smallest q8_0 rounding-tie distance (TIE)."""
     check_tokens(model, tokens)
     state = new_state(model)
-    return np.array([forward(model, state, t) for t in tokens]).reshape(len(tokens),
-                                                                         model.n_vocab)
+    rows = []
+    for t in tokens:
+        TIE[0] = float("inf")
+        rows.append(forward(model, state, t))
+        if margins is not None:
+            margins.append(TIE[0])
+    return np.array(rows).reshape(len(tokens), model.n_vocab)
 
 
 def log_softmax(logits):
@@ -364,6 +382,10 @@ def main(argv=None):
     ap.add_argument("--mean-nll", action="store_true",
                     help="print the mean negative log-likelihood (nats) of every token after "
                          "the first of each sequence, given the tokens before it")
+    ap.add_argument("--comparable", type=float, default=None, metavar="EPS",
+                    help="print, per sequence, how many leading tokens come before the first "
+                         "whose q8_0 input quantization passed within a relative EPS of a "
+                         "rounding tie (after it a float32 engine may round differently)")
     args = ap.parse_args(argv)
     if args.greedy and len(args.tokens) != 1:
         ap.error("--greedy takes exactly one --tokens sequence")
@@ -375,7 +397,8 @@ def main(argv=None):
             print(",".join(str(t) for t in ids))
             print("smallest top-2 logit gap: %.6g" % gap, file=sys.stderr)
             return 0
-        results = [run_sequence(model, seq) for seq in args.tokens]
+        margins = [[] for _ in args.tokens]
+        results = [run_sequence(model, seq, m) for seq, m in zip(args.tokens, margins)]
     except (GGUFError, ModelError, OSError) as e:
         print("mamba_ref: error: %s" % e, file=sys.stderr)
         return 1
@@ -383,6 +406,10 @@ def main(argv=None):
         print("mamba_ref: error: %s: bad model file: %s" % (args.model, e), file=sys.stderr)
         return 1
 
+    if args.comparable is not None:
+        for m in margins:
+            near = [i for i, v in enumerate(m) if v < args.comparable]
+            print(near[0] if near else len(m))
     if args.mean_nll:
         nll = [log_softmax(row)[nxt] for seq, logits in zip(args.tokens, results)
                for row, nxt in zip(logits[:-1], seq[1:])]
