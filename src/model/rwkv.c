@@ -9,7 +9,9 @@
  * and the model: x = LN(token_embd[tok]; token_embd_norm) first, logits = output · LN(x;
  * output_norm) last. TimeMix mixes each token with the previous one (token shift), makes r, k,
  * v, a decay w and a gate g from the mixes, runs the WKV recurrence per head of head_size
- * channels (rops_wkv6 / rops_wkv7), normalises each head and projects back.
+ * channels (rops_wkv6 / rops_wkv7), normalises each head and projects back. This file holds
+ * what the versions share (hyper-parameters, the frame above, token shift, channel mix);
+ * rwkv6.c and rwkv7.c each version's tensors and TimeMix.
  *
  * The state of a sequence, per layer, as llama.cpp keeps it: K row = the token shift, the last
  * token's a then its f (2 n_embd); V row = the WKV state, n_head matrices of head_size^2.
@@ -17,7 +19,7 @@
  * A ubatch holds n_seqs sequences of nst tokens, stream-major; the projections run over all
  * its tokens at once, the WKV kernel token after token with the heads shared among threads.
  */
-#include "model_impl.h"
+#include "rwkv_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,42 +28,16 @@
 
 #include "../core/core.h"
 
-#define BIT(t) ((uint64_t)1 << (t))
-#define MATRIX_TYPES                                                                               \
-    (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16) | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
-
-/* the per-head group norm's epsilon: fixed in llama.cpp's graph, not the file's */
-#define GROUP_NORM_EPS 64e-5f
-
 /* ---- loading ----------------------------------------------------------------------------- */
 
-/* n_mats matrices of n_rows x n_cols stacked in one tensor {n_cols, n_rows, n_mats} (RWKV-6's
- * time_mix_w2), each read in place. */
-static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
-                         int64_t n_mats, struct rops_mat *out) {
-    const int64_t ne[3] = {n_cols, n_rows, n_mats};
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 3, ne, MATRIX_TYPES);
-    if (!t) return false;
-    if (!rops_type_supported(t->type, n_cols)) {
-        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
-                        rgguf_type_name(t->type), (long long)n_cols);
-        return false;
-    }
-    const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
-    for (int64_t i = 0; i < n_mats; i++)
-        out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,
-                                   t->type, n_cols, n_rows, row_bytes};
-    return true;
-}
-
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
-static const float *vec(struct rmodel *m, const char *name) {
+const float *rrwkv_vec(struct rmodel *m, const char *name) {
     const int64_t ne[1] = {m->n_embd};
     return rmodel_small_f32(m, name, 1, ne);
 }
 
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
-static bool lerp_fused(struct rmodel *m, const char *name, int n, const float **out) {
+bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **out) {
     const int64_t ne[4] = {m->n_embd, 1, 1, n};
     const float *all = rmodel_small_f32(m, name, 4, ne);
     if (!all) return false;
@@ -130,64 +106,6 @@ static bool hparams(struct rmodel *m) {
     return true;
 }
 
-static bool load_layer6(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
-    const struct rrwkv_hparams *hp = &m->rwkv;
-    const int64_t E = m->n_embd, Dm = hp->mix_dim, Dd = hp->decay_dim, F = hp->n_ff;
-    char name[96];
-#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-    if (rgguf_find_tensor(m->gguf, TNAME("time_mix_lerp_fused.weight"))) {
-        if (!lerp_fused(m, name, 5, L->lerp)) return false;
-    } else { /* older files: one tensor per mix */
-        static const char *const one[5] = {"w", "k", "v", "r", "g"};
-        for (int i = 0; i < 5; i++) {
-            snprintf(name, sizeof name, "blk.%d.time_mix_lerp_%s.weight", (int)il, one[i]);
-            if (!(L->lerp[i] = vec(m, name))) return false;
-        }
-    }
-    const int64_t ne_u[2] = {hp->head_size, hp->n_head};
-    return (L->lerp_x = vec(m, TNAME("time_mix_lerp_x.weight"))) &&
-           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, 5 * Dm, &L->mix_w1) &&
-           matrix_stack(m, TNAME("time_mix_w2.weight"), Dm, E, 5, L->mix_w2) &&
-           (L->decay = vec(m, TNAME("time_mix_decay.weight"))) &&
-           rmodel_matrix(m, TNAME("time_mix_decay_w1.weight"), E, Dd, &L->decay_w1) &&
-           rmodel_matrix(m, TNAME("time_mix_decay_w2.weight"), Dd, E, &L->decay_w2) &&
-           (L->first = rmodel_small_f32(m, TNAME("time_mix_first.weight"), 2, ne_u)) &&
-           rmodel_matrix(m, TNAME("time_mix_gate.weight"), E, E, &L->wg) &&
-           (L->cm_lerp_r = vec(m, TNAME("channel_mix_lerp_r.weight"))) &&
-           rmodel_matrix(m, TNAME("channel_mix_receptance.weight"), E, E, &L->cm_r) &&
-           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
-           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
-#undef TNAME
-}
-
-static bool load_layer7(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
-    const struct rrwkv_hparams *hp = &m->rwkv;
-    const int64_t E = m->n_embd, F = hp->n_ff;
-    char name[96];
-#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-    /* layer 0 takes its v as v_first: llama.cpp's files carry v0/v1/v2 there too (copies of
-     * a0/a1/a2, "not used"); they are not read, so files without them load as well */
-    if (il > 0 && !((L->v0 = vec(m, TNAME("time_mix_v0.weight"))) &&
-                    rmodel_matrix(m, TNAME("time_mix_v1.weight"), E, hp->lora_v, &L->v1) &&
-                    rmodel_matrix(m, TNAME("time_mix_v2.weight"), hp->lora_v, E, &L->v2)))
-        return false;
-    return lerp_fused(m, TNAME("time_mix_lerp_fused.weight"), 6, L->lerp) &&
-           (L->w0 = vec(m, TNAME("time_mix_w0.weight"))) &&
-           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, hp->lora_w, &L->decay_w1) &&
-           rmodel_matrix(m, TNAME("time_mix_w2.weight"), hp->lora_w, E, &L->decay_w2) &&
-           (L->a0 = vec(m, TNAME("time_mix_a0.weight"))) &&
-           rmodel_matrix(m, TNAME("time_mix_a1.weight"), E, hp->lora_a, &L->a1) &&
-           rmodel_matrix(m, TNAME("time_mix_a2.weight"), hp->lora_a, E, &L->a2) &&
-           rmodel_matrix(m, TNAME("time_mix_g1.weight"), E, hp->lora_g, &L->g1) &&
-           rmodel_matrix(m, TNAME("time_mix_g2.weight"), hp->lora_g, E, &L->g2) &&
-           (L->k_k = vec(m, TNAME("time_mix_k_k.weight"))) &&
-           (L->k_a = vec(m, TNAME("time_mix_k_a.weight"))) &&
-           (L->r_k = vec(m, TNAME("time_mix_r_k.weight"))) &&
-           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
-           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
-#undef TNAME
-}
-
 bool rrwkv_load(struct rmodel *m) {
     if (!hparams(m)) return false;
     const int64_t E = m->n_embd;
@@ -195,9 +113,9 @@ bool rrwkv_load(struct rmodel *m) {
         rcore_error_set("tensor output.weight is missing (RWKV output is never tied)");
         return false;
     }
-    if (!(m->embd_norm = vec(m, "token_embd_norm.weight")) ||
-        !(m->embd_norm_b = vec(m, "token_embd_norm.bias")) ||
-        !(m->output_norm_b = vec(m, "output_norm.bias")))
+    if (!(m->embd_norm = rrwkv_vec(m, "token_embd_norm.weight")) ||
+        !(m->embd_norm_b = rrwkv_vec(m, "token_embd_norm.bias")) ||
+        !(m->output_norm_b = rrwkv_vec(m, "output_norm.bias")))
         return false;
     m->rlayers = calloc((size_t)m->n_layer, sizeof *m->rlayers);
     if (!m->rlayers) {
@@ -208,18 +126,18 @@ bool rrwkv_load(struct rmodel *m) {
         struct rrwkv_layer *L = &m->rlayers[il];
         char name[96];
 #define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-        if (!(L->attn_norm = vec(m, TNAME("attn_norm.weight"))) ||
-            !(L->attn_norm_b = vec(m, TNAME("attn_norm.bias"))) ||
-            !(L->ffn_norm = vec(m, TNAME("attn_norm_2.weight"))) ||
-            !(L->ffn_norm_b = vec(m, TNAME("attn_norm_2.bias"))) ||
+        if (!(L->attn_norm = rrwkv_vec(m, TNAME("attn_norm.weight"))) ||
+            !(L->attn_norm_b = rrwkv_vec(m, TNAME("attn_norm.bias"))) ||
+            !(L->ffn_norm = rrwkv_vec(m, TNAME("attn_norm_2.weight"))) ||
+            !(L->ffn_norm_b = rrwkv_vec(m, TNAME("attn_norm_2.bias"))) ||
             !rmodel_matrix(m, TNAME("time_mix_receptance.weight"), E, E, &L->wr) ||
             !rmodel_matrix(m, TNAME("time_mix_key.weight"), E, E, &L->wk) ||
             !rmodel_matrix(m, TNAME("time_mix_value.weight"), E, E, &L->wv) ||
             !rmodel_matrix(m, TNAME("time_mix_output.weight"), E, E, &L->wo) ||
-            !(L->ln_x = vec(m, TNAME("time_mix_ln.weight"))) ||
-            !(L->ln_x_b = vec(m, TNAME("time_mix_ln.bias"))) ||
-            !(L->cm_lerp_k = vec(m, TNAME("channel_mix_lerp_k.weight"))) ||
-            !(m->rwkv.v7 ? load_layer7(m, il, L) : load_layer6(m, il, L)))
+            !(L->ln_x = rrwkv_vec(m, TNAME("time_mix_ln.weight"))) ||
+            !(L->ln_x_b = rrwkv_vec(m, TNAME("time_mix_ln.bias"))) ||
+            !(L->cm_lerp_k = rrwkv_vec(m, TNAME("channel_mix_lerp_k.weight"))) ||
+            !(m->rwkv.v7 ? rrwkv7_load_layer(m, il, L) : rrwkv6_load_layer(m, il, L)))
             return false;
 #undef TNAME
     }
@@ -233,18 +151,6 @@ void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) 
 
 /* ---- workspace --------------------------------------------------------------------------- */
 
-struct ws_view {
-    float *a;      /* n x E: LN(x; attn_norm), then LN(x; attn_norm_2) */
-    float *sx;     /* n x E: previous token's a minus a */
-    float *mix[6]; /* n x E each: the token-shift mixes */
-    float *lora;   /* n x (5 D_mix or a LoRA rank): LoRA down outputs */
-    float *part;   /* n x D_mix: one RWKV-6 ddlerp chunk made contiguous */
-    float *tmp;    /* n x E */
-    float *r, *k, *v, *g, *w, *y;
-    float *kk, *ia, *vfirst; /* RWKV-7: normalised key, iclr, layer 0's v */
-    float *ff;               /* n x n_ff */
-};
-
 static int64_t lora_max(const struct rmodel *m) {
     const struct rrwkv_hparams *hp = &m->rwkv;
     int64_t w = hp->v7 ? 0 : 5 * (int64_t)hp->mix_dim;
@@ -254,7 +160,7 @@ static int64_t lora_max(const struct rmodel *m) {
     return w;
 }
 
-static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct rrwkv_ws *v) {
     const size_t E = (size_t)m->n_embd, L = (size_t)lora_max(m), F = m->rwkv.n_ff,
                  Dm = m->rwkv.mix_dim;
     float **slots[] = {&v->a,      &v->sx,     &v->mix[0], &v->mix[1], &v->mix[2], &v->mix[3],
@@ -275,7 +181,7 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
 }
 
 size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
-    struct ws_view v;
+    struct rrwkv_ws v;
     return ws_layout(m, n_ubatch, NULL, &v);
 }
 
@@ -286,27 +192,20 @@ int64_t rrwkv_max_in(const struct rmodel *m) {
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-static float sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
 void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
     const int64_t E = m->n_embd;
     for (int64_t t = 0; t < n; t++)
         rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
-/* y (n x E) = LoRA up of act(LoRA down of x): the shape of every RWKV LoRA. */
-enum act { ACT_NONE, ACT_TANH, ACT_SIGMOID };
-
-static void lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
-                 const float *x, int64_t n, enum act act, float *mid, float *y) {
+void rrwkv_lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
+                const float *x, int64_t n, enum rrwkv_act act, float *mid, float *y) {
     rops_matmul(ex, down, x, n, mid);
     const int64_t k = n * down->n_rows;
-    if (act == ACT_TANH)
+    if (act == RRWKV_ACT_TANH)
         for (int64_t i = 0; i < k; i++) mid[i] = tanhf(mid[i]);
-    else if (act == ACT_SIGMOID)
-        for (int64_t i = 0; i < k; i++) mid[i] = sigmoid(mid[i]);
+    else if (act == RRWKV_ACT_SIGMOID)
+        for (int64_t i = 0; i < k; i++) mid[i] = rrwkv_sigmoid(mid[i]);
     rops_matmul(ex, up, mid, n, y);
 }
 
@@ -339,8 +238,8 @@ static void shift_store(const struct rmodel *m, const struct rmodel_io *io, cons
 }
 
 /* x_i = a + sx * mu_i for n tokens (mu: a vector of E, plus m_i (n x E) when not NULL). */
-static void mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
-                const float *m_i, float *out) {
+void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
+               const float *m_i, float *out) {
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < E; c++) {
             const int64_t i = t * E + c;
@@ -349,124 +248,19 @@ static void mix(int64_t n, int64_t E, const float *a, const float *sx, const flo
 }
 
 /* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */
-static void group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y) {
+void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size;
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < E; c += hs)
-            rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, GROUP_NORM_EPS,
+            rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
                            y + t * E + c);
-}
-
-/* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
-static void time_mix6(const struct rmodel *m, const struct rops_exec *ex,
-                      const struct rrwkv_layer *L, const struct rmodel_io *io,
-                      const struct ws_view *w) {
-    const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
-    /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
-    mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
-    rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
-    for (int64_t i = 0; i < n * 5 * Dm; i++) w->lora[i] = tanhf(w->lora[i]);
-    for (int c = 0; c < 5; c++) {
-        for (int64_t t = 0; t < n; t++)
-            memcpy(w->part + t * Dm, w->lora + t * 5 * Dm + c * Dm, (size_t)Dm * sizeof(float));
-        rops_matmul(ex, &L->mix_w2[c], w->part, n, w->tmp);
-        mix(n, E, w->a, w->sx, L->lerp[c], w->tmp, w->mix[c]);
-    }
-    /* (12) */
-    rops_matmul(ex, &L->wr, w->mix[3], n, w->r);
-    rops_matmul(ex, &L->wk, w->mix[1], n, w->k);
-    rops_matmul(ex, &L->wv, w->mix[2], n, w->v);
-    rops_matmul(ex, &L->wg, w->mix[4], n, w->g);
-    for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
-    /* (13) the decay, 0 < w < 1 */
-    lora(ex, &L->decay_w1, &L->decay_w2, w->mix[0], n, ACT_TANH, w->lora, w->w);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
-    /* (14)-(16) */
-    rops_wkv6(ex, io->v, w->r, w->k, w->v, w->w, L->first, io->n_seqs, io->nst, E,
-              m->rwkv.head_size, w->y, io->save_v);
-    group_norm(m, L, n, w->y);
-    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
-    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
-}
-
-/* RWKV-7 TimeMix (docs/rwkv7.md (6)-(17)); the result in w->tmp. */
-static void time_mix7(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
-                      const struct rrwkv_layer *L, const struct rmodel_io *io,
-                      const struct ws_view *w) {
-    const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
-    /* (6) the mixes r, w, k, v, a, g */
-    for (int c = 0; c < 6; c++) mix(n, E, w->a, w->sx, L->lerp[c], NULL, w->mix[c]);
-    /* (7) */
-    rops_matmul(ex, &L->wr, w->mix[0], n, w->r);
-    rops_matmul(ex, &L->wk, w->mix[2], n, w->k);
-    rops_matmul(ex, &L->wv, w->mix[3], n, w->v);
-    /* (8) the decay: exp(-e^-0.5 sigmoid(.)), in (0.545, 1) */
-    lora(ex, &L->decay_w1, &L->decay_w2, w->mix[1], n, ACT_TANH, w->lora, w->w);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-0.606531f * sigmoid(L->w0[c] + w->w[t * E + c]));
-    /* (9) the value residual: layer 0's v, mixed into the later layers' */
-    if (il == 0) {
-        memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
-    } else {
-        lora(ex, &L->v1, &L->v2, w->mix[3], n, ACT_NONE, w->lora, w->tmp);
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t c = 0; c < E; c++) {
-                const int64_t i = t * E + c;
-                w->v[i] += (w->vfirst[i] - w->v[i]) * sigmoid(L->v0[c] + w->tmp[i]);
-            }
-    }
-    /* (10) the gate; (11) the in-context learning rate */
-    lora(ex, &L->g1, &L->g2, w->mix[5], n, ACT_SIGMOID, w->lora, w->g);
-    lora(ex, &L->a1, &L->a2, w->mix[4], n, ACT_NONE, w->lora, w->ia);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++) w->ia[t * E + c] = sigmoid(L->a0[c] + w->ia[t * E + c]);
-    /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < E; h += hs) {
-            float *kk = w->kk + t * E + h;
-            const float *k = w->k + t * E + h;
-            double ss = 0.0;
-            for (int64_t j = 0; j < hs; j++) {
-                kk[j] = k[j] * L->k_k[h + j];
-                ss += (double)kk[j] * kk[j];
-            }
-            const double norm = sqrt(ss);
-            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
-            for (int64_t j = 0; j < hs; j++) kk[j] *= inv;
-        }
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++) {
-            const int64_t i = t * E + c;
-            w->k[i] *= 1.0f + (w->ia[i] - 1.0f) * L->k_a[c];
-        }
-    /* (14) with a = -kk and b = kk * iclr (kept in sx and ia: their old values are spent) */
-    for (int64_t i = 0; i < n * E; i++) {
-        w->sx[i] = -w->kk[i];
-        w->ia[i] *= w->kk[i];
-    }
-    rops_wkv7(ex, io->v, w->r, w->w, w->k, w->v, w->sx, w->ia, io->n_seqs, io->nst, E, hs, w->y,
-              io->save_v);
-    /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) gate and output */
-    group_norm(m, L, n, w->y);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < E; h += hs) {
-            const int64_t o = t * E + h;
-            float dot = 0.0f;
-            for (int64_t j = 0; j < hs; j++) dot += w->r[o + j] * w->k[o + j] * L->r_k[h + j];
-            for (int64_t j = 0; j < hs; j++) w->y[o + j] += w->v[o + j] * dot;
-        }
-    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
-    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 
 /* ChannelMix (rwkv6 (17)-(18), rwkv7 (4)): the result in w->tmp. */
 static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
-                        const struct rrwkv_layer *L, int64_t n, const struct ws_view *w) {
+                        const struct rrwkv_layer *L, int64_t n, const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, F = m->rwkv.n_ff;
-    mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
+    rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
     rops_matmul(ex, &L->cm_k, w->mix[0], n, w->ff);
     for (int64_t i = 0; i < n * F; i++) {
         const float r = w->ff[i] > 0.0f ? w->ff[i] : 0.0f;
@@ -474,24 +268,24 @@ static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
     }
     rops_matmul(ex, &L->cm_v, w->ff, n, w->tmp);
     if (m->rwkv.v7) return;
-    mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
+    rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
     rops_matmul(ex, &L->cm_r, w->mix[1], n, w->r);
-    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= sigmoid(w->r[i]);
+    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= rrwkv_sigmoid(w->r[i]);
 }
 
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                  const struct rmodel_io *io) {
     const struct rrwkv_layer *L = &m->rlayers[il];
     const int64_t E = m->n_embd, n = (int64_t)io->n_seqs * io->nst;
-    struct ws_view w;
+    struct rrwkv_ws w;
     /* carved for this ubatch's tokens: the same at every layer (v_first lives across them) */
     ws_layout(m, (uint32_t)n, io->buf, &w);
 
     norm_shift(m, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
     if (m->rwkv.v7)
-        time_mix7(m, ex, il, L, io, &w);
+        rrwkv7_time_mix(m, ex, il, L, io, &w);
     else
-        time_mix6(m, ex, L, io, &w);
+        rrwkv6_time_mix(m, ex, L, io, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 0);
 

@@ -1,0 +1,101 @@
+/*
+ * RWKV-6 "Finch" (general.architecture = "rwkv6"): its tensors and its TimeMix, docs/rwkv6.md
+ * (the numbers in the comments are its equations); the layer's frame is in rwkv.c.
+ *
+ * TimeMix: the data-dependent token shift ("ddlerp": a LoRA corrects each of the five mixes
+ * w, k, v, r, g per token), r k v and a silu gate, a per-channel decay w = exp(-exp(.)) from
+ * another LoRA, the WKV6 recurrence with its bonus u per head, the group norm, gate, output.
+ */
+#include "rwkv_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+#define BIT(t) ((uint64_t)1 << (t))
+#define MATRIX_TYPES                                                                               \
+    (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16) | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
+
+/* n_mats matrices of n_rows x n_cols stacked in one tensor {n_cols, n_rows, n_mats} (RWKV-6's
+ * time_mix_w2), each read in place. */
+static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                         int64_t n_mats, struct rops_mat *out) {
+    const int64_t ne[3] = {n_cols, n_rows, n_mats};
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 3, ne, MATRIX_TYPES);
+    if (!t) return false;
+    if (!rops_type_supported(t->type, n_cols)) {
+        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
+                        rgguf_type_name(t->type), (long long)n_cols);
+        return false;
+    }
+    const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
+    for (int64_t i = 0; i < n_mats; i++)
+        out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,
+                                   t->type, n_cols, n_rows, row_bytes};
+    return true;
+}
+
+bool rrwkv6_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    const int64_t E = m->n_embd, Dm = hp->mix_dim, Dd = hp->decay_dim, F = hp->n_ff;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    if (rgguf_find_tensor(m->gguf, TNAME("time_mix_lerp_fused.weight"))) {
+        if (!rrwkv_lerp_fused(m, name, 5, L->lerp)) return false;
+    } else { /* older files: one tensor per mix */
+        static const char *const one[5] = {"w", "k", "v", "r", "g"};
+        for (int i = 0; i < 5; i++) {
+            snprintf(name, sizeof name, "blk.%d.time_mix_lerp_%s.weight", (int)il, one[i]);
+            if (!(L->lerp[i] = rrwkv_vec(m, name))) return false;
+        }
+    }
+    const int64_t ne_u[2] = {hp->head_size, hp->n_head};
+    return (L->lerp_x = rrwkv_vec(m, TNAME("time_mix_lerp_x.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, 5 * Dm, &L->mix_w1) &&
+           matrix_stack(m, TNAME("time_mix_w2.weight"), Dm, E, 5, L->mix_w2) &&
+           (L->decay = rrwkv_vec(m, TNAME("time_mix_decay.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_decay_w1.weight"), E, Dd, &L->decay_w1) &&
+           rmodel_matrix(m, TNAME("time_mix_decay_w2.weight"), Dd, E, &L->decay_w2) &&
+           (L->first = rmodel_small_f32(m, TNAME("time_mix_first.weight"), 2, ne_u)) &&
+           rmodel_matrix(m, TNAME("time_mix_gate.weight"), E, E, &L->wg) &&
+           (L->cm_lerp_r = rrwkv_vec(m, TNAME("channel_mix_lerp_r.weight"))) &&
+           rmodel_matrix(m, TNAME("channel_mix_receptance.weight"), E, E, &L->cm_r) &&
+           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
+           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
+#undef TNAME
+}
+
+/* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
+void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
+                     const struct rrwkv_layer *L, const struct rmodel_io *io,
+                     const struct rrwkv_ws *w) {
+    const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
+    /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
+    rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
+    rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
+    for (int64_t i = 0; i < n * 5 * Dm; i++) w->lora[i] = tanhf(w->lora[i]);
+    for (int c = 0; c < 5; c++) {
+        for (int64_t t = 0; t < n; t++)
+            memcpy(w->part + t * Dm, w->lora + t * 5 * Dm + c * Dm, (size_t)Dm * sizeof(float));
+        rops_matmul(ex, &L->mix_w2[c], w->part, n, w->tmp);
+        rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], w->tmp, w->mix[c]);
+    }
+    /* (12) */
+    rops_matmul(ex, &L->wr, w->mix[3], n, w->r);
+    rops_matmul(ex, &L->wk, w->mix[1], n, w->k);
+    rops_matmul(ex, &L->wv, w->mix[2], n, w->v);
+    rops_matmul(ex, &L->wg, w->mix[4], n, w->g);
+    for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
+    /* (13) the decay, 0 < w < 1 */
+    rrwkv_lora(ex, &L->decay_w1, &L->decay_w2, w->mix[0], n, RRWKV_ACT_TANH, w->lora, w->w);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++)
+            w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
+    /* (14)-(16) */
+    rops_wkv6(ex, io->v, w->r, w->k, w->v, w->w, L->first, io->n_seqs, io->nst, E,
+              m->rwkv.head_size, w->y, io->save_v);
+    rrwkv_group_norm(m, L, n, w->y);
+    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
+}

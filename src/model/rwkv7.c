@@ -1,0 +1,114 @@
+/*
+ * RWKV-7 "Goose" (general.architecture = "rwkv7"): its tensors and its TimeMix, docs/rwkv7.md
+ * (the numbers in the comments are its equations); the layer's frame is in rwkv.c.
+ *
+ * TimeMix: six plain token-shift mixes (r, w, k, v, a, g), r k v, a decay in (0.545, 1), the
+ * value residual (layer 0's v mixed into later layers'), a LoRA gate, the in-context learning
+ * rate a that scales k and, with the normalised key kk, makes the state's update
+ * S (diag(w) - kk (kk a)^T) + v k^T (WKV7); then group norm, a bonus, gate and output.
+ */
+#include "rwkv_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+bool rrwkv7_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    const int64_t E = m->n_embd, F = hp->n_ff;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    /* layer 0 takes its v as v_first: llama.cpp's files carry v0/v1/v2 there too (copies of
+     * a0/a1/a2, "not used"); they are not read, so files without them load as well */
+    if (il > 0 && !((L->v0 = rrwkv_vec(m, TNAME("time_mix_v0.weight"))) &&
+                    rmodel_matrix(m, TNAME("time_mix_v1.weight"), E, hp->lora_v, &L->v1) &&
+                    rmodel_matrix(m, TNAME("time_mix_v2.weight"), hp->lora_v, E, &L->v2)))
+        return false;
+    return rrwkv_lerp_fused(m, TNAME("time_mix_lerp_fused.weight"), 6, L->lerp) &&
+           (L->w0 = rrwkv_vec(m, TNAME("time_mix_w0.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_w1.weight"), E, hp->lora_w, &L->decay_w1) &&
+           rmodel_matrix(m, TNAME("time_mix_w2.weight"), hp->lora_w, E, &L->decay_w2) &&
+           (L->a0 = rrwkv_vec(m, TNAME("time_mix_a0.weight"))) &&
+           rmodel_matrix(m, TNAME("time_mix_a1.weight"), E, hp->lora_a, &L->a1) &&
+           rmodel_matrix(m, TNAME("time_mix_a2.weight"), hp->lora_a, E, &L->a2) &&
+           rmodel_matrix(m, TNAME("time_mix_g1.weight"), E, hp->lora_g, &L->g1) &&
+           rmodel_matrix(m, TNAME("time_mix_g2.weight"), hp->lora_g, E, &L->g2) &&
+           (L->k_k = rrwkv_vec(m, TNAME("time_mix_k_k.weight"))) &&
+           (L->k_a = rrwkv_vec(m, TNAME("time_mix_k_a.weight"))) &&
+           (L->r_k = rrwkv_vec(m, TNAME("time_mix_r_k.weight"))) &&
+           rmodel_matrix(m, TNAME("channel_mix_key.weight"), E, F, &L->cm_k) &&
+           rmodel_matrix(m, TNAME("channel_mix_value.weight"), F, E, &L->cm_v);
+#undef TNAME
+}
+
+/* RWKV-7 TimeMix (docs/rwkv7.md (6)-(17)); the result in w->tmp. */
+void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                     const struct rrwkv_layer *L, const struct rmodel_io *io,
+                     const struct rrwkv_ws *w) {
+    const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
+    /* (6) the mixes r, w, k, v, a, g */
+    for (int c = 0; c < 6; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], NULL, w->mix[c]);
+    /* (7) */
+    rops_matmul(ex, &L->wr, w->mix[0], n, w->r);
+    rops_matmul(ex, &L->wk, w->mix[2], n, w->k);
+    rops_matmul(ex, &L->wv, w->mix[3], n, w->v);
+    /* (8) the decay: exp(-e^-0.5 rrwkv_sigmoid(.)), in (0.545, 1) */
+    rrwkv_lora(ex, &L->decay_w1, &L->decay_w2, w->mix[1], n, RRWKV_ACT_TANH, w->lora, w->w);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++)
+            w->w[t * E + c] = expf(-0.606531f * rrwkv_sigmoid(L->w0[c] + w->w[t * E + c]));
+    /* (9) the value residual: layer 0's v, mixed into the later layers' */
+    if (il == 0) {
+        memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
+    } else {
+        rrwkv_lora(ex, &L->v1, &L->v2, w->mix[3], n, RRWKV_ACT_NONE, w->lora, w->tmp);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t c = 0; c < E; c++) {
+                const int64_t i = t * E + c;
+                w->v[i] += (w->vfirst[i] - w->v[i]) * rrwkv_sigmoid(L->v0[c] + w->tmp[i]);
+            }
+    }
+    /* (10) the gate; (11) the in-context learning rate */
+    rrwkv_lora(ex, &L->g1, &L->g2, w->mix[5], n, RRWKV_ACT_SIGMOID, w->lora, w->g);
+    rrwkv_lora(ex, &L->a1, &L->a2, w->mix[4], n, RRWKV_ACT_NONE, w->lora, w->ia);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++)
+            w->ia[t * E + c] = rrwkv_sigmoid(L->a0[c] + w->ia[t * E + c]);
+    /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < E; h += hs) {
+            float *kk = w->kk + t * E + h;
+            const float *k = w->k + t * E + h;
+            double ss = 0.0;
+            for (int64_t j = 0; j < hs; j++) {
+                kk[j] = k[j] * L->k_k[h + j];
+                ss += (double)kk[j] * kk[j];
+            }
+            const double norm = sqrt(ss);
+            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+            for (int64_t j = 0; j < hs; j++) kk[j] *= inv;
+        }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++) {
+            const int64_t i = t * E + c;
+            w->k[i] *= 1.0f + (w->ia[i] - 1.0f) * L->k_a[c];
+        }
+    /* (14) with a = -kk and b = kk * iclr (kept in sx and ia: their old values are spent) */
+    for (int64_t i = 0; i < n * E; i++) {
+        w->sx[i] = -w->kk[i];
+        w->ia[i] *= w->kk[i];
+    }
+    rops_wkv7(ex, io->v, w->r, w->w, w->k, w->v, w->sx, w->ia, io->n_seqs, io->nst, E, hs, w->y,
+              io->save_v);
+    /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) gate and output */
+    rrwkv_group_norm(m, L, n, w->y);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < E; h += hs) {
+            const int64_t o = t * E + h;
+            float dot = 0.0f;
+            for (int64_t j = 0; j < hs; j++) dot += w->r[o + j] * w->k[o + j] * L->r_k[h + j];
+            for (int64_t j = 0; j < hs; j++) w->y[o + j] += w->v[o + j] * dot;
+        }
+    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rops_matmul(ex, &L->wo, w->y, n, w->tmp);
+}

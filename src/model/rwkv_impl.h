@@ -1,0 +1,56 @@
+/* Private to the RWKV files of src/model: rwkv.c (hyper-parameters, the layer's frame, token
+ * shift, channel mix), rwkv6.c and rwkv7.c (each version's tensors and TimeMix). */
+#ifndef RECUR_RWKV_IMPL_H
+#define RECUR_RWKV_IMPL_H
+
+#include <math.h>
+
+#include "model_impl.h"
+
+/* the per-head group norm's epsilon: fixed in llama.cpp's graph, not the file's */
+#define RRWKV_GROUP_NORM_EPS 64e-5f
+
+/* The layer's workspace, carved for the ubatch's n tokens (rwkv.c). */
+struct rrwkv_ws {
+    float *a;      /* n x E: LN(x; attn_norm), then LN(x; attn_norm_2) */
+    float *sx;     /* n x E: previous token's a minus a */
+    float *mix[6]; /* n x E each: the token-shift mixes */
+    float *lora;   /* n x (5 D_mix or a LoRA rank): LoRA down outputs */
+    float *part;   /* n x D_mix: one RWKV-6 ddlerp chunk made contiguous */
+    float *tmp;    /* n x E */
+    float *r, *k, *v, *g, *w, *y;
+    float *kk, *ia, *vfirst; /* RWKV-7: normalised key, iclr, layer 0's v */
+    float *ff;               /* n x n_ff */
+};
+
+static inline float rrwkv_sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
+const float *rrwkv_vec(struct rmodel *m, const char *name);
+/* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
+bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **out);
+
+/* y (n x E) = LoRA up of act(LoRA down of x): the shape of every RWKV LoRA; mid holds the
+ * down projection. */
+enum rrwkv_act { RRWKV_ACT_NONE, RRWKV_ACT_TANH, RRWKV_ACT_SIGMOID };
+void rrwkv_lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
+                const float *x, int64_t n, enum rrwkv_act act, float *mid, float *y);
+/* out = a + sx * (mu + m_i) for n tokens of E (mu: per channel; m_i: n x E or NULL) */
+void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
+               const float *m_i, float *out);
+/* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on n x E */
+void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y);
+
+/* rwkv6.c / rwkv7.c: a layer's own tensors; TimeMix of the ubatch into w->tmp */
+bool rrwkv6_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L);
+void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
+                     const struct rrwkv_layer *L, const struct rmodel_io *io,
+                     const struct rrwkv_ws *w);
+bool rrwkv7_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L);
+void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                     const struct rrwkv_layer *L, const struct rmodel_io *io,
+                     const struct rrwkv_ws *w);
+
+#endif
