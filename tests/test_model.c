@@ -10,6 +10,10 @@
  *                                             trips, invalid batches (OTHER_MODEL: a state from
  *                                             another model must be refused)
  *   test_model malformed MODEL                truncated and corrupted copies fail cleanly
+ *   test_model greedy[-ids] MODEL PROMPT N    the text (ids) of a plain argmax loop
+ *   test_model detokenize MODEL IDS           the text of token ids (space- or comma-separated,
+ *                                             as `recur tokenize` prints them), exactly its
+ *                                             bytes (the CLI has no detokenize command)
  *
  * "Equal" below means a relative error under SAME (model_util.h).
  */
@@ -625,6 +629,45 @@ static int run_greedy(const char *path, const char *prompt, int n_predict, bool 
     return 0;
 }
 
+/* ---- detokenize: the bytes of token ids, for the CLI round-trip tests ------------------- */
+
+static int run_detokenize(const char *path, const char *ids) {
+    struct recur_model *m = recur_model_load_from_file(path, recur_model_default_params());
+    REQUIRE(m);
+    const size_t len = strlen(ids);
+    recur_token *t = malloc(sizeof(recur_token) * (len + 1));
+    REQUIRE(t);
+    int32_t n = 0;
+    for (const char *p = ids; *p;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p) { /* a separator */
+            p++;
+            continue;
+        }
+        t[n++] = (recur_token)v;
+        p = end;
+    }
+    int32_t cap = 16 * n + 16;
+    char *text = malloc((size_t)cap);
+    REQUIRE(text);
+    int32_t got = recur_detokenize(m, t, n, text, cap, false, false);
+    if (got < 0 && got != INT32_MIN) { /* the size it needs */
+        cap = -got;
+        free(text);
+        text = malloc((size_t)cap);
+        REQUIRE(text);
+        got = recur_detokenize(m, t, n, text, cap, false, false);
+    }
+    if (got < 0) fprintf(stderr, "test_model detokenize: %s\n", recur_last_error());
+    REQUIRE(got >= 0);
+    fwrite(text, 1, (size_t)got, stdout);
+    free(text);
+    free(t);
+    recur_model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "greedy") == 0)
         return run_greedy(argv[2], argv[3], atoi(argv[4]), false);
@@ -634,7 +677,8 @@ int main(int argc, char **argv) {
         return run_ref(argv[2], argv[3], atof(argv[4]), argc - 5, argv + 5);
     if (argc == 4 && strcmp(argv[1], "api") == 0) return run_api(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "malformed") == 0) return run_malformed(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "detokenize") == 0) return run_detokenize(argv[2], argv[3]);
     fprintf(stderr, "usage: test_model ref MODEL REF.bin TOL SEQ... | api MODEL OTHER | "
-                    "malformed MODEL | greedy[-ids] MODEL PROMPT N\n");
+                    "malformed MODEL | greedy[-ids] MODEL PROMPT N | detokenize MODEL IDS\n");
     return 2;
 }

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""`recur serve` on models of every architecture (python3 standard library only).
+
+    test_arch_serve.py RECUR_BIN MODEL...
+
+For each model, a server on a free loopback port (--port 0, the port read from its first
+line), and: a greedy /v1/completions equals `recur run --temp 0` (same prompt, max_tokens);
+a streamed one gives the same text; n = 2 gives two equal greedy choices; /tokenize then
+/detokenize gives the text back (UTF-8, newlines, tabs, quotes, backslashes); a second
+identical request reports its prompt reused (usage.prompt_tokens_details.cached_tokens and
+recur_tokens_processed_total in /metrics) and answers the same; SIGTERM exits 0.
+test_serve.py checks the rest of the server on the shipped Mamba-1 model.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+RECUR = sys.argv[1]
+MODELS = sys.argv[2:]
+passed = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAILED: %s %r" % (name, detail), file=sys.stderr)
+
+
+class Server:
+    """A `recur serve` process (the same start-up as test_serve.py's Server)."""
+
+    def __init__(self, model, *args):
+        self.proc = subprocess.Popen([RECUR, "serve", "-m", model, "--port", "0", "-t", "1"]
+                                     + list(args), stderr=subprocess.PIPE, text=True,
+                                     errors="replace")
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise SystemExit("server did not start: %r" % line)
+        self.port = int(m.group(1))
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def post(self, path, body):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("POST", path, body=json.dumps(body).encode())
+        resp = conn.getresponse()
+        out = resp.read()
+        conn.close()
+        try:
+            return resp.status, json.loads(out)
+        except ValueError:
+            return resp.status, out.decode(errors="replace")
+
+    def stream(self, path, body):
+        """The events' JSON of a streamed request, and whether [DONE] came."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("POST", path, body=json.dumps(body).encode())
+        resp = conn.getresponse()
+        events, done = [], False
+        for line in resp.read().decode().split("\n"):
+            if line == "data: [DONE]":
+                done = True
+            elif line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+        conn.close()
+        return resp.status, events, done
+
+    def metrics(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        return {k: float(v) for k, v in re.findall(r"^(recur_\w+) (\S+)$", text, re.M)}
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def run_text(model, prompt, n):
+    """What `recur run --temp 0` generates after the prompt, as the server's JSON decodes it
+    (invalid UTF-8 of a random model's bytes as U+FFFD)."""
+    out = subprocess.run([RECUR, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0",
+                          "-t", "1"], capture_output=True, check=True).stdout
+    assert out.startswith(prompt.encode()) and out.endswith(b"\n")
+    return out[len(prompt.encode()):-1].decode(errors="replace")
+
+
+PROMPT = "Hello world, this is a test of"
+ROUND_TRIP = "Caf\u00e9 \u20ac \U0001f999 na\u00efve \u4e2d\u6587\n\tline \"two\" with " \
+             "\\backslash\\ and 'quote'\r\n\n  end\t\\n\\t\n"
+N = 16
+
+for model in MODELS:
+    name = os.path.basename(model)
+    srv = Server(model, "-np", "2")
+    want = run_text(model, PROMPT, N)
+
+    req = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
+    st, body = srv.post("/v1/completions", req)
+    ok = st == 200 and isinstance(body, dict)
+    check("%s: greedy completion equals recur run" % name,
+          ok and body["choices"][0]["text"] == want, (want, body))
+    n_prompt = body["usage"]["prompt_tokens"] if ok else -1
+
+    st, events, done = srv.stream("/v1/completions", dict(req, stream=True))
+    text = "".join(c.get("text", "") for e in events for c in e.get("choices", []))
+    check("%s: streaming gives the same text" % name, st == 200 and done and text == want,
+          (want, text))
+
+    st, body = srv.post("/v1/completions", dict(req, n=2))
+    check("%s: n = 2, greedy: two choices equal to recur run" % name,
+          st == 200 and len(body["choices"]) == 2 and
+          all(c["text"] == want for c in body["choices"]), body)
+
+    st, tok = srv.post("/tokenize", {"content": ROUND_TRIP})
+    check("%s: tokenize" % name, st == 200 and len(tok.get("tokens", [])) > 0, tok)
+    st, detok = srv.post("/detokenize", {"tokens": tok.get("tokens", [])})
+    check("%s: tokenize then detokenize gives the text back" % name,
+          st == 200 and detok["content"] == ROUND_TRIP, detok)
+
+    # an identical request: every prompt token but the last (whose logits are needed) reused
+    # from the prefix cache, only the last one processed, and the same answer
+    before = srv.metrics()
+    st, body = srv.post("/v1/completions", req)
+    after = srv.metrics()
+    cached = body["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+    check("%s: a repeated prompt is reused (%d of %d tokens cached)" % (name, cached, n_prompt),
+          cached == n_prompt - 1 > 0, body)
+    processed = after["recur_tokens_processed_total"] - before["recur_tokens_processed_total"]
+    check("%s: ... and only the rest is processed" % name, processed == n_prompt - cached,
+          (processed, n_prompt, cached))
+    check("%s: ... with the same answer" % name, st == 200 and body["choices"][0]["text"] == want,
+          body)
+    check("%s: SIGTERM exits 0" % name, srv.stop() == 0)
+    print("test_arch_serve: %s done (%d passed, %d failed so far)" % (name, passed, failed))
+
+print("test_arch_serve: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed or not MODELS else 0)
