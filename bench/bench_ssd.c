@@ -9,11 +9,12 @@
  *
  * (--shape, --tok and --threads keep only those rows, e.g. for a profiler.)
  *
- * Each figure is the median over N runs (default 7) of the time of one call, a run timing
- * enough back-to-back calls to last ~20 ms; plain and chunked runs alternate so that both see
- * the same machine. The inputs are random, dt in [0.01, 0.11] (softplus'd values of that order),
- * A in [-8, -1], the scratch what rops_ssm_scan2_chunked_scratch_bytes asks for. Output: a table,
- * then one line of JSON.
+ * Each figure is the median (and the minimum, which other load on the machine disturbs
+ * least) over N runs (default 7) of the time of one call, a run timing enough back-to-back
+ * calls to last ~20 ms; plain and chunked runs alternate so that both see the same machine. The
+ * inputs are random, dt in [0.01, 0.11] (softplus'd values of that order), A in [-8, -1], the
+ * scratch what rops_ssm_scan2_chunked_scratch_bytes asks for. Output: a table, then one line of
+ * JSON.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -114,8 +115,8 @@ int main(int argc, char **argv) {
     printf("bench_ssd: Mamba-2 scan, plain vs chunked (ROPS_SSD_CHUNK %d), %s, %lld sequence(s); "
            "median of %d runs, us per call\n",
            ROPS_SSD_CHUNK, rops_isa_name(isa), (long long)n_seqs, reps);
-    printf("%-6s %6s %3s %12s %12s %8s\n", "shape", "n_tok", "thr", "plain_us", "chunked_us",
-           "speedup");
+    printf("%-6s %6s %3s %12s %12s %8s %10s %10s\n", "shape", "n_tok", "thr", "plain_us",
+           "chunked_us", "speedup", "plain_min", "chunk_min");
     char json[8192];
     size_t jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"ssd\",\"isa\":\"%s\",\"rows\":[",
                                  rops_isa_name(isa));
@@ -169,14 +170,15 @@ int main(int argc, char **argv) {
                 qsort(tp, (size_t)reps, sizeof tp[0], cmp_double);
                 qsort(tc, (size_t)reps, sizeof tc[0], cmp_double);
                 const double mp = tp[reps / 2] * 1e6, mc = tc[reps / 2] * 1e6;
-                printf("%-6s %6lld %3d %12.1f %12.1f %7.2fx\n", sh->name, (long long)toks[ti], nth,
-                       mp, mc, mp / mc);
+                printf("%-6s %6lld %3d %12.1f %12.1f %7.2fx %10.1f %10.1f\n", sh->name,
+                       (long long)toks[ti], nth, mp, mc, mp / mc, tp[0] * 1e6, tc[0] * 1e6);
                 if (jl < sizeof json)
                     jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                            "%s{\"shape\":\"%s\",\"n_tok\":%lld,\"threads\":%d,"
-                                           "\"plain_us\":%.2f,\"chunked_us\":%.2f}",
+                                           "\"plain_us\":%.2f,\"chunked_us\":%.2f,"
+                                           "\"plain_min_us\":%.2f,\"chunked_min_us\":%.2f}",
                                            first ? "" : ",", sh->name, (long long)toks[ti], nth, mp,
-                                           mc);
+                                           mc, tp[0] * 1e6, tc[0] * 1e6);
                 first = false;
             }
         free(xbc), free(dt), free(A), free(D), free(state), free(y), free(ws);

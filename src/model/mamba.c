@@ -269,10 +269,11 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
-/* Tokens per sequence from which a Mamba-2 layer takes the chunked scan (bench_ssd, AVX2, one
- * sequence, us per call plain / chunked on 1 thread; RESULTS.md): 130m shape 8 tokens
- * 183 / 180, 16: 366 / 247, 64: 1458 / 747; a smaller shape (512 x 64, 8 heads) 8: 27 / 29,
- * 16: 53 / 40. The portable chunked path measured 0.6-0.75x the plain one: not taken. */
+/* Tokens per sequence from which a Mamba-2 layer takes the chunked scan. bench_ssd (AVX2, one
+ * sequence, us per call plain / chunked, 1 thread; bench/RESULTS.md): 130m shape 8 tokens
+ * 177 / 174, 16: 357 / 236, 64: 1422 / 696; a smaller shape (d_inner 512, d_state 64, 8
+ * heads) 8: 27 / 29, 16: 54 / 40. The portable chunked path measured 0.6-0.75x the plain
+ * one: not taken. */
 #define SSD_MIN_TOKENS 16
 
 /* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
