@@ -21,7 +21,6 @@
  * once per 6 rows) instead of a load and a store of every state per token.
  */
 #include <math.h>
-#include <string.h>
 
 #include "ops_impl.h"
 
