@@ -602,6 +602,153 @@ static void test_ssm2(void) {
     rpool_free(pool);
 }
 
+/* The chunked (SSD) Mamba-2 scan against the float64 recurrence and against rops_ssm_scan2, on
+ * every path, 1 and 2 threads: heads sharing groups and a group per head, head_dim and d_state
+ * that are not multiples of the vector, n_tok below, at and past ROPS_SSD_CHUNK and not a
+ * multiple of it, several sequences, zero and non-zero incoming states, dt from tiny to large
+ * enough that exp(dt * A) underflows, saves at random tokens (runs of them, last tokens), and
+ * scratch for all heads, for one head per thread, and for none (the plain scan).
+ * Tolerance: |out - ref| / (1 + |ref|) < 5e-5 for y, states and saves, against float64 and
+ * against the plain f32 scan (measured: at most 1.5e-5 against float64, where the plain f32
+ * scan is 1.5e-5 off too, on the dt-up-to-20 shapes; below 3e-6 elsewhere). */
+static void test_ssm2_chunked(void) {
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    const int64_t shapes[][8] = {
+        /* S, T, H, P, N, G, zero state, dt kind (0 usual, 1 tiny to huge, 2 tiny) */
+        {1, 1, 2, 8, 16, 1, 0, 0},     {2, 70, 4, 4, 8, 2, 1, 0},  {3, 129, 6, 3, 12, 3, 0, 1},
+        {2, 64, 4, 16, 20, 4, 0, 0},   {1, 17, 3, 11, 5, 1, 1, 2}, {2, 150, 4, 64, 128, 1, 0, 0},
+        {1, 300, 6, 64, 128, 2, 0, 1}, {4, 9, 2, 24, 40, 2, 0, 0}};
+    const double tol = 5e-5;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t S = shapes[si][0], T = shapes[si][1], H = shapes[si][2], P = shapes[si][3],
+                      N = shapes[si][4], G = shapes[si][5], Di = H * P, stride = Di + 2 * G * N,
+                      n = S * T, ns = Di * N;
+        const bool zero_state = shapes[si][6];
+        const int dt_kind = (int)shapes[si][7];
+        const size_t ws_bytes = rops_ssm_scan2_chunked_scratch_bytes(2, T, Di, N, H);
+        float *xbc = malloc(sizeof(float) * (size_t)(n * stride)),
+              *dt = malloc(sizeof(float) * (size_t)(n * H)), *A = malloc(sizeof(float) * (size_t)H),
+              *D = malloc(sizeof(float) * (size_t)H),
+              *s0 = malloc(sizeof(float) * (size_t)(S * ns)),
+              *st = malloc(sizeof(float) * (size_t)(S * ns)),
+              *sp = malloc(sizeof(float) * (size_t)(S * ns)),
+              *y = malloc(sizeof(float) * (size_t)(n * Di)),
+              *yp = malloc(sizeof(float) * (size_t)(n * Di)),
+              *sv = malloc(sizeof(float) * (size_t)(n * ns)), *ws = malloc(ws_bytes + 256);
+        double *ry = malloc(sizeof(double) * (size_t)(n * Di)),
+               *rs = malloc(sizeof(double) * (size_t)(S * ns)),
+               *rsv = malloc(sizeof(double) * (size_t)(n * ns));
+        float **save = malloc(sizeof(float *) * (size_t)n);
+        REQUIRE(xbc && dt && A && D && s0 && st && sp && y && yp && sv && ws && ry && rs && rsv &&
+                save);
+        for (int64_t i = 0; i < n * stride; i++) xbc[i] = frand();
+        for (int64_t i = 0; i < n * H; i++) {
+            const float u = (frand() + 1.0f) / 2; /* [0, 1) */
+            dt[i] = dt_kind == 0   ? 0.01f + 0.6f * u
+                    : dt_kind == 1 ? expf(-7.0f + 10.0f * u) /* 1e-3 .. 20: decays to e^-180 */
+                                   : 1e-4f * u;
+        }
+        for (int64_t h = 0; h < H; h++) A[h] = -(0.5f + 4.0f * (frand() + 1.0f)), D[h] = frand();
+        for (int64_t i = 0; i < S * ns; i++) s0[i] = zero_state ? 0.0f : frand(), rs[i] = s0[i];
+        for (int64_t t = 0; t < n; t++) { /* ~1 in 8 at random, and each sequence's last 3 */
+            const bool want = test_rand(&rng) % 8 == 0 || t % T >= T - 3;
+            save[t] = want ? sv + t * ns : NULL;
+        }
+        for (int64_t sq = 0; sq < S; sq++)
+            for (int64_t t = sq * T; t < (sq + 1) * T; t++) {
+                for (int64_t h = 0; h < H; h++) {
+                    const int64_t g = h / (H / G);
+                    const double dA = exp((double)dt[t * H + h] * A[h]);
+                    for (int64_t p = 0; p < P; p++) {
+                        const int64_t c = h * P + p;
+                        const double x = xbc[t * stride + c];
+                        double acc = 0;
+                        for (int64_t q = 0; q < N; q++) {
+                            double *sc = &rs[(sq * Di + c) * N + q];
+                            *sc = *sc * dA + xbc[t * stride + Di + g * N + q] * x * dt[t * H + h];
+                            acc += *sc * xbc[t * stride + Di + G * N + g * N + q];
+                        }
+                        ry[t * Di + c] = acc + D[h] * x;
+                    }
+                }
+                memcpy(rsv + t * ns, rs + sq * ns, sizeof(double) * (size_t)ns);
+            }
+        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+        for (int ii = 0; ii < 2; ii++) {
+            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+            /* the plain scan in float, for the comparison between the two */
+            const struct rops_exec ex1 = {.pool = pool, .n_threads = 1, .isa = isas[ii]};
+            memcpy(sp, s0, sizeof(float) * (size_t)(S * ns));
+            rops_ssm_scan2(&ex1, sp, xbc, stride, dt, A, D, S, T, Di, N, H, G, yp, NULL);
+            if (getenv("RECUR_TEST_VERBOSE")) {
+                double e1 = 0, e2 = 0;
+                for (int64_t i = 0; i < n * Di; i++)
+                    e1 = fmax(e1, fabs(yp[i] - ry[i]) / (1 + fabs(ry[i])));
+                for (int64_t i = 0; i < S * ns; i++)
+                    e2 = fmax(e2, fabs(sp[i] - rs[i]) / (1 + fabs(rs[i])));
+                printf("plain %s shape %zu: y %.2g state %.2g\n", rops_isa_name(isas[ii]), si, e1,
+                       e2);
+            }
+            for (int nth = 1; nth <= 2; nth++)
+                for (int room = 0; room < 3; room++) { /* all heads, one per thread, none */
+                    const size_t one_head =
+                        rops_ssm_scan2_chunked_scratch_bytes(nth, T, nth * P, N, nth) + 64 * nth;
+                    const struct rops_exec ex = {.pool = pool,
+                                                 .n_threads = nth,
+                                                 .isa = isas[ii],
+                                                 .scratch = room == 2 ? NULL : ws,
+                                                 .scratch_bytes = room == 0   ? ws_bytes
+                                                                  : room == 1 ? one_head
+                                                                              : 0};
+                    for (int with_saves = 0; with_saves < 2; with_saves++) {
+                        memcpy(st, s0, sizeof(float) * (size_t)(S * ns));
+                        memset(sv, 0xff, sizeof(float) * (size_t)(n * ns)); /* NaN */
+                        rops_ssm_scan2_chunked(&ex, st, xbc, stride, dt, A, D, S, T, Di, N, H, G, y,
+                                               with_saves ? save : NULL);
+                        double ey = 0, es = 0, eyp = 0, esp = 0, esv = 0;
+                        for (int64_t i = 0; i < n * Di; i++) {
+                            ey = fmax(ey, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
+                            eyp = fmax(eyp, fabs(y[i] - yp[i]) / (1 + fabs(yp[i])));
+                        }
+                        for (int64_t i = 0; i < S * ns; i++) {
+                            es = fmax(es, fabs(st[i] - rs[i]) / (1 + fabs(rs[i])));
+                            esp = fmax(esp, fabs(st[i] - sp[i]) / (1 + fabs(sp[i])));
+                        }
+                        int64_t bad_unsaved = 0, last_differs = 0;
+                        for (int64_t t = 0; t < n; t++) {
+                            if (!with_saves || !save[t]) { /* left alone */
+                                bad_unsaved += !isnan(sv[t * ns]);
+                                continue;
+                            }
+                            for (int64_t i = 0; i < ns; i++)
+                                esv = fmax(esv, fabs(sv[t * ns + i] - rsv[t * ns + i]) /
+                                                    (1 + fabs(rsv[t * ns + i])));
+                            if (t % T == T - 1) /* the last save is the final state */
+                                last_differs += memcmp(sv + t * ns, st + (t / T) * ns,
+                                                       sizeof(float) * (size_t)ns) != 0;
+                        }
+                        CHECK_MSG(ey < tol && es < tol && eyp < tol && esp < tol && esv < tol &&
+                                      bad_unsaved == 0 && last_differs == 0,
+                                  "ssd %s threads %d room %d saves %d shape %zu: vs float64 y %g "
+                                  "state %g saves %g; vs plain y %g state %g; %lld unsaved "
+                                  "written, %lld last differ",
+                                  rops_isa_name(isas[ii]), nth, room, with_saves, si, ey, es, esv,
+                                  eyp, esp, (long long)bad_unsaved, (long long)last_differs);
+                        if (getenv("RECUR_TEST_VERBOSE"))
+                            printf("ssd %s nth %d room %d saves %d shape %zu: y %.2g state %.2g "
+                                   "saves %.2g, vs plain y %.2g state %.2g\n",
+                                   rops_isa_name(isas[ii]), nth, room, with_saves, si, ey, es, esv,
+                                   eyp, esp);
+                    }
+                }
+        }
+        free(xbc), free(dt), free(A), free(D), free(s0), free(st), free(sp), free(y), free(yp);
+        free(sv), free(ws), free(ry), free(rs), free(rsv), free(save);
+    }
+    rpool_free(pool);
+}
+
 int main(void) {
     printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
     RUN(test_pool);
@@ -611,5 +758,6 @@ int main(void) {
     RUN(test_softplus);
     RUN(test_ssm);
     RUN(test_ssm2);
+    RUN(test_ssm2_chunked);
     return test_finish("test_ops");
 }

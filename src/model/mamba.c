@@ -208,6 +208,13 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
+/* Tokens per sequence from which a Mamba-2 layer takes the chunked scan. bench_ssd (AVX2, one
+ * sequence, us per call plain / chunked, 1 thread; bench/RESULTS.md): 130m shape 8 tokens
+ * 177 / 174, 16: 357 / 236, 64: 1422 / 696; a smaller shape (d_inner 512, d_state 64, 8
+ * heads) 8: 27 / 29, 16: 54 / 40. The portable chunked path measured 0.6-0.75x the plain
+ * one: not taken. */
+#define SSD_MIN_TOKENS 16
+
 /* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
 static void layer_forward2(const struct rmodel *m, const struct rops_exec *ex,
                            const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
@@ -224,8 +231,14 @@ static void layer_forward2(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++) w->dt[t * H + h] = w->xz[t * P + 2 * Di + 2 * G * N + h];
     rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, H);
-    rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
-                   save_ssm);
+    /* the chunked (SSD) scan from SSD_MIN_TOKENS tokens per sequence on AVX2, where it
+       measured faster; the plain recurrence below that and on the portable path */
+    if (nst >= SSD_MIN_TOKENS && ex->isa == ROPS_ISA_AVX2)
+        rops_ssm_scan2_chunked(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G,
+                               w->y, save_ssm);
+    else
+        rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
+                       save_ssm);
     /* gate, then RMSNorm per group */
     const int64_t gs = Di / G;
     for (int64_t t = 0; t < n; t++) {

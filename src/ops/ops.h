@@ -143,6 +143,34 @@ void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *x
                     int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
                     int64_t n_group, float *y, float *const *save);
 
+/*
+ * The same scan as rops_ssm_scan2 (same arguments, state layout and saves) by chunks: the
+ * "state space duality" (SSD) form of Dao & Gu 2024, docs/mamba2.md section 5. The tokens of
+ * a sequence go in chunks of up to ROPS_SSD_CHUNK; per chunk and head, with the decays taken
+ * from segment sums of dt * A (exp of differences of their prefix sums, never of a growing
+ * sum, so nothing overflows), the outputs are
+ *   y = (C · B^T masked by the decays, times dt) · x  +  decay-to-t * (C · S_in)  +  D * x
+ * and the state leaving it S_out = decay(chunk) * S_in + (decay-to-end * dt * x)^T · B: matrix
+ * products (the C · B^T of a group shared by its heads) instead of one state update per token.
+ * A chunk ends at every token with a save, so each snapshot is the state after its token.
+ * Results equal rops_ssm_scan2's within float rounding (sums in another order), whatever the
+ * saves. The heads are shared among the threads.
+ *
+ * It works in ex->scratch: rops_ssm_scan2_chunked_scratch_bytes(ex->n_threads, ...) is what it
+ * wants for the whole call; with less it holds fewer heads' states at a time (their C · B^T is
+ * then computed more than once), and with less than one head's worth per thread it runs
+ * rops_ssm_scan2.
+ */
+/* 48: 8 row tiles of the 6-row kernel, none left over; on the 130m shape (512 tokens, AVX2)
+ * chunks of 36-48 took 5.4-5.7 ms, 64 5.6-6.1, 128 6.7 (bench_ssd, RESULTS.md). */
+#define ROPS_SSD_CHUNK 48
+void rops_ssm_scan2_chunked(const struct rops_exec *ex, float *ssm_state, const float *xbc,
+                            int64_t xbc_stride, const float *dt, const float *A, const float *D,
+                            int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state,
+                            int64_t n_head, int64_t n_group, float *y, float *const *save);
+size_t rops_ssm_scan2_chunked_scratch_bytes(int n_threads, int64_t n_tok, int64_t d_inner,
+                                            int64_t d_state, int64_t n_head);
+
 /* ---- RWKV (ops_rwkv.c) --------------------------------------------------------------------- */
 
 /* out = (x - mean(x)) / sqrt(var(x) + eps) * w + b over k values (w or b NULL: 1 or 0). out may

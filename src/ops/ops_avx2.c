@@ -786,6 +786,166 @@ void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t 
         }
 }
 
+/* ---- the chunked Mamba-2 scan's block products (ops_ssd.c) --------------------------------- */
+
+/* The first w lanes (1..8) of a vector: the mask of a last partial vector of columns. */
+static inline __m256i ssd_lanes(int64_t w) {
+    static const int32_t bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(bits + 8 - w));
+}
+
+/* Rows [i0, i0 + MR) x columns [j0, j0 + 8 NV) of rops_ssd_mm, the last vector of columns
+ * masked when MASKED (b read and c written only in its lanes). The accumulators are the
+ * outputs (as gemm_kernel): per kk, NV loads of b and MR broadcasts of a feed MR x NV FMAs. */
+static inline __attribute__((always_inline)) void ssd_tile(int MR, int NV, bool MASKED,
+                                                           const struct rops_ssd_mm *p, int64_t i0,
+                                                           int64_t j0, int64_t kend, __m256i mask) {
+    const float *a = p->a + i0 * p->lda, *b = p->b + j0;
+    const int64_t lda = p->lda, ldb = p->ldb;
+    __m256 a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
+    a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = _mm256_setzero_ps();
+#define SSD_STEP(I)                                                                                \
+    if (MR > I) {                                                                                  \
+        const __m256 av = _mm256_broadcast_ss(a + I * lda + kk);                                   \
+        a##I##0 = _mm256_fmadd_ps(av, b0, a##I##0);                                                \
+        if (NV == 2) a##I##1 = _mm256_fmadd_ps(av, b1, a##I##1);                                   \
+    }
+    for (int64_t kk = 0; kk < kend; kk++) {
+        const float *bk = b + kk * ldb;
+        const __m256 b0 = MASKED && NV == 1 ? _mm256_maskload_ps(bk, mask) : _mm256_loadu_ps(bk);
+        const __m256 b1 = NV == 1  ? b0
+                          : MASKED ? _mm256_maskload_ps(bk + 8, mask)
+                                   : _mm256_loadu_ps(bk + 8);
+        SSD_STEP(0)
+        SSD_STEP(1)
+        SSD_STEP(2)
+        SSD_STEP(3)
+        SSD_STEP(4)
+        SSD_STEP(5)
+    }
+#undef SSD_STEP
+    const __m256 acc[6][2] = {{a00, a01}, {a10, a11}, {a20, a21},
+                              {a30, a31}, {a40, a41}, {a50, a51}};
+    const __m256 beta = _mm256_set1_ps(p->beta);
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < NV; v++) {
+            float *dst = p->c + (i0 + i) * p->ldc + j0 + 8 * v;
+            const bool part = MASKED && v == NV - 1;
+            __m256 r = acc[i][v];
+            if (p->rowscale) r = _mm256_mul_ps(r, _mm256_broadcast_ss(p->rowscale + i0 + i));
+            if (p->accumulate)
+                r = _mm256_fmadd_ps(beta,
+                                    part ? _mm256_maskload_ps(dst, mask) : _mm256_loadu_ps(dst), r);
+            if (part)
+                _mm256_maskstore_ps(dst, mask, r);
+            else
+                _mm256_storeu_ps(dst, r);
+        }
+}
+
+#define SSD_TILE(MR, NV, MASKED, NAME)                                                             \
+    static void NAME(const struct rops_ssd_mm *p, int64_t i0, int64_t j0, int64_t kend,            \
+                     __m256i mask) {                                                               \
+        ssd_tile(MR, NV, MASKED, p, i0, j0, kend, mask);                                           \
+    }
+#define SSD_TILES(MR)                                                                              \
+    SSD_TILE(MR, 2, false, ssd_tile_##MR##_16)                                                     \
+    SSD_TILE(MR, 2, true, ssd_tile_##MR##_16m)                                                     \
+    SSD_TILE(MR, 1, false, ssd_tile_##MR##_8)                                                      \
+    SSD_TILE(MR, 1, true, ssd_tile_##MR##_8m)
+SSD_TILES(1)
+SSD_TILES(2)
+SSD_TILES(3)
+SSD_TILES(4)
+SSD_TILES(5)
+SSD_TILES(6)
+#undef SSD_TILES
+#undef SSD_TILE
+
+typedef void (*ssd_tile_fn)(const struct rops_ssd_mm *, int64_t, int64_t, int64_t, __m256i);
+/* [16 columns, 9-15, 8, 1-7][rows - 1] */
+static const ssd_tile_fn ssd_tiles[4][6] = {
+    {ssd_tile_1_16, ssd_tile_2_16, ssd_tile_3_16, ssd_tile_4_16, ssd_tile_5_16, ssd_tile_6_16},
+    {ssd_tile_1_16m, ssd_tile_2_16m, ssd_tile_3_16m, ssd_tile_4_16m, ssd_tile_5_16m,
+     ssd_tile_6_16m},
+    {ssd_tile_1_8, ssd_tile_2_8, ssd_tile_3_8, ssd_tile_4_8, ssd_tile_5_8, ssd_tile_6_8},
+    {ssd_tile_1_8m, ssd_tile_2_8m, ssd_tile_3_8m, ssd_tile_4_8m, ssd_tile_5_8m, ssd_tile_6_8m},
+};
+
+void rops_ssd_mm_avx2(const struct rops_ssd_mm *p) {
+    for (int64_t i0 = 0; i0 < p->m; i0 += 6) {
+        const int64_t mr = p->m - i0 < 6 ? p->m - i0 : 6;
+        const int64_t kend = p->tril_a && i0 + mr < p->k ? i0 + mr : p->k;
+        const int64_t nend = p->tril_c && i0 + mr < p->n ? i0 + mr : p->n;
+        for (int64_t j0 = 0; j0 < nend; j0 += 16) {
+            const int64_t w = nend - j0 < 16 ? nend - j0 : 16;
+            const int kind = w == 16 ? 0 : w > 8 ? 1 : w == 8 ? 2 : 3;
+            const __m256i mask = ssd_lanes(kind == 1 ? w - 8 : kind == 3 ? w : 8);
+            ssd_tiles[kind][mr - 1](p, i0, j0, kend, mask);
+        }
+    }
+}
+
+void rops_ssd_decays_avx2(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
+                          const float *dts, float d, float *m, float *ein, float *eout) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t t = 0; t < len; t++) {
+        const __m256 ct = _mm256_set1_ps(cs[t]), lt = _mm256_set1_ps(cl[t]);
+        const __m256i upto = _mm256_set1_epi32((int32_t)t + 1);
+        for (int64_t s = 0; s + 8 <= ld; s += 8) {
+            if (s > t) {
+                _mm256_storeu_ps(m + t * ld + s, _mm256_setzero_ps());
+                continue;
+            }
+            const __m256 seg = _mm256_add_ps(_mm256_sub_ps(ct, _mm256_loadu_ps(cs + s)),
+                                             _mm256_sub_ps(lt, _mm256_loadu_ps(cl + s)));
+            const __m256 v =
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(g + t * ld + s), exp8(seg)),
+                              _mm256_loadu_ps(dts + s));
+            /* lanes s <= t; an AND, so that whatever g holds above the diagonal gives 0 */
+            const __m256i keep =
+                _mm256_cmpgt_epi32(upto, _mm256_add_epi32(iota, _mm256_set1_epi32((int32_t)s)));
+            _mm256_storeu_ps(m + t * ld + s, _mm256_and_ps(v, _mm256_castsi256_ps(keep)));
+        }
+        m[t * ld + t] += d;
+    }
+    const __m256 ce = _mm256_set1_ps(cs[len - 1]), le = _mm256_set1_ps(cl[len - 1]);
+    for (int64_t s = 0; s + 8 <= ld; s += 8) {
+        const __m256 c = _mm256_loadu_ps(cs + s), l = _mm256_loadu_ps(cl + s);
+        _mm256_storeu_ps(ein + s, exp8(_mm256_add_ps(c, l)));
+        const __m256 seg = _mm256_add_ps(_mm256_sub_ps(ce, c), _mm256_sub_ps(le, l));
+        _mm256_storeu_ps(eout + s, _mm256_mul_ps(exp8(seg), _mm256_loadu_ps(dts + s)));
+    }
+}
+
+void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                              const float *scale, float *dst, int64_t ldd) {
+    for (int64_t i = 0; i < rows; i++) {
+        const __m256 e = _mm256_set1_ps(scale[i]);
+        const float *si = src + i * lds;
+        float *di = dst + i * ldd;
+        int64_t j = 0;
+        for (; j + 8 <= cols; j += 8)
+            _mm256_storeu_ps(di + j, _mm256_mul_ps(e, _mm256_loadu_ps(si + j)));
+        for (; j < cols; j++) di[j] = scale[i] * si[j];
+    }
+}
+
+void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                             int64_t ldd) {
+    const int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    for (int64_t i = 0; i < r8; i += 8)
+        for (int64_t j = 0; j < c8; j += 8) {
+            __m256 v[8];
+            for (int q = 0; q < 8; q++) v[q] = _mm256_loadu_ps(src + (i + q) * lds + j);
+            transpose8(v);
+            for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (j + q) * ldd + i, v[q]);
+        }
+    /* the edges */
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = i < r8 ? c8 : 0; j < cols; j++) dst[j * ldd + i] = src[i * lds + j];
+}
+
 #else /* no AVX2 kernels in this build: never called, rops_isa_best() says scalar */
 
 bool rops_have_avx2_kernels(void) {
@@ -829,6 +989,25 @@ double rops_probe_fma_avx2(int64_t iters) {
 
 float rops_probe_sum_avx2(const float *p, size_t n) {
     return rops_probe_sum_scalar(p, n);
+}
+
+void rops_ssd_mm_avx2(const struct rops_ssd_mm *p) {
+    rops_ssd_mm_scalar(p);
+}
+
+void rops_ssd_decays_avx2(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
+                          const float *dts, float d, float *m, float *ein, float *eout) {
+    rops_ssd_decays_scalar(len, ld, g, cs, cl, dts, d, m, ein, eout);
+}
+
+void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                              const float *scale, float *dst, int64_t ldd) {
+    rops_ssd_scale_rows_scalar(rows, cols, src, lds, scale, dst, ldd);
+}
+
+void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                             int64_t ldd) {
+    rops_ssd_transpose_scalar(rows, cols, src, lds, dst, ldd);
 }
 
 #endif

@@ -96,6 +96,53 @@ struct rops_scan2_args {
 void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
 void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
 
+/* The block products of the chunked scan (ops_ssd.c), on one thread:
+ *   acc[i][j] = sum_{kk < k} a[i * lda + kk] * b[kk * ldb + j]      i < m, j < n
+ *   c[i * ldc + j] = acc[i][j] * (rowscale ? rowscale[i] : 1) + (accumulate ? beta * c : 0)
+ * tril_a: a[i][kk] is zero for kk > i, so rows [i0, i0 + r) sum kk < i0 + r only.
+ * tril_c: only c[i][j] with j <= i is wanted; rows [i0, i0 + r) compute the columns
+ * < i0 + r, the others are left as they were. b rows are read for j < n only. */
+struct rops_ssd_mm {
+    int64_t m, n, k;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    float *c;
+    int64_t ldc;
+    const float *rowscale;
+    float beta;
+    bool accumulate, tril_a, tril_c;
+};
+void rops_ssd_mm_scalar(const struct rops_ssd_mm *p);
+void rops_ssd_mm_avx2(const struct rops_ssd_mm *p);
+
+/* One head's decays over a chunk of len tokens, ld (a multiple of 8, >= len) the row length.
+ * The prefix of the segment sums, sum_{tau <= t} dt_tau A, is cs[t] + cl[t] (a float and the
+ * float of the rest: a difference of two prefixes is then exact to float precision however
+ * large they grow); cs, cl and dts (dt) are readable up to ld, zero past len. With
+ * e(t, s) = exp((cs[t] - cs[s]) + (cl[t] - cl[s])):
+ *   m[t * ld + s] = g[t * ld + s] * e(t, s) * dts[s] (+ d where s == t) for s <= t,
+ *   0 for t < s < ld (whatever g holds there, NaN included);
+ *   ein[s] = exp(cs[s] + cl[s]),  eout[s] = e(len - 1, s) * dts[s]  for s < ld. */
+void rops_ssd_decays_scalar(int64_t len, int64_t ld, const float *g, const float *cs,
+                            const float *cl, const float *dts, float d, float *m, float *ein,
+                            float *eout);
+void rops_ssd_decays_avx2(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
+                          const float *dts, float d, float *m, float *ein, float *eout);
+
+/* dst[i * ldd + j] = scale[i] * src[i * lds + j] for i < rows, j < cols. */
+void rops_ssd_scale_rows_scalar(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                                const float *scale, float *dst, int64_t ldd);
+void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                              const float *scale, float *dst, int64_t ldd);
+
+/* dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
+void rops_ssd_transpose_scalar(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                               float *dst, int64_t ldd);
+void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                             int64_t ldd);
+
 /* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats (the
  * result keeps the compiler from skipping the reads). */
 double rops_probe_fma_scalar(int64_t iters);
