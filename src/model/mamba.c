@@ -17,8 +17,9 @@
  * A ubatch holds n_seqs sequences of n_seq_tokens tokens each, stream-major. The projections
  * run over all its tokens at once (one pass over each weight for all sequences); the conv and
  * the scan run token after token, all sequences in one call, channels shared among threads.
+ * Mamba-2 (mamba2.c) shares this file's key reading, workspace and dispatch.
  */
-#include "model_impl.h"
+#include "mamba_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,51 +28,6 @@
 #include "../core/core.h"
 
 /* ---- loading ----------------------------------------------------------------------------- */
-
-/* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
-static bool mamba2_load(struct rmodel *m) {
-    struct rmamba_hparams *hp = &m->mamba;
-    hp->n_head = hp->dt_rank;
-    if (!rmodel_key_u32(m, "ssm.group_count", &hp->n_group)) return false;
-    if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
-        hp->d_state < 1 || hp->d_state > 4096 || hp->n_head < 1 || hp->d_inner % hp->n_head ||
-        hp->n_group < 1 || hp->n_head % hp->n_group || !(hp->eps > 0.0f && hp->eps < 1.0f)) {
-        rcore_error_set("mamba2 hyper-parameters out of range: d_conv %u, d_inner %u, d_state %u, "
-                        "heads %u, groups %u, eps %g",
-                        hp->d_conv, hp->d_inner, hp->d_state, hp->n_head, hp->n_group,
-                        (double)hp->eps);
-        return false;
-    }
-    hp->head_dim = hp->d_inner / hp->n_head;
-    hp->conv_dim = hp->d_inner + 2 * hp->n_group * hp->d_state;
-    hp->d_in_proj = 2 * hp->d_inner + 2 * hp->n_group * hp->d_state + hp->n_head;
-    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
-    if (!m->layers) {
-        rcore_error_set("out of memory for %d layers", m->n_layer);
-        return false;
-    }
-    const int64_t E = m->n_embd, Di = hp->d_inner, H = hp->n_head, G = hp->n_group;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        struct rmamba_layer *L = &m->layers[il];
-        char name[96];
-#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-        const int64_t ne_e[1] = {E}, ne_c[1] = {hp->conv_dim},
-                      ne_conv[2] = {hp->d_conv, hp->conv_dim}, ne_h[1] = {H}, ne_h2[2] = {1, H},
-                      ne_norm[2] = {Di / G, G};
-        if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
-            !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
-            !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
-            !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
-            !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
-            !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
-            !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 2, ne_h2)) ||
-            !(L->norm = rmodel_small_f32(m, TNAME("ssm_norm.weight"), 2, ne_norm)) ||
-            !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
-            return false;
-#undef TNAME
-    }
-    return true;
-}
 
 bool rmamba_load(struct rmodel *m) {
     struct rmamba_hparams *hp = &m->mamba;
@@ -86,7 +42,7 @@ bool rmamba_load(struct rmodel *m) {
         return false;
     hp->mamba2 = m->arch == RMODEL_ARCH_MAMBA2;
     m->norm_eps = hp->eps;
-    if (hp->mamba2) return mamba2_load(m);
+    if (hp->mamba2) return rmamba2_load(m);
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
         hp->d_state < 1 || hp->d_state > 4096 || hp->dt_rank < 1 || hp->dt_rank > hp->d_inner ||
         !(hp->eps > 0.0f && hp->eps < 1.0f)) {
@@ -137,19 +93,7 @@ void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 
 /* ---- workspace --------------------------------------------------------------------------- */
 
-/* The layer's own part of the workspace (model.c holds x, the gathered states, the scratch). */
-struct ws_view {
-    float *h;              /* n x E normalised input, then the layer's output */
-    float *xz;             /* n x d_in_proj (mamba: x then z; mamba2: z, xBC, dt) */
-    float *xc;             /* n x conv_dim conv output */
-    float *xdb;            /* n x (R + 2N) */
-    float *dtr;            /* n x R, dt input made contiguous */
-    float *dt;             /* n x Di */
-    float *y;              /* n x Di */
-    float *x, *conv, *ssm; /* rmodel_io's residual stream and states */
-};
-
-static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct rmamba_ws *v) {
     const size_t E = (size_t)m->n_embd, Di = m->mamba.d_inner, N = m->mamba.d_state,
                  R = m->mamba.mamba2 ? 0 : m->mamba.dt_rank, P = m->mamba.d_in_proj,
                  Cd = m->mamba.conv_dim;
@@ -165,7 +109,7 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
 }
 
 size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
-    struct ws_view v;
+    struct rmamba_ws v;
     return ws_layout(m, n_ubatch, NULL, &v);
 }
 
@@ -178,7 +122,7 @@ int64_t rmamba_max_in(const struct rmodel *m) {
 /* One layer over the block; save_conv / save_ssm (NULL: none) per ubatch token: where to
  * copy the state after that token (snapshots for rollback). */
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                          const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
+                          const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
                           uint32_t nst, float *const *save_conv, float *const *save_ssm) {
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv,
@@ -208,58 +152,14 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
-/* Tokens per sequence from which a Mamba-2 layer takes the chunked scan. bench_ssd (AVX2, one
- * sequence, us per call plain / chunked, 1 thread; bench/RESULTS.md): 130m shape 8 tokens
- * 177 / 174, 16: 357 / 236, 64: 1422 / 696; a smaller shape (d_inner 512, d_state 64, 8
- * heads) 8: 27 / 29, 16: 54 / 40. The portable chunked path measured 0.6-0.75x the plain
- * one: not taken. */
-#define SSD_MIN_TOKENS 16
-
-/* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
-static void layer_forward2(const struct rmodel *m, const struct rops_exec *ex,
-                           const struct rmamba_layer *L, const struct ws_view *w, uint32_t n_seqs,
-                           uint32_t nst, float *const *save_conv, float *const *save_ssm) {
-    const struct rmamba_hparams *hp = &m->mamba;
-    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
-                  P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
-    for (int64_t t = 0; t < n; t++)
-        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
-    rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
-    /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
-    rops_ssm_conv(ex, w->conv, w->xz + Di, P, n_seqs, nst, Cd, hp->d_conv, L->conv_w, L->conv_b,
-                  w->xc, save_conv);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < H; h++) w->dt[t * H + h] = w->xz[t * P + 2 * Di + 2 * G * N + h];
-    rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, H);
-    /* the chunked (SSD) scan from SSD_MIN_TOKENS tokens per sequence on AVX2, where it
-       measured faster; the plain recurrence below that and on the portable path */
-    if (nst >= SSD_MIN_TOKENS && ex->isa == ROPS_ISA_AVX2)
-        rops_ssm_scan2_chunked(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G,
-                               w->y, save_ssm);
-    else
-        rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
-                       save_ssm);
-    /* gate, then RMSNorm per group */
-    const int64_t gs = Di / G;
-    for (int64_t t = 0; t < n; t++) {
-        float *y = w->y + t * Di;
-        const float *z = w->xz + t * P;
-        for (int64_t c = 0; c < Di; c++) y[c] *= rops_silu(z[c]);
-        for (int64_t g = 0; g < G; g++)
-            rops_rmsnorm(y + g * gs, L->norm + g * gs, gs, hp->eps, y + g * gs);
-    }
-    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
-    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
-}
-
 void rmamba_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io) {
-    struct ws_view w;
+    struct rmamba_ws w;
     /* carved for this ubatch's tokens: the same at every layer, within the n_ubatch sizing */
     ws_layout(m, io->nst * io->n_seqs, io->buf, &w);
     w.x = io->x;
     w.conv = io->k;
     w.ssm = io->v;
-    (m->mamba.mamba2 ? layer_forward2 : layer_forward)(m, ex, &m->layers[il], &w, io->n_seqs,
-                                                       io->nst, io->save_k, io->save_v);
+    (m->mamba.mamba2 ? rmamba2_layer_forward : layer_forward)(m, ex, &m->layers[il], &w, io->n_seqs,
+                                                              io->nst, io->save_k, io->save_v);
 }

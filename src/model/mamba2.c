@@ -1,0 +1,109 @@
+/*
+ * Mamba-2 (general.architecture = "mamba2"), as llama.cpp's converter writes it:
+ * docs/mamba2.md gives the keys, tensors and equations the comments refer to.
+ *
+ * One layer, for the tokens of one sequence (x is the residual stream):
+ *   h = rmsnorm(x) * attn_norm;  [z, xBC, dt] = ssm_in · h
+ *   xBC = silu(causal depthwise conv of xBC + bias);  [x, B, C] = xBC
+ *   dt = softplus(dt + dt_bias)   (one per head)
+ *   per head h (group g of B and C): s = s * exp(dt A_h) + dt x B^T;  y = s C + D_h x
+ *   y = rmsnorm_per_group(y * silu(z)) * ssm_norm;  x += ssm_out · y
+ * The state per layer: K row = the conv window over xBC (d_conv-1 inputs of d_inner +
+ * 2 n_group d_state channels), V row = the SSM state [n_head][head_dim][d_state]. The loading
+ * of the keys Mamba-1 shares, the workspace and the dispatch are in mamba.c.
+ */
+#include "mamba_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../core/core.h"
+
+/* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
+bool rmamba2_load(struct rmodel *m) {
+    struct rmamba_hparams *hp = &m->mamba;
+    hp->n_head = hp->dt_rank;
+    if (!rmodel_key_u32(m, "ssm.group_count", &hp->n_group)) return false;
+    if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
+        hp->d_state < 1 || hp->d_state > 4096 || hp->n_head < 1 || hp->d_inner % hp->n_head ||
+        hp->n_group < 1 || hp->n_head % hp->n_group || !(hp->eps > 0.0f && hp->eps < 1.0f)) {
+        rcore_error_set("mamba2 hyper-parameters out of range: d_conv %u, d_inner %u, d_state %u, "
+                        "heads %u, groups %u, eps %g",
+                        hp->d_conv, hp->d_inner, hp->d_state, hp->n_head, hp->n_group,
+                        (double)hp->eps);
+        return false;
+    }
+    hp->head_dim = hp->d_inner / hp->n_head;
+    hp->conv_dim = hp->d_inner + 2 * hp->n_group * hp->d_state;
+    hp->d_in_proj = 2 * hp->d_inner + 2 * hp->n_group * hp->d_state + hp->n_head;
+    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rcore_error_set("out of memory for %d layers", m->n_layer);
+        return false;
+    }
+    const int64_t E = m->n_embd, Di = hp->d_inner, H = hp->n_head, G = hp->n_group;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        struct rmamba_layer *L = &m->layers[il];
+        char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+        const int64_t ne_e[1] = {E}, ne_c[1] = {hp->conv_dim},
+                      ne_conv[2] = {hp->d_conv, hp->conv_dim}, ne_h[1] = {H}, ne_h2[2] = {1, H},
+                      ne_norm[2] = {Di / G, G};
+        if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
+            !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
+            !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+            !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
+            !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
+            !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
+            !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 2, ne_h2)) ||
+            !(L->norm = rmodel_small_f32(m, TNAME("ssm_norm.weight"), 2, ne_norm)) ||
+            !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
+            return false;
+#undef TNAME
+    }
+    return true;
+}
+
+/* Tokens per sequence from which a Mamba-2 layer takes the chunked scan. bench_ssd (AVX2, one
+ * sequence, us per call plain / chunked, 1 thread; bench/RESULTS.md): 130m shape 8 tokens
+ * 177 / 174, 16: 357 / 236, 64: 1422 / 696; a smaller shape (d_inner 512, d_state 64, 8
+ * heads) 8: 27 / 29, 16: 54 / 40. The portable chunked path measured 0.6-0.75x the plain
+ * one: not taken. */
+#define SSD_MIN_TOKENS 16
+
+/* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
+void rmamba2_layer_forward(const struct rmodel *m, const struct rops_exec *ex,
+                           const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
+                           uint32_t nst, float *const *save_conv, float *const *save_ssm) {
+    const struct rmamba_hparams *hp = &m->mamba;
+    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
+                  P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
+    for (int64_t t = 0; t < n; t++)
+        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
+    rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
+    /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
+    rops_ssm_conv(ex, w->conv, w->xz + Di, P, n_seqs, nst, Cd, hp->d_conv, L->conv_w, L->conv_b,
+                  w->xc, save_conv);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < H; h++) w->dt[t * H + h] = w->xz[t * P + 2 * Di + 2 * G * N + h];
+    rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, H);
+    /* the chunked (SSD) scan from SSD_MIN_TOKENS tokens per sequence on AVX2, where it
+       measured faster; the plain recurrence below that and on the portable path */
+    if (nst >= SSD_MIN_TOKENS && ex->isa == ROPS_ISA_AVX2)
+        rops_ssm_scan2_chunked(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G,
+                               w->y, save_ssm);
+    else
+        rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
+                       save_ssm);
+    /* gate, then RMSNorm per group */
+    const int64_t gs = Di / G;
+    for (int64_t t = 0; t < n; t++) {
+        float *y = w->y + t * Di;
+        const float *z = w->xz + t * P;
+        for (int64_t c = 0; c < Di; c++) y[c] *= rops_silu(z[c]);
+        for (int64_t g = 0; g < G; g++)
+            rops_rmsnorm(y + g * gs, L->norm + g * gs, gs, hp->eps, y + g * gs);
+    }
+    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
+    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
+}
