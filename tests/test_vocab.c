@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "vocab_util.h"
 
 #ifndef RECUR_TEST_DATA
 #error "RECUR_TEST_DATA must name the tests/data folder"
@@ -58,19 +59,6 @@ static char *read_file(const char *path, size_t *size) {
     return b;
 }
 
-/* Tokenizes into a fresh array (sized by the negative-size protocol); *n gets the count. */
-static int32_t *tokenize(const struct rvocab *v, const char *s, size_t len, bool add_special,
-                         bool parse_special, int32_t *n) {
-    int32_t need = rvocab_tokenize(v, s, (int32_t)len, NULL, 0, add_special, parse_special);
-    REQUIRE(need != INT32_MIN);
-    int32_t cap = need < 0 ? -need : need;
-    int32_t *t = malloc(((size_t)cap + 1) * sizeof *t);
-    REQUIRE(t);
-    *n = rvocab_tokenize(v, s, (int32_t)len, t, cap, add_special, parse_special);
-    REQUIRE(*n == cap);
-    return t;
-}
-
 /* Concatenation of the pieces (special = true); *n gets the length. */
 static char *pieces(const struct rvocab *v, const int32_t *t, int32_t nt, size_t *n) {
     size_t cap = 16, len = 0;
@@ -88,19 +76,6 @@ static char *pieces(const struct rvocab *v, const int32_t *t, int32_t nt, size_t
         len += (size_t)k;
     }
     *n = len;
-    return s;
-}
-
-/* detokenize into a fresh buffer (sized by the protocol); *n gets the length */
-static char *detokenize(const struct rvocab *v, const int32_t *t, int32_t nt, bool remove_special,
-                        bool unparse_special, int32_t *n) {
-    int32_t need = rvocab_detokenize(v, t, nt, NULL, 0, remove_special, unparse_special);
-    REQUIRE(need != INT32_MIN);
-    int32_t cap = need < 0 ? -need : need;
-    char *s = malloc((size_t)cap + 1);
-    REQUIRE(s);
-    *n = rvocab_detokenize(v, t, nt, s, cap, remove_special, unparse_special);
-    REQUIRE(*n >= 0 && *n <= cap);
     return s;
 }
 
@@ -327,29 +302,6 @@ static void test_special_tokens(void) {
 
 /* ---- random round trips ------------------------------------------------------------------ */
 
-static size_t put_cp(char *out, uint32_t cp) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* A random valid UTF-8 string of up to ~cap bytes, made of segments the pattern treats
  * differently. */
 static size_t random_text(unsigned long long *rng, char *out, size_t cap) {
@@ -411,24 +363,24 @@ static size_t random_text(unsigned long long *rng, char *out, size_t cap) {
                 break;
             }
             case 7:
-                n += put_cp(out + n, 0x4E00 + (uint32_t)test_rand_int(rng, 0x5200));
+                n += put_cp((uint8_t *)out + n, 0x4E00 + (uint32_t)test_rand_int(rng, 0x5200));
                 break;
             case 8: /* a letter with combining marks */
                 out[n++] = (char)('a' + test_rand_int(rng, 26));
                 for (int i = test_rand_int(rng, 3); i >= 0; i--)
-                    n += put_cp(out + n, 0x300 + (uint32_t)test_rand_int(rng, 0x70));
+                    n += put_cp((uint8_t *)out + n, 0x300 + (uint32_t)test_rand_int(rng, 0x70));
                 break;
             case 9: { /* Cyrillic, Greek, Arabic, Devanagari, Khmer, Hangul */
                 static const uint32_t base[] = {0x430, 0x3B1, 0x627, 0x915, 0x1780, 0xAC00};
-                n +=
-                    put_cp(out + n, base[test_rand_int(rng, 6)] + (uint32_t)test_rand_int(rng, 24));
+                n += put_cp((uint8_t *)out + n,
+                            base[test_rand_int(rng, 6)] + (uint32_t)test_rand_int(rng, 24));
                 break;
             }
             case 10: { /* any scalar value, surrogates excluded */
                 uint32_t cp;
                 do cp = (uint32_t)test_rand_int(rng, 0x110000);
                 while (cp >= 0xD800 && cp <= 0xDFFF);
-                n += put_cp(out + n, cp);
+                n += put_cp((uint8_t *)out + n, cp);
                 break;
             }
             default:
@@ -632,15 +584,7 @@ static struct rgguf_writer *copy_except(const char *const *skip, size_t n_skip) 
 static struct rvocab *load_written(struct rgguf_writer *w) {
     char path[128];
     snprintf(path, sizeof path, "%s/variant.gguf", tmpdir);
-    REQUIRE(rgguf_writer_write(w, path));
-    rgguf_writer_free(w);
-    struct rgguf *g = rgguf_open(path, true);
-    REQUIRE(g);
-    rcore_error_clear();
-    struct rvocab *v = rvocab_load(g);
-    rgguf_close(g);
-    remove(path);
-    return v;
+    return vocab_load_written(w, path);
 }
 
 /* The merges of GPT-2 with merge i replaced by text (not copied: the strings live in the

@@ -32,6 +32,7 @@
 
 #include "rwkv_vocab.h"
 #include "test.h"
+#include "vocab_util.h"
 
 static char tmpdir[64];
 
@@ -65,32 +66,11 @@ static struct rvocab *load_written(struct rgguf_writer *w) {
     REQUIRE(w);
     char path[128];
     snprintf(path, sizeof path, "%s/rwkv.gguf", tmpdir);
-    REQUIRE(rgguf_writer_write(w, path));
-    rgguf_writer_free(w);
-    struct rgguf *g = rgguf_open(path, true);
-    REQUIRE(g);
-    rcore_error_clear();
-    struct rvocab *v = rvocab_load(g);
-    rgguf_close(g); /* the vocabulary keeps no pointer into the file */
-    remove(path);
-    return v;
+    return vocab_load_written(w, path);
 }
 
 static struct rvocab *load_vocab(const struct rwkv_vocab *tv) {
     return load_written(rwkv_vocab_writer(tv));
-}
-
-/* Tokenizes into a fresh array (sized by the negative-size protocol); *n gets the count. */
-static int32_t *tokenize(const struct rvocab *v, const void *s, size_t len, bool add_special,
-                         bool parse_special, int32_t *n) {
-    int32_t need = rvocab_tokenize(v, s, (int32_t)len, NULL, 0, add_special, parse_special);
-    REQUIRE(need != INT32_MIN);
-    int32_t cap = need < 0 ? -need : need;
-    int32_t *t = malloc(((size_t)cap + 1) * sizeof *t);
-    REQUIRE(t);
-    *n = rvocab_tokenize(v, s, (int32_t)len, t, cap, add_special, parse_special);
-    REQUIRE(*n == cap);
-    return t;
 }
 
 static bool tokens_are(const struct rvocab *v, const char *s, bool parse_special,
@@ -105,19 +85,6 @@ static bool tokens_are(const struct rvocab *v, const char *s, bool parse_special
     }
     free(got);
     return same;
-}
-
-/* detokenize into a fresh buffer; *n gets the length */
-static char *detokenize(const struct rvocab *v, const int32_t *t, int32_t nt, bool remove_special,
-                        bool unparse_special, int32_t *n) {
-    int32_t need = rvocab_detokenize(v, t, nt, NULL, 0, remove_special, unparse_special);
-    REQUIRE(need != INT32_MIN);
-    int32_t cap = need < 0 ? -need : need;
-    char *s = malloc((size_t)cap + 1);
-    REQUIRE(s);
-    *n = rvocab_detokenize(v, t, nt, s, cap, remove_special, unparse_special);
-    REQUIRE(*n >= 0 && *n <= cap);
-    return s;
 }
 
 static bool piece_is(const struct rvocab *v, int32_t id, bool special, const void *want, size_t n) {
@@ -283,29 +250,6 @@ static void test_unescape_forms(void) {
 }
 
 /* ---- greedy longest match -------------------------------------------------------------- */
-
-static size_t put_cp(uint8_t *out, uint32_t cp) {
-    if (cp < 0x80) {
-        out[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (uint8_t)(0xC0 | cp >> 6);
-        out[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | cp >> 12);
-        out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xF0 | cp >> 18);
-    out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* A random text of at most cap bytes, of one of three kinds: uniform bytes; a soup of the
  * vocabulary's words, their prefixes and random bytes (so that walks go deep and back off);
