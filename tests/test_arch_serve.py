@@ -23,69 +23,12 @@ import threading
 
 RECUR = sys.argv[1]
 MODELS = sys.argv[2:]
-passed = 0
-failed = 0
+from serve_util import check, counts
+import serve_util
 
 
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED: %s %r" % (name, detail), file=sys.stderr)
-
-
-class Server:
-    """A `recur serve` process (the same start-up as test_serve.py's Server)."""
-
-    def __init__(self, model, *args):
-        self.proc = subprocess.Popen([RECUR, "serve", "-m", model, "--port", "0", "-t", "1"]
-                                     + list(args), stderr=subprocess.PIPE, text=True,
-                                     errors="replace")
-        line = self.proc.stderr.readline()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise SystemExit("server did not start: %r" % line)
-        self.port = int(m.group(1))
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-
-    def post(self, path, body):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request("POST", path, body=json.dumps(body).encode())
-        resp = conn.getresponse()
-        out = resp.read()
-        conn.close()
-        try:
-            return resp.status, json.loads(out)
-        except ValueError:
-            return resp.status, out.decode(errors="replace")
-
-    def stream(self, path, body):
-        """The events' JSON of a streamed request, and whether [DONE] came."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request("POST", path, body=json.dumps(body).encode())
-        resp = conn.getresponse()
-        events, done = [], False
-        for line in resp.read().decode().split("\n"):
-            if line == "data: [DONE]":
-                done = True
-            elif line.startswith("data: "):
-                events.append(json.loads(line[6:]))
-        conn.close()
-        return resp.status, events, done
-
-    def metrics(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-        conn.close()
-        return {k: float(v) for k, v in re.findall(r"^(recur_\w+) (\S+)$", text, re.M)}
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+def Server(model, *args):
+    return serve_util.Server(RECUR, model, *args, threads=1)
 
 
 def run_text(model, prompt, n):
@@ -108,7 +51,7 @@ for model in MODELS:
     want = run_text(model, PROMPT, N)
 
     req = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
-    st, body = srv.post("/v1/completions", req)
+    st, body, _ = srv.post("/v1/completions", req)
     ok = st == 200 and isinstance(body, dict)
     check("%s: greedy completion equals recur run" % name,
           ok and body["choices"][0]["text"] == want, (want, body))
@@ -119,21 +62,21 @@ for model in MODELS:
     check("%s: streaming gives the same text" % name, st == 200 and done and text == want,
           (want, text))
 
-    st, body = srv.post("/v1/completions", dict(req, n=2))
+    st, body, _ = srv.post("/v1/completions", dict(req, n=2))
     check("%s: n = 2, greedy: two choices equal to recur run" % name,
           st == 200 and len(body["choices"]) == 2 and
           all(c["text"] == want for c in body["choices"]), body)
 
-    st, tok = srv.post("/tokenize", {"content": ROUND_TRIP})
+    st, tok, _ = srv.post("/tokenize", {"content": ROUND_TRIP})
     check("%s: tokenize" % name, st == 200 and len(tok.get("tokens", [])) > 0, tok)
-    st, detok = srv.post("/detokenize", {"tokens": tok.get("tokens", [])})
+    st, detok, _ = srv.post("/detokenize", {"tokens": tok.get("tokens", [])})
     check("%s: tokenize then detokenize gives the text back" % name,
           st == 200 and detok["content"] == ROUND_TRIP, detok)
 
     # an identical request: every prompt token but the last (whose logits are needed) reused
     # from the prefix cache, only the last one processed, and the same answer
     before = srv.metrics()
-    st, body = srv.post("/v1/completions", req)
+    st, body, _ = srv.post("/v1/completions", req)
     after = srv.metrics()
     cached = body["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
     check("%s: a repeated prompt is reused (%d of %d tokens cached)" % (name, cached, n_prompt),
@@ -144,7 +87,7 @@ for model in MODELS:
     check("%s: ... with the same answer" % name, st == 200 and body["choices"][0]["text"] == want,
           body)
     check("%s: SIGTERM exits 0" % name, srv.stop() == 0)
-    print("test_arch_serve: %s done (%d passed, %d failed so far)" % (name, passed, failed))
+    print("test_arch_serve: %s done (%d passed, %d failed so far)" % (name, counts["passed"], counts["failed"]))
 
-print("test_arch_serve: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed or not MODELS else 0)
+print("test_arch_serve: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+sys.exit(1 if counts["failed"] or not MODELS else 0)

@@ -24,88 +24,12 @@ import time
 
 RECUR, MODEL = sys.argv[1:3]
 HERE = os.path.dirname(os.path.abspath(__file__))
-passed = 0
-failed = 0
+from serve_util import check, counts
+import serve_util
 
 
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED: %s %s" % (name, detail), file=sys.stderr)
-
-
-class Server:
-    def __init__(self, *args):
-        # under AddressSanitizer freed memory waits in a quarantine (256 MiB by default),
-        # which would read as growth across rounds; a small one keeps RSS meaningful
-        env = dict(os.environ)
-        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4").lstrip(":")
-        self.proc = subprocess.Popen([RECUR, "serve", "-m", MODEL, "--port", "0", "-t", "2"]
-                                     + list(args), stderr=subprocess.PIPE, text=True, env=env)
-        line = self.proc.stderr.readline()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            raise SystemExit("server did not start: %r" % line)
-        self.port = int(m.group(1))
-        self.log = []
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
-
-    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        conn.request(method, path, body=data, headers=headers or {})
-        resp = conn.getresponse()
-        out = resp.read()
-        conn.close()
-        try:
-            parsed = json.loads(out)
-        except ValueError:
-            parsed = out.decode(errors="replace")
-        return resp.status, parsed, resp
-
-    def post(self, path, body, **kw):
-        return self.request("POST", path, body, **kw)
-
-    def stream(self, path, body):
-        """The text of a streamed completion, the events' JSON, and whether [DONE] came."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request("POST", path, body=json.dumps(body).encode())
-        resp = conn.getresponse()
-        events, done = [], False
-        for line in resp.read().decode().split("\n"):
-            if not line.startswith("data: "):
-                continue
-            if line == "data: [DONE]":
-                done = True
-            else:
-                events.append(json.loads(line[6:]))
-        conn.close()
-        return resp.status, events, done
-
-    def metrics(self):
-        _, text, _ = self.request("GET", "/metrics")
-        return {k: float(v) for k, v in re.findall(r"^(recur_\w+) (\S+)$", text, re.M)}
-
-    def healthy(self):
-        try:
-            return self.request("GET", "/health", timeout=5)[0] == 200
-        except OSError:
-            return False
-
-    def rss_kib(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+def Server(*args):
+    return serve_util.Server(RECUR, MODEL, *args)
 
 
 def run_text(prompt, n):
@@ -338,5 +262,5 @@ check("SIGTERM lets the request in flight finish", long_result.get("r", (0,))[0]
       long_result)
 check("then the server exits 0", keyed.proc.wait(timeout=30) == 0)
 
-print("test_serve: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+print("test_serve: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+sys.exit(1 if counts["failed"] else 0)
