@@ -529,6 +529,34 @@ static void test_ssm(void) {
 
 /* Mamba-2's scan on every path, against float64 token by token: heads sharing groups of B
  * and C, a d_state that is and one that is not a multiple of the vector width, saves. */
+/* Mamba-2's scan in float64, written from docs/mamba2.md (7)-(9): S sequences of T tokens,
+ * H heads of P channels, N states, G groups; xbc rows of [x | B | C]; rs the states (updated),
+ * ry the outputs; rsv (NULL: none) gets every token's state. */
+static void ref_scan2(int64_t S, int64_t T, int64_t H, int64_t P, int64_t N, int64_t G,
+                      const float *xbc, const float *dt, const float *A, const float *D, double *rs,
+                      double *ry, double *rsv) {
+    const int64_t Di = H * P, stride = Di + 2 * G * N, ns = Di * N;
+    for (int64_t sq = 0; sq < S; sq++)
+        for (int64_t t = sq * T; t < (sq + 1) * T; t++) {
+            for (int64_t h = 0; h < H; h++) {
+                const int64_t g = h / (H / G);
+                const double dA = exp((double)dt[t * H + h] * A[h]);
+                for (int64_t p = 0; p < P; p++) {
+                    const int64_t c = h * P + p;
+                    const double x = xbc[t * stride + c];
+                    double acc = 0;
+                    for (int64_t q = 0; q < N; q++) {
+                        double *sc = &rs[(sq * Di + c) * N + q];
+                        *sc = *sc * dA + xbc[t * stride + Di + g * N + q] * x * dt[t * H + h];
+                        acc += *sc * xbc[t * stride + Di + G * N + g * N + q];
+                    }
+                    ry[t * Di + c] = acc + D[h] * x;
+                }
+            }
+            if (rsv) memcpy(rsv + t * ns, rs + sq * ns, sizeof(double) * (size_t)ns);
+        }
+}
+
 static void test_ssm2(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
@@ -556,23 +584,7 @@ static void test_ssm2(void) {
         for (int64_t h = 0; h < H; h++) A[h] = -(1.0f + 4.0f * (frand() + 1.0f)), D[h] = frand();
         for (int64_t i = 0; i < S * Di * N; i++) s0[i] = frand(), rs[i] = s0[i];
         for (int64_t t = 0; t < n; t++) save[t] = t % 2 ? sv + t * Di * N : NULL;
-        for (int64_t sq = 0; sq < S; sq++)
-            for (int64_t t = sq * T; t < (sq + 1) * T; t++)
-                for (int64_t h = 0; h < H; h++) {
-                    const int64_t g = h / (H / G);
-                    const double dA = exp((double)dt[t * H + h] * A[h]);
-                    for (int64_t p = 0; p < P; p++) {
-                        const int64_t c = h * P + p;
-                        const double x = xbc[t * stride + c];
-                        double acc = 0;
-                        for (int64_t q = 0; q < N; q++) {
-                            double *sc = &rs[(sq * Di + c) * N + q];
-                            *sc = *sc * dA + xbc[t * stride + Di + g * N + q] * x * dt[t * H + h];
-                            acc += *sc * xbc[t * stride + Di + G * N + g * N + q];
-                        }
-                        ry[t * Di + c] = acc + D[h] * x;
-                    }
-                }
+        ref_scan2(S, T, H, P, N, G, xbc, dt, A, D, rs, ry, NULL);
         const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
@@ -655,25 +667,7 @@ static void test_ssm2_chunked(void) {
             const bool want = test_rand(&rng) % 8 == 0 || t % T >= T - 3;
             save[t] = want ? sv + t * ns : NULL;
         }
-        for (int64_t sq = 0; sq < S; sq++)
-            for (int64_t t = sq * T; t < (sq + 1) * T; t++) {
-                for (int64_t h = 0; h < H; h++) {
-                    const int64_t g = h / (H / G);
-                    const double dA = exp((double)dt[t * H + h] * A[h]);
-                    for (int64_t p = 0; p < P; p++) {
-                        const int64_t c = h * P + p;
-                        const double x = xbc[t * stride + c];
-                        double acc = 0;
-                        for (int64_t q = 0; q < N; q++) {
-                            double *sc = &rs[(sq * Di + c) * N + q];
-                            *sc = *sc * dA + xbc[t * stride + Di + g * N + q] * x * dt[t * H + h];
-                            acc += *sc * xbc[t * stride + Di + G * N + g * N + q];
-                        }
-                        ry[t * Di + c] = acc + D[h] * x;
-                    }
-                }
-                memcpy(rsv + t * ns, rs + sq * ns, sizeof(double) * (size_t)ns);
-            }
+        ref_scan2(S, T, H, P, N, G, xbc, dt, A, D, rs, ry, rsv);
         const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;

@@ -604,6 +604,33 @@ static bool special_id(const struct rgguf *g, const char *key, uint32_t n_vocab,
     return !has_key(g, key) || rgguf_get_u32(g, key, id);
 }
 
+bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
+                    const void **types) {
+    const char *model;
+    size_t model_len;
+    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, &model_len)) return false;
+    if (strcmp(model, "gpt2") != 0) {
+        rcore_error_set("tokenizer.ggml.model is '%s'; %s", model, why);
+        return false;
+    }
+    enum rgguf_vtype et;
+    uint64_t n_types;
+    if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, n_tokens)) return false;
+    if (et != RGGUF_STRING) {
+        rcore_error_set("tokenizer.ggml.tokens is an array of %s, strings were expected",
+                        rgguf_vtype_name(et));
+        return false;
+    }
+    if (!rgguf_get_arr_data(g, "tokenizer.ggml.token_type", RGGUF_INT32, types, &n_types))
+        return false;
+    if (n_types != *n_tokens) {
+        rcore_error_set("tokenizer.ggml.token_type has %llu entries for %llu tokens",
+                        (unsigned long long)n_types, (unsigned long long)*n_tokens);
+        return false;
+    }
+    return true;
+}
+
 /*
  * Cuts the file's vocabulary to its first n tokens. Kept merges are those whose two halves and
  * result are kept tokens, in the file's order; for GPT-2's file (byte tokens first, then one
@@ -611,35 +638,16 @@ static bool special_id(const struct rgguf *g, const char *key, uint32_t n_vocab,
  * TOOL_FAIL (error set) or TOOL_USAGE (message printed).
  */
 static int cut_vocab(const struct rgguf *g, const char *path, uint32_t n, struct vocab_cut *v) {
-    const char *model;
-    size_t model_len;
-    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, &model_len)) return TOOL_FAIL;
-    if (strcmp(model, "gpt2") != 0) {
-        rcore_error_set("tokenizer.ggml.model is '%s'; only gpt2 (byte-level BPE) can be cut",
-                        model);
-        return TOOL_FAIL;
-    }
-    enum rgguf_vtype et;
-    uint64_t n_tokens, n_types, n_file_merges;
+    uint64_t n_tokens, n_file_merges;
     const void *types;
-    if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tokens)) return TOOL_FAIL;
-    if (et != RGGUF_STRING) {
-        rcore_error_set("tokenizer.ggml.tokens is an array of %s, strings were expected",
-                        rgguf_vtype_name(et));
+    if (!mk_gpt2_tokens(g, "only gpt2 (byte-level BPE) can be cut", &n_tokens, &types))
         return TOOL_FAIL;
-    }
     if (n > n_tokens) {
         fprintf(stderr, "recur mkmodel: --vocab: %u is more than the %llu tokens of %s\n\n", n,
                 (unsigned long long)n_tokens, path);
         return TOOL_USAGE;
     }
-    if (!rgguf_get_arr_data(g, "tokenizer.ggml.token_type", RGGUF_INT32, &types, &n_types))
-        return TOOL_FAIL;
-    if (n_types != n_tokens) {
-        rcore_error_set("tokenizer.ggml.token_type has %llu entries for %llu tokens",
-                        (unsigned long long)n_types, (unsigned long long)n_tokens);
-        return TOOL_FAIL;
-    }
+    enum rgguf_vtype et;
     if (!rgguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_file_merges)) return TOOL_FAIL;
 
     v->text = calloc(n, sizeof(*v->text));

@@ -106,6 +106,10 @@ bool mk_add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name,
 
 /* The UTF-8 text that GPT-2's byte-level BPE gives byte b (its bytes_to_unicode). */
 size_t mk_byte_text(unsigned b, char out[3]);
+/* Checks that g holds a gpt2 vocabulary (tokenizer.ggml.model "gpt2", tokens as strings, one
+ * int32 type each): *n_tokens and *types (in g) on success; false with the error set, naming
+ * the key, else (a model other than gpt2) "... is 'X'; why". */
+bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens, const void **types);
 
 /* mkmodel_rwkv.c. mk_rwkv_parse checks the RWKV flags (given[f]: the value, or NULL) and fills
  * m; returns TOOL_OK or TOOL_USAGE (message and usage printed). */

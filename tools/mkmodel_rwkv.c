@@ -233,31 +233,11 @@ static long gpt2_bytes(const int16_t inv[0x200], const char *text, size_t len, u
 /* Builds the n-token world vocabulary from the gpt2 file g. Returns TOOL_OK, TOOL_FAIL (error
  * set) or TOOL_USAGE (message printed). */
 static int world_build(const struct rgguf *g, const char *path, uint32_t n, struct world *v) {
-    const char *model;
-    size_t model_len;
-    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, &model_len)) return TOOL_FAIL;
-    if (strcmp(model, "gpt2") != 0) {
-        rcore_error_set("tokenizer.ggml.model is '%s'; a world vocabulary is built from a gpt2 "
-                        "(byte-level BPE) one",
-                        model);
-        return TOOL_FAIL;
-    }
-    enum rgguf_vtype et;
-    uint64_t n_tokens, n_types;
+    uint64_t n_tokens;
     const void *types;
-    if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tokens)) return TOOL_FAIL;
-    if (et != RGGUF_STRING) {
-        rcore_error_set("tokenizer.ggml.tokens is an array of %s, strings were expected",
-                        rgguf_vtype_name(et));
+    if (!mk_gpt2_tokens(g, "a world vocabulary is built from a gpt2 (byte-level BPE) one",
+                        &n_tokens, &types))
         return TOOL_FAIL;
-    }
-    if (!rgguf_get_arr_data(g, "tokenizer.ggml.token_type", RGGUF_INT32, &types, &n_types))
-        return TOOL_FAIL;
-    if (n_types != n_tokens) {
-        rcore_error_set("tokenizer.ggml.token_type has %llu entries for %llu tokens",
-                        (unsigned long long)n_types, (unsigned long long)n_tokens);
-        return TOOL_FAIL;
-    }
 
     size_t cap = 1;
     while (cap < 2 * (size_t)n) cap *= 2;

@@ -199,43 +199,26 @@ static void wkv_run(const struct rops_exec *ex, struct wkv_task *t) {
     rpool_run(ex->pool, wkv_thread, t, (int)nth);
 }
 
+/* Both scans: the arguments one version does not take are NULL. */
+static void wkv(const struct rops_exec *ex, bool v7, float *state, const float *r, const float *k,
+                const float *v, const float *w, const float *u, const float *a, const float *b,
+                int64_t n_seqs, int64_t n_tok, int64_t n_embd, int64_t head_size, float *y,
+                float *const *save) {
+    struct wkv_task t = {
+        .a = {state, r, k, v, w, u, a, b, n_seqs, n_tok, n_embd, head_size, y, save},
+        .isa = ex->isa,
+        .v7 = v7};
+    wkv_run(ex, &t);
+}
+
 void rops_wkv6(const struct rops_exec *ex, float *state, const float *r, const float *k,
                const float *v, const float *w, const float *u, int64_t n_seqs, int64_t n_tok,
                int64_t n_embd, int64_t head_size, float *y, float *const *save) {
-    struct wkv_task t = {.a = {.state = state,
-                               .r = r,
-                               .k = k,
-                               .v = v,
-                               .w = w,
-                               .u = u,
-                               .n_seqs = n_seqs,
-                               .n_tok = n_tok,
-                               .E = n_embd,
-                               .hs = head_size,
-                               .y = y,
-                               .save = save},
-                         .isa = ex->isa,
-                         .v7 = false};
-    wkv_run(ex, &t);
+    wkv(ex, false, state, r, k, v, w, u, NULL, NULL, n_seqs, n_tok, n_embd, head_size, y, save);
 }
 
 void rops_wkv7(const struct rops_exec *ex, float *state, const float *r, const float *w,
                const float *k, const float *v, const float *a, const float *b, int64_t n_seqs,
                int64_t n_tok, int64_t n_embd, int64_t head_size, float *y, float *const *save) {
-    struct wkv_task t = {.a = {.state = state,
-                               .r = r,
-                               .k = k,
-                               .v = v,
-                               .w = w,
-                               .a = a,
-                               .b = b,
-                               .n_seqs = n_seqs,
-                               .n_tok = n_tok,
-                               .E = n_embd,
-                               .hs = head_size,
-                               .y = y,
-                               .save = save},
-                         .isa = ex->isa,
-                         .v7 = true};
-    wkv_run(ex, &t);
+    wkv(ex, true, state, r, k, v, w, NULL, a, b, n_seqs, n_tok, n_embd, head_size, y, save);
 }
