@@ -1,5 +1,5 @@
 /*
- * recur: recurrent language models (Mamba, ...) with many sequences at once.
+ * recur: recurrent language models (Mamba, Mamba-2, RWKV-6, RWKV-7) with many sequences at once.
  *
  * The API follows llama.h: opaque handles, *_default_params() structs, a batch of tokens
  * with positions and sequence ids, a memory of per-sequence recurrent states.
@@ -80,7 +80,9 @@ RECUR_API struct recur_context_params recur_context_default_params(void);
 
 /* ---- models and contexts ----------------------------------------------------------------- */
 
-/* Loads a GGUF model file (as llama.cpp's converter writes it). NULL on failure. */
+/* Loads a GGUF model file as llama.cpp's converter writes it: general.architecture "mamba",
+ * "mamba2", "rwkv6" or "rwkv7" (docs/ has each layout), with a "gpt2" or "rwkv" tokenizer.
+ * NULL on failure, the message naming the file and the key or tensor at fault. */
 RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
                                                          struct recur_model_params params);
 /* Frees the model; every context made from it must be freed first. NULL is fine. */
