@@ -160,9 +160,17 @@ static int64_t lora_max(const struct rmodel *m) {
     return w;
 }
 
+/* Floats per token of w->lora: RWKV-7's four LoRA downs side by side (one batch makes them
+ * all), RWKV-6's ddlerp down (five chunks) or its decay's. */
+static size_t lora_floats(const struct rmodel *m) {
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    if (hp->v7) return (size_t)hp->lora_w + hp->lora_a + hp->lora_v + hp->lora_g;
+    return (size_t)lora_max(m);
+}
+
 static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct rrwkv_ws *v) {
-    const size_t E = (size_t)m->n_embd, L = (size_t)lora_max(m), F = m->rwkv.n_ff,
-                 Dm = m->rwkv.mix_dim;
+    const size_t E = (size_t)m->n_embd, L = lora_floats(m), F = m->rwkv.n_ff,
+                 P = 5 * (size_t)m->rwkv.mix_dim; /* RWKV-6's ddlerp chunks */
     float **slots[] = {&v->a,      &v->sx,     &v->mix[0], &v->mix[1], &v->mix[2], &v->mix[3],
                        &v->mix[4], &v->mix[5], &v->lora,   &v->part,   &v->tmp,    &v->r,
                        &v->k,      &v->v,      &v->g,      &v->w,      &v->y,      &v->kk,
@@ -172,7 +180,7 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
     for (size_t i = 0; i < n_slots; i++) {
         size_t size = n * E;
         if (slots[i] == &v->lora) size = n * L;
-        if (slots[i] == &v->part) size = n * Dm;
+        if (slots[i] == &v->part) size = n * P;
         if (slots[i] == &v->ff) size = n * F;
         if (base) *slots[i] = base + off;
         off += size + 16; /* keeps rows apart: 64-byte gaps */
@@ -198,15 +206,11 @@ void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
         rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
-void rrwkv_lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
-                const float *x, int64_t n, enum rrwkv_act act, float *mid, float *y) {
-    rops_matmul(ex, down, x, n, mid);
-    const int64_t k = n * down->n_rows;
+void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k) {
     if (act == RRWKV_ACT_TANH)
-        for (int64_t i = 0; i < k; i++) mid[i] = tanhf(mid[i]);
+        for (int64_t i = 0; i < k; i++) x[i] = tanhf(x[i]);
     else if (act == RRWKV_ACT_SIGMOID)
-        for (int64_t i = 0; i < k; i++) mid[i] = rrwkv_sigmoid(mid[i]);
-    rops_matmul(ex, up, mid, n, y);
+        for (int64_t i = 0; i < k; i++) x[i] = rrwkv_sigmoid(x[i]);
 }
 
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
@@ -261,15 +265,17 @@ static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
                         const struct rrwkv_layer *L, int64_t n, const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, F = m->rwkv.n_ff;
     rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
-    rops_matmul(ex, &L->cm_k, w->mix[0], n, w->ff);
+    /* RWKV-6's receptance with the key: one hand-off to the threads for both */
+    if (!m->rwkv.v7) rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
+    const struct rops_matjob prod[2] = {{&L->cm_k, w->mix[0], n, w->ff},
+                                        {&L->cm_r, w->mix[1], n, w->r}};
+    rops_matmul_batch(ex, prod, m->rwkv.v7 ? 1 : 2);
     for (int64_t i = 0; i < n * F; i++) {
         const float r = w->ff[i] > 0.0f ? w->ff[i] : 0.0f;
         w->ff[i] = r * r;
     }
     rops_matmul(ex, &L->cm_v, w->ff, n, w->tmp);
     if (m->rwkv.v7) return;
-    rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
-    rops_matmul(ex, &L->cm_r, w->mix[1], n, w->r);
     for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= rrwkv_sigmoid(w->r[i]);
 }
 

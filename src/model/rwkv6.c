@@ -74,21 +74,29 @@ void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
     /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
     rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
     rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
-    for (int64_t i = 0; i < n * 5 * Dm; i++) w->lora[i] = tanhf(w->lora[i]);
+    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * 5 * Dm);
+    /* the five LoRA ups in one hand-off to the threads, each on its chunk of the down (made
+       contiguous unless there is one token) and into its mix, which then mixes in place */
+    struct rops_matjob up[5];
     for (int c = 0; c < 5; c++) {
-        for (int64_t t = 0; t < n; t++)
-            memcpy(w->part + t * Dm, w->lora + t * 5 * Dm + c * Dm, (size_t)Dm * sizeof(float));
-        rops_matmul(ex, &L->mix_w2[c], w->part, n, w->tmp);
-        rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], w->tmp, w->mix[c]);
+        float *part = w->part + c * n * Dm;
+        for (int64_t t = 0; n > 1 && t < n; t++)
+            memcpy(part + t * Dm, w->lora + t * 5 * Dm + c * Dm, (size_t)Dm * sizeof(float));
+        up[c] = (struct rops_matjob){&L->mix_w2[c], n > 1 ? part : w->lora + c * Dm, n, w->mix[c]};
     }
-    /* (12) */
-    rops_matmul(ex, &L->wr, w->mix[3], n, w->r);
-    rops_matmul(ex, &L->wk, w->mix[1], n, w->k);
-    rops_matmul(ex, &L->wv, w->mix[2], n, w->v);
-    rops_matmul(ex, &L->wg, w->mix[4], n, w->g);
+    rops_matmul_batch(ex, up, 5);
+    for (int c = 0; c < 5; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], w->mix[c], w->mix[c]);
+    /* (12) r k v g and (13) the decay's LoRA down: one hand-off */
+    const struct rops_matjob prod[5] = {{&L->wr, w->mix[3], n, w->r},
+                                        {&L->wk, w->mix[1], n, w->k},
+                                        {&L->wv, w->mix[2], n, w->v},
+                                        {&L->wg, w->mix[4], n, w->g},
+                                        {&L->decay_w1, w->mix[0], n, w->lora}};
+    rops_matmul_batch(ex, prod, 5);
     for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
     /* (13) the decay, 0 < w < 1 */
-    rrwkv_lora(ex, &L->decay_w1, &L->decay_w2, w->mix[0], n, RRWKV_ACT_TANH, w->lora, w->w);
+    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * L->decay_w1.n_rows);
+    rops_matmul(ex, &L->decay_w2, w->lora, n, w->w);
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < E; c++)
             w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));

@@ -48,12 +48,27 @@ void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
     /* (6) the mixes r, w, k, v, a, g */
     for (int c = 0; c < 6; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], NULL, w->mix[c]);
-    /* (7) */
-    rops_matmul(ex, &L->wr, w->mix[0], n, w->r);
-    rops_matmul(ex, &L->wk, w->mix[2], n, w->k);
-    rops_matmul(ex, &L->wv, w->mix[3], n, w->v);
+    /* (7)-(11) every product of the mixes in one batch (r k v and the LoRA downs of the
+       decay, iclr, gate and value residual), then the LoRA ups in another: two hand-offs to
+       the threads where one per product made generation wait on them */
+    const struct rrwkv_hparams *hp = &m->rwkv;
+    float *lw = w->lora, *la = lw + n * hp->lora_w, *lg = la + n * hp->lora_a,
+          *lv = lg + n * hp->lora_g;
+    const int n_lora = il > 0 ? 4 : 3; /* layer 0 takes its v as v_first: no residual LoRA */
+    const struct rops_matjob prod[7] = {
+        {&L->wr, w->mix[0], n, w->r}, {&L->wk, w->mix[2], n, w->k},
+        {&L->wv, w->mix[3], n, w->v}, {&L->decay_w1, w->mix[1], n, lw},
+        {&L->a1, w->mix[4], n, la},   {&L->g1, w->mix[5], n, lg},
+        {&L->v1, w->mix[3], n, lv}};
+    rops_matmul_batch(ex, prod, 3 + n_lora);
+    rrwkv_activate(RRWKV_ACT_TANH, lw, n * hp->lora_w);
+    rrwkv_activate(RRWKV_ACT_SIGMOID, lg, n * hp->lora_g);
+    const struct rops_matjob up[4] = {{&L->decay_w2, lw, n, w->w},
+                                      {&L->a2, la, n, w->ia},
+                                      {&L->g2, lg, n, w->g},
+                                      {&L->v2, lv, n, w->tmp}};
+    rops_matmul_batch(ex, up, n_lora);
     /* (8) the decay: exp(-e^-0.5 rrwkv_sigmoid(.)), in (0.545, 1) */
-    rrwkv_lora(ex, &L->decay_w1, &L->decay_w2, w->mix[1], n, RRWKV_ACT_TANH, w->lora, w->w);
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < E; c++)
             w->w[t * E + c] = expf(-0.606531f * rrwkv_sigmoid(L->w0[c] + w->w[t * E + c]));
@@ -61,16 +76,13 @@ void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     if (il == 0) {
         memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
     } else {
-        rrwkv_lora(ex, &L->v1, &L->v2, w->mix[3], n, RRWKV_ACT_NONE, w->lora, w->tmp);
         for (int64_t t = 0; t < n; t++)
             for (int64_t c = 0; c < E; c++) {
                 const int64_t i = t * E + c;
                 w->v[i] += (w->vfirst[i] - w->v[i]) * rrwkv_sigmoid(L->v0[c] + w->tmp[i]);
             }
     }
-    /* (10) the gate; (11) the in-context learning rate */
-    rrwkv_lora(ex, &L->g1, &L->g2, w->mix[5], n, RRWKV_ACT_SIGMOID, w->lora, w->g);
-    rrwkv_lora(ex, &L->a1, &L->a2, w->mix[4], n, RRWKV_ACT_NONE, w->lora, w->ia);
+    /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < E; c++)
             w->ia[t * E + c] = rrwkv_sigmoid(L->a0[c] + w->ia[t * E + c]);

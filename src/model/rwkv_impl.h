@@ -15,8 +15,9 @@ struct rrwkv_ws {
     float *a;      /* n x E: LN(x; attn_norm), then LN(x; attn_norm_2) */
     float *sx;     /* n x E: previous token's a minus a */
     float *mix[6]; /* n x E each: the token-shift mixes */
-    float *lora;   /* n x (5 D_mix or a LoRA rank): LoRA down outputs */
-    float *part;   /* n x D_mix: one RWKV-6 ddlerp chunk made contiguous */
+    float *lora;   /* LoRA down outputs: RWKV-7 the four (n x rank each, one after another),
+                      RWKV-6 n x 5 D_mix (the ddlerp's) or n x D_decay */
+    float *part;   /* 5 x n x D_mix: RWKV-6's ddlerp chunks, each made contiguous */
     float *tmp;    /* n x E */
     float *r, *k, *v, *g, *w, *y;
     float *kk, *ia, *vfirst; /* RWKV-7: normalised key, iclr, layer 0's v */
@@ -32,11 +33,10 @@ const float *rrwkv_vec(struct rmodel *m, const char *name);
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
 bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **out);
 
-/* y (n x E) = LoRA up of act(LoRA down of x): the shape of every RWKV LoRA; mid holds the
- * down projection. */
+/* Every RWKV LoRA is up(act(down(x))); the model batches the downs and the ups of a step
+ * (rops_matmul_batch) and applies act in between: x[i] = act(x[i]) for i < k. */
 enum rrwkv_act { RRWKV_ACT_NONE, RRWKV_ACT_TANH, RRWKV_ACT_SIGMOID };
-void rrwkv_lora(const struct rops_exec *ex, const struct rops_mat *down, const struct rops_mat *up,
-                const float *x, int64_t n, enum rrwkv_act act, float *mid, float *y);
+void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k);
 /* out = a + sx * (mu + m_i) for n tokens of E (mu: per channel; m_i: n x E or NULL) */
 void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
                const float *m_i, float *out);

@@ -327,6 +327,7 @@ size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
 
 void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                  float *y) {
+    if (n < 1) return; /* the AVX2 gemv would take n = 0 for its 3-input kernel */
     if (!block_type(w->type)) {
         matmul_f32_inputs(ex, w, x, n, y);
         return;
@@ -350,6 +351,148 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
         matmul_f32_inputs(ex, w, ex->scratch, g, y + i * m);
         i += g;
     }
+}
+
+/* ---- batches of products ------------------------------------------------------------------- */
+
+/* Products one parallel call of a batch takes at most: RWKV's largest batch has 7 jobs, 42
+ * products at 16 inputs with block weights (three inputs a product) */
+#define BATCH_UNITS 48
+/* Quantized input blocks a batch holds on its stack when ex->scratch holds fewer: as many as
+ * matmul_q8_small's (three inputs of Q8_TILE columns) */
+#define BATCH_STACK_BLOCKS (3 * Q8_TILE / 32)
+
+/* One product of a batch call. Float weights: n f32 inputs x. Block weights: n <= 3 inputs
+ * quantized into xq by column tiles of Q8_TILE, as matmul_q8_small takes them (the tile
+ * from column c0 holds n x its blocks from xq + n * c0 / 32). */
+struct batch_unit {
+    const struct rops_mat *w;
+    const float *x;
+    const struct rops_xq8 *xq;
+    int64_t n;
+    float *y;
+    int64_t grain;      /* rows per block of the threads' split, as rops_matmul's */
+    int64_t block_cost; /* a block of rows' weight bytes plus twice its multiply-adds */
+    int64_t blocks;
+};
+
+struct batch_task {
+    struct batch_unit u[BATCH_UNITS];
+    int n_units;
+    int64_t cost; /* of all blocks of all units */
+    int64_t work; /* multiply-adds of all units, for matmul_threads */
+    enum rops_isa isa;
+};
+
+/* Rows [r0, r1) of a unit, by the kernels rops_matmul runs for it: each row's sums do not
+ * depend on which rows share its call, so the results are rops_matmul's. */
+static void batch_rows(enum rops_isa isa, const struct batch_unit *u, int64_t r0, int64_t r1) {
+    if (!u->xq) {
+        if (isa == ROPS_ISA_AVX2)
+            rops_matmul_rows_avx2(u->w, u->x, u->n, u->y, r0, r1);
+        else
+            rops_matmul_rows_scalar(u->w, u->x, u->n, u->y, r0, r1);
+        return;
+    }
+    const int64_t k = u->w->n_cols;
+    for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
+        const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
+        const struct rops_q8_args a = {u->w, u->xq + u->n * (c0 / 32), u->n, c0 / 32, nb, c0 > 0,
+                                       u->y};
+        if (isa == ROPS_ISA_AVX2)
+            rops_matmul_q8_rows_avx2(&a, r0, r1);
+        else
+            rops_matmul_q8_rows_scalar(&a, r0, r1);
+    }
+}
+
+static void batch_thread(void *arg, int ith, int nth) {
+    const struct batch_task *t = arg;
+    /* all units' blocks laid end to end by cost: this thread takes those whose start falls
+       in its share [lo, hi), so every block goes to exactly one thread */
+    const int64_t lo = t->cost * ith / nth, hi = t->cost * (ith + 1) / nth;
+    int64_t at = 0;
+    for (int i = 0; i < t->n_units && at < hi; i++) {
+        const struct batch_unit *u = &t->u[i];
+        const int64_t bc = u->block_cost;
+        int64_t b0 = lo > at ? (lo - at + bc - 1) / bc : 0;
+        int64_t b1 = (hi - at + bc - 1) / bc;
+        if (b0 > u->blocks) b0 = u->blocks;
+        if (b1 > u->blocks) b1 = u->blocks;
+        at += u->blocks * bc;
+        if (b0 >= b1) continue;
+        const int64_t r1 = b1 * u->grain < u->w->n_rows ? b1 * u->grain : u->w->n_rows;
+        batch_rows(t->isa, u, b0 * u->grain, r1);
+    }
+}
+
+static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
+    if (t->n_units > 0) rpool_run(ex->pool, batch_thread, t, matmul_threads(ex, t->work));
+    t->n_units = 0;
+    t->cost = 0;
+    t->work = 0;
+}
+
+void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs) {
+    /* the prompts' first: rops_matmul may use the scratch, which the quantized inputs of the
+       batch below are about to fill */
+    for (int j = 0; j < n_jobs; j++)
+        if (jobs[j].n > ROPS_BATCH_MAX_N)
+            rops_matmul(ex, jobs[j].w, jobs[j].x, jobs[j].n, jobs[j].y);
+    struct rops_xq8 stack[BATCH_STACK_BLOCKS];
+    struct rops_xq8 *buf = stack;
+    int64_t cap = BATCH_STACK_BLOCKS, used = 0;
+    if (ex->scratch && ex->scratch_bytes / sizeof(struct rops_xq8) > (size_t)cap) {
+        buf = ex->scratch;
+        cap = (int64_t)(ex->scratch_bytes / sizeof(struct rops_xq8));
+    }
+    struct batch_task t;
+    t.n_units = 0;
+    t.cost = 0;
+    t.work = 0;
+    t.isa = ex->isa;
+    for (int j = 0; j < n_jobs; j++) {
+        const struct rops_matjob *jb = &jobs[j];
+        const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
+        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1) continue;
+        const bool q = block_type(jb->w->type);
+        /* block weights: three inputs a product, as rops_matmul takes them */
+        for (int64_t i = 0; i < jb->n;) {
+            const int64_t g = !q ? jb->n : jb->n - i < 3 ? jb->n - i : 3;
+            const int64_t n_blocks = q ? g * (k / 32) : 0;
+            if (n_blocks > cap) { /* wider than any buffer here: alone, in column tiles */
+                matmul_q8_small(ex, jb->w, jb->x + i * k, g, jb->y + i * m);
+                i += g;
+                continue;
+            }
+            if (t.n_units == BATCH_UNITS || used + n_blocks > cap) {
+                batch_flush(ex, &t);
+                used = 0;
+            }
+            struct batch_unit *u = &t.u[t.n_units++];
+            *u = (struct batch_unit){
+                jb->w, jb->x + i * k, NULL, g, jb->y + i * m, !q && g > 3 ? 8 : ROPS_RB, 0, 0};
+            if (q) {
+                struct rops_xq8 *xq = buf + used;
+                for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
+                    const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
+                    for (int64_t ii = 0; ii < g; ii++)
+                        quantize_x(ex->isa, jb->x + (i + ii) * k + c0, nb,
+                                   xq + g * (c0 / 32) + ii * nb);
+                }
+                u->xq = xq;
+                used += n_blocks;
+            }
+            /* the shares by time: a few inputs stream the weights (an f32 LoRA costs twice
+               an f16 one of its shape), more are bound by their multiply-adds */
+            u->block_cost = u->grain * ((int64_t)jb->w->row_bytes + 2 * k * g);
+            t.work += m * k * g;
+            u->blocks = (m + u->grain - 1) / u->grain;
+            t.cost += u->blocks * u->block_cost;
+            i += g;
+        }
+    }
+    batch_flush(ex, &t);
 }
 
 /* ---- small elementwise --------------------------------------------------------------------- */

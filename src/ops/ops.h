@@ -81,6 +81,29 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
 /* The scratch rops_matmul uses best for n inputs with w: 0 for f32, f16 and bf16 weights. */
 size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n);
 
+/* One product of a batch: y = W x for n inputs, as rops_matmul(ex, w, x, n, y). */
+struct rops_matjob {
+    const struct rops_mat *w;
+    const float *x;
+    int64_t n;
+    float *y;
+};
+
+/* Jobs with at most this many inputs share the threads of one parallel call. */
+#define ROPS_BATCH_MAX_N 16
+
+/* The n_jobs products of jobs, with results bit for bit those of rops_matmul on each job
+ * alone (in any order: the jobs are independent, no job's x may overlap another's y, and the
+ * ys do not overlap). The jobs of up to ROPS_BATCH_MAX_N inputs (generation) run in one
+ * hand-off to the threads rather than one per product, their rows shared out by an estimate
+ * of their time (weight bytes and multiply-adds): a step of a model makes many small
+ * products, each too short to repay the threads' start and finish. With q8_0 / q4_0 weights
+ * their inputs are quantized first, on the caller, into ex->scratch (or, when it is smaller,
+ * a buffer on the stack; when neither holds them all, they go in several calls, the same
+ * results). Jobs of more inputs (prompts) run one after another through rops_matmul, with its
+ * scratch rules. */
+void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs);
+
 /* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. */
 void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out);
 

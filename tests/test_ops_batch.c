@@ -1,0 +1,162 @@
+/*
+ * rops_matmul_batch against rops_matmul on each job alone: the same bits (memcmp), for every
+ * weight type (f32, f16, bf16, q8_0, q4_0) and mixes of them, jobs of different shapes and
+ * input counts (1, 2, 3, 5, 16 in one hand-off; 40 through rops_matmul), 1 to 3 threads, the
+ * portable and the best ISA, with a scratch that holds the whole batch, one that holds part of
+ * it and none (the stack buffer; inputs too wide for it), and more products than one call
+ * takes. Nothing past a job's outputs is written.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/ops.h"
+#include "pool/pool.h"
+#include "test.h"
+
+static unsigned long long rng = 0x51afd7ed558ccd25ull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)((double)(test_rand(&rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+enum { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
+
+/* A random rows x k matrix of type (k a multiple of 32 for the block types). */
+static struct rops_mat make_mat(uint32_t type, int64_t rows, int64_t k) {
+    const size_t rb = rops_row_bytes(type, k);
+    uint8_t *bytes = malloc(rb * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    REQUIRE(rb > 0 && bytes && row);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *dst = bytes + (size_t)r * rb;
+        for (int64_t c = 0; c < k; c++) row[c] = frand();
+        if (type == Q8_0 || type == Q4_0) {
+            REQUIRE(rops_quantize_row(type, row, k, dst));
+        } else {
+            for (int64_t c = 0; c < k; c++) {
+                if (type == F32) {
+                    memcpy(dst + 4 * c, &row[c], 4);
+                } else {
+                    const uint16_t h =
+                        type == F16 ? rcore_f32_to_f16(row[c]) : rcore_f32_to_bf16(row[c]);
+                    memcpy(dst + 2 * c, &h, 2);
+                }
+            }
+        }
+    }
+    free(row);
+    return (struct rops_mat){bytes, type, k, rows, rb};
+}
+
+/* A job's shape. */
+struct shape {
+    uint32_t type;
+    int64_t rows, k, n;
+};
+
+#define MAX_JOBS 12
+#define GUARD    16 /* floats past each output that must stay as they were */
+
+/* The batch of shapes against rops_matmul per job, on every ISA, thread count and scratch. */
+static void check_batch(struct rpool *pool, const char *what, const struct shape *s, int n_jobs) {
+    REQUIRE(n_jobs <= MAX_JOBS);
+    struct rops_mat w[MAX_JOBS];
+    float *x[MAX_JOBS], *want[MAX_JOBS], *got[MAX_JOBS];
+    size_t scratch_full = 0; /* what the jobs' quantized inputs and rops_matmul's tiles want */
+    for (int j = 0; j < n_jobs; j++) {
+        w[j] = make_mat(s[j].type, s[j].rows, s[j].k);
+        const size_t nx = (size_t)(s[j].n * s[j].k), ny = (size_t)(s[j].n * s[j].rows) + GUARD;
+        x[j] = malloc(sizeof(float) * (nx + 1));
+        want[j] = malloc(sizeof(float) * ny);
+        got[j] = malloc(sizeof(float) * ny);
+        REQUIRE(x[j] && want[j] && got[j]);
+        for (size_t i = 0; i < nx; i++) x[j][i] = frand();
+        scratch_full += (size_t)(s[j].n * s[j].k) * sizeof(float);
+        const size_t mm = rops_matmul_scratch_bytes(&w[j], s[j].n);
+        if (mm > scratch_full) scratch_full = mm;
+    }
+    void *scratch = malloc(scratch_full);
+    REQUIRE(scratch);
+    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+    /* all of it; about a fifth (several calls, the prompts' tiles in smaller groups); none */
+    const size_t scratches[3] = {scratch_full, scratch_full / 5, 0};
+    for (int ii = 0; ii < 2; ii++) {
+        if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+        for (int nth = 1; nth <= 3; nth++)
+            for (int si = 0; si < 3; si++) {
+                const struct rops_exec ex = {pool, nth, isas[ii], scratches[si] ? scratch : NULL,
+                                             scratches[si]};
+                struct rops_matjob jobs[MAX_JOBS];
+                for (int j = 0; j < n_jobs; j++) {
+                    const size_t ny = (size_t)(s[j].n * s[j].rows) + GUARD;
+                    memset(want[j], 0xff, sizeof(float) * ny); /* NaNs: every slot is written */
+                    memset(got[j], 0xff, sizeof(float) * ny);
+                    rops_matmul(&ex, &w[j], x[j], s[j].n, want[j]);
+                    jobs[j] = (struct rops_matjob){&w[j], x[j], s[j].n, got[j]};
+                }
+                rops_matmul_batch(&ex, jobs, n_jobs);
+                for (int j = 0; j < n_jobs; j++) {
+                    const size_t ny = (size_t)(s[j].n * s[j].rows) + GUARD;
+                    CHECK_MSG(memcmp(want[j], got[j], sizeof(float) * ny) == 0,
+                              "%s: job %d (type %u, %lld x %lld, n %lld) %s, %d threads, "
+                              "scratch %zu: not rops_matmul's bits",
+                              what, j, s[j].type, (long long)s[j].rows, (long long)s[j].k,
+                              (long long)s[j].n, rops_isa_name(isas[ii]), nth, scratches[si]);
+                }
+            }
+    }
+    for (int j = 0; j < n_jobs; j++) {
+        free((void *)w[j].data);
+        free(x[j]);
+        free(want[j]);
+        free(got[j]);
+    }
+    free(scratch);
+}
+
+static void test_batch_types(void) {
+    struct rpool *pool = rpool_create(3);
+    REQUIRE(pool);
+    const uint32_t types[] = {F32, F16, BF16, Q8_0, Q4_0};
+    const int64_t ns[] = {1, 2, 3, 5, 16, 40};
+    for (size_t ti = 0; ti < 5; ti++) {
+        const uint32_t t = types[ti];
+        const bool blocks = t == Q8_0 || t == Q4_0;
+        /* each n alone, then RWKV-like mixes: wide and narrow products of the same n, and
+           different n side by side */
+        for (size_t ni = 0; ni < 6; ni++) {
+            const struct shape one[1] = {{t, 37, blocks ? 96 : 45, ns[ni]}};
+            check_batch(pool, "one job", one, 1);
+            const struct shape rwkv[6] = {{t, 96, 64, ns[ni]}, {t, 96, 64, ns[ni]},
+                                          {t, 64, 96, ns[ni]}, {t, 8, 64, ns[ni]},
+                                          {t, 5, 96, ns[ni]},  {t, 300, 64, ns[ni]}};
+            check_batch(pool, "same n", rwkv, 6);
+        }
+        const struct shape mixed[6] = {{t, 70, 64, 1}, {t, 13, 128, 2}, {t, 64, 32, 3},
+                                       {t, 33, 96, 5}, {t, 9, 64, 16},  {t, 21, 64, 40}};
+        check_batch(pool, "mixed n", mixed, 6);
+        /* more products than one call takes (block weights: three inputs a product) */
+        struct shape many[MAX_JOBS];
+        for (int j = 0; j < MAX_JOBS; j++) many[j] = (struct shape){t, 11 + j, 64, 16};
+        check_batch(pool, "many", many, MAX_JOBS);
+        /* rows past a block column tile (4096), and wider than the stack buffer holds */
+        const struct shape wide[3] = {{t, 7, 4160, 3}, {t, 5, 64, 2}, {t, 6, 4128, 5}};
+        check_batch(pool, "wide", wide, 3);
+    }
+    /* every type in one batch */
+    const struct shape all[6] = {{F32, 40, 64, 2},  {F16, 41, 96, 2},  {BF16, 42, 64, 2},
+                                 {Q8_0, 43, 96, 2}, {Q4_0, 44, 64, 2}, {F16, 45, 64, 40}};
+    check_batch(pool, "all types", all, 6);
+    /* no jobs; jobs of no inputs */
+    rops_matmul_batch(&(struct rops_exec){pool, 2, rops_isa_best(), NULL, 0}, NULL, 0);
+    const struct shape none[2] = {{F16, 9, 32, 0}, {Q8_0, 9, 32, 1}};
+    check_batch(pool, "no inputs", none, 2);
+    rpool_free(pool);
+}
+
+int main(void) {
+    RUN(test_batch_types);
+    return test_finish("test_ops_batch");
+}
