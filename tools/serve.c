@@ -243,8 +243,14 @@ int cmd_serve(int argc, char **argv) {
     if (!o.n_parallel_given) o.n_parallel = 16; /* the server's default: 16 slots */
     struct server s;
     memset(&s, 0, sizeof s);
-    s.lim =
-        (struct serve_limits){o.n_parallel, o.queue_max, 8192, o.max_tokens, 1u << 20, o.timeout_s};
+    s.lim = (struct serve_limits){.n_parallel = o.n_parallel,
+                                  .queue_max = o.queue_max,
+                                  .max_prompt = 8192,
+                                  .max_tokens = o.max_tokens,
+                                  .max_body = 1u << 20,
+                                  .timeout_s = o.timeout_s,
+                                  .n_predict = -1,
+                                  .n_ctx = 0};
     s.api_key = o.api_key;
     const char *slash = strrchr(o.model, '/');
     s.model_name = slash ? slash + 1 : o.model;

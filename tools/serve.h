@@ -71,6 +71,9 @@ struct serve_limits {
     int32_t max_tokens; /* tokens a request may ask for */
     size_t max_body;    /* request bytes */
     double timeout_s;   /* a request that is not done by then fails (504) */
+    int32_t n_predict;  /* tokens a request that names no length gets (-n; -1: max_tokens) */
+    int32_t n_ctx;      /* most tokens (prompt + generated) one sequence may hold (-c; 0: no
+                           limit): a recurrent state has no window, so this is a budget */
 };
 
 struct serve_metrics {
@@ -84,8 +87,9 @@ struct serve_metrics {
 struct server {
     struct recur_model *model;
     struct recur_context *ctx;
-    const char *model_name;
-    const char *api_key; /* NULL: none asked */
+    const char *model_name;    /* --alias, else the model file's name */
+    const char *chat_template; /* --chat-template NAME, or NULL: the model's own (or default) */
+    const char *api_key;       /* NULL: none asked */
     struct serve_limits lim;
 
     pthread_mutex_t mu;
