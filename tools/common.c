@@ -352,6 +352,14 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
 bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
                      struct recur_model **model, struct recur_context **ctx) {
     *ctx = NULL;
+    *model = NULL;
+    /* outputs first: a path that cannot be written is found before the generation, not after */
+    const char *outputs[] = {o->state_out, o->prompt_cache};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i] && !recur_file_check_writable(outputs[i])) {
+            fprintf(stderr, "recur: %s\n", recur_last_error());
+            return false;
+        }
     *model = recur_model_load_from_file(o->model, recur_model_default_params());
     if (!*model) {
         fprintf(stderr, "recur: %s\n", recur_last_error());

@@ -95,6 +95,8 @@ recur_token *gen_tokenize(const struct recur_model *model, const char *text, siz
                           int32_t *n_tokens);
 
 /* Loads the model and makes a context for n_seq sequences; false with a message on stderr.
+ * The output paths (--state-out, --prompt-cache) are checked first, so that one that cannot
+ * be written fails before any work (recur_file_check_writable).
  * With --prompt-cache the context has a prefix cache of --prompt-cache-mb, keeps the last two
  * states of each sequence (so a prompt minus its last token can be stored) and a checkpoint
  * every 64 positions (so do --state-in and --state-out, whose files then carry them); with

@@ -338,3 +338,7 @@ size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path, re
     if (!seq_ok(ctx, dest)) return 0;
     return load_file(ctx, path, dest, tokens_out, capacity, n_tokens_out);
 }
+
+bool recur_file_check_writable(const char *path) {
+    return rio_check_replaceable(path);
+}
