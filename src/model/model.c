@@ -230,7 +230,6 @@ void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 /* model.c's part of the workspace; the architecture's follows (rmodel_io.buf). */
 struct ws_view {
     float *x;       /* n x E residual stream */
-    float *k, *v;   /* n_seqs gathered K and V state rows */
     float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
     float *norm;    /* min(n, OUT_CHUNK) x E */
     float *scratch; /* n x the widest matmul input: the matmuls' (rops_exec.scratch) */
@@ -242,20 +241,12 @@ static int64_t max_in(const struct rmodel *m) {
     return w > m->n_embd ? w : m->n_embd;
 }
 
-static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
-                        struct ws_view *v) {
-    uint32_t k_row, v_row;
-    layer_rows(m, &k_row, &v_row);
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, V = (size_t)m->n_vocab;
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
-    const size_t sizes[] = {n * E,
-                            n_seqs * (size_t)k_row,
-                            n_seqs * (size_t)v_row,
-                            n_out * V,
-                            n_out * E,
-                            n * (size_t)max_in(m),
+    const size_t sizes[] = {n * E, n_out * V, n_out * E, n * (size_t)max_in(m),
                             is_rwkv(m) ? rrwkv_ws_floats(m, n) : rmamba_ws_floats(m, n)};
-    float **slots[] = {&v->x, &v->k, &v->v, &v->logit, &v->norm, &v->scratch, &v->arch};
+    float **slots[] = {&v->x, &v->logit, &v->norm, &v->scratch, &v->arch};
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (base) *slots[i] = base + off;
@@ -268,7 +259,7 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
     struct rmodel_ws *ws = calloc(1, sizeof *ws);
     const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
     struct ws_view v;
-    size_t n = ws_layout(m, n_ubatch, n_seqs, NULL, &v);
+    size_t n = ws_layout(m, n_ubatch, NULL, &v);
     if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float))) ||
         !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
         !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
@@ -295,48 +286,6 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws->save_k);
     free(ws->save_v);
     free(ws);
-}
-
-/* Gathers the states of every slot of the block: all reads before any write (memory.h). */
-static void gather_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                          size_t v_elems, float *k_out, float *v_out) {
-    const uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        float *ks = k_out + s * k_elems, *vs = v_out + s * v_elems;
-        if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-            memset(ks, 0, k_elems * sizeof(float));
-            memset(vs, 0, v_elems * sizeof(float));
-            continue;
-        }
-        const size_t src = (size_t)rmem_s_copy(mem, s);
-        rcore_row_to_f32(rmem_type_k(mem), ks, k + src * kb, k_elems);
-        rcore_row_to_f32(rmem_type_v(mem), vs, v + src * vb, v_elems);
-    }
-}
-
-static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                           size_t v_elems, const float *k_in, const float *v_in) {
-    uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    const size_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        rcore_row_from_f32(rmem_type_k(mem), k + (head + s) * kb, k_in + s * k_elems, k_elems);
-        rcore_row_from_f32(rmem_type_v(mem), v + (head + s) * vb, v_in + s * v_elems, v_elems);
-    }
-}
-
-/* True when the compute can run on the memory's rows themselves: f32 states (rows then hold
- * exactly the compute's floats), and every slot either new or already in its own cell
- * (s_copy(i) = head + i: nothing moves, so no read can see another slot's new write). A
- * generation step of sequences that stay in their cells, the common case, is one such;
- * a fork or a move takes the gather / scatter path. */
-static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
-    if (rmem_type_k(mem) != RCORE_TYPE_F32 || rmem_type_v(mem) != RCORE_TYPE_F32) return false;
-    const uint32_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++)
-        if (rmem_s_mask(mem, s) != 0.0f && rmem_s_copy(mem, s) != (int32_t)(head + s)) return false;
-    return true;
 }
 
 static void output_norm(const struct rmodel *m, const float *x, float *out) {
@@ -391,7 +340,7 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
         return false;
     }
     struct ws_view w;
-    ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
+    ws_layout(m, ws->n_ubatch, ws->buf, &w);
     struct rops_exec lex = *ex;
     lex.scratch = w.scratch;
     lex.scratch_bytes = (size_t)ws->n_ubatch * (size_t)max_in(m) * sizeof(float);
@@ -406,10 +355,6 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     }
     if (is_rwkv(m)) rrwkv_embed(m, w.x, ub->n_tokens);
 
-    uint32_t k_row, v_row;
-    layer_rows(m, &k_row, &v_row);
-    const size_t k_elems = k_row, v_elems = v_row;
-    const bool in_place = states_in_place(mem, n_seqs);
     /* the snapshots this ubatch keeps (rollback), filled by the kernels of each layer */
     rmem_snap_plan(mem, ub, ws->snap);
     bool any_snap = false;
@@ -425,24 +370,12 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
             ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
             ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;
         }
-        if (in_place) {
-            /* the block's own rows are the compute's states: no gather, no scatter */
-            io.k = (float *)((uint8_t *)rmem_k_data(mem, (uint32_t)il) +
-                             rmem_head(mem) * rmem_k_row_bytes(mem, (uint32_t)il));
-            io.v = (float *)((uint8_t *)rmem_v_data(mem, (uint32_t)il) +
-                             rmem_head(mem) * rmem_v_row_bytes(mem, (uint32_t)il));
-            for (uint32_t s = 0; s < n_seqs; s++)
-                if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-                    memset(io.k + s * k_elems, 0, k_elems * sizeof(float));
-                    memset(io.v + s * v_elems, 0, v_elems * sizeof(float));
-                }
-        } else {
-            io.k = w.k;
-            io.v = w.v;
-            gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
-        }
+        struct rmem_layer st;
+        if (!rmem_layer_begin(mem, (uint32_t)il, &st)) return false;
+        io.k = st.k;
+        io.v = st.v;
         (is_rwkv(m) ? rrwkv_layer : rmamba_layer)(m, ex, il, &io);
-        if (!in_place) scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
+        rmem_layer_end(mem, (uint32_t)il);
     }
     outputs(m, ex, &w, ws->n_ubatch, ub, out);
     return true;
