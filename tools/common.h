@@ -55,7 +55,7 @@ enum gen_flag {
     G_COUNT
 };
 
-#define GBIT(f) (UINT64_C(1) << (f))
+#define GBIT(f)       (UINT64_C(1) << (f))
 #define GEN_MAX_HOSTS 8
 
 struct gen_opts {

@@ -129,8 +129,7 @@ static enum MHD_Result answer_options(struct MHD_Connection *conn) {
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
     MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                            req_headers ? req_headers
-                                        : "Authorization, Content-Type, X-Api-Key");
+                            req_headers ? req_headers : "Authorization, Content-Type, X-Api-Key");
     MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
     enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
     MHD_destroy_response(resp);
@@ -208,9 +207,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
         return serve_send_error(conn, 413, "invalid_request_error", msg);
     }
-    cJSON *body = r->len                 ? cJSON_ParseWithLength(r->body, r->len)
+    cJSON *body = r->len             ? cJSON_ParseWithLength(r->body, r->len)
                   : e->body_optional ? cJSON_CreateObject()
-                                         : NULL;
+                                     : NULL;
     if (!cJSON_IsObject(body)) {
         cJSON_Delete(body);
         return serve_send_error(conn, 400, "invalid_request_error",
@@ -275,13 +274,13 @@ static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsign
     set_port(l, port);
     /* an IPv6 socket takes IPv6 only (MHD sets IPV6_V6ONLY without MHD_USE_DUAL_STACK), so
        that --host :: --host 0.0.0.0 can both be listened on */
-    return MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-            (l->v6 ? MHD_USE_IPv6 : 0),
-        (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
-        MHD_OPTION_NOTIFY_COMPLETED, request_free, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->queue_max + o->n_parallel + 64),
-        MHD_OPTION_END);
+    return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                MHD_USE_ERROR_LOG | (l->v6 ? MHD_USE_IPv6 : 0),
+                            (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, request_free, NULL,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                            MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(o->queue_max + o->n_parallel + 64), MHD_OPTION_END);
 }
 
 /* The flags' values checked before anything is loaded; false with a message. */
@@ -376,8 +375,9 @@ int cmd_serve(int argc, char **argv) {
     int n_up = 0;
     s.active = calloc((size_t)o.n_parallel, sizeof *s.active);
     s.slot_used = calloc((size_t)o.n_parallel, sizeof *s.slot_used);
-    if (!s.active || !s.slot_used || !serve_slots_init(&s) || pthread_mutex_init(&s.mu, NULL) != 0 ||
-        pthread_cond_init(&s.work, NULL) != 0 || pthread_cond_init(&s.progress, NULL) != 0) {
+    if (!s.active || !s.slot_used || !serve_slots_init(&s) ||
+        pthread_mutex_init(&s.mu, NULL) != 0 || pthread_cond_init(&s.work, NULL) != 0 ||
+        pthread_cond_init(&s.progress, NULL) != 0) {
         fprintf(stderr, "recur serve: out of memory\n");
         goto done;
     }

@@ -80,11 +80,11 @@ struct serve_metrics {
     uint64_t requests, requests_failed, rejected_busy;
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t steps;
-    uint64_t busy_slots;   /* slots in use, summed over steps */
-    int32_t n_tokens_max;  /* the most tokens one finished sequence held */
-    double prompt_s;       /* per task: queued to first token, summed over finished tasks */
-    double predicted_s;    /* per task: first token to done, summed */
-    double busy_s;                         /* seconds the scheduler spent in decode + sampling */
+    uint64_t busy_slots;  /* slots in use, summed over steps */
+    int32_t n_tokens_max; /* the most tokens one finished sequence held */
+    double prompt_s;      /* per task: queued to first token, summed over finished tasks */
+    double predicted_s;   /* per task: first token to done, summed */
+    double busy_s;        /* seconds the scheduler spent in decode + sampling */
     struct recur_prefix_cache_stats cache; /* copied by the scheduler after each step */
 };
 

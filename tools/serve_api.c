@@ -505,7 +505,7 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
     const double max_n = s->lim.n_parallel < SERVE_MAX_N ? s->lim.n_parallel : SERVE_MAX_N;
     if (llama) {
         const double n_predict = num_field(&p, "n_predict", -1, -1, s->lim.max_tokens, true);
-        t->max_tokens = n_predict >= 0        ? (int32_t)n_predict
+        t->max_tokens = n_predict >= 0          ? (int32_t)n_predict
                         : s->lim.n_predict >= 0 ? s->lim.n_predict /* -n */
                                                 : s->lim.max_tokens;
         sp.temp = (float)num_field(&p, "temperature", 0.8, 0, 100, false);
@@ -516,9 +516,9 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
         t->ignore_eos = bool_field(&p, "ignore_eos", false);
         t->n = 1;
     } else {
-        t->max_tokens = (int32_t)num_field(&p, "max_tokens",
-                                           s->lim.n_predict >= 0 ? s->lim.n_predict : 16, 0,
-                                           s->lim.max_tokens, true);
+        t->max_tokens =
+            (int32_t)num_field(&p, "max_tokens", s->lim.n_predict >= 0 ? s->lim.n_predict : 16, 0,
+                               s->lim.max_tokens, true);
         sp.temp = (float)num_field(&p, "temperature", 1.0, 0, 2, false);
         sp.top_p = (float)num_field(&p, "top_p", 1.0, 0, 1, false);
         sp.top_k = (int32_t)num_field(&p, "top_k", 0, 0, 1e9, true);

@@ -137,8 +137,8 @@ static bool bool_opt(const cJSON *body, const char *name, bool def, bool *out, c
 
 enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
                                const struct serve_req *rq) {
-    static const char *const known[] = {"content", "add_special", "parse_special",
-                                        "with_pieces", "model", NULL};
+    static const char *const known[] = {"content",     "add_special", "parse_special",
+                                        "with_pieces", "model",       NULL};
     char msg[160];
     if (serve_unknown_field(rq->body, known, msg, sizeof msg))
         return serve_send_error(conn, 400, "invalid_request_error", msg);
@@ -177,7 +177,7 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", t[i]);
         if (utf8_ok((const unsigned char *)p, (size_t)k)) { /* a string, else its bytes */
-            p[k] = '\0'; /* piece_of leaves room for it */
+            p[k] = '\0';                                    /* piece_of leaves room for it */
             cJSON_AddStringToObject(o, "piece", p);
         } else {
             cJSON *bytes = cJSON_AddArrayToObject(o, "piece");
@@ -422,16 +422,14 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
         /* llama-server's names */
         {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
          processed},
-        {"llamacpp:prompt_seconds_total", "counter", "Prompt process time in seconds.",
-         m.prompt_s},
+        {"llamacpp:prompt_seconds_total", "counter", "Prompt process time in seconds.", m.prompt_s},
         {"llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
          (double)m.generated_tokens},
         {"llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time in seconds.",
          m.predicted_s},
         {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
          m.prompt_s > 0 ? processed / m.prompt_s : 0.0},
-        {"llamacpp:predicted_tokens_seconds", "gauge",
-         "Average generation throughput in tokens/s.",
+        {"llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
          m.predicted_s > 0 ? (double)m.generated_tokens / m.predicted_s : 0.0},
         {"llamacpp:requests_processing", "gauge", "Number of requests processing.",
          (double)processing},

@@ -135,7 +135,8 @@ static void run_one(struct server *s, struct slot_action *a) {
     case SLOT_RESTORE: {
         /* the longest list a slot can come to hold */
         const int64_t cap64 = (int64_t)s->lim.max_prompt + s->lim.max_tokens;
-        const size_t cap = (size_t)(s->lim.n_ctx > 0 && s->lim.n_ctx < cap64 ? s->lim.n_ctx : cap64);
+        const size_t cap =
+            (size_t)(s->lim.n_ctx > 0 && s->lim.n_ctx < cap64 ? s->lim.n_ctx : cap64);
         recur_token *buf = malloc(sizeof(recur_token) * cap);
         size_t got = 0;
         if (!buf) {
@@ -143,8 +144,10 @@ static void run_one(struct server *s, struct slot_action *a) {
             return;
         }
         a->n_bytes = recur_state_seq_load_file(s->ctx, a->path, q, buf, cap, &got);
+        /* a file that could not be opened leaves the slot as it was; one that failed while
+           loading leaves the sequence empty: the record follows what the memory holds */
         pthread_mutex_lock(&s->mu);
-        s->slots[q].n_tokens = 0; /* whatever happens, the former conversation is gone */
+        if (a->n_bytes > 0 || recur_memory_seq_pos_max(mem, q) + 1 != n) s->slots[q].n_tokens = 0;
         pthread_mutex_unlock(&s->mu);
         if (a->n_bytes == 0) {
             free(buf);
@@ -155,8 +158,8 @@ static void run_one(struct server *s, struct slot_action *a) {
             recur_prefix_cache_store(s->ctx, q, buf, (int32_t)got) < 0) {
             recur_memory_seq_rm(mem, q, -1, -1);
             free(buf);
-            fail(a, 400, "could not restore the slot: ",
-                 "the file's state does not hold its token list");
+            fail(a, 400,
+                 "could not restore the slot: ", "the file's state does not hold its token list");
             return;
         }
         pthread_mutex_lock(&s->mu);
