@@ -208,10 +208,20 @@ for bad in ("../escape.bin", "a/b.bin", "", ".hidden", "x" * 300, "a\\b", "nul\u
 check("nothing escaped the directory", sorted(os.listdir(tmp)) == ["a_file", "slots"] and
       sorted(os.listdir(slot_dir)) == ["conv.bin"], (os.listdir(tmp), os.listdir(slot_dir)))
 st, b, _ = A.post("/slots/%d?action=restore" % slot_id, {"filename": "missing.bin"})
-check("restore of a missing file: 400", st == 400 and "missing.bin" in b["error"]["message"], b)
+check("restore of a missing file: 400", st == 400 and "missing.bin" in b["error"]["message"] and
+      slot_dir not in b["error"]["message"], b)
 st, slots, _ = A.request("GET", "/slots")
 check("a failed restore leaves the slot as it was", slots[slot_id]["n_tokens_cached"] == len(conv),
       slots)
+with open(os.path.join(slot_dir, "junk.bin"), "wb") as f:
+    f.write(b"not a state file at all" * 10)
+st, b, _ = A.post("/slots/%d?action=restore" % (1 - slot_id), {"filename": "junk.bin"})
+check("restore of a corrupt file: 400", st == 400 and "junk.bin" in b["error"]["message"], b)
+st, slots, _ = A.request("GET", "/slots")
+check("the failed slot holds nothing, the other keeps its conversation",
+      slots[1 - slot_id]["n_tokens_cached"] == 0 and
+      slots[slot_id]["n_tokens_cached"] == len(conv), slots)
+os.remove(os.path.join(slot_dir, "junk.bin"))
 st, b, _ = A.post("/slots/0?action=launch", {"filename": "x.bin"})
 check("bad action: 400", st == 400 and "action" in b["error"]["message"], b)
 st, b, _ = A.post("/slots/0", {"filename": "x.bin"})
@@ -227,6 +237,8 @@ st, slots, _ = A.request("GET", "/slots")
 check("erased: the slot holds nothing", slots[slot_id]["n_tokens_cached"] == 0, slots)
 st, b, _ = A.post("/slots/%d?action=save" % slot_id, {"filename": "empty.bin"})
 check("save of an empty slot: 400", st == 400, b)
+st, b, _ = A.post("/completion", {"prompt": "After a bad restore", "n_predict": 2})
+check("the server goes on after the bad actions", st == 200 and b["tokens_predicted"] >= 1, b)
 
 # the llama-server metric names beside recur's
 st, text, _ = A.request("GET", "/metrics")

@@ -269,7 +269,7 @@ void *serve_sched_main(void *arg) {
             fresh[n_new++] = head;
         }
         if (s->slots_in_use == 0 && n_new == 0) {
-            if (s->stopping && !s->queue_head) {
+            if (s->stopping && !s->queue_head && !s->actions) {
                 pthread_mutex_unlock(&s->mu);
                 break;
             }

@@ -33,6 +33,7 @@ struct slot_action {
     enum slot_verb verb;
     int32_t slot;
     char path[PATH_MAX];
+    const char *filename; /* in path: what the client named */
     /* the result, set by the scheduler */
     bool done;
     unsigned status; /* 200, or an error's */
@@ -88,9 +89,12 @@ static double ms_since(double t0) {
     return (serve_now() - t0) * 1e3;
 }
 
-/* The action's error: what, then detail. */
+/* The action's error: what, then detail, where the slot directory's path is left out (the
+ * client named the file, not where it lies). */
 static void fail(struct slot_action *a, unsigned status, const char *what, const char *detail) {
     a->status = status;
+    const size_t dir = a->filename ? (size_t)(a->filename - a->path) : 0;
+    if (dir && strncmp(detail, a->path, dir) == 0) detail += dir;
     snprintf(a->error, sizeof a->error, "%s%s", what, detail);
 }
 
@@ -288,6 +292,7 @@ enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
             free(a);
             return bad(conn, "invalid filename: the path is too long");
         }
+        a->filename = a->path + strlen(s->slot_save_path) + 1;
     }
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
