@@ -308,6 +308,8 @@ stream.readline()  # the first event: the slot is decoding
 st, slots, _ = C.request("GET", "/slots")
 check("/slots: a busy slot is processing", slots[0]["is_processing"] is True and
       slots[0]["next_token"]["n_decoded"] > 0 and slots[0]["params"]["n_predict"] == 4000, slots)
+st, b, _ = C.request("GET", "/slots?fail_on_no_slot=1")
+check("/slots?fail_on_no_slot=1 with every slot busy: 503", st == 503, b)
 st, b, resp = C.post("/slots/0?action=save", {"filename": "busy.bin"})
 check("save of a busy slot: 503", st == 503 and "busy" in b["error"]["message"] and
       resp.getheader("Retry-After") is not None, b)
@@ -316,6 +318,8 @@ check("erase of a busy slot: 503", st == 503, b)
 conn.close()
 check("the slot frees when the client leaves",
       wait_for(lambda: C.request("GET", "/slots")[1][0]["is_processing"] is False))
+st, b, _ = C.request("GET", "/slots?fail_on_no_slot=1")
+check("/slots?fail_on_no_slot=1 with a free slot: 200", st == 200 and len(b) == 1, b)
 check("busy.bin was not written", not os.path.exists(os.path.join(slot_dir, "busy.bin")))
 check("C stops", C.stop() == 0)
 
