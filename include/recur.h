@@ -99,6 +99,9 @@ RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */
 RECUR_API int32_t recur_model_n_vocab(const struct recur_model *model);
 RECUR_API int32_t recur_model_n_embd(const struct recur_model *model);
 RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
+/* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
+ * "rwkv6", "rwkv7"); a static string, never NULL for a loaded model. */
+RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
 RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);

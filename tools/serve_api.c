@@ -53,6 +53,16 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
     return true;
 }
 
+void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp) {
+    /* as llama-server: the caller's Origin reflected with credentials allowed, else any */
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin ? origin : "*");
+    if (origin) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+}
+
 enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,
                                 char *text, const char *retry_after) {
     if (!text) return MHD_NO;
@@ -63,6 +73,7 @@ enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, co
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    serve_cors_headers(conn, resp);
     if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
@@ -470,6 +481,22 @@ static void stream_free(void *cls) {
 
 /* ---- the endpoint ------------------------------------------------------------------------ */
 
+/* -c: a sequence holds at most lim.n_ctx tokens. A recurrent state has no window to overflow,
+ * so this is a budget: a prompt that fills it is refused, and generation stops at it (finish
+ * reason "length"), as llama-server stops at a full context without context shift. */
+static void ctx_budget(struct parse *p, const struct server *s, struct task *t) {
+    if (p->bad || s->lim.n_ctx <= 0) return;
+    if (t->n_prompt >= s->lim.n_ctx) {
+        snprintf(p->msg, sizeof p->msg,
+                 "the prompt has %d tokens; a sequence holds at most %d (-c), prompt and "
+                 "generated tokens together",
+                 t->n_prompt, s->lim.n_ctx);
+        p->bad = true;
+    } else if (t->max_tokens > s->lim.n_ctx - t->n_prompt) {
+        t->max_tokens = s->lim.n_ctx - t->n_prompt;
+    }
+}
+
 bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
                             bool *stream, char *msg, size_t msg_len) {
     struct parse p = {body, "", false};
@@ -478,7 +505,9 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
     const double max_n = s->lim.n_parallel < SERVE_MAX_N ? s->lim.n_parallel : SERVE_MAX_N;
     if (llama) {
         const double n_predict = num_field(&p, "n_predict", -1, -1, s->lim.max_tokens, true);
-        t->max_tokens = n_predict < 0 ? s->lim.max_tokens : (int32_t)n_predict;
+        t->max_tokens = n_predict >= 0          ? (int32_t)n_predict
+                        : s->lim.n_predict >= 0 ? s->lim.n_predict /* -n */
+                                                : s->lim.max_tokens;
         sp.temp = (float)num_field(&p, "temperature", 0.8, 0, 100, false);
         sp.top_k = (int32_t)num_field(&p, "top_k", 40, 0, 1e9, true);
         sp.top_p = (float)num_field(&p, "top_p", 0.95, 0, 1, false);
@@ -487,7 +516,9 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
         t->ignore_eos = bool_field(&p, "ignore_eos", false);
         t->n = 1;
     } else {
-        t->max_tokens = (int32_t)num_field(&p, "max_tokens", 16, 0, s->lim.max_tokens, true);
+        t->max_tokens =
+            (int32_t)num_field(&p, "max_tokens", s->lim.n_predict >= 0 ? s->lim.n_predict : 16, 0,
+                               s->lim.max_tokens, true);
         sp.temp = (float)num_field(&p, "temperature", 1.0, 0, 2, false);
         sp.top_p = (float)num_field(&p, "top_p", 1.0, 0, 1, false);
         sp.top_k = (int32_t)num_field(&p, "top_k", 0, 0, 1e9, true);
@@ -500,6 +531,7 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
     *stream = bool_field(&p, "stream", false);
     stop_field(&p, t);
     t->sampling = sp;
+    ctx_budget(&p, s, t);
     if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
     return !p.bad;
 }
@@ -545,6 +577,7 @@ enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection 
         st->llama = llama;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        serve_cors_headers(conn, resp);
         enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
         MHD_destroy_response(resp);
         return ret;

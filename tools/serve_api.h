@@ -7,6 +7,8 @@
 
 #include "serve.h"
 
+/* The CORS headers every answer carries (llama-server's): Access-Control-Allow-Origin. */
+void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp);
 /* Answers status with text (malloc'd, taken over; NULL: MHD_NO) of the given Content-Type,
  * and a Retry-After header when retry_after is not NULL. */
 enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,

@@ -91,6 +91,10 @@ int32_t recur_model_n_layer(const struct recur_model *model) {
     return rmodel_n_layer(model->m);
 }
 
+const char *recur_model_arch_name(const struct recur_model *model) {
+    return rmodel_arch_name(model->m);
+}
+
 recur_token recur_token_bos(const struct recur_model *model) {
     return rmodel_token_bos(model->m);
 }
