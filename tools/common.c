@@ -61,9 +61,14 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
     [G_PREFIX_MB] = {NULL, "--prefix-cache-mb", "N",
                      "the prefix state cache's budget in MiB (default 512)"},
+    [G_CHAT_TEMPLATE] = {NULL, "--chat-template", "NAME",
+                         "chat template: a builtin name (chatml, llama3, gemma, ...) or a "
+                         "template's text; default the model's, else chatml"},
+    [G_SYSTEM_PROMPT] = {"-sys", "--system-prompt", "TEXT",
+                         "a system message that starts the conversation"},
 };
 
-static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
+static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const char *summary) {
     fprintf(out, "usage: recur %s [FLAGS]\n%s\n\nflags:\n", cmd, summary);
     for (int f = 0; f < G_COUNT; f++) {
         if (!(accepted & GBIT(f))) continue;
@@ -76,9 +81,9 @@ static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const cha
     fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
 }
 
-static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
                        ...) RCORE_PRINTF(4, 5);
-static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
                        ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -108,7 +113,7 @@ static bool parse_float(const char *s, float min, float max, float *out) {
     return true;
 }
 
-int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o) {
+int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o) {
     const char *cmd = argv[0];
     memset(o, 0, sizeof *o);
     o->n_predict = 64;
@@ -182,6 +187,12 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
             break;
         case G_API_KEY:
             o->api_key = v;
+            break;
+        case G_CHAT_TEMPLATE:
+            o->chat_template = v;
+            break;
+        case G_SYSTEM_PROMPT:
+            o->system_prompt = v;
             break;
         case G_QUEUE:
             if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->queue_max = (int32_t)n;

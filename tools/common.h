@@ -45,10 +45,12 @@ enum gen_flag {
     G_MAX_TOKENS,
     G_TIMEOUT,
     G_PREFIX_MB,
+    G_CHAT_TEMPLATE,
+    G_SYSTEM_PROMPT,
     G_COUNT
 };
 
-#define GBIT(f) (1u << (f))
+#define GBIT(f) (UINT64_C(1) << (f))
 
 struct gen_opts {
     const char *model;
@@ -73,11 +75,14 @@ struct gen_opts {
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
+    /* recur chat */
+    const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
+    const char *system_prompt; /* -sys TEXT, NULL: none */
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
  * return now (0 after --help, 2 after a usage error, with the message on stderr). */
-int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o);
+int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o);
 
 /* The model used without -m: $RECUR_MODEL when set, else the trained model that ships in the
  * source tree (models/recur-mamba-fortunes.gguf, its path compiled in). */
