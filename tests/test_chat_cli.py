@@ -117,6 +117,93 @@ t_one, t_b = turns(err_one), turns(err_b)
 check(len(t_one) == 3 and len(t_b) == 1 and t_b[0] == t_one[2],
       "after /load the turn decodes only the new part, as in one process: %r %r" % (t_one, t_b))
 
+
+def read_sidecar(path):
+    """(text, [(role, content)]) of a FILE.chat, parsed by the format recur chat documents."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def line():
+        nonlocal pos
+        end = data.index(b"\n", pos)
+        s = data[pos:end].decode()
+        pos = end + 1
+        return s
+
+    def blob(n):
+        nonlocal pos
+        b = data[pos:pos + n]
+        assert data[pos + n:pos + n + 1] == b"\n"
+        pos += n + 1
+        return b
+
+    assert line() == "recur-chat 1"
+    line()
+    text = blob(int(line().split()[1]))
+    msgs = []
+    for _ in range(int(line().split()[1])):
+        role, n = line().split()
+        msgs.append((role, blob(int(n))))
+    return text, msgs
+
+
+def run_greedy(prompt_bytes, n=16):
+    """What `recur run` generates after the prompt, greedy (its stdout echoes the prompt)."""
+    pf = os.path.join(WORK, "prompt.txt")
+    with open(pf, "wb") as f:
+        f.write(prompt_bytes)
+    r = subprocess.run([RECUR, "run", "-m", SHIPPED, "-f", pf, "-n", str(n), "--temp", "0",
+                        "-t", "2"], capture_output=True, check=True)
+    assert r.stdout.startswith(prompt_bytes)
+    return r.stdout[len(prompt_bytes):]
+
+
+def chatml_bytes(msgs):
+    return b"".join(b"<|im_start|>" + r.encode() + b"\n" + c + b"<|im_end|>\n" for r, c in msgs)
+
+
+# ---- when the new rendering does not extend the state's text: back to a checkpoint -----
+# The saved last reply is changed near its end (same length), so the state no longer stands
+# for a prefix of the next rendering: the chat must go back to the newest checkpoint (every 32
+# positions) before the tokens that differ, decode the rest, and reply as a fresh decode of
+# the rendering (`recur run` on it; its stdout also ends in a newline).
+text, msgs = read_sidecar(save + ".chat")
+with open(save + ".chat", "rb") as f:
+    side = f.read()
+role, last = msgs[-1]
+check(role == "assistant" and len(last) > 4, "the saved conversation ends with the reply")
+edited = last[:-3] + (b"X" if last[-3:-2] != b"X" else b"Y") + last[-2:]
+head = b"assistant %d\n" % len(last)
+with open(save + ".chat", "wb") as f:
+    f.write(side[:side.rindex(head)] + head + edited + b"\n")
+msgs[-1] = ("assistant", edited)
+st, out, err = chat(["/load " + save, L3])
+rendering = chatml_bytes(msgs + [("user", L3.encode())]) + GEN.encode()
+total = n_tokens(rendering.decode("utf-8", "surrogateescape"))
+t = turns(err)
+m = re.search(r"\((\d+) of its tokens agree\); decoding from token (\d+)", err)
+check(m is not None and len(t) == 1, "the fallback is noted: " + err)
+if m and len(t) == 1:
+    agree, held = int(m.group(1)), int(m.group(2))
+    check(32 <= held <= agree < 95 and held % 32 == 0 and t[0] == (total - held, held),
+          "it goes back to a checkpoint and decodes the rest (%d tokens): %r, %d agree, from %d" %
+          (total, t[0], agree, held))
+check(out.encode() == run_greedy(rendering),
+      "the reply after going back equals a fresh decode of the rendering: %r" % out)
+# another template than the saved one: nothing agrees, all is decoded again
+with open(save + ".chat", "wb") as f:
+    f.write(side)
+text, msgs = read_sidecar(save + ".chat")
+st, out, err = chat(["/load " + save, L3], "--chat-template", "llama3")
+check("saved with the chatml template, this chat uses llama3" in err, "the template change is noted")
+l3 = b"".join(b"<|start_header_id|>" + r.encode() + b"<|end_header_id|>\n\n" + c.strip(b" \t\n\r\v\f") +
+              b"<|eot_id|>" for r, c in msgs + [("user", L3.encode())])
+l3 += b"<|start_header_id|>assistant<|end_header_id|>\n\n"
+total = n_tokens(l3.decode("utf-8", "surrogateescape"))
+check(turns(err) == [(total, 0)], "llama3 after chatml decodes from scratch (%d): %r" % (total, turns(err)))
+check(out.encode() == run_greedy(l3), "and replies as a fresh decode of the llama3 rendering")
+
 # ---- errors: the conversation goes on ----------------------------------------------------
 st, out, err = chat([L1, "/load " + os.path.join(WORK, "missing.state"), "/bogus x", "/save",
                      L2])
