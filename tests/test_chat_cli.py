@@ -204,6 +204,15 @@ total = n_tokens(l3.decode("utf-8", "surrogateescape"))
 check(turns(err) == [(total, 0)], "llama3 after chatml decodes from scratch (%d): %r" % (total, turns(err)))
 check(out.encode() == run_greedy(l3), "and replies as a fresh decode of the llama3 rendering")
 
+# ---- a reply ends at the format's end-of-turn text ---------------------------------------
+# rwkv-world's turns end in a blank line; greedy `recur run` on the same prompt goes on past
+# one, so the chat's reply must be run's text up to the first blank line.
+st, out, err = chat([L1], "--chat-template", "rwkv-world", n=64)
+full = run_greedy(("User: %s\n\nAssistant:" % L1).encode(), n=64)
+check(b"\n\n" in full[:-1], "the model writes a blank line within 64 tokens: %r" % full)
+check(out.encode() == full[:full.index(b"\n\n")] + b"\n",
+      "the reply stops at the end-of-turn text: %r, run: %r" % (out, full))
+
 # ---- errors: the conversation goes on ----------------------------------------------------
 st, out, err = chat([L1, "/load " + os.path.join(WORK, "missing.state"), "/bogus x", "/save",
                      L2])
