@@ -77,7 +77,10 @@ static const struct flag_spec specs[G_COUNT] = {
                           "directory of POST /slots/{id}?action=save|restore files (default: "
                           "none, those actions answer 501)"},
     [G_CHAT_TEMPLATE] = {NULL, "--chat-template", "NAME",
-                         "the chat template (default: the model's own)"},
+                         "chat template: a builtin name (chatml, llama3, gemma, ...) or a "
+                         "template's text; default the model's, else chatml"},
+    [G_SYSTEM_PROMPT] = {"-sys", "--system-prompt", "TEXT",
+                         "a system message that starts the conversation"},
 };
 
 static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const char *summary) {
@@ -220,6 +223,9 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             break;
         case G_API_KEY:
             o->api_key = v;
+            break;
+        case G_SYSTEM_PROMPT:
+            o->system_prompt = v;
             break;
         case G_QUEUE:
             if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->queue_max = (int32_t)n;

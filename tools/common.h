@@ -52,6 +52,7 @@ enum gen_flag {
     G_NO_SLOTS,
     G_SLOT_SAVE_PATH,
     G_CHAT_TEMPLATE,
+    G_SYSTEM_PROMPT,
     G_COUNT
 };
 
@@ -82,12 +83,14 @@ struct gen_opts {
     const char *alias;
     bool no_slots;
     const char *slot_save_path;
-    const char *chat_template;
     int32_t port;
     const char *api_key;
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
+    /* recur chat and recur serve */
+    const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
+    const char *system_prompt; /* -sys TEXT, NULL: none */
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
