@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (SPEC section 4),
-and the command line of every architecture's reference.
+"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (the equations
+at the top of src/model/mamba.c), and the command line of every architecture's reference.
 
 Reads a GGUF model as llama.cpp writes it (general.architecture = "mamba") with the small
 reader in gguf_reader.py, and runs tokens one at a time, the way recur does, keeping a
 recurrent state per layer: conv_state (d_conv-1, d_inner) and ssm_state (d_inner, d_state),
 both zero at the start of a sequence. Each step of the layer is its own function and reads
-like the equations of SPEC section 4; everything is float64 numpy, vectorised over channels.
+like those equations; everything is float64 numpy, vectorised over channels.
 
 Other architectures live in their own modules, chosen by general.architecture (ARCHS below):
 mamba2 (mamba2_ref.py, docs/mamba2.md), rwkv6 (rwkv6_ref.py, docs/rwkv6.md) and rwkv7
@@ -368,7 +368,7 @@ def parse_tokens(text):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="float64 reference of the forward pass of a mamba, mamba2, rwkv6 or rwkv7 "
-                    "GGUF model (recur SPEC section 4, docs/mamba2.md, docs/rwkv6.md, "
+                    "GGUF model (src/model/mamba.c, docs/mamba2.md, docs/rwkv6.md, "
                     "docs/rwkv7.md)")
     ap.add_argument("model", help="GGUF file (general.architecture mamba, mamba2, rwkv6, rwkv7)")
     ap.add_argument("--tokens", type=parse_tokens, action="append", required=True,

@@ -7,7 +7,7 @@ chosen with a fixed seed, are held out. Tokens: the GPT-NeoX-20B vocabulary of
 tests/data/ggml-vocab-gpt-neox.gguf, tokenised by `recur tokenize` itself, so that the model is
 trained on exactly the ids recur will give it.
 
-Model (one layer, as SPEC section 4 and the paper write it):
+Model (one layer, as src/model/mamba.c and the Mamba paper write it):
     h = rmsnorm(x) * norm;  [xi, z] = in_proj(h)
     xc = silu(causal depthwise conv(xi) + bias)
     [dtr, B, C] = x_proj(xc);  dt = softplus(dt_proj(dtr) + dt_bias)
