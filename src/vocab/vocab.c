@@ -47,9 +47,6 @@
  * A loaded vocabulary is never written again; each tokenize call allocates its own scratch
  * (symbols, heap, fragments, PCRE2 match data), so any number of threads may share one.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "vocab/vocab.h"
 #include "vocab/vocab_impl.h"
 
@@ -62,15 +59,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PCRE2_MATCH_INVALID_UTF /* before PCRE2 10.34 */
-#define PCRE2_MATCH_INVALID_UTF 0
-#endif
-
 #define KEY_MODEL      "tokenizer.ggml.model"
 #define KEY_PRE        "tokenizer.ggml.pre"
 #define KEY_TOKENS     "tokenizer.ggml.tokens"
 #define KEY_TYPES      "tokenizer.ggml.token_type"
 #define KEY_MERGES     "tokenizer.ggml.merges"
+#define KEY_SCORES     "tokenizer.ggml.scores"
 #define KEY_BOS        "tokenizer.ggml.bos_token_id"
 #define KEY_EOS        "tokenizer.ggml.eos_token_id"
 #define KEY_UNK        "tokenizer.ggml.unknown_token_id"
@@ -78,13 +72,6 @@
 #define KEY_ADD_BOS    "tokenizer.ggml.add_bos_token"
 #define KEY_ADD_EOS    "tokenizer.ggml.add_eos_token"
 #define KEY_ADD_PREFIX "tokenizer.ggml.add_space_prefix"
-
-/* The GPT-2 pattern, with \s widened to Unicode's White_Space property: PCRE2's \s (UCP) lacks
- * U+0085 NEXT LINE, which llama.cpp's GPT-2 splitter and Hugging Face's regex count as
- * space. */
-static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
-                                   "| ?[^\\s\\x{85}\\p{L}\\p{N}]+"
-                                   "|[\\s\\x{85}]+(?![^\\s\\x{85}])|[\\s\\x{85}]+";
 
 /* Longest token text accepted, and longest decoded piece (a character outside the byte
  * alphabet decodes to a longer text, as in llama.cpp): keeps every size far from INT32_MAX. */
@@ -107,8 +94,13 @@ struct merge_slot {
 
 #define MERGE_EMPTY UINT64_MAX
 
+/* tokenizer.ggml.model, and the text recur reports for it */
+enum vmodel { VM_GPT2, VM_RWKV, VM_SPM };
+static const char *const model_names[] = {"gpt2", "rwkv", "llama"};
+
 struct rvocab {
-    bool rwkv; /* tokenizer.ggml.model: false "gpt2", true "rwkv" */
+    enum vmodel model;
+    const struct rvocab_pre *pre; /* gpt2 only */
     int32_t n_tokens;
     int32_t n_merges;
     struct rvocab_token *tokens;
@@ -123,14 +115,17 @@ struct rvocab {
     int32_t *specials; /* control / unknown / user-defined ids, longest text first */
     int32_t n_specials;
 
-    int32_t byte_token[256]; /* token of each byte's alphabet character, -1 if missing */
+    /* gpt2: token of each byte's alphabet character; llama: "<0xXX>", else the token whose
+     * text is that one byte; -1 if missing */
+    int32_t byte_token[256];
+    float *scores; /* llama only: tokenizer.ggml.scores, 0 where absent */
     uint16_t byte_cp[256];
     int16_t cp_byte[N_ALPHABET_CP]; /* inverse of byte_cp, -1 elsewhere */
 
     int32_t bos, eos, unk, pad;
     bool add_bos, add_eos, add_space_prefix, clean_spaces;
 
-    pcre2_code *re; /* gpt2 only */
+    pcre2_code *re[RVOCAB_PRE_MAX]; /* gpt2 only: the pre-tokenizer's patterns */
     bool jit;
 
     struct rvocab_trie *trie; /* rwkv only */
@@ -284,16 +279,18 @@ static void byte_alphabet(struct rvocab *v) {
     }
 }
 
-/* Reads an optional token id key: -1 when absent; an id out of range is ignored with a
- * warning, as llama.cpp does. False only for a key of the wrong type. */
+/* Reads an optional token id key: *id keeps its default when absent (and -1 becomes of a
+ * default out of range); an id out of range is ignored with a warning, as llama.cpp does. False
+ * only for a key of the wrong type. */
 static bool load_special_id(const struct rgguf *g, const char *key, int32_t n_tokens, int32_t *id) {
-    *id = -1;
+    if (*id >= n_tokens) *id = -1;
     if (rgguf_find_key(g, key) < 0) return true;
     uint32_t u;
     if (!rgguf_get_u32(g, key, &u)) {
         int32_t s;
         if (rgguf_get_i32(g, key, &s) && s < 0) { /* -1 written for "none" */
             rcore_error_clear();
+            *id = -1;
             return true;
         }
         return rgguf_get_u32(g, key, &u); /* false, with the u32 getter's message */
@@ -312,25 +309,67 @@ static bool load_bool(const struct rgguf *g, const char *key, bool *out) {
     return rgguf_get_bool(g, key, out);
 }
 
-static bool load_model_and_pre(const struct rgguf *g, bool *rwkv) {
+/* tokenizer.ggml.model, and for "gpt2" tokenizer.ggml.pre, as llama.cpp reads them: a missing
+ * pre-tokenizer is "default", with llama.cpp's warning; "rwkv" and "llama" have none. */
+static bool load_model_and_pre(const struct rgguf *g, enum vmodel *model,
+                               const struct rvocab_pre **pre) {
     const char *s;
     size_t n;
+    *pre = NULL;
     if (!rgguf_get_str(g, KEY_MODEL, &s, &n)) return false;
-    *rwkv = n == 4 && memcmp(s, "rwkv", 4) == 0;
-    if (*rwkv) return true; /* llama.cpp reads a pre-tokenizer for BPE vocabularies only */
-    if (n != 4 || memcmp(s, "gpt2", 4) != 0) {
-        rcore_error_set("%s is \"%.*s\": supported are \"gpt2\" (byte-level BPE) and \"rwkv\" "
-                        "(RWKV world)",
+    int found = -1;
+    for (int i = 0; i < (int)(sizeof model_names / sizeof model_names[0]); i++)
+        if (strlen(model_names[i]) == n && memcmp(model_names[i], s, n) == 0) found = i;
+    if (found < 0) {
+        rcore_error_set("%s is \"%.*s\": supported are \"gpt2\" (byte-level BPE), \"llama\" "
+                        "(SentencePiece) and \"rwkv\" (RWKV world)",
                         KEY_MODEL, (int)(n > 64 ? 64 : n), s);
         return false;
     }
-    if (rgguf_find_key(g, KEY_PRE) < 0) return true;
+    *model = (enum vmodel)found;
+    if (*model != VM_GPT2) return true; /* llama.cpp reads a pre-tokenizer for BPE only */
+    if (rgguf_find_key(g, KEY_PRE) < 0) {
+        rcore_log(RCORE_LOG_WARN,
+                  "vocab: %s is missing: using the 'default' pre-tokenizer, as llama.cpp does "
+                  "(it warns that generation quality will be degraded; write the key the "
+                  "vocabulary was trained with)\n",
+                  KEY_PRE);
+        *pre = rvocab_pre_default();
+        return true;
+    }
     if (!rgguf_get_str(g, KEY_PRE, &s, &n)) return false;
-    if ((n == 5 && memcmp(s, "gpt-2", 5) == 0) || (n == 3 && memcmp(s, "mpt", 3) == 0)) return true;
-    rcore_error_set("%s is \"%.*s\", an unknown pre-tokenizer: supported are \"gpt-2\", \"mpt\" "
-                    "and a missing key (all use the GPT-2 pattern)",
-                    KEY_PRE, (int)(n > 64 ? 64 : n), s);
-    return false;
+    *pre = rvocab_pre_find(s, n);
+    return *pre != NULL;
+}
+
+/* llama: tokenizer.ggml.scores (float32, one per token), all 0 when absent. */
+static bool load_scores(struct rvocab *v, const struct rgguf *g) {
+    v->scores = calloc((size_t)v->n_tokens, sizeof *v->scores);
+    if (!v->scores) {
+        rcore_error_set("%s: out of memory", KEY_SCORES);
+        return false;
+    }
+    if (rgguf_find_key(g, KEY_SCORES) < 0) return true;
+    const void *data;
+    uint64_t n;
+    if (!rgguf_get_arr_data(g, KEY_SCORES, RGGUF_FLOAT32, &data, &n)) return false;
+    if (n < (uint64_t)v->n_tokens) {
+        rcore_error_set("%s holds %llu scores for %d tokens", KEY_SCORES, (unsigned long long)n,
+                        (int)v->n_tokens);
+        return false;
+    }
+    memcpy(v->scores, data, (size_t)v->n_tokens * sizeof *v->scores);
+    return true;
+}
+
+/* llama: the byte-fallback token of every byte, as llama.cpp's byte_to_token. */
+static void spm_byte_tokens(struct rvocab *v) {
+    for (int b = 0; b < 256; b++) {
+        char hex[8], one = (char)b;
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int32_t id = rvocab_text_to_token(v, hex, 6);
+        v->byte_token[b] = id >= 0 ? id : rvocab_text_to_token(v, &one, 1);
+    }
 }
 
 static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
@@ -517,6 +556,14 @@ static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
     case RVOCAB_TYPE_NORMAL: {
         const uint8_t *p = (const uint8_t *)s;
         size_t n = t->text_len;
+        if (v->model == VM_SPM) { /* "▁" stands for a space, as llama_unescape_whitespace */
+            for (size_t i = 0; i < n;) {
+                bool esc = n - i >= 3 && memcmp(p + i, "\xe2\x96\x81", 3) == 0;
+                if (!rvocab_bytes_add(out, esc ? " " : s + i, 1)) return false;
+                i += esc ? 3 : 1;
+            }
+            return true;
+        }
         for (size_t i = 0; i < n;) {
             int len = utf8_len(p + i, n - i);
             uint32_t cp = len ? utf8_decode(p + i, len) : 0xFFFD;
@@ -643,40 +690,6 @@ static bool build_specials(struct rvocab *v) {
     return true;
 }
 
-static pcre2_code *compile_pattern(uint32_t options) {
-    int err;
-    PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | options, &err, &off, NULL);
-    if (!re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof msg);
-        rcore_error_set("pre-tokenizer pattern: PCRE2 cannot compile it at offset %zu: %s",
-                        (size_t)off, (const char *)msg);
-    }
-    return re;
-}
-
-static bool build_regex(struct rvocab *v, bool want_jit) {
-    if (want_jit) {
-        v->re = compile_pattern(PCRE2_MATCH_INVALID_UTF);
-        if (!v->re) return false;
-        int rc = pcre2_jit_compile(v->re, PCRE2_JIT_COMPLETE);
-        if (rc == 0) {
-            v->jit = true;
-            return true;
-        }
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(rc, msg, sizeof msg);
-        rcore_log(RCORE_LOG_DEBUG, "vocab: PCRE2 JIT unavailable (%s), using the interpreter",
-                  (const char *)msg);
-        pcre2_code_free(v->re);
-    }
-    /* Without MATCH_INVALID_UTF, so that the interpreter honours PCRE2_NO_UTF_CHECK. */
-    v->re = compile_pattern(0);
-    return v->re != NULL;
-}
-
 struct rvocab *rvocab_load(const struct rgguf *g) {
     return rvocab_load_flags(g, 0);
 }
@@ -686,18 +699,31 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("rvocab_load: no GGUF file");
         return NULL;
     }
-    bool rwkv;
-    if (!load_model_and_pre(g, &rwkv)) return NULL;
+    enum vmodel model;
+    const struct rvocab_pre *pre;
+    if (!load_model_and_pre(g, &model, &pre)) return NULL;
     struct rvocab *v = calloc(1, sizeof *v);
     if (!v) {
         rcore_error_set("vocabulary: out of memory");
         return NULL;
     }
-    v->rwkv = rwkv;
-    /* llama.cpp cleans up spaces for BPE vocabularies only */
-    v->clean_spaces = !rwkv && (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
+    v->model = model;
+    v->pre = pre;
+    v->bos = v->eos = v->unk = v->pad = -1;
+    if (model == VM_SPM) {
+        /* llama.cpp's defaults for "llama" vocabularies; the keys below override them */
+        v->bos = 1;
+        v->eos = 2;
+        v->unk = 0;
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    }
+    /* llama.cpp cleans up spaces for BPE vocabularies only, and not for every pre-tokenizer */
+    v->clean_spaces =
+        model == VM_GPT2 && pre->clean_spaces && (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
     if (!load_tokens(v, g)) goto fail;
-    if (!rwkv && !load_merges(v, g)) goto fail; /* rwkv: none, and llama.cpp reads none */
+    if (model == VM_GPT2 && !load_merges(v, g)) goto fail; /* the others have none */
+    if (model == VM_SPM && !load_scores(v, g)) goto fail;
     if (!load_special_id(g, KEY_BOS, v->n_tokens, &v->bos) ||
         !load_special_id(g, KEY_EOS, v->n_tokens, &v->eos) ||
         !load_special_id(g, KEY_UNK, v->n_tokens, &v->unk) ||
@@ -706,7 +732,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     if (!load_bool(g, KEY_ADD_BOS, &v->add_bos) || !load_bool(g, KEY_ADD_EOS, &v->add_eos) ||
         !load_bool(g, KEY_ADD_PREFIX, &v->add_space_prefix))
         goto fail;
-    if (rwkv) {
+    if (model == VM_RWKV) {
         /* add_bos / add_eos are only reported: llama.cpp's RWKV tokenizer never adds them */
         if (!build_rwkv(v) || !build_specials(v)) goto fail;
         return v;
@@ -719,6 +745,11 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
         goto fail;
     }
+    if (model == VM_SPM) {
+        spm_byte_tokens(v);
+        if (!build_pieces(v) || !build_specials(v)) goto fail;
+        return v;
+    }
     byte_alphabet(v);
     for (int b = 0; b < 256; b++) {
         char u8[4];
@@ -726,7 +757,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         v->byte_token[b] = rvocab_text_to_token(v, u8, (size_t)k);
     }
     if (!build_pieces(v) || !build_specials(v)) goto fail;
-    if (!build_regex(v, (flags & RVOCAB_LOAD_NO_JIT) == 0)) goto fail;
+    if (!rvocab_pre_compile(pre, (flags & RVOCAB_LOAD_NO_JIT) == 0, v->re, &v->jit)) goto fail;
     return v;
 fail:
     rvocab_free(v);
@@ -735,8 +766,9 @@ fail:
 
 void rvocab_free(struct rvocab *v) {
     if (!v) return;
-    pcre2_code_free(v->re);
+    for (int i = 0; i < RVOCAB_PRE_MAX; i++) pcre2_code_free(v->re[i]);
     rvocab_trie_free(v->trie);
+    free(v->scores);
     free(v->tokens);
     free(v->text);
     free(v->pieces);
@@ -749,7 +781,11 @@ void rvocab_free(struct rvocab *v) {
 /* ---- properties ------------------------------------------------------------------------------ */
 
 const char *rvocab_model(const struct rvocab *v) {
-    return !v ? NULL : v->rwkv ? "rwkv" : "gpt2";
+    return v ? model_names[v->model] : NULL;
+}
+
+const char *rvocab_pre_name(const struct rvocab *v) {
+    return v && v->pre ? v->pre->name : NULL;
 }
 
 int32_t rvocab_n_tokens(const struct rvocab *v) {
@@ -946,12 +982,17 @@ static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
     return true;
 }
 
-/* Splits a run of valid UTF-8 with the pattern and BPE-merges each match. */
-static bool split_run(struct tok *t, const uint8_t *s, size_t n) {
+/* Splits s[0..n) (valid UTF-8) with pattern `level` of the pre-tokenizer and passes each
+ * match, and each stretch between matches, to the next pattern as a subject of its own (so a
+ * lookahead stops at the piece's end, as in llama.cpp, whose splitters see one piece at a
+ * time); after the last pattern, BPE-merges the piece. Depth is at most RVOCAB_PRE_MAX. */
+static bool split_run(struct tok *t, int level, const uint8_t *s, size_t n) {
+    if (level == t->v->pre->n_patterns) return bpe_piece(t, s, n);
+    const pcre2_code *re = t->v->re[level];
     size_t off = 0;
     while (off < n) {
-        int rc = pcre2_match(t->v->re, s, n, off, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH) return bpe_piece(t, s + off, n - off); /* cannot happen */
+        int rc = pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK, t->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -960,18 +1001,20 @@ static bool split_run(struct tok *t, const uint8_t *s, size_t n) {
             return false;
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-        size_t start = ov[0], end = ov[1];
-        /* Every character starts a match of this pattern, and none is empty: the two guards
-         * below only keep the loop finite and every byte emitted if that ever changes. */
-        if (start > off && !bpe_piece(t, s + off, start - off)) return false;
-        if (end <= start) {
-            if (start >= n) break;
+        size_t start = ov[0], end = ov[1]; /* read before the recursion reuses the match data */
+        if (start > off && !split_run(t, level + 1, s + off, start - off)) return false;
+        if (end <=
+            start) { /* none of the patterns matches empty; this only keeps the loop finite */
+            if (start >= n) {
+                off = n;
+                break;
+            }
             end = start + (size_t)utf8_len(s + start, n - start);
         }
-        if (!bpe_piece(t, s + start, end - start)) return false;
+        if (!split_run(t, level + 1, s + start, end - start)) return false;
         off = end;
     }
-    return true;
+    return off >= n || split_run(t, level + 1, s + off, n - off);
 }
 
 static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
@@ -979,7 +1022,7 @@ static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
     while (i < n) {
         size_t j = i;
         for (int k; j < n && (k = utf8_len(s + j, n - j)) > 0;) j += (size_t)k;
-        if (j > i && !split_run(t, s + i, j - i)) return false;
+        if (j > i && !split_run(t, 0, s + i, j - i)) return false;
         if (j < n && !bpe_piece(t, s + j, 1)) return false; /* a byte that is not UTF-8 */
         i = j + (j < n);
     }
@@ -1089,24 +1132,34 @@ int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t 
     struct tok t = {.v = v, .out = {tokens, 0, n_tokens_max}};
     struct frags frags = {0};
     bool ok = false;
-    if (!v->rwkv && !(t.md = pcre2_match_data_create(1, NULL))) {
+    if (v->model == VM_GPT2 && !(t.md = pcre2_match_data_create(1, NULL))) {
         rcore_error_set("tokenize: out of memory");
         goto done;
     }
     /* llama.cpp's RWKV tokenizer adds no BOS / EOS, whatever add_bos_token says */
-    const bool add_bos = add_special && v->add_bos && !v->rwkv;
-    const bool add_eos = add_special && v->add_eos && !v->rwkv;
+    const bool add_bos = add_special && v->add_bos && v->model != VM_RWKV;
+    const bool add_eos = add_special && v->add_eos && v->model != VM_RWKV;
+    const struct rvocab_spm spm = {v, v->scores, v->byte_token, v->unk};
+    bool prev_special = true; /* llama: the first fragment, and one after a special token, get
+                               * the space prefix */
     if (add_bos) emit(&t, v->bos);
     if (!partition(v, text, (size_t)text_len, parse_special, &frags)) goto done;
     for (size_t i = 0; i < frags.n; i++) {
         const struct fragment *f = &frags.a[i];
         const uint8_t *s = (const uint8_t *)text + f->off;
+        bool ok_frag = true;
         if (f->token >= 0) {
             emit(&t, f->token);
-        } else if (v->rwkv ? !rvocab_trie_tokenize(v->trie, s, f->len, f->off, v->unk, &t.out)
-                           : !tokenize_text(&t, s, f->len)) {
-            goto done;
+        } else if (v->model == VM_RWKV) {
+            ok_frag = rvocab_trie_tokenize(v->trie, s, f->len, f->off, v->unk, &t.out);
+        } else if (v->model == VM_SPM) {
+            ok_frag =
+                rvocab_spm_tokenize(&spm, s, f->len, v->add_space_prefix && prev_special, &t.out);
+        } else {
+            ok_frag = tokenize_text(&t, s, f->len);
         }
+        if (!ok_frag) goto done;
+        prev_special = f->token >= 0;
     }
     if (add_eos) emit(&t, v->eos);
     if (t.out.n > INT32_MAX) {

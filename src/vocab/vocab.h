@@ -78,8 +78,11 @@ void rvocab_free(struct rvocab *v); /* NULL is fine */
 
 /* ---- properties --------------------------------------------------------------------------- */
 
-/* tokenizer.ggml.model: "gpt2" or "rwkv" (static text; NULL for a NULL vocabulary). */
+/* tokenizer.ggml.model: "gpt2", "llama" or "rwkv" (static text; NULL for a NULL vocabulary). */
 const char *rvocab_model(const struct rvocab *v);
+/* The pre-tokenizer a "gpt2" vocabulary uses: its tokenizer.ggml.pre, or "default" when the key
+ * is missing (static text). NULL for "llama", "rwkv" and a NULL vocabulary. */
+const char *rvocab_pre_name(const struct rvocab *v);
 int32_t rvocab_n_tokens(const struct rvocab *v);
 int32_t rvocab_n_merges(const struct rvocab *v); /* distinct pairs kept; 0 for "rwkv" */
 /* Special ids; -1 when the file does not name one. */

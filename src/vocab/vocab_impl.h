@@ -3,9 +3,16 @@
 #ifndef RECUR_VOCAB_IMPL_H
 #define RECUR_VOCAB_IMPL_H
 
+#ifndef PCRE2_CODE_UNIT_WIDTH
+#define PCRE2_CODE_UNIT_WIDTH 8
+#endif
+#include <pcre2.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct rvocab;
 
 /* One token: offsets into the vocabulary's two byte arenas, the stored text and the piece
  * (the bytes token_to_piece hands out with special = true). */
@@ -59,5 +66,45 @@ int rvocab_trie_missing_bytes(const struct rvocab_trie *t, int *first);
  * when unk is -1. */
 bool rvocab_trie_tokenize(const struct rvocab_trie *t, const uint8_t *s, size_t n, size_t off,
                           int32_t unk, struct rvocab_out *out);
+
+/* ---- vocab_pre.c ------------------------------------------------------------------------- */
+
+/* At most this many patterns in one pre-tokenizer. */
+#define RVOCAB_PRE_MAX 4
+
+/* A pre-tokenizer: the patterns applied in turn (see vocab_pre.c), and llama.cpp's
+ * clean_spaces flag for the name. Static data. */
+struct rvocab_pre {
+    const char *name;
+    const char *const *patterns;
+    int n_patterns;
+    bool clean_spaces;
+};
+
+/* The entry of tokenizer.ggml.pre = name[0..len), or NULL with the error set (listing every
+ * supported name). */
+const struct rvocab_pre *rvocab_pre_find(const char *name, size_t len);
+/* "default": what llama.cpp uses when the key is missing. */
+const struct rvocab_pre *rvocab_pre_default(void);
+
+/* Compiles pre's patterns into re[0 .. pre->n_patterns); *jit is whether all of them run
+ * JIT-compiled. False with the error set (nothing left allocated). */
+bool rvocab_pre_compile(const struct rvocab_pre *pre, bool want_jit, pcre2_code **re, bool *jit);
+
+/* ---- vocab_spm.c ------------------------------------------------------------------------- */
+
+/* What the SentencePiece tokenizer reads of a loaded vocabulary. */
+struct rvocab_spm {
+    const struct rvocab *v;    /* token texts, through rvocab_text_to_token */
+    const float *scores;       /* per token */
+    const int32_t *byte_token; /* per byte: "<0xXX>", else the one-byte token, else -1 */
+    int32_t unk;
+};
+
+/* Tokenizes one fragment text[0..len) (see vocab_spm.c), with a leading "▁" when
+ * space_prefix. False with the error set when out of memory or when a byte has no token and
+ * there is no unknown token. */
+bool rvocab_spm_tokenize(const struct rvocab_spm *c, const uint8_t *text, size_t len,
+                         bool space_prefix, struct rvocab_out *out);
 
 #endif /* RECUR_VOCAB_IMPL_H */
