@@ -50,6 +50,7 @@ enum flag_id {
     F_LORA_V,
     F_LORA_G,
     F_VOCAB_FILE,
+    F_PRE,
     F_HELP,
     F_COUNT
 };
@@ -59,6 +60,7 @@ enum mk_arch { MK_MAMBA, MK_MAMBA2, MK_RWKV6, MK_RWKV7 };
 struct mk {
     const char *out;
     const char *vocab_file;
+    const char *pre; /* --pre, or NULL */
     enum mk_arch arch;
     uint32_t n_embd, n_layer, n_vocab;
     uint64_t seed;
