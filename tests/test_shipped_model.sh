@@ -35,12 +35,13 @@ check "run without -m exits 0 ($(head -c 200 "$work/run.err"))" [ $? -eq 0 ]
 "$recur" run -m "$model" -p "The" -n 4 --temp 0 >"$work/run_m.txt" 2>/dev/null
 check "run without -m equals run -m the shipped model" cmp -s "$work/run.txt" "$work/run_m.txt"
 
-# held-out loss: recur perplexity against the training script, first K windows of 256
+# held-out loss: recur perplexity --score-all (the training script's method) against the
+# training script, first K windows of 256
 K=4
 "$recur" perplexity -m "$model" -f "$root/models/heldout.txt" -c 256 -np $K --chunks $K \
-    >"$work/ppl.out" 2>"$work/ppl.err"
+    --score-all >"$work/ppl.out" 2>"$work/ppl.err"
 check "perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ $? -eq 0 ]
-got=$(sed -n "s/^mean loss = \([0-9.]*\) nats.* in $K windows of 256\$/\1/p" "$work/ppl.out")
+got=$(sed -n "s/^mean loss = \([0-9.]*\) nats.* in $K windows of 256 (every token after the first: --score-all)\$/\1/p" "$work/ppl.out")
 want=$(python3 -c 'import json, sys
 w = json.load(open(sys.argv[1]))["heldout_window_losses"][:int(sys.argv[2])]
 print("%.6f" % (sum(w) / len(w)))' "$stats" $K)

@@ -83,5 +83,25 @@ for m in spm spm_cut; do
     check "$m: generated ids detokenize as an independent reader reads them" [ "$got" = "$want" ]
 done
 
+# llama-perplexity's BOS rule on a vocabulary that adds BOS: each window starts with BOS (1),
+# the second half is scored; the float64 reference gives the same mean loss
+printf 'The quick brown fox jumps over the lazy dog. A stitch in time saves nine, they say. %s' \
+    'Many hands make light work; the early bird catches the worm.' >"$work/ppl.txt"
+"$recur" perplexity -m "$work/spm_cut.gguf" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 -t 1 \
+    >"$work/ppl.out" 2>"$work/ppl.err"
+check "spm_cut: perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ $? -eq 0 ]
+got=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 9 scored tokens in 3 windows of 8 (second halves)$/\1/p' "$work/ppl.out")
+read -r -a ids < <("$recur" tokenize -m "$work/spm_cut.gguf" -f "$work/ppl.txt" 2>/dev/null)
+check "spm_cut: the text starts with BOS" [ "${ids[0]}" = 1 ]
+windows=()
+for k in 0 1 2; do
+    win=("${ids[@]:$((k * 8)):8}")
+    win[0]=1
+    windows+=(--tokens "$(IFS=,; echo "${win[*]}")")
+done
+want=$(python3 "$root/tests/ref/mamba_ref.py" "$work/spm_cut.gguf" "${windows[@]}" --mean-nll --score-from 4)
+check "spm_cut: perplexity with BOS windows equals the reference ($got vs $want)" \
+    awk -v a="${got:-nan}" -v b="${want:-nan}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
+
 echo "test_vocab_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
