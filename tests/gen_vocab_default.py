@@ -19,7 +19,9 @@ llama.cpp runs the second with its hand-written GPT-2 splitter, which has the GP
 final `|\\s+` alternative, so it is added here; \\s is Unicode's White_Space property, as
 llama.cpp's whitespace table.
 
-Run: /usr/bin/python3 tests/gen_vocab_default.py   (from the repository root)
+Run: /usr/bin/python3 tests/gen_vocab_default.py [--check]
+--check writes nothing: it compares what it computes with the files in tests/data and exits
+1 on a difference (ctest runs it so).
 """
 import os
 import struct
@@ -28,7 +30,11 @@ import sys
 try:
     import regex
 except ImportError:
-    sys.exit("gen_vocab_default.py needs Debian's python3-regex (run it with /usr/bin/python3)")
+    # Debian's modules live with Debian's interpreter, which a python3 on PATH may not be
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
+            os.path.realpath("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("gen_vocab_default.py needs Debian's python3-regex (apt-get install python3-regex)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -179,12 +185,20 @@ def main():
             word = "".join(alpha[b] for b in piece.encode("utf-8"))
             out += [ids[s] for s in bpe(word, ranks)]
         lines.append("".join(" %d" % i for i in out))
-    with open(os.path.join(DATA, "vocab-default.inp"), "w", encoding="utf-8", newline="") as f:
-        for t in texts:
-            f.write(t + "\n__ggml_vocab_test__\n")
-    with open(os.path.join(DATA, "vocab-default.out"), "w", encoding="utf-8", newline="") as f:
-        for l in lines:
-            f.write(l + "\n")
+    inp_text = "".join(t + "\n__ggml_vocab_test__\n" for t in texts)
+    out_text = "".join(l + "\n" for l in lines)
+    paths = [os.path.join(DATA, "vocab-default." + e) for e in ("inp", "out")]
+    if "--check" in sys.argv[1:]:
+        for path, want in zip(paths, (inp_text, out_text)):
+            with open(path, encoding="utf-8", newline="") as f:
+                if f.read() != want:
+                    sys.exit("%s differs from what gen_vocab_default.py computes" % path)
+        print("%d cases: tests/data/vocab-default.* are what this implementation computes"
+              % len(texts))
+        return
+    for path, text in zip(paths, (inp_text, out_text)):
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
     print("wrote %d cases" % len(texts))
 
 

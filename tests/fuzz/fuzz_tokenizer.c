@@ -137,14 +137,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t flags = data[0];
     const char *text = (const char *)data + 1;
     const int32_t len = (int32_t)size - 1;
+    if (flags & 4) {
+        check_spm(text, len, flags & 1, flags & 2);
+        return 0;
+    }
     int32_t *tok = malloc(sizeof(int32_t) * ((size_t)len + 4));
     char *back = malloc((size_t)len * 8 + 64);
     if (!tok || !back) abort();
     const bool special = flags & 1;
-    if (flags & 4) {
-        check_spm(text, len, special, flags & 2);
-        return 0;
-    }
     const struct rvocab *v = flags & 2 ? rwkv : vocab;
     const int32_t n = rvocab_tokenize(v, text, len, tok, len + 4, false, special);
     if (n < 0 || n > len + 4) abort(); /* room for every byte was given */
