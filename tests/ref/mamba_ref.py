@@ -21,12 +21,15 @@ projection from n inputs to m outputs is an (m, n) matrix and is applied as W @ 
 Command line:
     python3 tests/ref/mamba_ref.py MODEL.gguf --tokens 1,2,3 [--tokens 4,5 ...]
                                    [--out FILE] [--print] [--greedy N] [--mean-nll]
+                                   [--score-from K]
 Each --tokens list is its own sequence from a zero state. --out writes, for every sequence
 and every token in order, the n_vocab logits as little-endian float64 (so the file holds
 sum(len) * n_vocab doubles). --print prints the first logits of every token. --greedy N
 continues the one sequence by N argmax tokens and prints their ids (the golden test of the
 shipped model). --mean-nll prints the mean next-token loss over the sequences (what
-`recur perplexity` reports as its mean loss).
+`recur perplexity` reports as its mean loss): of every token after the first (`recur
+perplexity --score-all`), or with --score-from K only of the tokens after position K, predicted
+by the logits at K .. len-2 (llama-perplexity's second half: K = len/2, `recur perplexity`).
 """
 
 import argparse
@@ -382,6 +385,8 @@ def main(argv=None):
     ap.add_argument("--mean-nll", action="store_true",
                     help="print the mean negative log-likelihood (nats) of every token after "
                          "the first of each sequence, given the tokens before it")
+    ap.add_argument("--score-from", type=int, default=0, metavar="K",
+                    help="--mean-nll: score only the tokens after position K of each sequence")
     ap.add_argument("--comparable", type=float, default=None, metavar="EPS",
                     help="print, per sequence, how many leading tokens come before the first "
                          "whose q8_0 input quantization passed within a relative EPS of a "
@@ -412,7 +417,7 @@ def main(argv=None):
             print(near[0] if near else len(m))
     if args.mean_nll:
         nll = [log_softmax(row)[nxt] for seq, logits in zip(args.tokens, results)
-               for row, nxt in zip(logits[:-1], seq[1:])]
+               for row, nxt in list(zip(logits[:-1], seq[1:]))[args.score_from:]]
         print("%.9f" % -np.mean(nll))
     if args.out:
         try:
