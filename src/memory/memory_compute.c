@@ -36,7 +36,6 @@ bool rmem_layer_begin(struct rmem *mem, uint32_t il, struct rmem_layer *out) {
                         il >= mem->n_layer     ? "no such layer"
                         : mem->layer_open >= 0 ? "the previous layer was not ended"
                                                : "no block is placed");
-        assert(!"rmem_layer_begin out of order");
         return false;
     }
     const uint32_t n = mem->meta.n, head = mem->meta.head;
