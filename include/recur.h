@@ -292,6 +292,52 @@ RECUR_API int32_t recur_detokenize(const struct recur_model *model, const recur_
 RECUR_API recur_token recur_token_bos(const struct recur_model *model); /* -1: none */
 RECUR_API recur_token recur_token_eos(const struct recur_model *model);
 
+/* ---- chat templates ---------------------------------------------------------------------- */
+
+/*
+ * A chat is formatted into a model's prompt text by a chat template, as llama.cpp's
+ * llama_chat_apply_template does: recur knows a fixed set of formats (the builtin templates,
+ * recur_chat_builtin_templates: chatml, llama2, llama3, mistral-v1/-v3/-v3-tekken/-v7/-v7-tekken,
+ * phi3, phi4, gemma, zephyr, deepseek, deepseek2, deepseek3, deepseek-r1, deepseek-v3.1,
+ * command-r, granite, rwkv-world) and recognises a model's Jinja chat_template text by the
+ * marker strings it contains (no Jinja is run). A model without a template is formatted as
+ * "chatml" (RECUR_CHAT_TEMPLATE_DEFAULT), as llama.cpp does. The text of a BOS token is never
+ * written: recur_tokenize with add_special adds BOS where the model asks for it. Roles are
+ * "system", "user" and "assistant"; a format without a system role (gemma) puts the system
+ * text at the start of the next user message.
+ */
+#define RECUR_CHAT_TEMPLATE_DEFAULT "chatml"
+
+struct recur_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* NUL-terminated text */
+};
+
+/* Formats chat[0 .. n_msg) with tmpl: a builtin template NAME or a template's TEXT (recognised
+ * by its markers). add_ass: end with the start of an assistant turn (the generation prompt;
+ * llama2 and mistral formats have none beyond their "[/INST]" and ignore it). Writes the text
+ * into buf (at most length bytes, NUL-terminated when the text and the NUL fit; when they do
+ * not, buf holds the first length bytes without a NUL) and returns the text's whole length in
+ * bytes without the NUL: a result >= length means call again with a buffer of result + 1.
+ * Nothing is kept; buf may be NULL when length is 0. Negative with recur_last_error() set:
+ * tmpl is NULL or not recognised (the message lists the supported names), a message has a
+ * NULL role or content or a role the format does not support (the message names it and its
+ * index), chat is NULL with n_msg > 0, buf is NULL with length > 0, length < 0, or the text
+ * would pass INT32_MAX bytes. */
+RECUR_API int32_t recur_chat_apply_template(const char *tmpl, const struct recur_chat_message *chat,
+                                            size_t n_msg, bool add_ass, char *buf, int32_t length);
+/* The builtin template names into output[0 .. min(len, count)) (static strings, never freed);
+ * returns how many exist. output may be NULL when len is 0. */
+RECUR_API int32_t recur_chat_builtin_templates(const char **output, size_t len);
+/* The builtin name (a static string) that tmpl, a name or a template text, resolves to; NULL
+ * with the error set when tmpl is NULL or not recognised. */
+RECUR_API const char *recur_chat_template_name(const char *tmpl);
+/* The model's chat template text: GGUF key tokenizer.chat_template, or
+ * tokenizer.chat_template.NAME when name is not NULL. Owned by the model (valid until
+ * recur_model_free). NULL with the error set when the model has no such key, the key is not a
+ * string or holds a NUL byte, or model is NULL. */
+RECUR_API const char *recur_model_chat_template(const struct recur_model *model, const char *name);
+
 /* ---- sampling ---------------------------------------------------------------------------- */
 
 /* Samplers turn a row of logits into a token, as llama.cpp's llama_sampler: a sampler filters

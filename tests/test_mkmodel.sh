@@ -110,6 +110,19 @@ echo "not a gguf file" >"$tmp/garbage.gguf"
 expect 1 "$tmp/garbage.gguf" "${m[@]}" "${base[@]}" --vocab-file "$tmp/garbage.gguf"
 expect 1 "recur mkmodel:" mkmodel "$tmp/no/such/dir/x.gguf" "${base[@]}" --vocab-file "$vocab"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && ok || bad "runtime error is not one line: $(cat "$tmp/err")"
+# --chat-template: a missing file is refused (no file left behind); a NUL byte is refused
+expect 1 "--chat-template: $tmp/none.jinja" "${m[@]}" "${base[@]}" --chat-template "$tmp/none.jinja"
+[ -e "$tmp/x.gguf" ] && bad "a refused --chat-template left $tmp/x.gguf" || ok
+printf 'a\0b' >"$tmp/nul.jinja"
+expect 1 "NUL byte" "${m[@]}" "${base[@]}" --chat-template "$tmp/nul.jinja"
+# the key is written (and replaces the vocabulary file's, rwkv's "rwkv-world" too): test_chat
+# reads it back through the library
+printf '{{ "<|im_start|>" }}' >"$tmp/t.jinja"
+mk tmpl "${base[@]}" --chat-template "$tmp/t.jinja"
+grep -qaF '{{ "<|im_start|>" }}' "$tmp/tmpl.gguf" && ok || bad "--chat-template: the text is not in the file"
+mk rwkv-tmpl --arch rwkv6 --embd 64 --layers 1 --vocab 300 --seed 1 --chat-template "$tmp/t.jinja"
+grep -qaF 'rwkv-world' "$tmp/rwkv-tmpl.gguf" && bad "--chat-template: rwkv kept rwkv-world" || ok
+
 
 # ---- the program's own commands ----------------------------------------------------------------
 if "$bin" mkmodel --help >"$tmp/help" 2>&1; then ok; else bad "mkmodel --help exit status"; fi

@@ -71,6 +71,9 @@ static const struct flag flags[F_COUNT] = {
     [F_VOCAB_FILE] = {"--vocab-file", "PATH",
                       "GGUF holding a gpt2 (byte-level BPE) tokenizer (default " RECUR_DEFAULT_VOCAB
                       ")"},
+    [F_CHAT_TEMPLATE] = {"--chat-template", "FILE",
+                         "write FILE's text as tokenizer.chat_template (replacing the vocabulary "
+                         "file's)"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
@@ -276,6 +279,7 @@ static int parse_args(int argc, char **argv, struct mk *m) {
         m->eps = (float)v;
     }
     m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
+    m->chat_template_file = given[F_CHAT_TEMPLATE];
     if (rwkv) return mk_rwkv_parse(given, m);
 
     /* The defaults are those of the Mamba reference code (MambaConfig). */
@@ -736,7 +740,8 @@ static bool ends_with(const char *s, const char *end) {
 /* The file's other tokenizer keys (unknown_token_id, add_bos_token, chat_template, ...): the
  * special ids that stay valid and the scalars. Other arrays are per token and would need a cut
  * that recur does not know how to make, so they are left out. */
-static bool copy_other_keys(struct rgguf_writer *w, const struct rgguf *g, uint32_t n) {
+static bool copy_other_keys(struct rgguf_writer *w, const struct rgguf *g, uint32_t n,
+                            bool skip_template) {
     static const char *const done[] = {
         "tokenizer.ggml.model",        "tokenizer.ggml.pre",        "tokenizer.ggml.tokens",
         "tokenizer.ggml.merges",       "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
@@ -748,7 +753,7 @@ static bool copy_other_keys(struct rgguf_writer *w, const struct rgguf *g, uint3
                     rgguf_key_type(g, i) == RGGUF_ARRAY;
         for (size_t k = 0; k < sizeof(done) / sizeof(done[0]) && !skip; k++)
             skip = strcmp(key, done[k]) == 0;
-        if (skip) continue;
+        if (skip || (skip_template && strcmp(key, "tokenizer.chat_template") == 0)) continue;
         uint32_t id;
         if (ends_with(key, "_token_id") && (!rgguf_get_u32(g, key, &id) || id >= n)) continue;
         if (!rgguf_writer_copy_kv(w, g, key)) return false;
@@ -772,7 +777,9 @@ static int add_vocab(struct rgguf_writer *w, const struct mk *m) {
             rgguf_writer_set_arr_str(w, "tokenizer.ggml.merges", v.merges, v.n_merges) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", v.bos) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", v.eos) &&
-            copy_other_keys(w, g, m->n_vocab);
+            copy_other_keys(w, g, m->n_vocab, m->chat_template != NULL) &&
+            (!m->chat_template ||
+             rgguf_writer_set_str(w, "tokenizer.chat_template", m->chat_template));
         rc = ok ? TOOL_OK : TOOL_FAIL;
     }
     if (rc == TOOL_FAIL) rcore_error_prefix("vocabulary file %s", m->vocab_file);
@@ -850,6 +857,46 @@ static void print_summary(const struct mk *m) {
     }
 }
 
+char *mk_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rcore_error_set("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    bool ok = true;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            char *t = realloc(s, cap = cap * 2 + 4096 + 1);
+            if (!t) {
+                rcore_error_set("%s: out of memory", path);
+                ok = false;
+                break;
+            }
+            s = t;
+        }
+        size_t n = fread(s + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+    }
+    if (ok && ferror(f)) {
+        rcore_error_set("%s: read error", path);
+        ok = false;
+    }
+    fclose(f);
+    if (ok && memchr(s, '\0', len)) {
+        rcore_error_set("%s: the text holds a NUL byte", path);
+        ok = false;
+    }
+    if (!ok) {
+        free(s);
+        return NULL;
+    }
+    s[len] = '\0';
+    return s;
+}
+
 int cmd_mkmodel(int argc, char **argv) {
     struct mk m = {0};
     int rc = parse_args(argc, argv, &m);
@@ -861,6 +908,11 @@ int cmd_mkmodel(int argc, char **argv) {
         fprintf(stderr, "recur mkmodel: %s\n", rcore_error_get());
         return TOOL_FAIL;
     }
+    if (m.chat_template_file && !(m.chat_template = mk_read_text(m.chat_template_file))) {
+        fprintf(stderr, "recur mkmodel: --chat-template: %s\n", rcore_error_get());
+        rgguf_writer_free(w);
+        return TOOL_FAIL;
+    }
     const bool rwkv = mk_is_rwkv(&m);
     rc = TOOL_FAIL;
     if (rwkv ? mk_rwkv_add_hparams(w, &m) : add_hparams(w, &m))
@@ -870,6 +922,7 @@ int cmd_mkmodel(int argc, char **argv) {
         rc = TOOL_FAIL;
     if (rc == TOOL_FAIL) fprintf(stderr, "recur mkmodel: %s\n", rcore_error_get());
     rgguf_writer_free(w);
+    free(m.chat_template);
     if (rc != TOOL_OK) return rc;
     print_summary(&m);
     return TOOL_OK;

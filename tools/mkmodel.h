@@ -50,6 +50,7 @@ enum flag_id {
     F_LORA_V,
     F_LORA_G,
     F_VOCAB_FILE,
+    F_CHAT_TEMPLATE,
     F_HELP,
     F_COUNT
 };
@@ -59,6 +60,8 @@ enum mk_arch { MK_MAMBA, MK_MAMBA2, MK_RWKV6, MK_RWKV7 };
 struct mk {
     const char *out;
     const char *vocab_file;
+    const char *chat_template_file; /* --chat-template: its text becomes tokenizer.chat_template */
+    char *chat_template;            /* that text (malloc'd), NULL: none given */
     enum mk_arch arch;
     uint32_t n_embd, n_layer, n_vocab;
     uint64_t seed;
@@ -116,6 +119,9 @@ bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens, 
 int mk_rwkv_parse(const char *const *given, struct mk *m);
 bool mk_rwkv_add_hparams(struct rgguf_writer *w, const struct mk *m);
 /* Returns TOOL_OK, TOOL_FAIL (error set) or TOOL_USAGE (message printed). */
+/* The whole text of a file, malloc'd and NUL-terminated; NULL with the error set when it cannot
+ * be read or holds a NUL byte. */
+char *mk_read_text(const char *path);
 int mk_rwkv_add_vocab(struct rgguf_writer *w, const struct mk *m);
 bool mk_rwkv_add_tensors(struct rgguf_writer *w, const struct mk *m);
 

@@ -340,7 +340,8 @@ int mk_rwkv_add_vocab(struct rgguf_writer *w, const struct mk *m) {
             rgguf_writer_set_arr(w, "tokenizer.ggml.token_type", RGGUF_INT32, type, m->n_vocab) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 0) &&
-            rgguf_writer_set_str(w, "tokenizer.chat_template", "rwkv-world");
+            rgguf_writer_set_str(w, "tokenizer.chat_template",
+                                 m->chat_template ? m->chat_template : "rwkv-world");
         rc = ok ? TOOL_OK : TOOL_FAIL;
     }
     if (rc == TOOL_FAIL) rcore_error_prefix("vocabulary file %s", m->vocab_file);

@@ -1,0 +1,262 @@
+/*
+ * test_chat: the chat template API (recur.h, "chat templates").
+ *   test_chat MODEL_WITH_TEMPLATE TEMPLATE_FILE MODEL_WITHOUT
+ * - the formats that have no real template in tests/data/chat-templates (llama2 and its
+ *   variants, mistral v1/v3/v7, zephyr, command-r, deepseek, deepseek2, phi4, gemma's merged
+ *   system message) against strings written here by hand from each format's published
+ *   description (Meta's Llama 2 prompt guide, Mistral's tokenization guide, the models' cards);
+ *   test_chat_templates.py checks the others against their real templates;
+ * - names, buffer-too-small semantics, every error;
+ * - recur_model_chat_template on a model written with `recur mkmodel --chat-template`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recur.h"
+#define TEST_LAST_ERROR recur_last_error
+#include "test.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct recur_chat_message conv[] = {
+    {"system", "Be brief."},
+    {"user", "Hi"},
+    {"assistant", "Hello!"},
+    {"user", "Bye"},
+};
+
+/* the formatted text, malloc'd (NULL when recur refused) */
+static char *apply(const char *tmpl, const struct recur_chat_message *m, size_t n, bool add) {
+    int32_t len = recur_chat_apply_template(tmpl, m, n, add, NULL, 0);
+    if (len < 0) return NULL;
+    char *buf = malloc((size_t)len + 1);
+    REQUIRE(buf);
+    CHECK(recur_chat_apply_template(tmpl, m, n, add, buf, len + 1) == len);
+    CHECK(strlen(buf) == (size_t)len);
+    return buf;
+}
+
+static void expect(const char *tmpl, const struct recur_chat_message *m, size_t n, bool add,
+                   const char *want) {
+    char *got = apply(tmpl, m, n, add);
+    CHECK_MSG(got && strcmp(got, want) == 0, "%s: got \"%s\"\n  want \"%s\"", tmpl,
+              got ? got : recur_last_error(), want);
+    free(got);
+}
+
+static void test_hand_written_formats(void) {
+    /* Llama 2: one [INST] block per exchange, the system text in <<SYS>> inside the first;
+     * the prompt always ends in [/INST], so add_ass changes nothing */
+    const char *l2 =
+        "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]";
+    expect("llama2-sys", conv, N(conv), true, l2);
+    expect("llama2-sys", conv, N(conv), false, l2);
+    expect("llama2-sys-bos", conv, N(conv), true,
+           "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello!</s><s>[INST] Bye [/INST]");
+    expect("llama2", conv, N(conv), true,
+           "[INST] Be brief.\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
+    const struct recur_chat_message spaced[] = {{"system", " S "}, {"user", " u "}};
+    expect("llama2-sys-strip", spaced, 2, true, "[INST] <<SYS>>\nS\n<</SYS>>\n\nu [/INST]");
+    expect("llama2", NULL, 0, true, "[INST] ");
+    /* Mistral v1 / v3 / v3-tekken: system text in the first block; v3 trims the replies */
+    expect("mistral-v1", conv, N(conv), true,
+           " [INST] Be brief.\n\nHi [/INST] Hello!</s> [INST] Bye [/INST]");
+    const struct recur_chat_message pad[] = {{"user", "Hi"}, {"assistant", " Hello! "}};
+    expect("mistral-v3", pad, 2, false, "[INST] Hi[/INST] Hello!</s>");
+    expect("mistral-v3-tekken", conv, N(conv), true,
+           "[INST]Be brief.\n\nHi[/INST]Hello!</s>[INST]Bye[/INST]");
+    /* Mistral v7: a system prompt block of its own */
+    expect("mistral-v7", conv, N(conv), true,
+           "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST] Hello!</s>[INST] Bye[/INST]");
+    /* Zephyr */
+    expect("zephyr", conv, N(conv), true,
+           "<|system|>\nBe brief.<|endoftext|>\n<|user|>\nHi<|endoftext|>\n<|assistant|>\nHello!"
+           "<|endoftext|>\n<|user|>\nBye<|endoftext|>\n<|assistant|>\n");
+    /* Command-R: every turn trimmed, CHATBOT for the assistant */
+    expect("command-r", conv, N(conv), true,
+           "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Be brief.<|END_OF_TURN_TOKEN|>"
+           "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi<|END_OF_TURN_TOKEN|>"
+           "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Hello!<|END_OF_TURN_TOKEN|>"
+           "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Bye<|END_OF_TURN_TOKEN|>"
+           "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+    expect("command-r", conv + 1, 1, false,
+           "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi<|END_OF_TURN_TOKEN|>");
+    /* deepseek-coder and DeepSeek-V2 */
+    expect("deepseek", conv, N(conv), true,
+           "Be brief.### Instruction:\nHi\n### Response:\nHello!\n<|EOT|>\n### Instruction:\nBye\n"
+           "### Response:\n");
+    expect("deepseek2", conv, N(conv), true,
+           "Be brief.\n\nUser: Hi\n\nAssistant: Hello!<\xef\xbd\x9c"
+           "end\xe2\x96\x81of\xe2\x96\x81"
+           "sentence\xef\xbd\x9c>User: Bye\n\nAssistant:");
+    /* DeepSeek-V3: as R1 without the open thought */
+    expect("deepseek3", conv + 1, 1, true,
+           "<\xef\xbd\x9cUser\xef\xbd\x9c>Hi<\xef\xbd\x9c"
+           "Assistant\xef\xbd\x9c>");
+    /* Phi-4: chatml with <|im_sep|> and no newlines */
+    expect("phi4", conv + 1, 2, true,
+           "<|im_start|>user<|im_sep|>Hi<|im_end|><|im_start|>assistant<|im_sep|>Hello!<|im_end|>"
+           "<|im_start|>assistant<|im_sep|>");
+    /* Gemma has no system role: its text starts the first user turn */
+    expect("gemma", conv, N(conv), true,
+           "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!"
+           "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+    /* ChatML, the default, with no messages: only the generation prompt */
+    expect(RECUR_CHAT_TEMPLATE_DEFAULT, NULL, 0, true, "<|im_start|>assistant\n");
+    expect("chatml", NULL, 0, false, "");
+}
+
+static void test_names(void) {
+    const char *names[64];
+    int32_t n = recur_chat_builtin_templates(names, N(names));
+    CHECK(n >= 20 && n <= (int32_t)N(names));
+    CHECK(recur_chat_builtin_templates(NULL, 0) == n);
+    const char *two[2] = {NULL, NULL};
+    CHECK(recur_chat_builtin_templates(two, 1) == n && two[0] && !two[1]);
+    static const char *const want[] = {"chatml",
+                                       "llama2",
+                                       "llama2-sys",
+                                       "llama2-sys-bos",
+                                       "llama2-sys-strip",
+                                       "llama3",
+                                       "mistral-v1",
+                                       "mistral-v3",
+                                       "mistral-v3-tekken",
+                                       "mistral-v7",
+                                       "mistral-v7-tekken",
+                                       "phi3",
+                                       "phi4",
+                                       "gemma",
+                                       "zephyr",
+                                       "deepseek",
+                                       "deepseek2",
+                                       "deepseek3",
+                                       "deepseek-r1",
+                                       "deepseek-v3.1",
+                                       "granite",
+                                       "command-r",
+                                       "rwkv-world"};
+    for (size_t i = 0; i < N(want); i++) {
+        bool found = false;
+        for (int32_t k = 0; k < n; k++) found |= strcmp(names[k], want[i]) == 0;
+        CHECK_MSG(found, "%s is not a builtin name", want[i]);
+        const char *r = recur_chat_template_name(want[i]);
+        CHECK_MSG(r && strcmp(r, want[i]) == 0, "%s resolves to %s", want[i], r ? r : "NULL");
+    }
+    /* texts: recognised by their markers */
+    CHECK(strcmp(recur_chat_template_name("{{ '<|im_start|>' + m }}"), "chatml") == 0);
+    CHECK(strcmp(recur_chat_template_name("<|im_start|>{{r}}<|im_sep|>"), "phi4") == 0);
+    CHECK(strcmp(recur_chat_template_name("{{ '[INST] ' + '<<SYS>>' }}"), "llama2-sys") == 0);
+    CHECK(strcmp(recur_chat_template_name("x <|start_header_id|> y <|end_header_id|>"), "llama3") ==
+          0);
+}
+
+static void test_buffer(void) {
+    const int32_t len = recur_chat_apply_template("chatml", conv, N(conv), true, NULL, 0);
+    char *full = apply("chatml", conv, N(conv), true);
+    REQUIRE(len > 10 && full);
+    char *buf = malloc((size_t)len + 2);
+    REQUIRE(buf);
+    /* exactly the text, no room for the NUL: all bytes, no NUL (the byte after is untouched) */
+    memset(buf, 'X', (size_t)len + 2);
+    CHECK(recur_chat_apply_template("chatml", conv, N(conv), true, buf, len) == len);
+    CHECK(memcmp(buf, full, (size_t)len) == 0 && buf[len] == 'X');
+    /* too small: the first bytes, the rest untouched, the whole length returned */
+    memset(buf, 'X', (size_t)len + 2);
+    CHECK(recur_chat_apply_template("chatml", conv, N(conv), true, buf, 5) == len);
+    CHECK(memcmp(buf, full, 5) == 0 && buf[5] == 'X');
+    /* room for the NUL */
+    memset(buf, 'X', (size_t)len + 2);
+    CHECK(recur_chat_apply_template("chatml", conv, N(conv), true, buf, len + 2) == len);
+    CHECK(strcmp(buf, full) == 0 && buf[len + 1] == 'X');
+    free(buf);
+    free(full);
+}
+
+static void test_errors(void) {
+    char buf[64];
+    CHECK(recur_chat_apply_template("no-such-format", conv, N(conv), true, buf, sizeof buf) < 0);
+    CHECK_ERR("not supported");
+    CHECK_ERR("supported: ");
+    CHECK_ERR("chatml");
+    CHECK_ERR("llama3");
+    CHECK(recur_chat_template_name("{{ messages }}") == NULL);
+    CHECK_ERR("{{ messages }}");
+    CHECK(recur_chat_template_name(NULL) == NULL);
+    CHECK_ERR("NULL");
+    CHECK(recur_chat_apply_template(NULL, conv, N(conv), true, buf, sizeof buf) < 0);
+    CHECK_ERR("NULL");
+    CHECK(recur_chat_apply_template("chatml", NULL, 2, true, buf, sizeof buf) < 0);
+    CHECK_ERR("chat is NULL");
+    CHECK(recur_chat_apply_template("chatml", conv, N(conv), true, NULL, 10) < 0);
+    CHECK_ERR("NULL buffer");
+    CHECK(recur_chat_apply_template("chatml", conv, N(conv), true, buf, -1) < 0);
+    CHECK_ERR("negative");
+    const struct recur_chat_message tool[] = {{"user", "x"}, {"tool", "{}"}};
+    CHECK(recur_chat_apply_template("llama3", tool, 2, true, buf, sizeof buf) < 0);
+    CHECK_ERR("message 1 has the role \"tool\"");
+    const struct recur_chat_message null_content[] = {{"user", NULL}};
+    CHECK(recur_chat_apply_template("llama3", null_content, 1, true, buf, sizeof buf) < 0);
+    CHECK_ERR("message 0 has a NULL content");
+    const struct recur_chat_message null_role[] = {{NULL, "x"}};
+    CHECK(recur_chat_apply_template("gemma", null_role, 1, true, buf, sizeof buf) < 0);
+    CHECK_ERR("NULL role");
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f);
+    REQUIRE(fseek(f, 0, SEEK_END) == 0);
+    long n = ftell(f);
+    REQUIRE(n >= 0 && fseek(f, 0, SEEK_SET) == 0);
+    char *s = malloc((size_t)n + 1);
+    REQUIRE(s && fread(s, 1, (size_t)n, f) == (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static const char *g_model, *g_template, *g_plain;
+
+static void test_model_template(void) {
+    struct recur_model *m = recur_model_load_from_file(g_model, recur_model_default_params());
+    REQUIRE(m);
+    char *want = read_file(g_template);
+    const char *t = recur_model_chat_template(m, NULL);
+    CHECK_MSG(t && strcmp(t, want) == 0, "the model's template differs from %s", g_template);
+    CHECK(t && recur_chat_template_name(t) && strcmp(recur_chat_template_name(t), "gemma") == 0);
+    CHECK(recur_model_chat_template(m, "tool_use") == NULL);
+    CHECK_ERR("tokenizer.chat_template.tool_use");
+    /* the model's template formats as its format's name does */
+    char *a = apply(t, conv + 1, 1, true), *b = apply("gemma", conv + 1, 1, true);
+    CHECK(a && b && strcmp(a, b) == 0);
+    free(a);
+    free(b);
+    free(want);
+    recur_model_free(m);
+
+    struct recur_model *p = recur_model_load_from_file(g_plain, recur_model_default_params());
+    REQUIRE(p);
+    CHECK(recur_model_chat_template(p, NULL) == NULL);
+    CHECK_ERR("no chat template");
+    recur_model_free(p);
+    CHECK(recur_model_chat_template(NULL, NULL) == NULL);
+    CHECK_ERR("NULL");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_chat MODEL_WITH_TEMPLATE TEMPLATE_FILE MODEL_WITHOUT\n");
+        return 2;
+    }
+    g_model = argv[1];
+    g_template = argv[2];
+    g_plain = argv[3];
+    RUN(test_hand_written_formats);
+    RUN(test_names);
+    RUN(test_buffer);
+    RUN(test_errors);
+    RUN(test_model_template);
+    return test_finish("test_chat");
+}
