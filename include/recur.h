@@ -439,6 +439,9 @@ RECUR_API recur_token recur_sampler_sample_logits(struct recur_sampler *smpl, co
  * n < 0, or without memory. What llama-server's n_probs reports with post_sampling_probs. */
 RECUR_API int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recur_token *ids,
                                           float *probs, int32_t n);
+/* The probability of token among the same candidates (0 when the filters removed it, or
+ * before the first sample); -1 with the error set when smpl is NULL. */
+RECUR_API float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token);
 /* Tells the sampler that token was chosen (recur_sampler_sample does it itself): for tokens
  * of the prompt, so that penalties see them. NULL smpl: nothing. */
 RECUR_API void recur_sampler_accept(struct recur_sampler *smpl, recur_token token);

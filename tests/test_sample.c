@@ -873,6 +873,8 @@ static void test_get_probs(void) {
         same = ids[i] == order[i] && fabs(probs[i] - ref[i]) < 1e-6;
     CHECK(same);
     CHECK(rsample_get_probs(chain, ids, probs, 3) == 3 && ids[2] == order[2]);
+    CHECK(fabs(rsample_get_prob(chain, order[4]) - ref[4]) < 1e-6);
+    CHECK(rsample_get_prob(chain, order[10]) == 0.0f); /* top-k removed it */
     CHECK(rsample_get_probs(chain, ids, probs, 0) == 0);
     CHECK(rsample_get_probs(chain, ids, probs, -1) == -1);
     CHECK_ERR("negative");
@@ -960,6 +962,7 @@ static void test_public(void) {
     float pr[5];
     CHECK(recur_sampler_get_probs(c3, ids, pr, 5) == 5);
     CHECK(ids[0] == 4 && ids[1] == 2 && ids[4] == 1 && pr[4] == 0.0f);
+    CHECK(recur_sampler_get_prob(c3, 4) == pr[0] && recur_sampler_get_prob(NULL, 4) == -1.0f);
     recur_sampler_free(c3);
     CHECK(recur_sampler_init_logit_bias(5, 1, &(struct recur_logit_bias){5, 1.0f}) == NULL);
     CHECK_ERR("not in 0..4");

@@ -200,8 +200,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (!get) return serve_send_error(conn, 405, "invalid_request_error", "use GET /metrics");
         return handle_metrics(s, conn);
     }
+    const bool chat =
+        strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/chat/completions") == 0;
     const bool known = strcmp(url, "/v1/completions") == 0 || strcmp(url, "/completion") == 0 ||
-                       strcmp(url, "/tokenize") == 0 || strcmp(url, "/detokenize") == 0;
+                       chat || strcmp(url, "/tokenize") == 0 || strcmp(url, "/detokenize") == 0;
     if (!known) return serve_send_error(conn, 404, "not_found_error", "no such endpoint");
     if (!post) return serve_send_error(conn, 405, "invalid_request_error", "use POST");
     if (r->too_large) {
@@ -221,7 +223,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     else if (strcmp(url, "/detokenize") == 0)
         ret = handle_detokenize(s, conn, body);
     else
-        ret = serve_handle_completion(s, conn, body, strcmp(url, "/completion") == 0);
+        ret = serve_handle_completion(s, conn, body,
+                                      chat                              ? API_CHAT
+                                      : strcmp(url, "/completion") == 0 ? API_LLAMA
+                                                                        : API_OPENAI);
     cJSON_Delete(body);
     return ret;
 }

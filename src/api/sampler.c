@@ -113,6 +113,10 @@ int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recur_token *i
     return rsample_get_probs(in_const(smpl), ids, probs, n);
 }
 
+float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token) {
+    return rsample_get_prob(in_const(smpl), token);
+}
+
 struct recur_sampler *recur_sampler_init_dist(uint64_t seed) {
     return out(rsample_init_dist(seed));
 }

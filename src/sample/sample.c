@@ -244,6 +244,21 @@ int32_t rsample_get_probs(const struct rsample *smpl, int32_t *ids, float *probs
     return got;
 }
 
+float rsample_get_prob(const struct rsample *smpl, int32_t token) {
+    if (!smpl) {
+        rcore_error_set("sampler get_prob: sampler is NULL");
+        return -1.0f;
+    }
+    const struct rsample_candidates c = {
+        .data = smpl->buf, .size = smpl->last_size, .selected = -1, .sorted = false};
+    for (size_t i = 0; i < c.size; i++)
+        if (c.data[i].id == token) {
+            const float max = max_key(&c);
+            return (float)(weight(c.data[i].logit, max) / weight_sum(&c, max));
+        }
+    return 0.0f;
+}
+
 /* ---- logit bias ------------------------------------------------------------------------- */
 
 struct logit_bias_ctx {

@@ -166,6 +166,9 @@ int32_t rsample_sample(struct rsample *smpl, const float *logits, int32_t n_voca
  * ids / probs in rank order (see "Order") and returns how many; 0 before any sample, -1 with
  * the error set when smpl, ids or probs is NULL or n < 0. */
 int32_t rsample_get_probs(const struct rsample *smpl, int32_t *ids, float *probs, int32_t n);
+/* The probability of token among those candidates (0 when it was filtered out or before any
+ * sample); -1 with the error set when smpl is NULL. */
+float rsample_get_prob(const struct rsample *smpl, int32_t token);
 
 /* ---- helpers shared with the tests ------------------------------------------------------- */
 
