@@ -1,8 +1,9 @@
 /*
  * recur serve: the HTTP-facing parts shared by serve.c and the completion endpoints.
  *
- *   serve_api.c   the request fields of /v1/completions, /completion (and what chat shares):
- *                 a table of known fields per endpoint, each checked with a message naming it
+ *   serve_api.c   the request fields of /v1/completions, /completion (and what chat shares),
+ *                 each checked with a message naming it
+ *   serve_fields.c  the table of known fields per endpoint; logit_bias; samplers
  *   serve_chat.c  /v1/chat/completions: messages rendered with the chat template
  *   serve_out.c   waiting for the decode loop; the answers, whole or as server-sent events
  */
@@ -68,6 +69,17 @@ struct parse {
 };
 /* Sets the message (printf) and marks the parse failed; the first message stays. */
 void serve_fail(struct parse *p, const char *fmt, ...);
+/* The body's field name, NULL when absent or null. */
+const cJSON *serve_field(const struct parse *p, const char *name);
+/* Appends the tokens of text to *toks (*n of *cap used; grown as needed); false on failure. */
+bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
+                         recur_token **toks, int32_t *n, int32_t *cap);
+/* serve_fields.c: every field of the body is in api's table and refused features are off. */
+void serve_check_fields(struct parse *p, enum task_api api);
+/* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */
+void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, bool llama);
+/* serve_fields.c: llama-server's samplers list, as changes to sp. */
+void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
 
