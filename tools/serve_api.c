@@ -616,7 +616,9 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         one_prompt(&p, s, plist[i], llama, c, what);
         check_prompt_len(&p, s, c, what);
     }
-    for (int i = 0; i < r->n_tasks && r->echo && !p.bad; i++) prompt_text(&p, s, r->tasks[i]);
+    /* echo's text, and /completion's "prompt" */
+    for (int i = 0; i < r->n_tasks && (r->echo || llama) && !p.bad; i++)
+        prompt_text(&p, s, r->tasks[i]);
     if (llama && !p.bad && !(r->settings = settings_json(s, t, r, serve_field(&p, "samplers"))))
         serve_fail(&p, "out of memory");
     if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
