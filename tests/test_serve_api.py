@@ -428,6 +428,26 @@ for k in range(4):
     prev = u
     msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
 
+# the template's end of turn ends a reply: rwkv-world's "\n\n" is text this model writes
+try:
+    world = serve_util.Server(RECUR, MODEL, "-np", "1", "--chat-template", "rwkv-world")
+except SystemExit as e:  # the flag comes with the server's flag work (serve.c)
+    world = None
+    print("SKIP: --chat-template: %s" % e, file=sys.stderr)
+if world:
+    rendered = "User: %s\n\nAssistant:" % USER
+    raw = world.post("/v1/completions", {"prompt": rendered, "max_tokens": 60,
+                                         "temperature": 0})[1]["choices"][0]["text"]
+    check("the model writes the end of turn here (the test needs it)", "\n\n" in raw, raw)
+    st, b, _ = world.post("/v1/chat/completions", {"messages": [{"role": "user", "content": USER}],
+                                                   "max_tokens": 60, "temperature": 0})
+    check("generation stops at the template's end of turn",
+          st == 200 and b["choices"][0]["message"]["content"] == raw.split("\n\n")[0] and
+          b["choices"][0]["finish_reason"] == "stop" and
+          b["usage"]["prompt_tokens"] == len(tokenize(rendered)), (b, raw))
+    world.proc.terminate()
+    world.proc.wait(timeout=30)
+
 check("the server is still healthy", srv.healthy())
 srv.proc.terminate()
 srv.proc.wait(timeout=30)

@@ -44,8 +44,9 @@ static char *render(struct parse *p, const char *tmpl, const struct recur_chat_m
     return text;
 }
 
-/* What the template writes after an assistant message, trimmed of white space: the text that
- * ends a turn. NULL when there is none (or on failure: p is then failed). */
+/* What the template writes after an assistant message, trimmed of white space unless it is
+ * all white space: the text that ends a turn. NULL when there is none (or on failure: p is
+ * then failed). */
 static char *end_of_turn(struct parse *p, const char *tmpl) {
     static const char mark[] = "\x01recur-probe\x01";
     const struct recur_chat_message probe[] = {{"user", "hi"}, {"assistant", mark}};
@@ -54,8 +55,13 @@ static char *end_of_turn(struct parse *p, const char *tmpl) {
     char *at = strstr(text, mark), *eot = NULL;
     if (at) {
         char *b = at + strlen(mark), *e = b + strlen(b);
+        char *const b0 = b, *const e0 = e;
         while (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t') b++;
         while (e > b && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' || e[-1] == '\t')) e--;
+        if (e == b) { /* a turn that ends in white space alone (rwkv-world's "\n\n") */
+            b = b0;
+            e = e0;
+        }
         if (e > b) {
             eot = malloc((size_t)(e - b) + 1);
             if (!eot)
