@@ -4,7 +4,13 @@
  * A step: admit queued tasks while slots are free; build one batch of the last sampled token
  * of every running choice plus prompt chunks of tasks still being read in (up to n_batch
  * tokens); decode; sample every choice that has a row; append text, finish choices on EOS, a
- * stop string or max_tokens; retire finished and cancelled tasks, freeing their sequences.
+ * stop string, a chat template's end of turn, max_tokens or the -c budget; retire finished
+ * and cancelled tasks, freeing their sequences.
+ *
+ * What the answers report is recorded here, where the logits are: each sampled token's
+ * log-softmax under the raw logits and its top alternatives (logprobs, n_probs), the
+ * sampler's post-sampling probabilities, and with echo + logprobs the prompt's (every prompt
+ * position then asks for logits, and the prefix cache is not restored from).
  *
  * Prompt reuse: a task restores the longest stored prefix of its prompt from the prefix cache
  * into its first sequence, so only the rest is decoded. The state after all but the last
