@@ -99,6 +99,9 @@ RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */
 RECUR_API int32_t recur_model_n_vocab(const struct recur_model *model);
 RECUR_API int32_t recur_model_n_embd(const struct recur_model *model);
 RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
+/* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
+ * "rwkv6", "rwkv7"); a static string, never NULL for a loaded model. */
+RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
 RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);
@@ -205,8 +208,14 @@ RECUR_API size_t recur_state_seq_get_data(struct recur_context *ctx, uint8_t *ds
 RECUR_API size_t recur_state_seq_set_data(struct recur_context *ctx, const uint8_t *src,
                                           size_t size, recur_seq_id dest);
 /* Files: the state with the token list that produced it. load: the tokens go to tokens_out
- * (at most capacity; a longer list fails), their count to *n_tokens_out. The file is written
- * to a temporary name and renamed, so a failed save never leaves a half-written file. */
+ * (at most capacity; a longer list fails), their count to *n_tokens_out.
+ * Every file recur writes (state files, prefix cache files, GGUF files) replaces its path
+ * crash-safely: a new file in the same folder, fsynced and renamed over the old one, so a
+ * failure, a full disk or a kill leaves the old file whole and no temporary file behind. A
+ * symbolic link is written through (the link stays, its target gets the new contents), an
+ * existing file keeps its permission bits, and a path that is a device, FIFO or folder is
+ * refused ("... is a FIFO, not a regular file; refusing to replace it"). Files are read only
+ * when they are regular files: a FIFO is refused at once, never waited on. */
 RECUR_API bool recur_state_save_file(struct recur_context *ctx, const char *path,
                                      const recur_token *tokens, size_t n_tokens);
 RECUR_API bool recur_state_load_file(struct recur_context *ctx, const char *path,
@@ -219,6 +228,12 @@ RECUR_API size_t recur_state_seq_save_file(struct recur_context *ctx, const char
 RECUR_API size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path,
                                            recur_seq_id dest, recur_token *tokens_out,
                                            size_t capacity, size_t *n_tokens_out);
+/* Whether a file can be written at path by the functions above, as far as can be told before
+ * writing: the path (or its link's target) is a regular file or absent, and its folder lets
+ * this process create a file. Creates nothing. For a program that would otherwise learn only
+ * after a long generation that its output cannot be saved. False with the error naming the
+ * path, the folder and the reason. */
+RECUR_API bool recur_file_check_writable(const char *path);
 
 /* ---- prefix state cache ------------------------------------------------------------------ */
 

@@ -8,7 +8,9 @@ line), and: a greedy /v1/completions equals `recur run --temp 0` (same prompt, m
 a streamed one gives the same text; n = 2 gives two equal greedy choices; /tokenize then
 /detokenize gives the text back (UTF-8, newlines, tabs, quotes, backslashes); a second
 identical request reports its prompt reused (usage.prompt_tokens_details.cached_tokens and
-recur_tokens_processed_total in /metrics) and answers the same; SIGTERM exits 0.
+recur_tokens_processed_total in /metrics) and answers the same; /props names the
+architecture; a slot's conversation saved, erased and restored is reused by a prompt that
+extends it, with the text of a request that reuses nothing; SIGTERM exits 0.
 test_serve.py checks the rest of the server on the shipped Mamba-1 model.
 """
 
@@ -18,7 +20,9 @@ import os
 import re
 import signal
 import subprocess
+import shutil
 import sys
+import tempfile
 import threading
 
 RECUR = sys.argv[1]
@@ -47,8 +51,15 @@ N = 16
 
 for model in MODELS:
     name = os.path.basename(model)
-    srv = Server(model, "-np", "2")
+    slot_dir = tempfile.mkdtemp(prefix="recur-arch-slots-")
+    srv = Server(model, "-np", "2", "--slot-save-path", slot_dir)
     want = run_text(model, PROMPT, N)
+    # the models are named f32-untied (Mamba-1), f32-mamba2, f32-rwkv6, q8_0-rwkv6, ...
+    arch = name[:-len(".gguf")].split("-")[-1]
+    arch = arch if arch in ("mamba2", "rwkv6", "rwkv7") else "mamba"
+    st, props, _ = srv.request("GET", "/props")
+    check("%s: /props names the architecture" % name, st == 200 and
+          props["recur"]["architecture"] == arch, props)
 
     req = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
     st, body, _ = srv.post("/v1/completions", req)
@@ -86,6 +97,31 @@ for model in MODELS:
           (processed, n_prompt, cached))
     check("%s: ... with the same answer" % name, st == 200 and body["choices"][0]["text"] == want,
           body)
+
+    # a slot's state saved to a file, erased, restored: a prompt extending it reuses it
+    st, tok, _ = srv.post("/tokenize", {"content": PROMPT + " the slot files"})
+    conv = tok["tokens"]
+    st, tail, _ = srv.post("/tokenize", {"content": " and then some more"})
+    extended = conv + tail["tokens"]
+    ext = {"prompt": extended, "n_predict": N, "temperature": 0, "cache_prompt": False}
+    st, cold, _ = srv.post("/completion", ext)
+    st, body, _ = srv.post("/completion", {"prompt": conv, "n_predict": 1, "temperature": 0})
+    slot = [x["id"] for x in srv.request("GET", "/slots")[1] if x["n_tokens_cached"] == len(conv)]
+    check("%s: the slot keeps the conversation" % name, len(slot) == 1, slot)
+    slot = slot[0] if slot else 0
+    st, saved, _ = srv.post("/slots/%d?action=save" % slot, {"filename": "s.bin"})
+    check("%s: slot save" % name, st == 200 and saved["n_saved"] == len(conv), saved)
+    st, body, _ = srv.post("/slots/%d?action=erase" % slot, {})
+    check("%s: slot erase" % name, st == 200 and body["n_erased"] == len(conv), body)
+    st, body, _ = srv.post("/slots/1?action=restore", {"filename": "s.bin"})
+    check("%s: slot restore" % name, st == 200 and body["n_restored"] == len(conv) and
+          body["n_read"] == saved.get("n_written"), body)
+    st, warm, _ = srv.post("/completion", dict(ext, cache_prompt=True))
+    check("%s: the restored conversation is reused" % name, st == 200 and
+          warm["tokens_cached"] >= len(conv), warm)
+    check("%s: ... with the text of a request that reuses nothing" % name,
+          st == 200 and warm["content"] == cold["content"], (warm, cold))
+    shutil.rmtree(slot_dir)
     check("%s: SIGTERM exits 0" % name, srv.stop() == 0)
     print("test_arch_serve: %s done (%d passed, %d failed so far)" % (name, counts["passed"], counts["failed"]))
 

@@ -233,5 +233,39 @@ printf 'garbage' >"$work/bad_cache.bin"
 check "cache: a corrupt file still gives the right text" cmp -s "$work/cb.txt" "$work/long.txt"
 check "cache: a corrupt file is left alone" [ "$(cat "$work/bad_cache.bin")" = garbage ]
 
+# files that are not files, links and modes (state files and prompt caches alike)
+mkfifo "$work/fifo"
+# a FIFO named as a model or a state is refused at once (an open of it would block forever:
+# timeout turns a hang into exit 124)
+expect_exit "a FIFO as the model is refused" 1 "not a regular file (a FIFO)" \
+    timeout 20 "$recur" run -m "$work/fifo" -p "$prompt" -n 4
+expect_exit "a FIFO as --state-in is refused" 1 "not a regular file (a FIFO)" \
+    timeout 20 "$recur" run -m "$model" -p "$prompt" -n 4 --state-in "$work/fifo"
+# a FIFO as an output is refused before anything is generated, and stays a FIFO
+expect_exit "a FIFO as --state-out is refused" 1 "is a FIFO, not a regular file" \
+    timeout 20 "$recur" run -m "$model" -p "$prompt" -n 4 --state-out "$work/fifo"
+check "a refused --state-out generated nothing" [ ! -s "$work/out" ]
+check "the FIFO is still a FIFO" [ -p "$work/fifo" ]
+expect_exit "a FIFO as --prompt-cache is refused" 1 "is a FIFO, not a regular file" \
+    timeout 20 "$recur" run -m "$model" -p "$prompt" -n 4 --prompt-cache "$work/fifo"
+expect_exit "an output in a missing folder fails before generating" 1 \
+    "cannot create a file in $work/no-such-dir: No such file or directory" \
+    "$recur" run -m "$model" -p "$prompt" -n 4 --state-out "$work/no-such-dir/s.bin"
+check "nothing was generated for it" [ ! -s "$work/out" ]
+# a link is written through: it stays a link, its target gets the state, the mode stays
+mkdir "$work/real"
+cp "$work/s.bin" "$work/real/s.bin"
+chmod 0640 "$work/real/s.bin"
+ln -s real/s.bin "$work/s-link.bin"
+"$recur" run -m "$model" -p "$longer" -n 0 --state-out "$work/s-link.bin" >/dev/null 2>&1
+check "state-out through a link keeps the link" [ -L "$work/s-link.bin" ]
+check "state-out through a link writes its target" [ "$(cmp -s "$work/real/s.bin" "$work/s.bin"; echo $?)" = 1 ]
+check "state-out keeps the file's mode" [ "$(stat -c %a "$work/real/s.bin")" = 640 ]
+"$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --state-in "$work/s-link.bin" \
+    >"$work/long3.txt" 2>/dev/null
+check "the state written through the link is the longer prompt's" cmp -s "$work/long3.txt" "$work/long.txt"
+leftovers=$(find "$work" -name '*.tmp-*' | wc -l)
+check "no temporary files are left" [ "$leftovers" -eq 0 ]
+
 echo "test_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -831,11 +831,11 @@ static void test_writer_errors(void) {
     CHECK(!rgguf_writer_write(w, path));
     CHECK(error_names(path));
     CHECK_ERR("No such file or directory");
-    /* the path is a directory: the data is written, the rename fails, the temp file goes */
+    /* the path is a directory: refused before anything is written */
     tmp_path(path, sizeof path, "a-dir");
     REQUIRE(mkdir(path, 0755) == 0);
     CHECK(!rgguf_writer_write(w, path));
-    CHECK_ERR("cannot rename");
+    CHECK_ERR("is a folder, not a regular file");
     CHECK(!tmp_leftovers());
     rmdir(path);
     rgguf_writer_free(w);

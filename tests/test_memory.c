@@ -81,6 +81,42 @@ static float k0(struct rmem *mem, int32_t seq) {
     return ((float *)rmem_k_data(mem, 0))[(size_t)c * 3];
 }
 
+/* The compute's view: order is checked, new sequences read zeros, and a block whose states
+ * stay in their cells is computed on the memory's own rows (no copy). */
+static void test_layer_view(void) {
+    struct rmem *mem = make(2, 4);
+    struct rmem_layer st;
+    rcore_error_clear();
+    CHECK(!rmem_layer_begin(mem, 0, &st)); /* nothing placed yet */
+    CHECK_ERR("no block is placed");
+    const int32_t seqs[2] = {0, 1};
+    REQUIRE(decode_each(mem, seqs, 2, 16) == RMEM_OK);
+    /* the block of that decode is still placed: view it again */
+    CHECK(!rmem_layer_begin(mem, 2, &st));
+    CHECK_ERR("no such layer");
+    REQUIRE(rmem_layer_begin(mem, 0, &st));
+    CHECK(st.k_row == 3 && st.v_row == 5);
+    /* in place: the view is the block's rows themselves */
+    CHECK((void *)st.k == (void *)((float *)rmem_k_data(mem, 0) + (size_t)rmem_head(mem) * 3));
+    CHECK(!rmem_layer_begin(mem, 1, &st));
+    CHECK_ERR("the previous layer was not ended");
+    rmem_layer_end(mem, 0);
+    REQUIRE(rmem_layer_begin(mem, 1, &st));
+    CHECK(st.k_row == 2 && st.v_row == 4);
+    rmem_layer_end(mem, 1);
+    rmem_free(mem);
+
+    /* f16 states are never in place: the view is a converted copy */
+    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F16, RCORE_TYPE_F16, 4, 2};
+    mem = rmem_create(&p);
+    REQUIRE(mem);
+    REQUIRE(decode_each(mem, seqs, 2, 16) == RMEM_OK);
+    REQUIRE(rmem_layer_begin(mem, 0, &st));
+    CHECK((void *)st.k != rmem_k_data(mem, 0));
+    rmem_layer_end(mem, 0);
+    rmem_free(mem);
+}
+
 static void test_create(void) {
     uint32_t big[1] = {UINT32_MAX};
     uint32_t one[1] = {1};
@@ -481,6 +517,7 @@ static void test_clear(void) {
 }
 
 int main(void) {
+    RUN(test_layer_view);
     RUN(test_create);
     RUN(test_seq_rm);
     RUN(test_seq_cp);

@@ -518,6 +518,62 @@ static int run_api(const char *path, const char *other_path) {
 
 /* ---- malformed files --------------------------------------------------------------------- */
 
+/* A copy of the GGUF at src in dst with token_embd.weight (and output.weight when present)
+ * cut to rows rows; every key and other tensor as it was. */
+static void write_with_rows(const char *src, const char *dst, int64_t rows) {
+    struct rgguf *g = rgguf_open(src, false);
+    struct rgguf_writer *w = rgguf_writer_create();
+    REQUIRE(g && w);
+    for (int64_t i = 0; i < rgguf_n_kv(g); i++)
+        REQUIRE(rgguf_writer_copy_kv(w, g, rgguf_key_name(g, i)));
+    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
+        const struct rgguf_tensor *t = rgguf_tensor(g, i);
+        int64_t ne[RGGUF_MAX_DIMS];
+        memcpy(ne, t->ne, sizeof ne);
+        size_t nbytes = t->nbytes;
+        if (strcmp(t->name, "token_embd.weight") == 0 || strcmp(t->name, "output.weight") == 0) {
+            nbytes = t->nbytes / (size_t)t->ne[1] * (size_t)rows;
+            ne[1] = rows;
+        }
+        REQUIRE(rgguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, nbytes));
+    }
+    REQUIRE(rgguf_writer_write(w, dst));
+    rgguf_writer_free(w);
+    rgguf_close(g);
+}
+
+/* A file whose embedding has fewer (or more) rows than the vocabulary has tokens is refused:
+ * a prompt with a token past the rows would otherwise fail every request of a shared batch. */
+static void check_vocab_rows(const char *path) {
+    struct recur_model *m = recur_model_load_from_file(path, recur_model_default_params());
+    REQUIRE(m);
+    const int32_t n_vocab = recur_model_n_vocab(m);
+    recur_model_free(m);
+    char tmp[] = "/tmp/recur-test-rows-XXXXXX";
+    const int fd = mkstemp(tmp);
+    REQUIRE(fd >= 0);
+    close(fd);
+    const int64_t rows[] = {n_vocab - 1, n_vocab / 2, n_vocab + 8};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        write_with_rows(path, tmp, rows[i]);
+        m = recur_model_load_from_file(tmp, recur_model_default_params());
+        CHECK_MSG(!m, "a model with %lld embedding rows for %d tokens loaded", (long long)rows[i],
+                  n_vocab);
+        recur_model_free(m);
+        char want[160];
+        snprintf(want, sizeof want, "the vocabulary has %d tokens but token_embd.weight", n_vocab);
+        CHECK_ERR(want);
+        snprintf(want, sizeof want, "has %lld rows", (long long)rows[i]);
+        CHECK_ERR(want);
+        CHECK_ERR(tmp);
+    }
+    write_with_rows(path, tmp, n_vocab); /* the same rows: the copy loads */
+    m = recur_model_load_from_file(tmp, recur_model_default_params());
+    CHECK(m != NULL);
+    recur_model_free(m);
+    remove(tmp);
+}
+
 static int run_malformed(const char *path) {
     FILE *f = fopen(path, "rb");
     REQUIRE(f);
@@ -583,6 +639,7 @@ static int run_malformed(const char *path) {
            "%ld bytes still loaded (flips in names, values or token texts)\n",
            n_cut, n_loaded, n_flips, meta);
     CHECK(n_flips > 100);
+    check_vocab_rows(path);
     remove(tmp);
     free(data);
     free(bad);

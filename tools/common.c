@@ -52,18 +52,38 @@ static const struct flag_spec specs[G_COUNT] = {
     [G_LOOKUP] = {NULL, "--lookup", "N",
                   "draft up to N tokens from the text so far and verify them in one batch "
                   "(same output, fewer steps on repetitive text)"},
-    [G_HOST] = {NULL, "--host", "ADDR", "IPv4 address to listen on (default 127.0.0.1)"},
+    [G_HOST] = {NULL, "--host", "ADDR",
+                "address to listen on, IPv4 or IPv6; repeat to listen on several (default "
+                "127.0.0.1)"},
     [G_PORT] = {NULL, "--port", "N", "port to listen on (default 8080; 0: any free port)"},
-    [G_API_KEY] = {NULL, "--api-key", "KEY", "require \"Authorization: Bearer KEY\""},
+    [G_API_KEY] = {NULL, "--api-key", "KEY",
+                   "require \"Authorization: Bearer KEY\" or \"X-Api-Key: KEY\""},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
     [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
     [G_PREFIX_MB] = {NULL, "--prefix-cache-mb", "N",
                      "the prefix state cache's budget in MiB (default 512)"},
+    [G_SRV_N_PREDICT] = {"-n", "--n-predict", "N",
+                         "tokens a request that names no length generates (default: "
+                         "--max-tokens for /completion, 16 for /v1/completions); not a cap"},
+    [G_SRV_CTX] = {"-c", "--ctx-size", "N",
+                   "most tokens (prompt + generated) one sequence may hold; a longer prompt "
+                   "is refused, generation stops there (default 0: no limit; a recurrent "
+                   "state has no window)"},
+    [G_ALIAS] = {"-a", "--alias", "NAME", "the model's name in the API (default: its file's name)"},
+    [G_NO_SLOTS] = {NULL, "--no-slots", NULL, "GET /slots answers 501"},
+    [G_SLOT_SAVE_PATH] = {NULL, "--slot-save-path", "DIR",
+                          "directory of POST /slots/{id}?action=save|restore files (default: "
+                          "none, those actions answer 501)"},
+    [G_CHAT_TEMPLATE] = {NULL, "--chat-template", "NAME",
+                         "chat template: a builtin name (chatml, llama3, gemma, ...) or a "
+                         "template's text; default the model's, else chatml"},
+    [G_SYSTEM_PROMPT] = {"-sys", "--system-prompt", "TEXT",
+                         "a system message that starts the conversation"},
 };
 
-static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const char *summary) {
+static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const char *summary) {
     fprintf(out, "usage: recur %s [FLAGS]\n%s\n\nflags:\n", cmd, summary);
     for (int f = 0; f < G_COUNT; f++) {
         if (!(accepted & GBIT(f))) continue;
@@ -76,9 +96,9 @@ static void print_usage(FILE *out, const char *cmd, uint32_t accepted, const cha
     fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
 }
 
-static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
                        ...) RCORE_PRINTF(4, 5);
-static int usage_error(const char *cmd, uint32_t accepted, const char *summary, const char *fmt,
+static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
                        ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -108,7 +128,7 @@ static bool parse_float(const char *s, float min, float max, float *out) {
     return true;
 }
 
-int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o) {
+int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o) {
     const char *cmd = argv[0];
     memset(o, 0, sizeof *o);
     o->n_predict = 64;
@@ -122,7 +142,7 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
     o->n_ctx = 256;
     o->n_chunks = -1;
     o->cache_mb = 512;
-    o->host = "127.0.0.1";
+    o->srv_n_predict = -1;
     o->port = 8080;
     o->queue_max = 64;
     o->max_tokens = 4096;
@@ -141,6 +161,10 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
                                  strcmp(a, specs[f].long_name) == 0)))
             f++;
         if (f == G_COUNT) return usage_error(cmd, accepted, summary, "unknown flag '%s'", a);
+        if (!specs[f].arg) { /* a switch */
+            if (f == G_NO_SLOTS) o->no_slots = true;
+            continue;
+        }
         if (i + 1 >= argc)
             return usage_error(cmd, accepted, summary, "%s needs a value (%s)", a, specs[f].arg);
         const char *v = argv[++i];
@@ -175,13 +199,33 @@ int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, str
             if ((ok = gen_parse_long(v, 1, 64, &n))) o->lookup = (int32_t)n;
             break;
         case G_HOST:
-            o->host = v;
+            if ((ok = o->n_hosts < GEN_MAX_HOSTS && v[0])) o->hosts[o->n_hosts++] = v;
+            break;
+        case G_SRV_N_PREDICT:
+            if ((ok = gen_parse_long(v, -1, 1 << 24, &n))) o->srv_n_predict = (int32_t)n;
+            break;
+        case G_SRV_CTX:
+            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) o->srv_n_ctx = (int32_t)n;
+            break;
+        case G_ALIAS:
+            if ((ok = v[0] != '\0')) o->alias = v;
+            break;
+        case G_SLOT_SAVE_PATH:
+            if ((ok = v[0] != '\0')) o->slot_save_path = v;
+            break;
+        case G_CHAT_TEMPLATE:
+            if ((ok = v[0] != '\0')) o->chat_template = v;
+            break;
+        case G_NO_SLOTS: /* a switch, handled above */
             break;
         case G_PORT:
             if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;
             break;
         case G_API_KEY:
             o->api_key = v;
+            break;
+        case G_SYSTEM_PROMPT:
+            o->system_prompt = v;
             break;
         case G_QUEUE:
             if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->queue_max = (int32_t)n;
@@ -352,6 +396,14 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
 bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
                      struct recur_model **model, struct recur_context **ctx) {
     *ctx = NULL;
+    *model = NULL;
+    /* outputs first: a path that cannot be written is found before the generation, not after */
+    const char *outputs[] = {o->state_out, o->prompt_cache};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i] && !recur_file_check_writable(outputs[i])) {
+            fprintf(stderr, "recur: %s\n", recur_last_error());
+            return false;
+        }
     *model = recur_model_load_from_file(o->model, recur_model_default_params());
     if (!*model) {
         fprintf(stderr, "recur: %s\n", recur_last_error());

@@ -45,10 +45,19 @@ enum gen_flag {
     G_MAX_TOKENS,
     G_TIMEOUT,
     G_PREFIX_MB,
+    /* recur serve's own meanings of -n and -c, and its llama-server flags */
+    G_SRV_N_PREDICT,
+    G_SRV_CTX,
+    G_ALIAS,
+    G_NO_SLOTS,
+    G_SLOT_SAVE_PATH,
+    G_CHAT_TEMPLATE,
+    G_SYSTEM_PROMPT,
     G_COUNT
 };
 
-#define GBIT(f) (1u << (f))
+#define GBIT(f)       (UINT64_C(1) << (f))
+#define GEN_MAX_HOSTS 8
 
 struct gen_opts {
     const char *model;
@@ -67,17 +76,26 @@ struct gen_opts {
     int32_t cache_mb;         /* its budget */
     int32_t lookup;           /* draft tokens per step (prompt lookup decoding), 0: off */
     /* recur serve */
-    const char *host;
+    const char *hosts[GEN_MAX_HOSTS]; /* --host, repeatable */
+    int n_hosts;                      /* 0: 127.0.0.1 */
+    int32_t srv_n_predict;            /* -n: a request's default length, -1: none given */
+    int32_t srv_n_ctx;                /* -c: tokens one sequence may hold, 0: no limit */
+    const char *alias;
+    bool no_slots;
+    const char *slot_save_path;
     int32_t port;
     const char *api_key;
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
+    /* recur chat and recur serve */
+    const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
+    const char *system_prompt; /* -sys TEXT, NULL: none */
 };
 
 /* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
  * return now (0 after --help, 2 after a usage error, with the message on stderr). */
-int gen_parse(int argc, char **argv, uint32_t accepted, const char *summary, struct gen_opts *o);
+int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o);
 
 /* The model used without -m: $RECUR_MODEL when set, else the trained model that ships in the
  * source tree (models/recur-mamba-fortunes.gguf, its path compiled in). */
@@ -95,6 +113,8 @@ recur_token *gen_tokenize(const struct recur_model *model, const char *text, siz
                           int32_t *n_tokens);
 
 /* Loads the model and makes a context for n_seq sequences; false with a message on stderr.
+ * The output paths (--state-out, --prompt-cache) are checked first, so that one that cannot
+ * be written fails before any work (recur_file_check_writable).
  * With --prompt-cache the context has a prefix cache of --prompt-cache-mb, keeps the last two
  * states of each sequence (so a prompt minus its last token can be stored) and a checkpoint
  * every 64 positions (so do --state-in and --state-out, whose files then carry them); with

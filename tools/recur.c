@@ -19,6 +19,7 @@ struct command {
 
 static const struct command commands[] = {
     {"run", cmd_run, "generate text from a prompt, streaming it"},
+    {"chat", cmd_chat, "chat with a model in the terminal, with its chat template"},
     {"parallel", cmd_parallel, "generate several continuations of one prompt at once"},
     {"serve", cmd_serve, "serve completions over HTTP (OpenAI and llama.cpp shapes)"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},

@@ -1,27 +1,34 @@
 /*
- * recur serve: an HTTP server (libmicrohttpd) with an OpenAI-shaped and a llama.cpp-shaped
- * completion API, continuous batching and prompt reuse (serve.h, serve_sched.c).
+ * recur serve: an HTTP server (libmicrohttpd) shaped as llama-server, with an OpenAI-shaped and
+ * a llama.cpp-shaped completion API, continuous batching and prompt reuse (serve.h,
+ * serve_sched.c).
  *
- * Endpoints: POST /v1/completions, POST /completion, POST /tokenize, POST /detokenize,
- * GET /health, GET /metrics. Errors answer {"error": {"message", "type", "code"}} with a 4xx
- * or 5xx status and the server goes on. JSON is parsed and written with cJSON.
+ * Endpoints are rows of one table (path, methods, handler, whether the API key is asked):
+ * completions (serve_api.c), models/props/slots/metrics/tokenize/detokenize (serve_meta.c),
+ * slot actions (serve_slots.c). Every answer carries CORS headers; OPTIONS (a browser's
+ * preflight) is answered before the API key is looked at; an unknown path is a 404, a known one
+ * asked with another method a 405 with Allow. Errors answer {"error": {"message", "type",
+ * "code"}} and the server goes on. JSON is parsed and written with cJSON.
  */
 #include <cjson/cJSON.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common.h"
 #include "serve.h"
 #include "serve_api.h"
+#include "serve_endpoints.h"
 #include "tools.h"
 
 /* ---- one connection's request ------------------------------------------------------------- */
@@ -45,118 +52,122 @@ static void request_free(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *j) {
-    char *text = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    return serve_send_text(conn, status, "application/json", text, NULL);
-}
+/* ---- the endpoint table ------------------------------------------------------------------ */
 
-/* ---- small endpoints --------------------------------------------------------------------- */
-
-static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *conn, cJSON *body) {
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(body, "content");
-    if (!cJSON_IsString(content))
-        return serve_send_error(conn, 400, "invalid_request_error", "\"content\" must be a string");
-    const cJSON *special = cJSON_GetObjectItemCaseSensitive(body, "add_special");
-    if (special && !cJSON_IsBool(special))
-        return serve_send_error(conn, 400, "invalid_request_error",
-                                "\"add_special\" must be a boolean");
-    const int32_t len = (int32_t)strlen(content->valuestring);
-    recur_token *t = malloc(sizeof(recur_token) * ((size_t)len + 2));
-    const int32_t n = t ? recur_tokenize(s->model, content->valuestring, len, t, len + 2,
-                                         special && cJSON_IsTrue(special), false)
-                        : -1;
-    if (n < 0) {
-        free(t);
-        return serve_send_error(conn, 500, "server_error", "tokenization failed");
-    }
-    cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "tokens");
-    for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(t[i]));
-    free(t);
-    return send_json(conn, 200, j);
-}
-
-static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection *conn,
-                                         cJSON *body) {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(body, "tokens");
-    char msg[160];
-    recur_token *t = NULL;
-    int32_t n = 0;
-    if (!serve_parse_tokens(s, arr, "tokens", &t, &n, msg, sizeof msg))
-        return serve_send_error(conn, 400, "invalid_request_error", msg);
-    int32_t cap = 16 * n + 16, got = -1;
-    char *text = malloc((size_t)cap);
-    if (text) got = recur_detokenize(s->model, t, n, text, cap, false, false);
-    if (got < 0 && got != INT32_MIN) { /* the size it needs */
-        cap = -got;
-        free(text);
-        text = malloc((size_t)cap);
-        got = text ? recur_detokenize(s->model, t, n, text, cap, false, false) : -1;
-    }
-    free(t);
-    if (got < 0) {
-        free(text);
-        return serve_send_error(conn, 500, "server_error", "detokenization failed");
-    }
+static enum MHD_Result h_health(struct server *s, struct MHD_Connection *conn,
+                                const struct serve_req *rq) {
+    (void)s;
+    (void)rq;
     cJSON *j = cJSON_CreateObject();
-    serve_add_text(j, "content", text, (size_t)got);
-    free(text);
-    return send_json(conn, 200, j);
+    cJSON_AddStringToObject(j, "status", "ok");
+    return serve_send_json(conn, 200, j);
 }
 
-static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
-    pthread_mutex_lock(&s->mu);
-    const struct serve_metrics m = s->m;
-    const int32_t in_use = s->slots_in_use, queued = s->n_queued;
-    pthread_mutex_unlock(&s->mu);
-    char *out = malloc(4096);
-    if (!out) return MHD_NO;
-    struct {
-        const char *name, *type, *help;
-        double v;
-    } rows[] = {
-        {"recur_requests_total", "counter", "Requests accepted.", (double)m.requests},
-        {"recur_requests_failed_total", "counter", "Requests that failed or were cancelled.",
-         (double)m.requests_failed},
-        {"recur_requests_rejected_total", "counter", "Requests refused: queue full (503).",
-         (double)m.rejected_busy},
-        {"recur_prompt_tokens_total", "counter", "Prompt tokens of finished prompts.",
-         (double)m.prompt_tokens},
-        {"recur_prompt_tokens_cached_total", "counter",
-         "Prompt tokens restored from the prefix cache instead of decoded.",
-         (double)m.prompt_tokens_cached},
-        {"recur_tokens_processed_total", "counter", "Prompt tokens decoded.",
-         (double)(m.prompt_tokens - m.prompt_tokens_cached)},
-        {"recur_tokens_generated_total", "counter", "Tokens generated.",
-         (double)m.generated_tokens},
-        {"recur_tokens_per_second", "gauge", "Generated tokens per second of decoding.",
-         m.busy_s > 0 ? (double)m.generated_tokens / m.busy_s : 0.0},
-        {"recur_decode_steps_total", "counter", "Batches decoded.", (double)m.steps},
-        {"recur_prefix_cache_hits_total", "counter", "Prompts that reused a cached prefix.",
-         (double)m.cache.hits},
-        {"recur_prefix_cache_misses_total", "counter", "Prompts with no cached prefix.",
-         (double)m.cache.misses},
-        {"recur_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.",
-         (double)m.cache.bytes},
-        {"recur_prefix_cache_entries", "gauge", "Prefixes held by the prefix cache.",
-         (double)m.cache.n_entries},
-        {"recur_sequences_in_use", "gauge", "Sequence slots decoding a request.", (double)in_use},
-        {"recur_queue_length", "gauge", "Requests waiting for a slot.", (double)queued},
-    };
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        off += (size_t)snprintf(out + off, 4096 - off, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
-                                rows[i].name, rows[i].help, rows[i].name, rows[i].type,
-                                rows[i].name, rows[i].v);
-    return serve_send_text(conn, 200, "text/plain; version=0.0.4", out, NULL);
+static enum MHD_Result h_llama(struct server *s, struct MHD_Connection *conn,
+                               const struct serve_req *rq) {
+    return serve_handle_completion(s, conn, rq->body, API_LLAMA);
+}
+
+static enum MHD_Result h_openai(struct server *s, struct MHD_Connection *conn,
+                                const struct serve_req *rq) {
+    return serve_handle_completion(s, conn, rq->body, API_OPENAI);
+}
+
+static enum MHD_Result h_chat(struct server *s, struct MHD_Connection *conn,
+                              const struct serve_req *rq) {
+    return serve_handle_completion(s, conn, rq->body, API_CHAT);
+}
+
+enum { M_GET = 1, M_POST = 2 };
+
+struct endpoint {
+    const char *path;
+    bool prefix;        /* path is a prefix ("/slots/" + id) */
+    unsigned methods;   /* M_GET | M_POST */
+    bool auth;          /* the API key is asked (llama-server leaves health and models open) */
+    bool body_optional; /* a POST without a body gets {} */
+    serve_handler fn;
+};
+
+static const struct endpoint endpoints[] = {
+    {"/health", false, M_GET, false, false, h_health},
+    {"/v1/health", false, M_GET, false, false, h_health},
+    {"/models", false, M_GET, false, false, serve_models},
+    {"/v1/models", false, M_GET, false, false, serve_models},
+    {"/props", false, M_GET, true, false, serve_props},
+    {"/slots", false, M_GET, true, false, serve_slots_get},
+    {"/slots/", true, M_POST, true, true, serve_slot_action},
+    {"/metrics", false, M_GET, true, false, serve_metrics_get},
+    {"/tokenize", false, M_POST, true, false, serve_tokenize},
+    {"/detokenize", false, M_POST, true, false, serve_detokenize},
+    {"/completion", false, M_POST, true, false, h_llama},
+    {"/completions", false, M_POST, true, false, h_llama},
+    {"/v1/completions", false, M_POST, true, false, h_openai},
+    {"/v1/chat/completions", false, M_POST, true, false, h_chat},
+    {"/chat/completions", false, M_POST, true, false, h_chat},
+};
+
+static const struct endpoint *find_endpoint(const char *url) {
+    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
+        const struct endpoint *e = &endpoints[i];
+        if (e->prefix ? strncmp(url, e->path, strlen(e->path)) == 0 : strcmp(url, e->path) == 0)
+            return e;
+    }
+    return NULL;
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
+/* The key as "Authorization: Bearer KEY" or "X-Api-Key: KEY" (llama-server takes both). */
 static bool authorized(const struct server *s, struct MHD_Connection *conn) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    return h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
+    if (h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0) return true;
+    h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    return h && strcmp(h, s->api_key) == 0;
+}
+
+/* A browser's preflight: what may be asked, from any origin (llama-server's default). */
+static enum MHD_Result answer_options(struct MHD_Connection *conn) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    serve_cors_headers(conn, resp);
+    const char *req_headers =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            req_headers ? req_headers : "Authorization, Content-Type, X-Api-Key");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* 405 with Allow naming the methods e takes. */
+static enum MHD_Result answer_405(struct MHD_Connection *conn, const struct endpoint *e,
+                                  const char *method) {
+    char allow[32], msg[96];
+    snprintf(allow, sizeof allow, "%s%s%s", e->methods & M_GET ? "GET" : "",
+             e->methods == (M_GET | M_POST) ? ", " : "", e->methods & M_POST ? "POST" : "");
+    snprintf(msg, sizeof msg, "%.16s is not allowed here: use %s", method, allow);
+    cJSON *j = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(err, "message", msg);
+    cJSON_AddStringToObject(err, "type", "invalid_request_error");
+    cJSON_AddNumberToObject(err, "code", 405);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    struct MHD_Response *resp =
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Allow", allow);
+    serve_cors_headers(conn, resp);
+    enum MHD_Result ret = MHD_queue_response(conn, 405, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -187,46 +198,32 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return MHD_YES;
     }
 
-    const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    if (strcmp(url, "/health") == 0) {
-        if (!get) return serve_send_error(conn, 405, "invalid_request_error", "use GET /health");
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "status", "ok");
-        return send_json(conn, 200, j);
-    }
-    if (!authorized(s, conn))
-        return serve_send_error(conn, 401, "authentication_error", "invalid or missing API key");
-    if (strcmp(url, "/metrics") == 0) {
-        if (!get) return serve_send_error(conn, 405, "invalid_request_error", "use GET /metrics");
-        return handle_metrics(s, conn);
-    }
-    const bool chat =
-        strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/chat/completions") == 0;
-    const bool known = strcmp(url, "/v1/completions") == 0 || strcmp(url, "/completion") == 0 ||
-                       chat || strcmp(url, "/tokenize") == 0 || strcmp(url, "/detokenize") == 0;
-    if (!known) return serve_send_error(conn, 404, "not_found_error", "no such endpoint");
-    if (!post) return serve_send_error(conn, 405, "invalid_request_error", "use POST");
+    if (strcmp(method, "OPTIONS") == 0) return answer_options(conn);
+    const struct endpoint *e = find_endpoint(url);
+    if ((!e || e->auth) && !authorized(s, conn))
+        return serve_send_error(conn, 401, "authentication_error", "Invalid API Key");
+    if (!e) return serve_send_error(conn, 404, "not_found_error", "File Not Found");
+    const unsigned m = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ? M_GET
+                       : strcmp(method, "POST") == 0                             ? M_POST
+                                                                                 : 0;
+    if (!(e->methods & m)) return answer_405(conn, e, method);
+    struct serve_req rq = {url, NULL, r->body, r->len};
+    if (m == M_GET) return e->fn(s, conn, &rq);
     if (r->too_large) {
         char msg[96];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
         return serve_send_error(conn, 413, "invalid_request_error", msg);
     }
-    cJSON *body = r->len ? cJSON_ParseWithLength(r->body, r->len) : NULL;
+    cJSON *body = r->len             ? cJSON_ParseWithLength(r->body, r->len)
+                  : e->body_optional ? cJSON_CreateObject()
+                                     : NULL;
     if (!cJSON_IsObject(body)) {
         cJSON_Delete(body);
         return serve_send_error(conn, 400, "invalid_request_error",
                                 "the body must be a JSON object");
     }
-    enum MHD_Result ret;
-    if (strcmp(url, "/tokenize") == 0)
-        ret = handle_tokenize(s, conn, body);
-    else if (strcmp(url, "/detokenize") == 0)
-        ret = handle_detokenize(s, conn, body);
-    else
-        ret = serve_handle_completion(s, conn, body,
-                                      chat                              ? API_CHAT
-                                      : strcmp(url, "/completion") == 0 ? API_LLAMA
-                                                                        : API_OPENAI);
+    rq.body = body;
+    enum MHD_Result ret = e->fn(s, conn, &rq);
     cJSON_Delete(body);
     return ret;
 }
@@ -236,16 +233,115 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 #define SERVE_FLAGS                                                                                \
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
      GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
-     GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT))
+     GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
+     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE))
+
+/* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
+struct listener {
+    const char *host;
+    char shown[64]; /* as a URL writes it: [::1] */
+    struct sockaddr_storage addr;
+    bool v6;
+    struct MHD_Daemon *d;
+};
+
+static bool parse_host(const char *host, struct listener *l) {
+    char bare[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') host++, n -= 2;
+    if (n >= sizeof bare) return false;
+    memcpy(bare, host, n);
+    bare[n] = '\0';
+    memset(&l->addr, 0, sizeof l->addr);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&l->addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&l->addr;
+    if (inet_pton(AF_INET, bare, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        l->v6 = false;
+        snprintf(l->shown, sizeof l->shown, "%s", bare);
+    } else if (inet_pton(AF_INET6, bare, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        l->v6 = true;
+        snprintf(l->shown, sizeof l->shown, "[%s]", bare);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void set_port(struct listener *l, unsigned port) {
+    if (l->v6)
+        ((struct sockaddr_in6 *)&l->addr)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&l->addr)->sin_port = htons((uint16_t)port);
+}
+
+static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
+                                    const struct gen_opts *o) {
+    set_port(l, port);
+    /* an IPv6 socket takes IPv6 only (MHD sets IPV6_V6ONLY without MHD_USE_DUAL_STACK), so
+       that --host :: --host 0.0.0.0 can both be listened on */
+    return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                MHD_USE_ERROR_LOG | (l->v6 ? MHD_USE_IPv6 : 0),
+                            (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, request_free, NULL,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                            MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(o->queue_max + o->n_parallel + 64), MHD_OPTION_END);
+}
+
+/* The flags' values checked before anything is loaded; false with a message. */
+static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls) {
+    for (int i = 0; i < n_ls; i++)
+        if (!parse_host(ls[i].host, &ls[i])) {
+            fprintf(stderr, "recur serve: --host %s is not an IPv4 or IPv6 address\n", ls[i].host);
+            return false;
+        }
+    if (o->srv_n_predict > o->max_tokens) {
+        fprintf(stderr,
+                "recur serve: -n %d is more than --max-tokens %d (the most a request may ask "
+                "for)\n",
+                o->srv_n_predict, o->max_tokens);
+        return false;
+    }
+    if (o->srv_n_ctx == 1) {
+        fprintf(stderr, "recur serve: -c 1 leaves no room for a token after the prompt; use 0 "
+                        "(no limit) or 2 and more\n");
+        return false;
+    }
+    if (o->slot_save_path) {
+        struct stat st;
+        if (stat(o->slot_save_path, &st) != 0) {
+            fprintf(stderr, "recur serve: --slot-save-path %s: %s\n", o->slot_save_path,
+                    strerror(errno));
+            return false;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "recur serve: --slot-save-path %s is not a directory\n",
+                    o->slot_save_path);
+            return false;
+        }
+    }
+    /* TODO(lead, merge): check --chat-template NAME with recur_chat_template_name() once it is
+       in main, with an error listing the supported names; until then it is only reported by
+       /props */
+    return true;
+}
 
 int cmd_serve(int argc, char **argv) {
     struct gen_opts o;
     int st = gen_parse(argc, argv, SERVE_FLAGS,
-                       "Serves completions over HTTP (OpenAI /v1/completions and llama.cpp "
-                       "/completion), batching every request of every client in one decode.",
+                       "Serves completions over HTTP as llama-server does (OpenAI /v1/completions, "
+                       "llama.cpp /completion, /tokenize, /props, /slots, /metrics, ...), "
+                       "batching every request of every client in one decode.",
                        &o);
     if (st >= 0) return st;
     if (!o.n_parallel_given) o.n_parallel = 16; /* the server's default: 16 slots */
+    struct listener ls[GEN_MAX_HOSTS];
+    const int n_ls = o.n_hosts ? o.n_hosts : 1;
+    memset(ls, 0, sizeof ls);
+    for (int i = 0; i < n_ls; i++) ls[i].host = o.n_hosts ? o.hosts[i] : "127.0.0.1";
+    if (!check_flags(&o, ls, n_ls)) return TOOL_USAGE;
     struct server s;
     memset(&s, 0, sizeof s);
     s.lim = (struct serve_limits){.n_parallel = o.n_parallel,
@@ -254,11 +350,15 @@ int cmd_serve(int argc, char **argv) {
                                   .max_tokens = o.max_tokens,
                                   .max_body = 1u << 20,
                                   .timeout_s = o.timeout_s,
-                                  .n_predict = -1,
-                                  .n_ctx = 0};
+                                  .n_predict = o.srv_n_predict,
+                                  .n_ctx = o.srv_n_ctx};
     s.api_key = o.api_key;
+    s.model_path = o.model;
     const char *slash = strrchr(o.model, '/');
-    s.model_name = slash ? slash + 1 : o.model;
+    s.model_name = o.alias ? o.alias : slash ? slash + 1 : o.model;
+    s.chat_template = o.chat_template;
+    s.slots_endpoint = !o.no_slots;
+    s.slot_save_path = o.slot_save_path;
 
     /* signals go to the thread that waits for them, not to the workers */
     sigset_t sigs;
@@ -276,11 +376,15 @@ int cmd_serve(int argc, char **argv) {
     cp.checkpoint_every = 64;
     cp.n_rollback = 0;
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) return TOOL_FAIL;
+    struct recur_prefix_cache_stats cs;
+    if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
     int ret = TOOL_FAIL;
+    int n_up = 0;
     s.active = calloc((size_t)o.n_parallel, sizeof *s.active);
     s.slot_used = calloc((size_t)o.n_parallel, sizeof *s.slot_used);
-    if (!s.active || !s.slot_used || pthread_mutex_init(&s.mu, NULL) != 0 ||
-        pthread_cond_init(&s.work, NULL) != 0 || pthread_cond_init(&s.progress, NULL) != 0) {
+    if (!s.active || !s.slot_used || !serve_slots_init(&s) ||
+        pthread_mutex_init(&s.mu, NULL) != 0 || pthread_cond_init(&s.work, NULL) != 0 ||
+        pthread_cond_init(&s.progress, NULL) != 0) {
         fprintf(stderr, "recur serve: out of memory\n");
         goto done;
     }
@@ -290,33 +394,31 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "recur serve: cannot start the decode thread\n");
         goto done;
     }
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)o.port);
-    if (inet_pton(AF_INET, o.host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "recur serve: --host %s is not an IPv4 address\n", o.host);
-        goto stop_sched;
+    /* the first address takes --port (0: any free one); the others the same port */
+    unsigned port = (unsigned)o.port;
+    for (; n_up < n_ls; n_up++) {
+        ls[n_up].d = listen_on(&s, &ls[n_up], port, &o);
+        if (!ls[n_up].d) {
+            fprintf(stderr, "recur serve: cannot listen on %s:%u (%s)\n", ls[n_up].shown, port,
+                    strerror(errno));
+            goto stop_sched;
+        }
+        if (n_up == 0) {
+            const union MHD_DaemonInfo *di =
+                MHD_get_daemon_info(ls[0].d, MHD_DAEMON_INFO_BIND_PORT);
+            if (di) port = di->port;
+        }
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-        (uint16_t)o.port, NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, request_free, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o.queue_max + o.n_parallel + 64),
-        MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "recur serve: cannot listen on %s:%d (%s)\n", o.host, o.port,
-                strerror(errno));
-        goto stop_sched;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "recur serve: listening on http://%s:%u (%d slots)\n", o.host,
-            di ? (unsigned)di->port : (unsigned)o.port, o.n_parallel);
+    /* one line, the first on stderr: tests read the port from it */
+    fprintf(stderr, "recur serve: listening on");
+    for (int i = 0; i < n_ls; i++)
+        fprintf(stderr, "%s http://%s:%u", i ? "," : "", ls[i].shown, port);
+    fprintf(stderr, " (%d slots)\n", o.n_parallel);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "recur serve: %s, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    MHD_quiesce_daemon(d); /* no new connections; the open ones finish */
+    for (int i = 0; i < n_up; i++) MHD_quiesce_daemon(ls[i].d); /* the open ones finish */
     pthread_mutex_lock(&s.mu);
     s.stopping = true;
     pthread_cond_broadcast(&s.work);
@@ -325,17 +427,22 @@ int cmd_serve(int argc, char **argv) {
     /* answers of the drained requests may still be on their way: give their connections
        (not idle keep-alive ones, which time out) a few seconds to finish */
     for (int i = 0; i < 250; i++) {
-        const union MHD_DaemonInfo *ci =
-            MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        if (!ci || ci->num_connections == 0) break;
+        unsigned open = 0;
+        for (int k = 0; k < n_up; k++) {
+            const union MHD_DaemonInfo *ci =
+                MHD_get_daemon_info(ls[k].d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+            open += ci ? ci->num_connections : 0;
+        }
+        if (open == 0) break;
         const struct timespec ms20 = {0, 20 * 1000 * 1000};
         nanosleep(&ms20, NULL);
     }
-    MHD_stop_daemon(d);
+    for (int i = 0; i < n_up; i++) MHD_stop_daemon(ls[i].d);
     fprintf(stderr, "recur serve: stopped\n");
     ret = TOOL_OK;
     goto done;
 stop_sched:
+    for (int i = 0; i < n_up; i++) MHD_stop_daemon(ls[i].d);
     pthread_mutex_lock(&s.mu);
     s.stopping = true;
     pthread_cond_broadcast(&s.work);
@@ -344,6 +451,7 @@ stop_sched:
 done:
     free(s.active);
     free(s.slot_used);
+    serve_slots_free(&s);
     recur_free(s.ctx);
     recur_model_free(s.model);
     return ret;

@@ -125,9 +125,23 @@ struct serve_metrics {
     uint64_t requests, requests_failed, rejected_busy;
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t steps;
-    double busy_s;                         /* seconds the scheduler spent in decode + sampling */
+    uint64_t busy_slots;  /* slots in use, summed over steps */
+    int32_t n_tokens_max; /* the most tokens one finished sequence held */
+    double prompt_s;      /* per task: queued to first token, summed over finished tasks */
+    double predicted_s;   /* per task: first token to done, summed */
+    double busy_s;        /* seconds the scheduler spent in decode + sampling */
     struct recur_prefix_cache_stats cache; /* copied by the scheduler after each step */
 };
+
+/* A slot (= a sequence) between tasks keeps the state of its last finished conversation:
+ * the tokens it holds are recorded here, for /slots and POST /slots/{id} (serve_slots.c). */
+struct serve_slot {
+    recur_token *tokens; /* what the sequence's state holds (prompt + generated) */
+    int32_t n_tokens, cap;
+    int64_t id_task; /* the last task that ran on it, -1 none */
+};
+
+struct slot_action; /* a POST /slots/{id} action waiting for the scheduler (serve_slots.c) */
 
 struct server {
     struct recur_model *model;
@@ -135,7 +149,11 @@ struct server {
     const char *model_name;    /* --alias, else the model file's name */
     const char *chat_template; /* --chat-template NAME, or NULL: the model's own (or default) */
     const char *api_key;       /* NULL: none asked */
+    const char *model_path;    /* -m */
     struct serve_limits lim;
+    bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
+    const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
+    uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
 
     pthread_mutex_t mu;
     pthread_cond_t work;     /* the scheduler: a task arrived, or stop */
@@ -149,6 +167,16 @@ struct server {
     uint64_t next_id;
     struct serve_metrics m;
     double t_start;
+
+    /* slots (serve_slots.c). The scheduler reaches them through these hooks, so that the
+       fuzz target, which links serve_sched.c alone, needs none of it (NULL there). */
+    struct serve_slot *slots;    /* [n_parallel], under mu */
+    struct slot_action *actions; /* queued for the scheduler, under mu */
+    /* at the top of every scheduler step, mu not held: runs the queued slot actions */
+    void (*run_actions)(struct server *s);
+    /* at the retire of a finished task, mu held, for each choice: records what its sequence
+       holds in its slot; the sequence then keeps its state (without the hook it is cleared) */
+    void (*slot_keep)(struct server *s, const struct task *t, int choice);
 };
 
 /* The scheduler thread's body (serve_sched.c). */

@@ -55,6 +55,16 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
     return true;
 }
 
+void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp) {
+    /* as llama-server: the caller's Origin reflected with credentials allowed, else any */
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin ? origin : "*");
+    if (origin) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+}
+
 enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,
                                 char *text, const char *retry_after) {
     if (!text) return MHD_NO;
@@ -65,6 +75,7 @@ enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, co
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    serve_cors_headers(conn, resp);
     if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
@@ -522,7 +533,10 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         const double mt = num_field(&p, "max_tokens", -1, 0, s->lim.max_tokens, true);
         const double mct =
             chat ? num_field(&p, "max_completion_tokens", -1, 0, s->lim.max_tokens, true) : -1;
-        t->max_tokens = mct >= 0 ? (int32_t)mct : mt >= 0 ? (int32_t)mt : def_len;
+        /* no length: -n, else OpenAI's default of 16 for legacy completions; a chat runs to
+           the server's limit, as llama-server's */
+        const int32_t none = s->lim.n_predict >= 0 ? def_len : chat ? s->lim.max_tokens : 16;
+        t->max_tokens = mct >= 0 ? (int32_t)mct : mt >= 0 ? (int32_t)mt : none;
         t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
         if (!chat) {
             const double best_of = num_field(&p, "best_of", t->n, 1, max_n, true);
@@ -623,6 +637,20 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         serve_fail(&p, "out of memory");
     if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
     return !p.bad;
+}
+
+bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
+                            bool *stream, char *msg, size_t msg_len) {
+    struct serve_request r;
+    const bool ok = serve_parse_request(s, body, llama ? API_LLAMA : API_OPENAI, &r, msg, msg_len);
+    if (ok) { /* the first task's fields and allocations move into t */
+        *t = *r.tasks[0];
+        free(r.tasks[0]);
+        r.tasks[0] = NULL;
+        *stream = r.stream;
+    }
+    serve_request_free(s, &r);
+    return ok;
 }
 
 void serve_request_free(struct server *s, struct serve_request *r) {

@@ -17,6 +17,8 @@
 
 #define SERVE_MAX_PROMPTS 16 /* prompts in one request (a list answers a list) */
 
+/* The CORS headers every answer carries (llama-server's): Access-Control-Allow-Origin. */
+void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp);
 /* Answers status with text (malloc'd, taken over; NULL: MHD_NO) of the given Content-Type,
  * and a Retry-After header when retry_after is not NULL. */
 enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, const char *type,
@@ -57,6 +59,11 @@ struct serve_request {
  * recur does not honour; r's allocations are freed by serve_request_free either way. */
 bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
                          struct serve_request *r, char *msg, size_t msg_len);
+/* The first prompt's task of a /completion (llama) or /v1/completions request into t (which
+ * takes over its allocations; freed by serve_task_release) and *stream: what a request gets,
+ * e.g. for /props' default settings. False with msg as serve_parse_request. */
+bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
+                            bool *stream, char *msg, size_t msg_len);
 /* Releases r's tasks (refs of this side) and options; s->mu must NOT be held. */
 void serve_request_free(struct server *s, struct serve_request *r);
 

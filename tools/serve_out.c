@@ -663,6 +663,7 @@ enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
         st->r = r;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        serve_cors_headers(conn, resp);
         enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
         MHD_destroy_response(resp);
         return ret;

@@ -125,6 +125,10 @@ static bool admit_one(struct server *s) {
         if (!s->slot_used[q]) {
             s->slot_used[q] = true;
             t->choice[got++].seq = q;
+            if (s->slots) { /* its former conversation is overwritten */
+                s->slots[q].n_tokens = 0;
+                s->slots[q].id_task = (int64_t)t->id;
+            }
         }
     s->slots_in_use += t->n;
     s->active[t->choice[0].seq] = t;
@@ -149,8 +153,18 @@ static void retire(struct server *s, struct task *t, enum task_state state) {
         free(all);
     }
     for (int i = 0; i < t->n; i++) {
-        recur_memory_seq_rm(mem, t->choice[i].seq, -1, -1);
+        if (state == TASK_DONE && s->slot_keep)
+            s->slot_keep(s, t, i); /* the slot keeps its conversation (serve_slots.c) */
+        else
+            recur_memory_seq_rm(mem, t->choice[i].seq, -1, -1);
         s->slot_used[t->choice[i].seq] = false;
+    }
+    if (state == TASK_DONE) { /* llama.cpp's per-task timings, for /metrics */
+        s->m.prompt_s += t->t_first - t->t_queued;
+        s->m.predicted_s += serve_now() - t->t_first;
+        for (int i = 0; i < t->n; i++)
+            if (t->n_prompt + t->choice[i].n_out > s->m.n_tokens_max)
+                s->m.n_tokens_max = t->n_prompt + t->choice[i].n_out;
     }
     s->active[t->choice[0].seq] = NULL;
     s->slots_in_use -= t->n;
@@ -300,7 +314,9 @@ static bool start_task(struct server *s, struct task *t) {
             recur_sampler_accept(t->choice[i].smpl, t->prompt[j]);
         t->choice[i].row = -1;
     }
-    recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[0].seq, -1, -1);
+    /* a slot keeps its last conversation between tasks: every sequence starts empty */
+    for (int i = 0; i < t->n; i++)
+        recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[i].seq, -1, -1);
     t->n_cached = 0;
     if (t->prompt_logprobs) {
         t->prompt_lp =
@@ -375,6 +391,7 @@ void *serve_sched_main(void *arg) {
         exit(1);
     }
     for (;;) {
+        if (s->run_actions) s->run_actions(s); /* POST /slots/{id} (serve_slots.c) */
         pthread_mutex_lock(&s->mu);
         /* cancelled tasks go first: their sequences are free for this step */
         for (int32_t q = 0; q < s->lim.n_parallel; q++)
@@ -387,11 +404,11 @@ void *serve_sched_main(void *arg) {
             fresh[n_new++] = head;
         }
         if (s->slots_in_use == 0 && n_new == 0) {
-            if (s->stopping && !s->queue_head) {
+            if (s->stopping && !s->queue_head && !s->actions) {
                 pthread_mutex_unlock(&s->mu);
                 break;
             }
-            pthread_cond_wait(&s->work, &s->mu);
+            if (!s->actions) pthread_cond_wait(&s->work, &s->mu);
             pthread_mutex_unlock(&s->mu);
             continue;
         }
@@ -455,6 +472,7 @@ void *serve_sched_main(void *arg) {
 
         pthread_mutex_lock(&s->mu);
         s->m.steps++;
+        s->m.busy_slots += (uint64_t)s->slots_in_use;
         for (int32_t k = 0; k < n_tasks; k++) {
             struct task *t = tasks[k];
             if (t->state != TASK_RUNNING) continue;

@@ -19,6 +19,8 @@ int cmd_quantize(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 /* recur run: generate text from a prompt (tools/run.c). */
 int cmd_run(int argc, char **argv);
+/* recur chat: an interactive chat with the model's chat template (tools/chat.c). */
+int cmd_chat(int argc, char **argv);
 /* recur perplexity: a model's perplexity on a text, as llama-perplexity (tools/perplexity.c). */
 int cmd_perplexity(int argc, char **argv);
 /* recur parallel: several continuations of one prompt in one batch per step (tools/parallel.c). */

@@ -59,6 +59,16 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         recur_model_free(model);
         return NULL;
     }
+    /* every token the tokenizer can produce needs a row of the embedding and of the output, or
+       one prompt holding it would fail a whole shared batch; llama.cpp refuses such a file */
+    const int32_t n_tokens = rvocab_n_tokens(model->vocab), n_rows = rmodel_n_vocab(model->m);
+    if (n_tokens != n_rows) {
+        rcore_error_set("%s: the vocabulary has %d tokens but token_embd.weight (and the output) "
+                        "has %d rows: the file is inconsistent",
+                        path, n_tokens, n_rows);
+        recur_model_free(model);
+        return NULL;
+    }
     return model;
 }
 
@@ -79,6 +89,10 @@ int32_t recur_model_n_embd(const struct recur_model *model) {
 
 int32_t recur_model_n_layer(const struct recur_model *model) {
     return rmodel_n_layer(model->m);
+}
+
+const char *recur_model_arch_name(const struct recur_model *model) {
+    return rmodel_arch_name(model->m);
 }
 
 recur_token recur_token_bos(const struct recur_model *model) {

@@ -35,14 +35,11 @@ struct recur_context {
     float *block;        /* one sequence's state as f32 (rmem_snap_block_bytes), for it */
 };
 
-/* state.c: the head of every state stream (magic, version, model fingerprint), and a file
- * written under a temporary name and renamed over path once write succeeded (its bytes to
- * *n_written when not NULL). */
+/* state.c: the head of every state stream (magic, version, model fingerprint). Files are
+ * written with rio_replace (io.h). */
 bool api_write_head(const struct recur_context *ctx, struct rio_writer *w, uint32_t magic);
 bool api_read_head(const struct recur_context *ctx, struct rio_reader *r, uint32_t magic,
                    const char *what);
-bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
-                     size_t *n_written);
 
 static inline struct rmem *api_mem(recur_memory_t mem) {
     return (struct rmem *)mem;

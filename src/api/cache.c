@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/core.h"
+#include "../io/io.h"
 #include "api_impl.h"
 
 #define MAGIC_CACHE 0x43504352u /* "RCPC" */
@@ -83,16 +84,13 @@ static bool write_cache_file(void *arg, struct rio_writer *w) {
 
 bool recur_prefix_cache_save_file(const struct recur_context *ctx, const char *path) {
     if (!have_cache(ctx)) return false;
-    return api_save_atomic(path, write_cache_file, (void *)ctx, NULL);
+    return rio_replace(path, write_cache_file, (void *)ctx, NULL);
 }
 
 bool recur_prefix_cache_load_file(struct recur_context *ctx, const char *path) {
     if (!have_cache(ctx)) return false;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rcore_error_set("%s: cannot open", path);
-        return false;
-    }
+    FILE *f = rio_fopen_regular(path);
+    if (!f) return false;
     struct rio_reader r;
     rio_reader_file(&r, f);
     bool ok =

@@ -265,69 +265,6 @@ static bool read_file_head(struct recur_context *ctx, struct rio_reader *r, uint
     return true;
 }
 
-/* fsync of the folder holding path, so that a rename in it survives a crash (best effort:
- * some file systems refuse to open a folder for this). */
-static void sync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)((slash - path) ? (slash - path) : 1), path);
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-bool api_save_atomic(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
-                     size_t *n_written) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    if (!tmp) {
-        rcore_error_set("%s: out of memory", path);
-        return false;
-    }
-    snprintf(tmp, len + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        rcore_error_set("%s: cannot create a file beside it", path);
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        return false;
-    }
-    struct rio_writer w;
-    rio_writer_file(&w, f);
-    bool ok = write(arg, &w);
-    /* the bytes on disk before the name points at them: a crash then leaves the old file or
-       the new one, never a torn one */
-    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-        rcore_error_set("writing failed (disk full?)");
-        ok = false;
-    }
-    if (fclose(f) != 0 && ok) {
-        rcore_error_set("closing failed (disk full?)");
-        ok = false;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        rcore_error_set("cannot rename the temporary file into place");
-        ok = false;
-    }
-    if (ok) sync_dir(path); /* and the rename itself */
-    if (!ok) {
-        unlink(tmp);
-        rcore_error_prefix("%s", path);
-    }
-    free(tmp);
-    if (n_written) *n_written = ok ? w.n_done : 0;
-    return ok;
-}
-
 struct save_args {
     struct recur_context *ctx;
     recur_seq_id seq;
@@ -343,12 +280,12 @@ static bool write_state_file(void *arg, struct rio_writer *w) {
                             write_seq(a->ctx, w, a->seq);
 }
 
-/* Writes through a temporary file in the same folder, renamed over path once complete. */
+/* Written crash-safely (rio_replace): a new file renamed over path once complete. */
 static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_id seq,
                         const recur_token *tokens, size_t n_tokens) {
     struct save_args a = {ctx, seq, tokens, n_tokens};
     size_t n = 0;
-    return api_save_atomic(path, write_state_file, &a, &n) ? n : 0;
+    return rio_replace(path, write_state_file, &a, &n) ? n : 0;
 }
 
 bool recur_state_save_file(struct recur_context *ctx, const char *path, const recur_token *tokens,
@@ -364,11 +301,8 @@ size_t recur_state_seq_save_file(struct recur_context *ctx, const char *path, re
 
 static size_t load_file(struct recur_context *ctx, const char *path, recur_seq_id dest,
                         recur_token *tokens_out, size_t capacity, size_t *n_tokens_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rcore_error_set("%s: cannot open", path);
-        return 0;
-    }
+    FILE *f = rio_fopen_regular(path);
+    if (!f) return 0;
     struct rio_reader r;
     rio_reader_file(&r, f);
     bool ok;
@@ -403,4 +337,8 @@ size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path, re
                                  recur_token *tokens_out, size_t capacity, size_t *n_tokens_out) {
     if (!seq_ok(ctx, dest)) return 0;
     return load_file(ctx, path, dest, tokens_out, capacity, n_tokens_out);
+}
+
+bool recur_file_check_writable(const char *path) {
+    return rio_check_replaceable(path);
 }

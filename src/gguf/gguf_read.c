@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../core/core.h"
+#include "../io/io.h"
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
@@ -527,17 +528,9 @@ static bool read_whole(struct rgguf *g, int fd) {
 struct rgguf *rgguf_open(const char *path, bool use_mmap) {
     struct rgguf *g = handle_new(path ? path : "(null)");
     if (!g) return NULL;
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     struct stat st;
-    if (fd < 0) {
-        rcore_error_set("%s: cannot open: %s", g->name, path ? strerror(errno) : "no path");
-        goto fail;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rcore_error_set("%s: not a regular file", g->name);
-        close(fd);
-        goto fail;
-    }
+    int fd = rio_open_regular(path, &st); /* a FIFO is refused, not waited on */
+    if (fd < 0) goto fail;
     if (st.st_size <= 0 || (uint64_t)st.st_size > SIZE_MAX) {
         rcore_error_set("%s: %s", g->name, st.st_size <= 0 ? "empty file" : "too large");
         close(fd);

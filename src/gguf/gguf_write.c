@@ -6,8 +6,8 @@
  * adder that fails part way only has to cut the buffer back. The keys are also kept apart
  * (for duplicates). Tensors keep a copy of their data until the file is written; the layout
  * is llama.cpp's: header, key-values, tensor infos, zero padding to the alignment, then each
- * tensor's data padded to the alignment. The file is written under a temporary name and
- * renamed, so a failure never leaves a partial file at the path.
+ * tensor's data padded to the alignment. The file is written crash-safely (rio_replace), so a
+ * failure never leaves a partial file at the path.
  */
 #include "gguf_impl.h"
 
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../core/core.h"
+#include "../io/io.h"
 
 struct buf {
     uint8_t *p;
@@ -316,15 +317,11 @@ static size_t pad_to(size_t n, size_t a) {
     return (a - n % a) % a;
 }
 
-static bool fw(FILE *f, const void *p, size_t n) {
-    return n == 0 || fwrite(p, 1, n, f) == n;
-}
-
-static bool write_zeros(FILE *f, size_t n) {
+static bool write_zeros(struct rio_writer *out, size_t n) {
     static const uint8_t zeros[256];
     while (n) {
         size_t k = n < sizeof zeros ? n : sizeof zeros;
-        if (fwrite(zeros, 1, k, f) != k) return false;
+        if (!rio_write(out, zeros, k)) return false;
         n -= k;
     }
     return true;
@@ -350,57 +347,34 @@ static bool encode_head(const struct rgguf_writer *w, struct buf *head, struct b
     return ok;
 }
 
-bool rgguf_writer_write(struct rgguf_writer *w, const char *path) {
-    struct buf head = {0}, infos = {0};
-    static const char suffix[] = ".tmp-XXXXXX";
-    size_t plen = path ? strlen(path) : 0;
-    char *tmp = path ? malloc(plen + sizeof suffix) : NULL;
-    if (!tmp) {
-        rcore_error_set("%s: %s", path ? path : "gguf writer", path ? "out of memory" : "no path");
-        return false;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, suffix, sizeof suffix);
-    if (!encode_head(w, &head, &infos)) {
-        rcore_error_prefix("%s", path);
-        free(tmp);
-        free(head.p);
-        free(infos.p);
-        return false;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rcore_error_set("%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp);
-        free(head.p);
-        free(infos.p);
-        return false;
-    }
-    /* mkstemp makes the file private; a model file is as readable as any other file */
-    FILE *f = fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) close(fd);
-    size_t pos = head.len + w->kv.len + infos.len;
-    bool ok = f && fw(f, head.p, head.len) && fw(f, w->kv.p, w->kv.len) &&
-              fw(f, infos.p, infos.len) && write_zeros(f, pad_to(pos, w->alignment));
+struct write_args {
+    const struct rgguf_writer *w;
+    struct buf head, infos;
+};
+
+static bool write_file(void *arg, struct rio_writer *out) {
+    const struct write_args *a = arg;
+    const struct rgguf_writer *w = a->w;
+    const size_t pos = a->head.len + w->kv.len + a->infos.len;
+    bool ok = rio_write(out, a->head.p, a->head.len) && rio_write(out, w->kv.p, w->kv.len) &&
+              rio_write(out, a->infos.p, a->infos.len) &&
+              write_zeros(out, pad_to(pos, w->alignment));
     for (size_t i = 0; ok && i < w->n_t; i++) {
         const struct wtensor *t = &w->t[i];
-        ok = fw(f, t->data, t->nbytes) && write_zeros(f, pad_to(t->nbytes, w->alignment));
+        ok =
+            rio_write(out, t->data, t->nbytes) && write_zeros(out, pad_to(t->nbytes, w->alignment));
     }
-    int err = errno;
-    if (f && fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        rcore_error_set("%s: writing %s failed: %s", path, tmp, strerror(err));
-        unlink(tmp);
-    } else if (rename(tmp, path) != 0) {
-        rcore_error_set("%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        ok = false;
-    }
-    free(tmp);
-    free(head.p);
-    free(infos.p);
+    return ok;
+}
+
+bool rgguf_writer_write(struct rgguf_writer *w, const char *path) {
+    struct write_args a = {w, {0}, {0}};
+    bool ok = encode_head(w, &a.head, &a.infos);
+    if (!ok)
+        rcore_error_prefix("%s", path ? path : "gguf writer");
+    else
+        ok = rio_replace(path, write_file, &a, NULL);
+    free(a.head.p);
+    free(a.infos.p);
     return ok;
 }

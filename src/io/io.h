@@ -80,4 +80,44 @@ bool rio_read_u64(struct rio_reader *r, uint64_t *v);
 uint64_t rio_reader_digest(const struct rio_reader *r);
 void rio_reader_digest_reset(struct rio_reader *r);
 
+/* ---- files (io_file.c) ------------------------------------------------------------------ */
+
+struct stat;
+
+/* Opens path to read without blocking on what is not a regular file: the open is O_NONBLOCK
+ * and checked with fstat before any read, so a FIFO or a device is refused at once. Returns
+ * the descriptor (blocking again; the caller closes it) and fills st_out when not NULL; -1
+ * with the error "PATH: cannot open: REASON" or "PATH: not a regular file (a FIFO)". */
+int rio_open_regular(const char *path, struct stat *st_out);
+/* The same as a stdio stream ("rb"); NULL with the error set. */
+FILE *rio_fopen_regular(const char *path);
+
+/* The file a replacement of path writes: path, or the final target of its chain of symbolic
+ * links (relative links resolved from their folder; a dangling link's target is a new file).
+ * malloc'd; *exists tells whether it exists, and then st_out (when not NULL) gets its stat.
+ * NULL with the error set when the target exists and is not a regular file (refused: a
+ * device, FIFO or folder is never replaced), on a link loop, or on allocation failure. */
+char *rio_replace_target(const char *path, struct stat *st_out, bool *exists);
+
+/* Whether rio_replace(path) can succeed as far as can be told before writing: the target
+ * (rio_replace_target) is a regular file or absent, and its folder lets this process create
+ * files. For callers that would otherwise find out only after a long computation. False
+ * with the error naming the path, the folder and the reason. */
+bool rio_check_replaceable(const char *path);
+
+/* Replaces the contents of path crash-safely: write(arg, w) fills a new file in the target's
+ * folder (see rio_replace_target; the target keeps its permission bits, a new file gets 0666
+ * less the umask), which is flushed, fsynced and renamed over the target, then the folder is
+ * fsynced. A failure of write (its error is kept, prefixed with path), of the disk, or a kill
+ * at any moment leaves the old file as it was. The new file is an O_TMPFILE until it is
+ * complete, so a killed writer leaves nothing; where O_TMPFILE is missing it is named
+ * "TARGET.tmp-PID-XXXXXX" from the start, and each call first removes such files of writers
+ * that are no longer running. *n_written (when not NULL) gets the bytes written, 0 on
+ * failure. */
+bool rio_replace(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
+                 size_t *n_written);
+/* rio_replace, with use_tmpfile false forcing the named temporary file (for tests). */
+bool rio_replace_ex(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
+                    size_t *n_written, bool use_tmpfile);
+
 #endif /* RECUR_IO_H */

@@ -114,6 +114,7 @@ struct rmem *rmem_create(const struct rmem_params *p) {
     mem->n_seq_max = p->n_seq_max;
     mem->type_k = p->type_k;
     mem->type_v = p->type_v;
+    mem->layer_open = -1;
 
     mem->k_row_bytes = calloc(p->n_layer, sizeof(size_t));
     mem->v_row_bytes = calloc(p->n_layer, sizeof(size_t));
@@ -176,6 +177,7 @@ void rmem_free(struct rmem *mem) {
     free(mem->k_row_bytes);
     free(mem->v_row_bytes);
     free(mem->row_tmp);
+    free(mem->gather);
     meta_free(&mem->meta);
     meta_free(&mem->saved);
     free(mem->seq_stamp);

@@ -28,11 +28,13 @@
  * stream order, so a caller that decodes the same sequences step after step computes in place.
  *
  * Contract with the compute, per ubatch: call rmem_bctx_apply (or rmem_find_slot); then, for
- * every layer, first read the state of every slot i from row rmem_s_copy(i) (or zeros when
- * rmem_s_mask(i) is 0: do not read that row), and only then write the new states into rows
- * head .. head+n-1. (Sources may lie inside the block, so all reads of a layer must come
- * before its writes.) The metadata already describes the memory as it will be after the
- * compute; a caller that does not compute leaves the placed sequences with stale rows.
+ * every layer, rmem_layer_begin gives the states of the block's slots as f32 rows (read from
+ * row rmem_s_copy(i), zeros where rmem_s_mask(i) is 0), the compute updates them in that
+ * buffer, and rmem_layer_end stores them into rows head .. head+n-1. All reads of a layer
+ * happen in begin and all writes in end, because sources may lie inside the block; when
+ * nothing moves and states are f32 the buffer is the block's own rows and neither copies.
+ * The metadata already describes the memory as it will be after the compute; a caller that
+ * does not compute leaves the placed sequences with stale rows.
  *
  * Errors: functions that can fail return false / a status and set the last error (core.h).
  * Not thread-safe: one thread uses one memory at a time.
@@ -224,7 +226,21 @@ int32_t rmem_s_copy(const struct rmem *mem, uint32_t i);
 /* 1 when slot i continues a state, 0 when it starts from zeros. Pure, like s_copy. */
 float rmem_s_mask(const struct rmem *mem, uint32_t i);
 
-/* Layer il's rows: cell c's row starts at data + c * row_bytes. */
+/* The compute's view of layer il of the placed block (memory_compute.c): slot i's K state is
+ * k[i * k_row .. (i + 1) * k_row), its V state v[i * v_row ..], as f32. */
+struct rmem_layer {
+    float *k, *v;        /* valid until rmem_layer_end; NULL for an empty row */
+    size_t k_row, v_row; /* floats per slot */
+};
+/* Reads every state of layer il of the block (see the contract at the top). Layers are begun
+ * and ended one at a time. False with the error set when out of memory for the gathered
+ * copy, or when called out of order (no block placed, a layer still open: also an assert). */
+bool rmem_layer_begin(struct rmem *mem, uint32_t il, struct rmem_layer *out);
+/* Writes layer il's new states (the buffer of rmem_layer_begin) into the block's rows. */
+void rmem_layer_end(struct rmem *mem, uint32_t il);
+
+/* Layer il's rows: cell c's row starts at data + c * row_bytes (for tests and state I/O; the
+ * compute goes through rmem_layer_begin / _end). */
 void *rmem_k_data(struct rmem *mem, uint32_t il);
 void *rmem_v_data(struct rmem *mem, uint32_t il);
 size_t rmem_k_row_bytes(const struct rmem *mem, uint32_t il);

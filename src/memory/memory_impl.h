@@ -28,8 +28,8 @@ struct rmem_meta {
  * shares a cell; a filled snapshot never changes, so sharing needs no copy on write). */
 struct rmem_snap {
     float *data;
-    uint32_t refs;  /* list entries pointing here */
-    uint64_t stamp; /* creation order: the oldest go first when the budget is full */
+    uint32_t refs;          /* list entries pointing here */
+    uint64_t stamp;         /* creation order: the oldest go first when the budget is full */
     struct rmem_snap *next; /* in the spare list */
 };
 /* One sequence's snapshots, in increasing position. The position lives in the entry, not in
@@ -52,6 +52,12 @@ struct rmem {
     size_t max_row_bytes;
     uint8_t *row_tmp; /* one row, for swapping cells */
 
+    /* the compute's view of a layer (memory_compute.c) */
+    float *gather;       /* gathered K rows then V rows of a block; grown on demand */
+    size_t gather_cap;   /* floats */
+    int64_t layer_open;  /* the layer between rmem_layer_begin and _end, -1 none */
+    bool layer_in_place; /* that layer is computed on the block's own rows */
+
     struct rmem_meta meta;
     struct rmem_meta saved; /* snapshot for the dry run of rmem_init_batch */
     bool dry;               /* placing without touching rows (inside the prepare) */
@@ -69,11 +75,11 @@ struct rmem {
     /* snapshots (snapshot.c); none unless rmem_snap_config turned them on */
     struct rmem_snap_list *snaps; /* [n_seq_max] */
     uint32_t n_rollback, checkpoint_every;
-    size_t snap_budget;  /* most bytes of snapshot blocks alive */
-    size_t snap_floats;  /* floats of one block */
-    size_t snap_live;    /* blocks alive */
-    uint64_t snap_stamp; /* next creation stamp */
-    size_t *snap_off;    /* [n_layer] float offset of layer il's K row; V follows it */
+    size_t snap_budget;      /* most bytes of snapshot blocks alive */
+    size_t snap_floats;      /* floats of one block */
+    size_t snap_live;        /* blocks alive */
+    uint64_t snap_stamp;     /* next creation stamp */
+    size_t *snap_off;        /* [n_layer] float offset of layer il's K row; V follows it */
     struct rmem_snap *spare; /* dropped blocks kept for reuse (n_rollback + 2 at most) */
     uint32_t n_spare;
 };

@@ -17,7 +17,7 @@
  * A ubatch holds n_seqs sequences of n_seq_tokens tokens each, stream-major. The projections
  * run over all its tokens at once (one pass over each weight for all sequences); the conv and
  * the scan run token after token, all sequences in one call, channels shared among threads.
- * Mamba-2 (mamba2.c) shares this file's key reading, workspace and dispatch.
+ * Mamba-2 (mamba2.c) shares this file's key reading, state rows and workspace.
  */
 #include "mamba_impl.h"
 
@@ -29,20 +29,25 @@
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
-bool rmamba_load(struct rmodel *m) {
+bool rmamba_load_keys(struct rmodel *m) {
     struct rmamba_hparams *hp = &m->mamba;
+    char eps_key[96];
+    snprintf(eps_key, sizeof eps_key, "%s.attention.layer_norm_rms_epsilon", m->ops->name);
     if (!rmodel_key_u32(m, "ssm.conv_kernel", &hp->d_conv) ||
         !rmodel_key_u32(m, "ssm.inner_size", &hp->d_inner) ||
         !rmodel_key_u32(m, "ssm.state_size", &hp->d_state) ||
         !rmodel_key_u32(m, "ssm.time_step_rank", &hp->dt_rank) ||
-        !rgguf_get_f32(m->gguf,
-                       m->arch == RMODEL_ARCH_MAMBA2 ? "mamba2.attention.layer_norm_rms_epsilon"
-                                                     : "mamba.attention.layer_norm_rms_epsilon",
-                       &hp->eps))
+        !rgguf_get_f32(m->gguf, eps_key, &hp->eps))
         return false;
-    hp->mamba2 = m->arch == RMODEL_ARCH_MAMBA2;
     m->norm_eps = hp->eps;
-    if (hp->mamba2) return rmamba2_load(m);
+    return true;
+}
+
+/* Mamba-1's hyper-parameters and tensors. */
+static bool load(struct rmodel *m) {
+    struct rmamba_hparams *hp = &m->mamba;
+    hp->mamba2 = false;
+    if (!rmamba_load_keys(m)) return false;
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
         hp->d_state < 1 || hp->d_state > 4096 || hp->dt_rank < 1 || hp->dt_rank > hp->d_inner ||
         !(hp->eps > 0.0f && hp->eps < 1.0f)) {
@@ -84,6 +89,11 @@ bool rmamba_load(struct rmodel *m) {
 #undef TNAME
     }
     return true;
+}
+
+void rmamba_free(struct rmodel *m) {
+    free(m->layers);
+    m->layers = NULL;
 }
 
 void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
@@ -152,14 +162,28 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
-void rmamba_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+void rmamba_ws_carve(const struct rmodel *m, const struct rmodel_io *io, struct rmamba_ws *w) {
+    /* carved for this ubatch's tokens: the same at every layer, within the n_ubatch sizing */
+    ws_layout(m, io->nst * io->n_seqs, io->buf, w);
+    w->x = io->x;
+    w->conv = io->k;
+    w->ssm = io->v;
+}
+
+static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io) {
     struct rmamba_ws w;
-    /* carved for this ubatch's tokens: the same at every layer, within the n_ubatch sizing */
-    ws_layout(m, io->nst * io->n_seqs, io->buf, &w);
-    w.x = io->x;
-    w.conv = io->k;
-    w.ssm = io->v;
-    (m->mamba.mamba2 ? rmamba2_layer_forward : layer_forward)(m, ex, &m->layers[il], &w, io->n_seqs,
-                                                              io->nst, io->save_k, io->save_v);
+    rmamba_ws_carve(m, io, &w);
+    layer_forward(m, ex, &m->layers[il], &w, io->n_seqs, io->nst, io->save_k, io->save_v);
 }
+
+const struct rmodel_arch_ops rmodel_arch_mamba = {
+    .name = "mamba",
+    .load = load,
+    .free = rmamba_free,
+    .state_rows = rmamba_state_rows,
+    .ws_floats = rmamba_ws_floats,
+    .max_in = rmamba_max_in,
+    .embed = NULL,
+    .layer = layer,
+};

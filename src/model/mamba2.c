@@ -10,7 +10,7 @@
  *   y = rmsnorm_per_group(y * silu(z)) * ssm_norm;  x += ssm_out · y
  * The state per layer: K row = the conv window over xBC (d_conv-1 inputs of d_inner +
  * 2 n_group d_state channels), V row = the SSM state [n_head][head_dim][d_state]. The loading
- * of the keys Mamba-1 shares, the workspace and the dispatch are in mamba.c.
+ * of the keys Mamba-1 shares, the state rows and the workspace are in mamba.c.
  */
 #include "mamba_impl.h"
 
@@ -20,8 +20,10 @@
 #include "../core/core.h"
 
 /* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
-bool rmamba2_load(struct rmodel *m) {
+static bool load(struct rmodel *m) {
     struct rmamba_hparams *hp = &m->mamba;
+    hp->mamba2 = true;
+    if (!rmamba_load_keys(m)) return false;
     hp->n_head = hp->dt_rank;
     if (!rmodel_key_u32(m, "ssm.group_count", &hp->n_group)) return false;
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
@@ -72,9 +74,9 @@ bool rmamba2_load(struct rmodel *m) {
 #define SSD_MIN_TOKENS 16
 
 /* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
-void rmamba2_layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                           const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
-                           uint32_t nst, float *const *save_conv, float *const *save_ssm) {
+static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
+                          const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
+                          uint32_t nst, float *const *save_conv, float *const *save_ssm) {
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
                   P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
@@ -107,3 +109,21 @@ void rmamba2_layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
+
+static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                  const struct rmodel_io *io) {
+    struct rmamba_ws w;
+    rmamba_ws_carve(m, io, &w);
+    layer_forward(m, ex, &m->layers[il], &w, io->n_seqs, io->nst, io->save_k, io->save_v);
+}
+
+const struct rmodel_arch_ops rmodel_arch_mamba2 = {
+    .name = "mamba2",
+    .load = load,
+    .free = rmamba_free,
+    .state_rows = rmamba_state_rows,
+    .ws_floats = rmamba_ws_floats,
+    .max_in = rmamba_max_in,
+    .embed = NULL,
+    .layer = layer,
+};

@@ -17,11 +17,14 @@ struct rmamba_ws {
     float *x, *conv, *ssm; /* rmodel_io's residual stream and states */
 };
 
-/* mamba2.c: Mamba-2's keys and tensors (after mamba.c read the shared keys), and one layer on
- * the shapes of Mamba-1's; save_conv / save_ssm as rops_ssm_conv / rops_ssm_scan2 take them */
-bool rmamba2_load(struct rmodel *m);
-void rmamba2_layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                           const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
-                           uint32_t nst, float *const *save_conv, float *const *save_ssm);
+/* mamba.c: what Mamba-1 and Mamba-2 share. The keys both read (the caller set hp->mamba2;
+ * each checks its own ranges after), the state rows, the workspace and its carving for one ubatch.
+ */
+bool rmamba_load_keys(struct rmodel *m);
+void rmamba_free(struct rmodel *m);
+void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
+int64_t rmamba_max_in(const struct rmodel *m);
+void rmamba_ws_carve(const struct rmodel *m, const struct rmodel_io *io, struct rmamba_ws *w);
 
 #endif

@@ -1,5 +1,6 @@
-/* Loading a model: the GGUF file, the architecture dispatch, helpers shared by the
- * architectures (small tensors as f32, weight matrices in place), the fingerprint. */
+/* A model: the GGUF file, the table of architectures, the fingerprint, and the forward pass
+ * that every architecture shares (embedding, layers over the memory's states, outputs). The
+ * loaders' helpers are in load.c. */
 #include "model_impl.h"
 
 #include <stdio.h>
@@ -9,64 +10,14 @@
 #include "../core/core.h"
 #include "../io/io.h"
 
-#define BIT(t) ((uint64_t)1 << (t))
-/* Small tensors are read as floats; matrices also in ggml's q8_0 and q4_0 blocks. */
-#define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
-#define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
-
-static const char *const arch_names[] = {"mamba", "mamba2", "rwkv6", "rwkv7"};
-
-const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
-                              const int64_t *ne) {
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, n_dims, ne, FLOAT_TYPES);
-    if (!t) return NULL;
-    if (m->n_small == m->cap_small) {
-        size_t cap = m->cap_small ? 2 * m->cap_small : 16;
-        float **grown = realloc(m->small, cap * sizeof *grown);
-        if (!grown) goto oom;
-        m->small = grown;
-        m->cap_small = cap;
-    }
-    size_t n = 1;
-    for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
-    float *dst = malloc(n * sizeof(float));
-    if (!dst) goto oom;
-    struct rops_mat as_mat = {t->data, t->type, (int64_t)n, 1, t->nbytes};
-    rops_get_row(&as_mat, 0, dst);
-    m->small[m->n_small++] = dst;
-    return dst;
-oom:
-    rcore_error_set("out of memory reading tensor %s", name);
-    return NULL;
-}
-
-bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
-                   struct rops_mat *out) {
-    const int64_t ne[2] = {n_cols, n_rows};
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, MATRIX_TYPES);
-    if (!t) return false;
-    if (!rops_type_supported(t->type, n_cols)) {
-        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
-                        rgguf_type_name(t->type), (long long)n_cols);
-        return false;
-    }
-    *out = (struct rops_mat){t->data, t->type, n_cols, n_rows,
-                             t->nbytes / (size_t)(n_rows ? n_rows : 1)};
-    return true;
-}
-
-bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch_names[m->arch], suffix);
-    return rgguf_get_u32(m->gguf, key, out);
-}
-
-bool rmodel_key_u32_or(const struct rmodel *m, const char *suffix, uint32_t def, uint32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch_names[m->arch], suffix);
-    *out = def;
-    return rgguf_find_key(m->gguf, key) < 0 || rgguf_get_u32(m->gguf, key, out);
-}
+/* The architectures, by enum rmodel_arch; each entry lives in its architecture's file. */
+static const struct rmodel_arch_ops *const archs[] = {
+    [RMODEL_ARCH_MAMBA] = &rmodel_arch_mamba,
+    [RMODEL_ARCH_MAMBA2] = &rmodel_arch_mamba2,
+    [RMODEL_ARCH_RWKV6] = &rmodel_arch_rwkv6,
+    [RMODEL_ARCH_RWKV7] = &rmodel_arch_rwkv7,
+};
+#define N_ARCHS (sizeof archs / sizeof archs[0])
 
 /* Hyper-parameters, tensor names, types, shapes, and the first and last 4 KiB of every
  * tensor's bytes: cheap at load time, and different random or trained weights differ. */
@@ -87,52 +38,6 @@ static uint64_t fingerprint(const struct rmodel *m) {
     return XXH64_digest(&st);
 }
 
-static bool is_rwkv(const struct rmodel *m) {
-    return m->arch == RMODEL_ARCH_RWKV6 || m->arch == RMODEL_ARCH_RWKV7;
-}
-
-static bool load_common(struct rmodel *m) {
-    const struct rgguf_tensor *emb = rgguf_find_tensor(m->gguf, "token_embd.weight");
-    if (!emb) {
-        rcore_error_set("tensor token_embd.weight is missing");
-        return false;
-    }
-    uint32_t n_embd, n_layer;
-    if (!rmodel_key_u32(m, "embedding_length", &n_embd) ||
-        !rmodel_key_u32(m, "block_count", &n_layer))
-        return false;
-    if (n_embd == 0 || n_embd > (1u << 20) || n_layer == 0 || n_layer > 4096) {
-        rcore_error_set("%s.embedding_length %u / block_count %u are out of range",
-                        arch_names[m->arch], n_embd, n_layer);
-        return false;
-    }
-    if (emb->n_dims != 2 || emb->ne[0] != (int64_t)n_embd || emb->ne[1] < 1 ||
-        emb->ne[1] > INT32_MAX) {
-        rcore_error_set("tensor token_embd.weight has %u dimensions {%lld, %lld}, {%u, n_vocab} "
-                        "was expected",
-                        emb->n_dims, (long long)emb->ne[0], (long long)emb->ne[1], n_embd);
-        return false;
-    }
-    m->n_embd = (int32_t)n_embd;
-    m->n_layer = (int32_t)n_layer;
-    m->n_vocab = (int32_t)emb->ne[1];
-    if (!rmodel_matrix(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
-    const int64_t ne[1] = {n_embd};
-    if (!(m->output_norm = rmodel_small_f32(m, "output_norm.weight", 1, ne))) return false;
-    if (rgguf_find_tensor(m->gguf, "output.weight")) {
-        if (!rmodel_matrix(m, "output.weight", n_embd, m->n_vocab, &m->output)) return false;
-    } else {
-        m->output = m->tok_embd; /* tied */
-    }
-    uint32_t id;
-    m->bos = rgguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? (int32_t)id : -1;
-    m->eos = rgguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id) ? (int32_t)id : -1;
-    if (m->bos >= m->n_vocab) m->bos = -1;
-    if (m->eos >= m->n_vocab) m->eos = -1;
-    rcore_error_clear(); /* absent special tokens are not an error */
-    return true;
-}
-
 struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     struct rgguf *g = rgguf_open(path, use_mmap);
     if (!g) return NULL;
@@ -148,15 +53,18 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     size_t len;
     if (!rgguf_get_str(g, "general.architecture", &arch, &len)) goto fail;
     size_t a = 0;
-    while (a < sizeof arch_names / sizeof arch_names[0] && strcmp(arch, arch_names[a]) != 0) a++;
-    if (a == sizeof arch_names / sizeof arch_names[0]) {
-        rcore_error_set("architecture %s is not supported (supported: mamba, mamba2, rwkv6, "
-                        "rwkv7)",
-                        arch);
+    while (a < N_ARCHS && strcmp(arch, archs[a]->name) != 0) a++;
+    if (a == N_ARCHS) {
+        char names[128] = "";
+        for (size_t i = 0; i < N_ARCHS; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     archs[i]->name);
+        rcore_error_set("architecture %s is not supported (supported: %s)", arch, names);
         goto fail;
     }
     m->arch = (enum rmodel_arch)a;
-    if (!load_common(m) || !(is_rwkv(m) ? rrwkv_load(m) : rmamba_load(m))) goto fail;
+    m->ops = archs[a];
+    if (!rmodel_load_common(m) || !m->ops->load(m)) goto fail;
     m->fingerprint = fingerprint(m);
     return m;
 
@@ -170,8 +78,7 @@ void rmodel_free(struct rmodel *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_small; i++) free(m->small[i]);
     free(m->small);
-    free(m->layers);
-    free(m->rlayers);
+    if (m->ops) m->ops->free(m);
     rgguf_close(m->gguf);
     free(m);
 }
@@ -181,7 +88,7 @@ enum rmodel_arch rmodel_arch(const struct rmodel *m) {
 }
 
 const char *rmodel_arch_name(const struct rmodel *m) {
-    return arch_names[m->arch];
+    return m->ops->name;
 }
 
 int32_t rmodel_n_vocab(const struct rmodel *m) {
@@ -214,7 +121,7 @@ uint64_t rmodel_fingerprint(const struct rmodel *m) {
 
 /* The K and V row sizes of one layer: every layer of these architectures has the same. */
 static void layer_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    (is_rwkv(m) ? rrwkv_state_rows : rmamba_state_rows)(m, k_row, v_row);
+    m->ops->state_rows(m, k_row, v_row);
 }
 
 void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
@@ -230,7 +137,6 @@ void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 /* model.c's part of the workspace; the architecture's follows (rmodel_io.buf). */
 struct ws_view {
     float *x;       /* n x E residual stream */
-    float *k, *v;   /* n_seqs gathered K and V state rows */
     float *logit;   /* min(n, OUT_CHUNK) x n_vocab */
     float *norm;    /* min(n, OUT_CHUNK) x E */
     float *scratch; /* n x the widest matmul input: the matmuls' (rops_exec.scratch) */
@@ -238,24 +144,16 @@ struct ws_view {
 };
 
 static int64_t max_in(const struct rmodel *m) {
-    const int64_t w = is_rwkv(m) ? rrwkv_max_in(m) : rmamba_max_in(m);
+    const int64_t w = m->ops->max_in(m);
     return w > m->n_embd ? w : m->n_embd;
 }
 
-static size_t ws_layout(const struct rmodel *m, uint32_t n, uint32_t n_seqs, float *base,
-                        struct ws_view *v) {
-    uint32_t k_row, v_row;
-    layer_rows(m, &k_row, &v_row);
+static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct ws_view *v) {
     const size_t E = (size_t)m->n_embd, V = (size_t)m->n_vocab;
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
-    const size_t sizes[] = {n * E,
-                            n_seqs * (size_t)k_row,
-                            n_seqs * (size_t)v_row,
-                            n_out * V,
-                            n_out * E,
-                            n * (size_t)max_in(m),
-                            is_rwkv(m) ? rrwkv_ws_floats(m, n) : rmamba_ws_floats(m, n)};
-    float **slots[] = {&v->x, &v->k, &v->v, &v->logit, &v->norm, &v->scratch, &v->arch};
+    const size_t sizes[] = {n * E, n_out * V, n_out * E, n * (size_t)max_in(m),
+                            m->ops->ws_floats(m, n)};
+    float **slots[] = {&v->x, &v->logit, &v->norm, &v->scratch, &v->arch};
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (base) *slots[i] = base + off;
@@ -268,7 +166,7 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
     struct rmodel_ws *ws = calloc(1, sizeof *ws);
     const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
     struct ws_view v;
-    size_t n = ws_layout(m, n_ubatch, n_seqs, NULL, &v);
+    size_t n = ws_layout(m, n_ubatch, NULL, &v);
     if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float))) ||
         !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
         !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
@@ -295,48 +193,6 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws->save_k);
     free(ws->save_v);
     free(ws);
-}
-
-/* Gathers the states of every slot of the block: all reads before any write (memory.h). */
-static void gather_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                          size_t v_elems, float *k_out, float *v_out) {
-    const uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        float *ks = k_out + s * k_elems, *vs = v_out + s * v_elems;
-        if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-            memset(ks, 0, k_elems * sizeof(float));
-            memset(vs, 0, v_elems * sizeof(float));
-            continue;
-        }
-        const size_t src = (size_t)rmem_s_copy(mem, s);
-        rcore_row_to_f32(rmem_type_k(mem), ks, k + src * kb, k_elems);
-        rcore_row_to_f32(rmem_type_v(mem), vs, v + src * vb, v_elems);
-    }
-}
-
-static void scatter_states(struct rmem *mem, uint32_t il, uint32_t n_seqs, size_t k_elems,
-                           size_t v_elems, const float *k_in, const float *v_in) {
-    uint8_t *k = rmem_k_data(mem, il), *v = rmem_v_data(mem, il);
-    const size_t kb = rmem_k_row_bytes(mem, il), vb = rmem_v_row_bytes(mem, il);
-    const size_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        rcore_row_from_f32(rmem_type_k(mem), k + (head + s) * kb, k_in + s * k_elems, k_elems);
-        rcore_row_from_f32(rmem_type_v(mem), v + (head + s) * vb, v_in + s * v_elems, v_elems);
-    }
-}
-
-/* True when the compute can run on the memory's rows themselves: f32 states (rows then hold
- * exactly the compute's floats), and every slot either new or already in its own cell
- * (s_copy(i) = head + i: nothing moves, so no read can see another slot's new write). A
- * generation step of sequences that stay in their cells, the common case, is one such;
- * a fork or a move takes the gather / scatter path. */
-static bool states_in_place(struct rmem *mem, uint32_t n_seqs) {
-    if (rmem_type_k(mem) != RCORE_TYPE_F32 || rmem_type_v(mem) != RCORE_TYPE_F32) return false;
-    const uint32_t head = rmem_head(mem);
-    for (uint32_t s = 0; s < n_seqs; s++)
-        if (rmem_s_mask(mem, s) != 0.0f && rmem_s_copy(mem, s) != (int32_t)(head + s)) return false;
-    return true;
 }
 
 static void output_norm(const struct rmodel *m, const float *x, float *out) {
@@ -387,11 +243,11 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     if (nst == 0 || n_seqs * nst != ub->n_tokens || rmem_n(mem) != n_seqs || n_seqs > ws->n_seqs) {
         rcore_error_set("%s: the ubatch (%u sequences of %u tokens) does not match the "
                         "placed block of %u",
-                        arch_names[m->arch], n_seqs, nst, rmem_n(mem));
+                        m->ops->name, n_seqs, nst, rmem_n(mem));
         return false;
     }
     struct ws_view w;
-    ws_layout(m, ws->n_ubatch, ws->n_seqs, ws->buf, &w);
+    ws_layout(m, ws->n_ubatch, ws->buf, &w);
     struct rops_exec lex = *ex;
     lex.scratch = w.scratch;
     lex.scratch_bytes = (size_t)ws->n_ubatch * (size_t)max_in(m) * sizeof(float);
@@ -404,12 +260,8 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
             memcpy(w.x + (int64_t)t * E, embd_in + (size_t)ub->idx[t] * (size_t)E,
                    (size_t)E * sizeof(float));
     }
-    if (is_rwkv(m)) rrwkv_embed(m, w.x, ub->n_tokens);
+    if (m->ops->embed) m->ops->embed(m, w.x, ub->n_tokens);
 
-    uint32_t k_row, v_row;
-    layer_rows(m, &k_row, &v_row);
-    const size_t k_elems = k_row, v_elems = v_row;
-    const bool in_place = states_in_place(mem, n_seqs);
     /* the snapshots this ubatch keeps (rollback), filled by the kernels of each layer */
     rmem_snap_plan(mem, ub, ws->snap);
     bool any_snap = false;
@@ -425,24 +277,12 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
             ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
             ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;
         }
-        if (in_place) {
-            /* the block's own rows are the compute's states: no gather, no scatter */
-            io.k = (float *)((uint8_t *)rmem_k_data(mem, (uint32_t)il) +
-                             rmem_head(mem) * rmem_k_row_bytes(mem, (uint32_t)il));
-            io.v = (float *)((uint8_t *)rmem_v_data(mem, (uint32_t)il) +
-                             rmem_head(mem) * rmem_v_row_bytes(mem, (uint32_t)il));
-            for (uint32_t s = 0; s < n_seqs; s++)
-                if (rmem_s_mask(mem, s) == 0.0f) { /* a new sequence starts from zeros */
-                    memset(io.k + s * k_elems, 0, k_elems * sizeof(float));
-                    memset(io.v + s * v_elems, 0, v_elems * sizeof(float));
-                }
-        } else {
-            io.k = w.k;
-            io.v = w.v;
-            gather_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
-        }
-        (is_rwkv(m) ? rrwkv_layer : rmamba_layer)(m, ex, il, &io);
-        if (!in_place) scatter_states(mem, (uint32_t)il, n_seqs, k_elems, v_elems, w.k, w.v);
+        struct rmem_layer st;
+        if (!rmem_layer_begin(mem, (uint32_t)il, &st)) return false;
+        io.k = st.k;
+        io.v = st.v;
+        m->ops->layer(m, ex, il, &io);
+        rmem_layer_end(mem, (uint32_t)il);
     }
     outputs(m, ex, &w, ws->n_ubatch, ub, out);
     return true;

@@ -1,11 +1,12 @@
 /*
- * model: architectures (mamba.c: Mamba-1 and -2; rwkv.c: RWKV-6 and -7), loaded from GGUF, and
- * their forward pass over one placed ubatch.
+ * model: architectures (mamba.c, mamba2.c, rwkv6.c, rwkv7.c, each an entry of model.c's table,
+ * with what a family shares in mamba.c and rwkv.c), loaded from GGUF, and their forward pass
+ * over one placed ubatch.
  *
  * A loaded model keeps the GGUF file open (mapped) and reads its large weight matrices in
  * place; small tensors (norms, biases, A, D, conv weights) are converted to f32 copies at load
- * time. The forward pass reads and writes the recurrent states through the memory's block
- * (rmem_s_copy / rmem_s_mask / rmem_k_data / rmem_v_data) and its own workspace.
+ * time. The forward pass gets each layer's recurrent states from the memory and hands them back
+ * (rmem_layer_begin / rmem_layer_end), and computes in its own workspace.
  */
 #ifndef RECUR_MODEL_H
 #define RECUR_MODEL_H

@@ -62,8 +62,11 @@ struct rrwkv_hparams {
     float eps;
 };
 
+struct rmodel_arch_ops;
+
 struct rmodel {
     enum rmodel_arch arch;
+    const struct rmodel_arch_ops *ops; /* its entry in model.c's table */
     struct rgguf *gguf;
     int32_t n_vocab, n_embd, n_layer;
     int32_t bos, eos;
@@ -75,17 +78,29 @@ struct rmodel {
     const float *output_norm_b; /* LayerNorm bias (RWKV); NULL: the output norm is an RMSNorm */
     float norm_eps;             /* of the output norm */
 
-    struct rmamba_hparams mamba;
-    struct rmamba_layer *layers;
-    struct rrwkv_hparams rwkv;
-    struct rrwkv_layer *rlayers;
-    const float *embd_norm, *embd_norm_b; /* RWKV's LayerNorm of the embeddings */
+    /* the architecture's own data: one family's at a time */
+    union {
+        struct { /* mamba, mamba2 (mamba.c, mamba2.c) */
+            struct rmamba_hparams mamba;
+            struct rmamba_layer *layers;
+        };
+        struct { /* rwkv6, rwkv7 (rwkv.c, rwkv6.c, rwkv7.c) */
+            struct rrwkv_hparams rwkv;
+            struct rrwkv_layer *rlayers;
+            const float *embd_norm, *embd_norm_b; /* the LayerNorm of the embeddings */
+        };
+    };
 
     /* f32 copies of the small tensors (a few per layer), freed with the model */
     float **small;
     size_t n_small, cap_small;
 };
 
+/* ---- load.c: what every architecture's loader uses ---------------------------------------- */
+
+/* The shared part of a model: n_embd, n_layer, the embedding, the output norm and matrix
+ * (tied to the embedding when output.weight is absent), BOS/EOS. */
+bool rmodel_load_common(struct rmodel *m);
 /* Reads a small tensor (any float type) into an f32 copy owned by the model. NULL with the
  * error set when missing or mis-shaped. The shape is compared as llama.cpp's loader does:
  * n_dims given, any dimensions past them must be 1 ({n} matches a file's {n, 1, 1}). */
@@ -114,23 +129,30 @@ struct rmodel_io {
     float *buf;
 };
 
-/* mamba.c: Mamba-1 and Mamba-2 */
-bool rmamba_load(struct rmodel *m);
-size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
-int64_t rmamba_max_in(const struct rmodel *m); /* widest matmul input */
-/* the K and V row sizes of every layer (the same for all) */
-void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
-void rmamba_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+/*
+ * One architecture: what the shared forward pass (model.c) calls. Each architecture defines
+ * its entry in its own file; model.c's table lists them by general.architecture. Adding an
+ * architecture is one file with its entry, and one line in that table.
+ */
+struct rmodel_arch_ops {
+    const char *name; /* general.architecture, and the prefix of its keys */
+    /* the hyper-parameters and the layers' tensors (after rmodel_load_common) */
+    bool (*load)(struct rmodel *m);
+    void (*free)(struct rmodel *m); /* what load allocated (also after a failed load) */
+    /* the K and V state rows of a layer, in elements (the same for every layer) */
+    void (*state_rows)(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+    /* floats of the layer's own workspace for n_ubatch tokens (rmodel_io.buf) */
+    size_t (*ws_floats)(const struct rmodel *m, uint32_t n_ubatch);
+    int64_t (*max_in)(const struct rmodel *m);                  /* the widest matmul input */
+    void (*embed)(const struct rmodel *m, float *x, int64_t n); /* after the lookup; NULL: none */
+    void (*layer)(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io);
+};
 
-/* rwkv.c: RWKV-6 and RWKV-7 */
-bool rrwkv_load(struct rmodel *m);
-size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
-int64_t rrwkv_max_in(const struct rmodel *m);
-void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
-void rrwkv_embed(const struct rmodel *m, float *x, int64_t n); /* the LayerNorm of (0) */
-void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
-                 const struct rmodel_io *io);
+extern const struct rmodel_arch_ops rmodel_arch_mamba;  /* mamba.c */
+extern const struct rmodel_arch_ops rmodel_arch_mamba2; /* mamba2.c */
+extern const struct rmodel_arch_ops rmodel_arch_rwkv6;  /* rwkv6.c */
+extern const struct rmodel_arch_ops rmodel_arch_rwkv7;  /* rwkv7.c */
 
 struct rmodel_ws {
     uint32_t n_ubatch;

@@ -45,10 +45,10 @@ bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **o
     return true;
 }
 
+/* The hyper-parameters (hp->v7 is set by the caller, rrwkv_load). */
 static bool hparams(struct rmodel *m) {
     struct rrwkv_hparams *hp = &m->rwkv;
-    const char *a = m->arch == RMODEL_ARCH_RWKV7 ? "rwkv7" : "rwkv6";
-    hp->v7 = m->arch == RMODEL_ARCH_RWKV7;
+    const char *a = m->ops->name;
     uint32_t shift;
     char key[96];
     snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", a);
@@ -106,7 +106,8 @@ static bool hparams(struct rmodel *m) {
     return true;
 }
 
-bool rrwkv_load(struct rmodel *m) {
+bool rrwkv_load(struct rmodel *m, bool v7, rrwkv_load_layer_fn load_layer) {
+    m->rwkv.v7 = v7;
     if (!hparams(m)) return false;
     const int64_t E = m->n_embd;
     if (m->output.data == m->tok_embd.data) {
@@ -137,11 +138,16 @@ bool rrwkv_load(struct rmodel *m) {
             !(L->ln_x = rrwkv_vec(m, TNAME("time_mix_ln.weight"))) ||
             !(L->ln_x_b = rrwkv_vec(m, TNAME("time_mix_ln.bias"))) ||
             !(L->cm_lerp_k = rrwkv_vec(m, TNAME("channel_mix_lerp_k.weight"))) ||
-            !(m->rwkv.v7 ? rrwkv7_load_layer(m, il, L) : rrwkv6_load_layer(m, il, L)))
+            !load_layer(m, il, L))
             return false;
 #undef TNAME
     }
     return true;
+}
+
+void rrwkv_free(struct rmodel *m) {
+    free(m->rlayers);
+    m->rlayers = NULL;
 }
 
 void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
@@ -280,7 +286,7 @@ static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
 }
 
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
-                 const struct rmodel_io *io) {
+                 const struct rmodel_io *io, rrwkv_time_mix_fn time_mix) {
     const struct rrwkv_layer *L = &m->rlayers[il];
     const int64_t E = m->n_embd, n = (int64_t)io->n_seqs * io->nst;
     struct rrwkv_ws w;
@@ -288,10 +294,7 @@ void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
     ws_layout(m, (uint32_t)n, io->buf, &w);
 
     norm_shift(m, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
-    if (m->rwkv.v7)
-        rrwkv7_time_mix(m, ex, il, L, io, &w);
-    else
-        rrwkv6_time_mix(m, ex, L, io, &w);
+    time_mix(m, ex, il, L, io, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 0);
 

@@ -36,7 +36,7 @@ static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int
     return true;
 }
 
-bool rrwkv6_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
     const struct rrwkv_hparams *hp = &m->rwkv;
     const int64_t E = m->n_embd, Dm = hp->mix_dim, Dd = hp->decay_dim, F = hp->n_ff;
     char name[96];
@@ -67,9 +67,10 @@ bool rrwkv6_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 }
 
 /* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
-void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
+static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                      const struct rrwkv_layer *L, const struct rmodel_io *io,
                      const struct rrwkv_ws *w) {
+    (void)il;
     const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
     /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
     rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
@@ -107,3 +108,23 @@ void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
+
+static bool load(struct rmodel *m) {
+    return rrwkv_load(m, false, load_layer);
+}
+
+static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                  const struct rmodel_io *io) {
+    rrwkv_layer(m, ex, il, io, time_mix);
+}
+
+const struct rmodel_arch_ops rmodel_arch_rwkv6 = {
+    .name = "rwkv6",
+    .load = load,
+    .free = rrwkv_free,
+    .state_rows = rrwkv_state_rows,
+    .ws_floats = rrwkv_ws_floats,
+    .max_in = rrwkv_max_in,
+    .embed = rrwkv_embed,
+    .layer = layer,
+};

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-bool rrwkv7_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
+static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
     const struct rrwkv_hparams *hp = &m->rwkv;
     const int64_t E = m->n_embd, F = hp->n_ff;
     char name[96];
@@ -42,7 +42,7 @@ bool rrwkv7_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 }
 
 /* RWKV-7 TimeMix (docs/rwkv7.md (6)-(17)); the result in w->tmp. */
-void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                      const struct rrwkv_layer *L, const struct rmodel_io *io,
                      const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
@@ -124,3 +124,23 @@ void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
+
+static bool load(struct rmodel *m) {
+    return rrwkv_load(m, true, load_layer);
+}
+
+static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                  const struct rmodel_io *io) {
+    rrwkv_layer(m, ex, il, io, time_mix);
+}
+
+const struct rmodel_arch_ops rmodel_arch_rwkv7 = {
+    .name = "rwkv7",
+    .load = load,
+    .free = rrwkv_free,
+    .state_rows = rrwkv_state_rows,
+    .ws_floats = rrwkv_ws_floats,
+    .max_in = rrwkv_max_in,
+    .embed = rrwkv_embed,
+    .layer = layer,
+};

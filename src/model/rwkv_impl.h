@@ -43,14 +43,21 @@ void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const floa
 /* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on n x E */
 void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y);
 
-/* rwkv6.c / rwkv7.c: a layer's own tensors; TimeMix of the ubatch into w->tmp */
-bool rrwkv6_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L);
-void rrwkv6_time_mix(const struct rmodel *m, const struct rops_exec *ex,
-                     const struct rrwkv_layer *L, const struct rmodel_io *io,
-                     const struct rrwkv_ws *w);
-bool rrwkv7_load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L);
-void rrwkv7_time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
-                     const struct rrwkv_layer *L, const struct rmodel_io *io,
-                     const struct rrwkv_ws *w);
+/* What RWKV-6 and RWKV-7 differ in, handed by rwkv6.c / rwkv7.c to the shared frame: a
+ * layer's own tensors, and TimeMix of the ubatch into w->tmp. */
+typedef bool (*rrwkv_load_layer_fn)(struct rmodel *m, int32_t il, struct rrwkv_layer *L);
+typedef void (*rrwkv_time_mix_fn)(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                                  const struct rrwkv_layer *L, const struct rmodel_io *io,
+                                  const struct rrwkv_ws *w);
+
+/* rwkv.c: the frame both versions share (the operations of their rmodel_arch entries). */
+bool rrwkv_load(struct rmodel *m, bool v7, rrwkv_load_layer_fn load_layer);
+void rrwkv_free(struct rmodel *m);
+void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
+int64_t rrwkv_max_in(const struct rmodel *m);
+void rrwkv_embed(const struct rmodel *m, float *x, int64_t n); /* the LayerNorm of (0) */
+void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                 const struct rmodel_io *io, rrwkv_time_mix_fn time_mix);
 
 #endif

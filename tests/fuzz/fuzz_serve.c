@@ -20,7 +20,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     srv.model =
         recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL, recur_model_default_params());
     if (!srv.model) abort();
-    srv.lim = (struct serve_limits){4, 4, 64, 128, 1 << 16, 10, -1, 0};
+    srv.lim = (struct serve_limits){4, 4, 64, 128, 1 << 16, 10, -1, 0}; /* -n, -c: not given */
     pthread_mutex_init(&srv.mu, NULL);
     return 0;
 }

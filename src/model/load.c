@@ -1,0 +1,109 @@
+/* Loading what every architecture shares: the embedding, output norm and output matrix,
+ * special tokens; and the helpers the architectures' loaders use (small tensors as f32 copies,
+ * weight matrices in place, hyper-parameter keys under the architecture's prefix). */
+#include "model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+#define BIT(t) ((uint64_t)1 << (t))
+/* Small tensors are read as floats; matrices also in ggml's q8_0 and q4_0 blocks. */
+#define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
+#define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
+
+const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
+                              const int64_t *ne) {
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, n_dims, ne, FLOAT_TYPES);
+    if (!t) return NULL;
+    if (m->n_small == m->cap_small) {
+        size_t cap = m->cap_small ? 2 * m->cap_small : 16;
+        float **grown = realloc(m->small, cap * sizeof *grown);
+        if (!grown) goto oom;
+        m->small = grown;
+        m->cap_small = cap;
+    }
+    size_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
+    float *dst = malloc(n * sizeof(float));
+    if (!dst) goto oom;
+    struct rops_mat as_mat = {t->data, t->type, (int64_t)n, 1, t->nbytes};
+    rops_get_row(&as_mat, 0, dst);
+    m->small[m->n_small++] = dst;
+    return dst;
+oom:
+    rcore_error_set("out of memory reading tensor %s", name);
+    return NULL;
+}
+
+bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                   struct rops_mat *out) {
+    const int64_t ne[2] = {n_cols, n_rows};
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, MATRIX_TYPES);
+    if (!t) return false;
+    if (!rops_type_supported(t->type, n_cols)) {
+        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
+                        rgguf_type_name(t->type), (long long)n_cols);
+        return false;
+    }
+    *out = (struct rops_mat){t->data, t->type, n_cols, n_rows,
+                             t->nbytes / (size_t)(n_rows ? n_rows : 1)};
+    return true;
+}
+
+bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->ops->name, suffix);
+    return rgguf_get_u32(m->gguf, key, out);
+}
+
+bool rmodel_key_u32_or(const struct rmodel *m, const char *suffix, uint32_t def, uint32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->ops->name, suffix);
+    *out = def;
+    return rgguf_find_key(m->gguf, key) < 0 || rgguf_get_u32(m->gguf, key, out);
+}
+
+bool rmodel_load_common(struct rmodel *m) {
+    const struct rgguf_tensor *emb = rgguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!emb) {
+        rcore_error_set("tensor token_embd.weight is missing");
+        return false;
+    }
+    uint32_t n_embd, n_layer;
+    if (!rmodel_key_u32(m, "embedding_length", &n_embd) ||
+        !rmodel_key_u32(m, "block_count", &n_layer))
+        return false;
+    if (n_embd == 0 || n_embd > (1u << 20) || n_layer == 0 || n_layer > 4096) {
+        rcore_error_set("%s.embedding_length %u / block_count %u are out of range", m->ops->name,
+                        n_embd, n_layer);
+        return false;
+    }
+    if (emb->n_dims != 2 || emb->ne[0] != (int64_t)n_embd || emb->ne[1] < 1 ||
+        emb->ne[1] > INT32_MAX) {
+        rcore_error_set("tensor token_embd.weight has %u dimensions {%lld, %lld}, {%u, n_vocab} "
+                        "was expected",
+                        emb->n_dims, (long long)emb->ne[0], (long long)emb->ne[1], n_embd);
+        return false;
+    }
+    m->n_embd = (int32_t)n_embd;
+    m->n_layer = (int32_t)n_layer;
+    m->n_vocab = (int32_t)emb->ne[1];
+    if (!rmodel_matrix(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
+    const int64_t ne[1] = {n_embd};
+    if (!(m->output_norm = rmodel_small_f32(m, "output_norm.weight", 1, ne))) return false;
+    if (rgguf_find_tensor(m->gguf, "output.weight")) {
+        if (!rmodel_matrix(m, "output.weight", n_embd, m->n_vocab, &m->output)) return false;
+    } else {
+        m->output = m->tok_embd; /* tied */
+    }
+    uint32_t id;
+    m->bos = rgguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? (int32_t)id : -1;
+    m->eos = rgguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id) ? (int32_t)id : -1;
+    if (m->bos >= m->n_vocab) m->bos = -1;
+    if (m->eos >= m->n_vocab) m->eos = -1;
+    rcore_error_clear(); /* absent special tokens are not an error */
+    return true;
+}

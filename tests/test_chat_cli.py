@@ -1,0 +1,352 @@
+"""test_chat_cli.py: `recur chat`, driven through a pipe and through a pseudo-terminal.
+
+  test_chat_cli.py RECUR_BIN SHIPPED_MODEL TEMPLATE_MODEL
+
+SHIPPED_MODEL (models/recur-mamba-fortunes.gguf) has no chat template, so chatml applies;
+TEMPLATE_MODEL carries gemma's template (tests/CMakeLists.txt writes it with
+`recur mkmodel --chat-template`). Expected prompt texts are written here from each format's
+published turn strings, and their token counts come from `recur tokenize`, independently of
+the code under test. Replies are greedy (--temp 0), so runs are repeatable.
+Last line: "test_chat_cli: N passed, M failed".
+"""
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+RECUR, SHIPPED, TMPL_MODEL = sys.argv[1:4]
+WORK = tempfile.mkdtemp(prefix="test_chat_cli.")
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: " + what)
+
+
+def chat(lines, *flags, model=SHIPPED, n=16):
+    """Runs recur chat with lines on stdin; returns (status, stdout, stderr)."""
+    args = [RECUR, "chat", "-m", model, "--temp", "0", "-n", str(n), "-t", "2"] + list(flags)
+    r = subprocess.run(args, input="".join(l + "\n" for l in lines).encode(),
+                       capture_output=True, timeout=300)
+    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+
+def n_tokens(text, model=SHIPPED, bos=True):
+    args = [RECUR, "tokenize", "-m", model, "-p", text] + ([] if bos else ["--no-bos"])
+    out = subprocess.run(args, capture_output=True, check=True, text=True).stdout.split()
+    return len(out)
+
+
+def turns(stderr):
+    """[(decoded, reused)] of each turn, from the stderr lines of recur chat."""
+    return [(int(a), int(b)) for a, b in
+            re.findall(r"recur chat: turn \d+: decoded (\d+) tokens \((\d+) reused\)", stderr)]
+
+
+def chatml(role, text):
+    return "<|im_start|>%s\n%s<|im_end|>\n" % (role, text)
+
+
+GEN = "<|im_start|>assistant\n"
+L1, L2, L3 = "Tell me a fortune.", "Another one, please.", "And a third."
+
+# ---- --help ------------------------------------------------------------------------------
+r = subprocess.run([RECUR, "chat", "--help"], capture_output=True, text=True)
+check(r.returncode == 0 and "--chat-template NAME" in r.stdout and "--system-prompt" in r.stdout
+      and "/save FILE" in r.stdout and "-n, --n-predict" in r.stdout,
+      "chat --help lists its flags: %r" % r.stdout)
+r = subprocess.run([RECUR, "help"], capture_output=True, text=True)
+check("chat" in r.stdout, "recur help lists chat")
+
+# ---- turns, and the second decodes only the new part -----------------------------------
+st1, out1, err1 = chat([L1])
+st2, out2, err2 = chat([L1, L2])
+check(st1 == 0 and st2 == 0, "chat exits 0: %d %d %s" % (st1, st2, err2))
+check("template chatml (the default: the model has none)" in err1, "the default template: " + err1)
+reply1 = out1[:-1]
+check(out1.endswith("\n") and len(reply1) > 0, "a reply ending in a newline: %r" % out1)
+check(out2.startswith(out1) and len(out2) > len(out1), "the first turn repeats: %r %r" % (out1, out2))
+check("<|im_end|>" not in reply1, "the reply holds no end-of-turn text: %r" % reply1)
+t = turns(err2)
+check(len(t) == 2, "two turns reported: " + err2)
+if len(t) == 2:
+    first = chatml("user", L1) + GEN
+    check(t[0] == (n_tokens(first), 0),
+          "turn 1 decodes the whole prompt (%d tokens): %r" % (n_tokens(first), t[0]))
+    # the state holds the first rendering and the reply's 16 tokens; the second turn decodes
+    # only what the template adds after them
+    suffix = "<|im_end|>\n" + chatml("user", L2) + GEN
+    want = n_tokens(suffix, bos=False)
+    check(t[1] == (want, t[0][0] + 16),
+          "turn 2 decodes only the new suffix (%d tokens, %d reused): %r" % (want, t[0][0] + 16, t[1]))
+
+# a system prompt starts the conversation
+st, out, err = chat([L1], "-sys", "You tell fortunes.")
+t = turns(err)
+want = n_tokens(chatml("system", "You tell fortunes.") + chatml("user", L1) + GEN)
+check(st == 0 and t == [(want, 0)], "-sys is the first message (%d tokens): %r" % (want, t))
+
+# ---- /save and /load: a new process goes on with the same state ------------------------
+save = os.path.join(WORK, "conv.state")
+st, out_one, err_one = chat([L1, L2, L3])
+st_a, out_a, err_a = chat([L1, L2, "/save " + save])
+check(st_a == 0 and os.path.exists(save) and os.path.exists(save + ".chat"),
+      "/save writes FILE and FILE.chat: " + err_a)
+with open(save + ".chat", "rb") as f:
+    side = f.read()
+check(side.startswith(b"recur-chat 1\ntemplate chatml\n") and L2.encode() in side,
+      "FILE.chat holds the messages: %r" % side[:200])
+st_b, out_b, err_b = chat(["/load " + save, L3])
+check(st_b == 0 and "loaded 4 messages" in err_b, "/load reads it back: " + err_b)
+replies_one = out_one.split("\n")
+check(out_one.startswith(out_a), "the saving run replies as the one-process run")
+check(out_b == out_one[len(out_a):],
+      "the next turn after /load equals the same conversation in one process:\n  %r\n  %r" %
+      (out_b, out_one[len(out_a):]))
+t_one, t_b = turns(err_one), turns(err_b)
+check(len(t_one) == 3 and len(t_b) == 1 and t_b[0] == t_one[2],
+      "after /load the turn decodes only the new part, as in one process: %r %r" % (t_one, t_b))
+
+
+def read_sidecar(path):
+    """(text, [(role, content)]) of a FILE.chat, parsed by the format recur chat documents."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def line():
+        nonlocal pos
+        end = data.index(b"\n", pos)
+        s = data[pos:end].decode()
+        pos = end + 1
+        return s
+
+    def blob(n):
+        nonlocal pos
+        b = data[pos:pos + n]
+        assert data[pos + n:pos + n + 1] == b"\n"
+        pos += n + 1
+        return b
+
+    assert line() == "recur-chat 1"
+    line()
+    text = blob(int(line().split()[1]))
+    msgs = []
+    for _ in range(int(line().split()[1])):
+        role, n = line().split()
+        msgs.append((role, blob(int(n))))
+    return text, msgs
+
+
+def run_greedy(prompt_bytes, n=16):
+    """What `recur run` generates after the prompt, greedy (its stdout echoes the prompt)."""
+    pf = os.path.join(WORK, "prompt.txt")
+    with open(pf, "wb") as f:
+        f.write(prompt_bytes)
+    r = subprocess.run([RECUR, "run", "-m", SHIPPED, "-f", pf, "-n", str(n), "--temp", "0",
+                        "-t", "2"], capture_output=True, check=True)
+    assert r.stdout.startswith(prompt_bytes)
+    return r.stdout[len(prompt_bytes):]
+
+
+def chatml_bytes(msgs):
+    return b"".join(b"<|im_start|>" + r.encode() + b"\n" + c + b"<|im_end|>\n" for r, c in msgs)
+
+
+# ---- when the new rendering does not extend the state's text: back to a checkpoint -----
+# The saved last reply is changed near its end (same length), so the state no longer stands
+# for a prefix of the next rendering: the chat must go back to the newest checkpoint (every 32
+# positions) before the tokens that differ, decode the rest, and reply as a fresh decode of
+# the rendering (`recur run` on it; its stdout also ends in a newline).
+text, msgs = read_sidecar(save + ".chat")
+with open(save + ".chat", "rb") as f:
+    side = f.read()
+role, last = msgs[-1]
+check(role == "assistant" and len(last) > 4, "the saved conversation ends with the reply")
+edited = last[:-3] + (b"X" if last[-3:-2] != b"X" else b"Y") + last[-2:]
+head = b"assistant %d\n" % len(last)
+with open(save + ".chat", "wb") as f:
+    f.write(side[:side.rindex(head)] + head + edited + b"\n")
+msgs[-1] = ("assistant", edited)
+st, out, err = chat(["/load " + save, L3])
+rendering = chatml_bytes(msgs + [("user", L3.encode())]) + GEN.encode()
+total = n_tokens(rendering.decode("utf-8", "surrogateescape"))
+t = turns(err)
+m = re.search(r"\((\d+) of its tokens agree\); decoding from token (\d+)", err)
+check(m is not None and len(t) == 1, "the fallback is noted: " + err)
+if m and len(t) == 1:
+    agree, held = int(m.group(1)), int(m.group(2))
+    check(32 <= held <= agree < 95 and held % 32 == 0 and t[0] == (total - held, held),
+          "it goes back to a checkpoint and decodes the rest (%d tokens): %r, %d agree, from %d" %
+          (total, t[0], agree, held))
+check(out.encode() == run_greedy(rendering),
+      "the reply after going back equals a fresh decode of the rendering: %r" % out)
+# another template than the saved one: nothing agrees, all is decoded again
+with open(save + ".chat", "wb") as f:
+    f.write(side)
+text, msgs = read_sidecar(save + ".chat")
+st, out, err = chat(["/load " + save, L3], "--chat-template", "llama3")
+check("saved with the chatml template, this chat uses llama3" in err, "the template change is noted")
+l3 = b"".join(b"<|start_header_id|>" + r.encode() + b"<|end_header_id|>\n\n" + c.strip(b" \t\n\r\v\f") +
+              b"<|eot_id|>" for r, c in msgs + [("user", L3.encode())])
+l3 += b"<|start_header_id|>assistant<|end_header_id|>\n\n"
+total = n_tokens(l3.decode("utf-8", "surrogateescape"))
+check(turns(err) == [(total, 0)], "llama3 after chatml decodes from scratch (%d): %r" % (total, turns(err)))
+check(out.encode() == run_greedy(l3), "and replies as a fresh decode of the llama3 rendering")
+
+# ---- a reply ends at the format's end-of-turn text ---------------------------------------
+# rwkv-world's turns end in a blank line; greedy `recur run` on the same prompt goes on past
+# one, so the chat's reply must be run's text up to the first blank line.
+st, out, err = chat([L1], "--chat-template", "rwkv-world", n=64)
+full = run_greedy(("User: %s\n\nAssistant:" % L1).encode(), n=64)
+check(b"\n\n" in full[:-1], "the model writes a blank line within 64 tokens: %r" % full)
+check(out.encode() == full[:full.index(b"\n\n")] + b"\n",
+      "the reply stops at the end-of-turn text: %r, run: %r" % (out, full))
+
+# ---- errors: the conversation goes on ----------------------------------------------------
+st, out, err = chat([L1, "/load " + os.path.join(WORK, "missing.state"), "/bogus x", "/save",
+                     L2])
+check(st == 0, "errors at the prompt do not end the chat")
+check("/load: " + os.path.join(WORK, "missing.state") in err and "No such file" in err,
+      "a missing file is named: " + err)
+check("unknown command '/bogus'" in err and "/save FILE" in err, "a bad command: " + err)
+check("/save needs a file name" in err, "/save without a file: " + err)
+check(out == out2 and turns(err) == turns(err2),
+      "the conversation is unchanged by the failed commands: %r" % out)
+# a corrupt FILE.chat is refused and the conversation is kept
+with open(save + ".chat", "wb") as f:
+    f.write(side[:len(side) // 2])
+st, out, err = chat([L1, "/load " + save, L2])
+check("/load: " + save + ".chat" in err and "cut short" in err, "a cut FILE.chat is refused: " + err)
+check(out == out2 and turns(err) == turns(err2), "a refused /load keeps the conversation")
+# a state file of another model is refused, the conversation kept
+with open(save + ".chat", "wb") as f:
+    f.write(side)
+st, out, err = chat([L1, "/load " + save, L2], model=TMPL_MODEL)
+check(st == 0 and "/load:" in err and "loaded" not in err, "another model's state is refused: " + err)
+t = turns(err)
+check(len(t) == 2 and t[1][1] > 0, "after the refused load the turn reuses the state: %r" % t)
+r = subprocess.run([RECUR, "chat", "--chat-template", "nonsense"], input=b"", capture_output=True)
+check(r.returncode == 2 and b"supported: " in r.stderr, "a bad --chat-template: %r" % r.stderr)
+r = subprocess.run([RECUR, "chat", "-m", os.path.join(WORK, "none.gguf")], input=b"",
+                   capture_output=True)
+check(r.returncode == 1 and b"none.gguf" in r.stderr, "a missing model: %r" % r.stderr)
+
+# ---- a model with its own template (gemma's) ---------------------------------------------
+st, out, err = chat([L1, L2], model=TMPL_MODEL, n=8)
+check(st == 0 and "template gemma (the model's)" in err, "the model's template is used: " + err)
+t = turns(err)
+gemma1 = "<start_of_turn>user\n%s<end_of_turn>\n<start_of_turn>model\n" % L1
+check(len(t) == 2 and t[0] == (n_tokens(gemma1, model=TMPL_MODEL), 0),
+      "gemma's turn 1 (%d tokens): %r" % (n_tokens(gemma1, model=TMPL_MODEL), t))
+check(len(out.split("\n")) >= 3, "two replies: %r" % out)
+st, out, err = chat([L1], "--chat-template", "chatml", model=TMPL_MODEL, n=4)
+check("template chatml (--chat-template)" in err and
+      turns(err) == [(n_tokens(chatml("user", L1) + GEN, model=TMPL_MODEL), 0)],
+      "--chat-template overrides the model's: " + err)
+
+
+# ---- Ctrl-C in a pseudo-terminal ---------------------------------------------------------
+def pty_session():
+    errpath = os.path.join(WORK, "pty.err")
+    pid, fd = pty.fork()
+    if pid == 0:
+        e = os.open(errpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(e, 2)
+        os.execv(RECUR, [RECUR, "chat", "-m", SHIPPED, "--temp", "0", "-n", "1000000", "-t", "2"])
+    buf = b""
+
+    def read_until(pred, timeout=60):
+        nonlocal buf
+        end = time.time() + timeout
+        while time.time() < end:
+            if pred(buf):
+                return True
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    return pred(buf)
+                if not data:
+                    return pred(buf)
+                buf += data
+        return pred(buf)
+
+    def stderr_text():
+        with open(errpath, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def alive():
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+
+    check(read_until(lambda b: b.endswith(b"> ")), "the prompt '> ' on a terminal: %r" % buf[-200:])
+    os.write(fd, (L1 + "\n").encode())
+    mark = len(buf)
+    # a long reply (-n 1000000): Ctrl-C once it is streaming
+    check(read_until(lambda b: len(b) > mark + len(L1) + 200), "the reply streams")
+    os.write(fd, b"\x03")
+    check(read_until(lambda b: b.endswith(b"> ")), "Ctrl-C ends the reply and prompts again")
+    check("reply interrupted" in stderr_text(), "the interruption is reported: " + stderr_text())
+    check(alive(), "the program is still running after Ctrl-C in a reply")
+    # the next turn is answered
+    os.write(fd, (L2 + "\n").encode())
+    check(read_until(lambda b: "turn 2: decoded" in stderr_text()), "the next turn is decoded")
+    mark = len(buf)
+    check(read_until(lambda b: len(b) > mark + 100), "and answered")
+    # Ctrl-C twice during a reply quits (apart: two at once are one pending signal)
+    os.write(fd, b"\x03")
+    time.sleep(0.3)
+    os.write(fd, b"\x03")
+    deadline = time.time() + 30
+    status = None
+    while time.time() < deadline:
+        read_until(lambda b: False, timeout=0.2)
+        p, s = os.waitpid(pid, os.WNOHANG)
+        if p == pid:
+            status = s
+            break
+    check(status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+          "Ctrl-C twice in a reply quits with status 0 (%r)" % status)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os.close(fd)
+
+    # Ctrl-C at the prompt quits
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        os.execv(RECUR, [RECUR, "chat", "-m", SHIPPED, "-t", "2"])
+    buf = b""
+    check(read_until(lambda b: b.endswith(b"> ")), "the prompt again")
+    os.write(fd, b"\x03")
+    deadline, status = time.time() + 30, None
+    while time.time() < deadline:
+        read_until(lambda b: False, timeout=0.2)
+        p, s = os.waitpid(pid, os.WNOHANG)
+        if p == pid:
+            status = s
+            break
+    check(status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+          "Ctrl-C at the prompt quits with status 0 (%r)" % status)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os.close(fd)
+
+
+pty_session()
+
+print("test_chat_cli: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

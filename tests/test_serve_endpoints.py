@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""recur serve's llama-server endpoints, headers and flags (python3 standard library only).
+
+    test_serve_endpoints.py RECUR_BIN MODEL
+
+Checks: the dispatch (CORS headers on answers and errors, OPTIONS before the API key,
+Authorization: Bearer and X-Api-Key, 401/404/405 with Allow), GET /v1/models and /models (with
+and without --alias), /props, /slots and --no-slots (501), POST /slots/{id}?action=save|restore|
+erase (a saved conversation restored in a restarted server is reused, with the greedy output of
+a fresh server; file names that escape the directory, a missing file, a bad action or id, a
+busy slot), the llama-server metric names, /tokenize with_pieces / add_special and /detokenize
+round trips, -n (a request's default length), -c (a sequence's token budget), --host ::1 and two
+hosts, and the flag errors at start.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+RECUR, MODEL = sys.argv[1:3]
+from serve_util import check, counts
+import serve_util
+
+
+def Server(*args):
+    return serve_util.Server(RECUR, MODEL, *args)
+
+
+def wait_for(pred, seconds=20):
+    end = time.time() + seconds
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+tmp = tempfile.mkdtemp(prefix="recur-slots-")
+slot_dir = os.path.join(tmp, "slots")
+os.mkdir(slot_dir)
+
+# ---- flags refused at start ---------------------------------------------------------------
+help_text = subprocess.run([RECUR, "serve", "--help"], capture_output=True, text=True).stdout
+for flag in ("--n-predict", "--ctx-size", "--alias", "--no-slots", "--slot-save-path",
+             "--chat-template", "--host", "--api-key"):
+    check("serve --help lists " + flag, flag in help_text, help_text)
+a_file = os.path.join(tmp, "a_file")
+open(a_file, "w").close()
+for args, want in ((["--slot-save-path", os.path.join(tmp, "missing")], "missing"),
+                   (["--slot-save-path", a_file], "not a directory"),
+                   (["-n", "100", "--max-tokens", "50"], "--max-tokens"),
+                   (["--host", "not-an-address"], "not an IPv4 or IPv6 address"),
+                   (["-c", "-3"], "-c")):
+    p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0"] + args, capture_output=True,
+                       text=True, timeout=60)
+    check("start refused: %s" % " ".join(args), p.returncode == 2 and want in p.stderr,
+          (p.returncode, p.stderr[-300:]))
+
+# ---- server A: --alias, -n, two hosts, a slot directory -------------------------------------
+ipv6 = True
+try:
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+        probe.bind(("::1", 0))
+except OSError:
+    ipv6 = False
+    print("SKIP: no IPv6 loopback here: --host ::1 is not checked")
+hosts = ["--host", "127.0.0.1"] + (["--host", "::1"] if ipv6 else [])
+A = Server("-np", "2", "--alias", "my-model", "-n", "5", "--slot-save-path", slot_dir, *hosts)
+
+st, body, resp = A.request("GET", "/v1/models")
+check("/v1/models", st == 200 and body["object"] == "list" and len(body["data"]) == 1, body)
+m = body["data"][0] if st == 200 else {}
+check("/v1/models: the alias, OpenAI's fields",
+      m.get("id") == "my-model" and m.get("object") == "model" and
+      isinstance(m.get("created"), int) and m.get("owned_by") == "recur", m)
+check("/v1/models meta", m.get("meta", {}).get("architecture") == "mamba" and
+      m["meta"]["n_vocab"] > 0 and m["meta"]["state_bytes"] > 0, m)
+st, body2, _ = A.request("GET", "/models")
+check("/models is /v1/models", st == 200 and body2["data"][0]["id"] == "my-model", body2)
+check("CORS header on an answer", resp.getheader("Access-Control-Allow-Origin") == "*",
+      resp.getheaders())
+st, _, resp = A.request("GET", "/v1/models", headers={"Origin": "http://example.org"})
+check("CORS: the Origin reflected with credentials",
+      resp.getheader("Access-Control-Allow-Origin") == "http://example.org" and
+      resp.getheader("Access-Control-Allow-Credentials") == "true", resp.getheaders())
+
+# 404, 405 with Allow, CORS on errors
+st, body, resp = A.request("GET", "/no/such/thing")
+check("unknown path: 404", st == 404 and body["error"]["code"] == 404 and
+      body["error"]["type"] == "not_found_error", body)
+check("CORS header on an error", resp.getheader("Access-Control-Allow-Origin") == "*")
+st, body, resp = A.request("GET", "/completion")
+check("GET /completion: 405 with Allow: POST", st == 405 and resp.getheader("Allow") == "POST" and
+      body["error"]["code"] == 405, (st, resp.getheaders()))
+st, body, resp = A.request("POST", "/props", {})
+check("POST /props: 405 with Allow: GET", st == 405 and resp.getheader("Allow") == "GET", st)
+st, body, resp = A.request("DELETE", "/tokenize")
+check("DELETE /tokenize: 405", st == 405 and resp.getheader("Allow") == "POST", st)
+check("405 carries CORS", resp.getheader("Access-Control-Allow-Origin") == "*")
+
+# /props
+st, props, _ = A.request("GET", "/props")
+check("/props", st == 200, props)
+dg = props.get("default_generation_settings", {}) if st == 200 else {}
+params = dg.get("params", {})
+check("/props default settings: -n and /completion's sampling defaults",
+      params.get("n_predict") == 5 and abs(params.get("temperature", 0) - 0.8) < 1e-6 and
+      params.get("top_k") == 40 and abs(params.get("top_p", 0) - 0.95) < 1e-6 and
+      abs(params.get("min_p", 0) - 0.05) < 1e-6 and params.get("stop") == [] and
+      "seed" in params, params)
+check("/props slots, model, build", props.get("total_slots") == 2 and
+      props.get("model_path") == MODEL and props.get("build_info", "").startswith("recur ") and
+      "chat_template" in props and props.get("is_sleeping") is False, props)
+r = props.get("recur", {})
+check("/props recur's own", r.get("architecture") == "mamba" and r.get("n_vocab", 0) > 0 and
+      r.get("state_bytes_per_sequence", 0) > 0 and r.get("version"), r)
+check("/props and /v1/models agree", r.get("n_vocab") == m.get("meta", {}).get("n_vocab") and
+      r.get("state_bytes_per_sequence") == m.get("meta", {}).get("state_bytes"), (r, m))
+
+# -n: the default length of a request that names none (not a cap)
+st, b, _ = A.post("/completion", {"prompt": "The sea", "temperature": 0, "ignore_eos": True})
+check("-n 5: /completion without n_predict makes 5", st == 200 and b["tokens_predicted"] == 5, b)
+st, b, _ = A.post("/completion", {"prompt": "The sea", "temperature": 0, "ignore_eos": True,
+                                  "n_predict": 9})
+check("-n is not a cap: n_predict 9 makes 9", st == 200 and b["tokens_predicted"] == 9, b)
+st, b, _ = A.post("/v1/completions", {"prompt": "The sea", "temperature": 0})
+check("-n 5: /v1/completions without max_tokens makes at most 5",
+      st == 200 and 0 < b["usage"]["completion_tokens"] <= 5 and
+      (b["usage"]["completion_tokens"] == 5 or b["choices"][0]["finish_reason"] == "stop"), b)
+
+# /tokenize and /detokenize
+ROUND = ["France ?", "Hello world", " leading space", "  two leading", "a , b ! c . d ?",
+         "don 't stop", "trailing space ", "tab\tand\nnewline", "h\u00e9llo w\u00f6rld \u2713",
+         "\u65e5\u672c\u8a9e \U0001f999!", "x ' y", "(paren ) [ bracket ]"]
+for text in ROUND:
+    st, tok, _ = A.post("/tokenize", {"content": text})
+    st2, det, _ = A.post("/detokenize", {"tokens": tok.get("tokens", [])})
+    check("detokenize(tokenize(%r)) round trips" % text,
+          st == 200 and st2 == 200 and det["content"] == text, (tok, det))
+st, tok, _ = A.post("/tokenize", {"content": "France ?", "with_pieces": True})
+pieces = tok.get("tokens", [])
+check("with_pieces: ids and string pieces", st == 200 and all(
+    isinstance(p, dict) and isinstance(p["id"], int) and isinstance(p["piece"], str)
+    for p in pieces) and "".join(p["piece"] for p in pieces) == "France ?", tok)
+st, plain, _ = A.post("/tokenize", {"content": "France ?"})
+check("with_pieces has the same ids", [p["id"] for p in pieces] == plain.get("tokens"), plain)
+# a character split over tokens: its pieces are not UTF-8 alone and come as byte lists
+text = "\U0001f999 \U0001d538"
+st, tok, _ = A.post("/tokenize", {"content": text, "with_pieces": True})
+raw = b""
+byte_lists = 0
+for p in tok.get("tokens", []):
+    if isinstance(p["piece"], list):
+        byte_lists += 1
+        check("byte pieces are bytes", all(isinstance(x, int) and 0 <= x < 256 for x in p["piece"]))
+        raw += bytes(p["piece"])
+    else:
+        raw += p["piece"].encode()
+check("pieces of split characters are byte lists", st == 200 and byte_lists > 0, tok)
+check("the pieces' bytes are the text", raw == text.encode(), (raw, text.encode()))
+st, b1, _ = A.post("/tokenize", {"content": "Hi", "add_special": True})
+st2, b2, _ = A.post("/tokenize", {"content": "Hi", "add_special": False})
+check("add_special is accepted (this vocabulary adds nothing)", st == 200 and st2 == 200 and
+      b1["tokens"] == b2["tokens"], (b1, b2))
+st, b, _ = A.post("/tokenize", {"content": "Hi", "add_special": "yes"})
+check("add_special of the wrong type: 400", st == 400 and "add_special" in b["error"]["message"], b)
+st, b, _ = A.post("/tokenize", {"content": "Hi", "frobnicate": 1})
+check("tokenize: an unknown field is refused, named", st == 400 and
+      "frobnicate" in b["error"]["message"], b)
+st, b, _ = A.post("/detokenize", {"tokens": [1, 2], "skip_special": True})
+check("detokenize: an unknown field is refused, named", st == 400 and
+      "skip_special" in b["error"]["message"], b)
+
+# /slots: idle slots, then the conversation a slot keeps
+st, slots, _ = A.request("GET", "/slots")
+check("/slots: one object per slot", st == 200 and [s["id"] for s in slots] == [0, 1] and
+      all("n_ctx" in s and "id_task" in s and s["is_processing"] is False and "params" in s and
+          "next_token" in s for s in slots), slots)
+st, tok, _ = A.post("/tokenize", {"content": "Once upon a time there was a little dog who lived "
+                                             "by the sea, and every morning he ran along the "
+                                             "shore to greet the fishermen"})
+conv = tok["tokens"]
+st, b, _ = A.post("/completion", {"prompt": conv, "n_predict": 1, "temperature": 0})
+check("conversation", st == 200, b)
+st, slots, _ = A.request("GET", "/slots")
+kept = [s for s in slots if s.get("n_tokens_cached") == len(conv)]
+check("/slots: the slot keeps its conversation's tokens", len(kept) == 1, slots)
+slot_id = kept[0]["id"] if kept else 0
+check("/slots: its prompt text", kept and kept[0]["prompt"].startswith("Once upon a time"), slots)
+
+st, b, _ = A.post("/slots/%d?action=save" % slot_id, {"filename": "conv.bin"})
+check("save", st == 200 and b["id_slot"] == slot_id and b["filename"] == "conv.bin" and
+      b["n_saved"] == len(conv) and b["n_written"] > 0 and "save_ms" in b["timings"], b)
+check("the file is in the slot directory", os.path.getsize(os.path.join(slot_dir, "conv.bin")) ==
+      b.get("n_written"))
+for bad in ("../escape.bin", "a/b.bin", "", ".hidden", "x" * 300, "a\\b", "nul\u0000.bin",
+            "tab\t.bin", 5, None):
+    st, b, _ = A.post("/slots/%d?action=save" % slot_id, {"filename": bad})
+    check("save refuses filename %r" % (bad,), st == 400 and b["error"]["type"] ==
+          "invalid_request_error", b)
+check("nothing escaped the directory", sorted(os.listdir(tmp)) == ["a_file", "slots"] and
+      sorted(os.listdir(slot_dir)) == ["conv.bin"], (os.listdir(tmp), os.listdir(slot_dir)))
+st, b, _ = A.post("/slots/%d?action=restore" % slot_id, {"filename": "missing.bin"})
+check("restore of a missing file: 400", st == 400 and "missing.bin" in b["error"]["message"] and
+      slot_dir not in b["error"]["message"], b)
+st, slots, _ = A.request("GET", "/slots")
+check("a failed restore leaves the slot as it was", slots[slot_id]["n_tokens_cached"] == len(conv),
+      slots)
+with open(os.path.join(slot_dir, "junk.bin"), "wb") as f:
+    f.write(b"not a state file at all" * 10)
+st, b, _ = A.post("/slots/%d?action=restore" % (1 - slot_id), {"filename": "junk.bin"})
+check("restore of a corrupt file: 400", st == 400 and "junk.bin" in b["error"]["message"], b)
+st, slots, _ = A.request("GET", "/slots")
+check("the failed slot holds nothing, the other keeps its conversation",
+      slots[1 - slot_id]["n_tokens_cached"] == 0 and
+      slots[slot_id]["n_tokens_cached"] == len(conv), slots)
+os.remove(os.path.join(slot_dir, "junk.bin"))
+st, b, _ = A.post("/slots/0?action=launch", {"filename": "x.bin"})
+check("bad action: 400", st == 400 and "action" in b["error"]["message"], b)
+st, b, _ = A.post("/slots/0", {"filename": "x.bin"})
+check("no action: 400", st == 400, b)
+for bad_id in ("7", "-1", "x", "1x", ""):
+    st, b, _ = A.post("/slots/%s?action=erase" % bad_id, {})
+    check("bad slot id %r: 400" % bad_id, st == 400, b)
+st, b, _ = A.post("/slots/0?action=save", {"filename": "x.bin", "extra": 1})
+check("slot action: an unknown field is refused", st == 400 and "extra" in b["error"]["message"], b)
+st, b, _ = A.post("/slots/%d?action=erase" % slot_id, None)
+check("erase", st == 200 and b == {"id_slot": slot_id, "n_erased": len(conv)}, b)
+st, slots, _ = A.request("GET", "/slots")
+check("erased: the slot holds nothing", slots[slot_id]["n_tokens_cached"] == 0, slots)
+st, b, _ = A.post("/slots/%d?action=save" % slot_id, {"filename": "empty.bin"})
+check("save of an empty slot: 400", st == 400, b)
+st, b, _ = A.post("/completion", {"prompt": "After a bad restore", "n_predict": 2})
+check("the server goes on after the bad actions", st == 200 and b["tokens_predicted"] >= 1, b)
+
+# the llama-server metric names beside recur's
+st, text, _ = A.request("GET", "/metrics")
+for name in ("prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total",
+             "tokens_predicted_seconds_total", "prompt_tokens_seconds",
+             "predicted_tokens_seconds", "requests_processing", "requests_deferred",
+             "n_tokens_max", "n_decode_total", "n_busy_slots_per_decode"):
+    check("metric llamacpp:" + name, re.search(r"^# TYPE llamacpp:%s (counter|gauge)\n"
+                                              r"llamacpp:%s [0-9.e+-]+$" % (name, name), text,
+                                              re.M) is not None)
+vals = {k: float(v) for k, v in re.findall(r"^(llamacpp:\w+) (\S+)$", text, re.M)}
+gen = A.metrics()
+check("llamacpp:tokens_predicted_total counts the generated tokens",
+      vals.get("llamacpp:tokens_predicted_total") == gen.get("recur_tokens_generated_total") and
+      vals.get("llamacpp:tokens_predicted_total", 0) >= 5 + 9 + 1, vals)
+check("llamacpp:n_decode_total counts decodes",
+      vals.get("llamacpp:n_decode_total") == gen.get("recur_decode_steps_total") and
+      vals.get("llamacpp:n_decode_total", 0) > 0, vals)
+check("llamacpp:n_tokens_max: the longest sequence", vals.get("llamacpp:n_tokens_max", 0) >=
+      len(conv) + 1, vals)
+check("recur_ metrics are still there", "recur_requests_total" in gen, gen)
+
+# two hosts: the same port on ::1
+if ipv6:
+    c = http.client.HTTPConnection("::1", A.port, timeout=30)
+    c.request("GET", "/health")
+    r6 = c.getresponse()
+    check("the second --host (::1) answers on the same port", r6.status == 200 and
+          json.loads(r6.read()) == {"status": "ok"})
+    c.close()
+check("A stops", A.stop() == 0)
+
+# ---- a restarted server restores the conversation --------------------------------------------
+B = Server("-np", "2", "--slot-save-path", slot_dir)
+st, tail, _ = B.post("/tokenize", {"content": " and then he went home to sleep"})
+extended = conv + tail["tokens"]
+st, b, _ = B.post("/slots/1?action=restore", {"filename": "conv.bin"})
+check("restore in a restarted server", st == 200 and b["id_slot"] == 1 and
+      b["filename"] == "conv.bin" and b["n_restored"] == len(conv) and b["n_read"] > 0 and
+      "restore_ms" in b["timings"], b)
+st, slots, _ = B.request("GET", "/slots")
+check("/slots: the restored slot holds the tokens", slots[1]["n_tokens_cached"] == len(conv), slots)
+st, warm, _ = B.post("/completion", {"prompt": extended, "n_predict": 16, "temperature": 0})
+check("a prompt extending the restored tokens reuses them",
+      st == 200 and warm["tokens_cached"] == len(conv), warm)
+st, warm_oai, _ = B.post("/v1/completions", {"prompt": extended, "max_tokens": 16,
+                                             "temperature": 0})
+check("... and on /v1/completions (cached_tokens)", st == 200 and
+      warm_oai["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(conv), warm_oai)
+check("B stops", B.stop() == 0)
+
+# ---- a fresh server: the same greedy text; a busy slot ------------------------------------
+C = Server("-np", "1", "--slot-save-path", slot_dir)
+st, cold, _ = C.post("/completion", {"prompt": extended, "n_predict": 16, "temperature": 0})
+check("a fresh server decodes it all", st == 200 and cold["tokens_cached"] == 0, cold)
+check("restored state, same greedy text as a fresh server",
+      cold.get("content") == warm.get("content") and warm.get("tokens_predicted") == 16,
+      (cold, warm))
+check("... on /v1/completions too", warm_oai["choices"][0]["text"] == cold.get("content"),
+      (warm_oai, cold))
+# a long streamed request holds the only slot while the action is asked
+conn = http.client.HTTPConnection("127.0.0.1", C.port, timeout=60)
+conn.request("POST", "/completion", body=json.dumps(
+    {"prompt": "The", "n_predict": 4000, "ignore_eos": True, "stream": True}).encode())
+stream = conn.getresponse()
+stream.readline()  # the first event: the slot is decoding
+st, slots, _ = C.request("GET", "/slots")
+check("/slots: a busy slot is processing", slots[0]["is_processing"] is True and
+      slots[0]["next_token"]["n_decoded"] > 0 and slots[0]["params"]["n_predict"] == 4000, slots)
+st, b, _ = C.request("GET", "/slots?fail_on_no_slot=1")
+check("/slots?fail_on_no_slot=1 with every slot busy: 503", st == 503, b)
+st, b, resp = C.post("/slots/0?action=save", {"filename": "busy.bin"})
+check("save of a busy slot: 503", st == 503 and "busy" in b["error"]["message"] and
+      resp.getheader("Retry-After") is not None, b)
+st, b, _ = C.post("/slots/0?action=erase", {})
+check("erase of a busy slot: 503", st == 503, b)
+conn.close()
+check("the slot frees when the client leaves",
+      wait_for(lambda: C.request("GET", "/slots")[1][0]["is_processing"] is False))
+st, b, _ = C.request("GET", "/slots?fail_on_no_slot=1")
+check("/slots?fail_on_no_slot=1 with a free slot: 200", st == 200 and len(b) == 1, b)
+check("busy.bin was not written", not os.path.exists(os.path.join(slot_dir, "busy.bin")))
+check("C stops", C.stop() == 0)
+
+# ---- an API key, --no-slots, -c, no slot directory -----------------------------------------
+K = Server("-np", "1", "--api-key", "sekret", "--no-slots", "-c", "32")
+st, body, resp = K.request("OPTIONS", "/v1/completions",
+                           headers={"Origin": "http://app.example",
+                                    "Access-Control-Request-Method": "POST",
+                                    "Access-Control-Request-Headers": "authorization, content-type"})
+check("OPTIONS needs no key", st == 200, (st, body))
+check("OPTIONS: the preflight headers",
+      "POST" in (resp.getheader("Access-Control-Allow-Methods") or "") and
+      "authorization" in (resp.getheader("Access-Control-Allow-Headers") or "").lower() and
+      resp.getheader("Access-Control-Allow-Origin") == "http://app.example", resp.getheaders())
+st, body, resp = K.request("GET", "/props")
+check("no key: 401", st == 401 and body["error"]["type"] == "authentication_error" and
+      body["error"]["code"] == 401, body)
+check("401 carries CORS", resp.getheader("Access-Control-Allow-Origin") == "*")
+st, body, _ = K.request("GET", "/props", headers={"Authorization": "Bearer wrong"})
+check("a wrong Bearer key: 401", st == 401, body)
+st, body, _ = K.request("GET", "/props", headers={"X-Api-Key": "wrong"})
+check("a wrong X-Api-Key: 401", st == 401, body)
+st, body, _ = K.request("GET", "/props", headers={"Authorization": "Bearer sekret"})
+check("Bearer key: 200", st == 200, body)
+st, body, _ = K.request("GET", "/props", headers={"X-Api-Key": "sekret"})
+check("X-Api-Key: 200", st == 200 and body["default_generation_settings"]["params"]["n_predict"]
+      == -1 and body["recur"]["n_ctx"] == 32, body)
+st, body, _ = K.request("GET", "/no/such")
+check("unknown path without the key: 401 (as llama-server)", st == 401, body)
+st, body, _ = K.request("GET", "/no/such", headers={"X-Api-Key": "sekret"})
+check("unknown path with the key: 404", st == 404, body)
+for path in ("/health", "/v1/health", "/v1/models", "/models"):
+    st, body, _ = K.request("GET", path)
+    check("%s needs no key" % path, st == 200, body)
+st, body, _ = K.request("GET", "/v1/models")
+check("/v1/models without --alias: the model file's name",
+      body["data"][0]["id"] == os.path.basename(MODEL), body)
+key = {"X-Api-Key": "sekret"}
+st, body, _ = K.request("GET", "/slots", headers=key)
+check("--no-slots: /slots answers 501", st == 501 and
+      body["error"]["type"] == "not_supported_error" and body["error"]["code"] == 501, body)
+st, body, _ = K.request("POST", "/slots/0?action=save", {"filename": "x.bin"}, headers=key)
+check("no --slot-save-path: save answers 501", st == 501 and
+      body["error"]["type"] == "not_supported_error", body)
+st, body, _ = K.request("POST", "/slots/0?action=restore", {"filename": "x.bin"}, headers=key)
+check("no --slot-save-path: restore answers 501", st == 501, body)
+st, body, _ = K.request("POST", "/slots/0?action=erase", None, headers=key)
+check("erase needs no directory", st == 200 and body["n_erased"] == 0, body)
+# -c 32: prompt + generated tokens of a sequence
+st, tok, _ = K.request("POST", "/tokenize", {"content": "word " * 40}, headers=key)
+st, body, _ = K.request("POST", "/completion", {"prompt": tok["tokens"][:32], "n_predict": 1},
+                        headers=key)
+check("-c 32: a prompt of 32 tokens is refused", st == 400 and "-c" in body["error"]["message"],
+      body)
+st, body, _ = K.request("POST", "/completion", {"prompt": tok["tokens"][:10], "n_predict": 100,
+                                                "ignore_eos": True, "temperature": 0},
+                        headers=key)
+check("-c 32: generation stops at the budget", st == 200 and body["tokens_predicted"] == 22 and
+      body["stop_type"] == "limit", body)
+st, body, _ = K.request("POST", "/v1/completions", {"prompt": tok["tokens"][:31],
+                                                    "max_tokens": 5}, headers=key)
+check("-c 32: 31 + 1", st == 200 and body["usage"]["completion_tokens"] <= 1 and
+      body["usage"]["total_tokens"] <= 32, body)
+check("K stops", K.stop() == 0)
+
+# ---- --host ::1 alone -------------------------------------------------------------------------
+if ipv6:
+    p = subprocess.Popen([RECUR, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--host", "::1"],
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    mm = re.search(r"listening on http://\[::1\]:(\d+)", line)
+    check("--host ::1: the first line names it", mm is not None, line)
+    if mm:
+        c = http.client.HTTPConnection("::1", int(mm.group(1)), timeout=30)
+        c.request("GET", "/health")
+        check("--host ::1 answers", c.getresponse().status == 200)
+        c.close()
+        try:
+            socket.create_connection(("127.0.0.1", int(mm.group(1))), timeout=2).close()
+            check("--host ::1 does not listen on IPv4", False)
+        except OSError:
+            check("--host ::1 does not listen on IPv4", True)
+    p.terminate()
+    check("the ::1 server stops", p.wait(timeout=30) == 0)
+
+shutil.rmtree(tmp)
+print("test_serve_endpoints: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+sys.exit(1 if counts["failed"] else 0)

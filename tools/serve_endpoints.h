@@ -1,0 +1,55 @@
+/*
+ * recur serve: the endpoints beside the completions (serve_meta.c: models, props, slots,
+ * metrics, tokenize, detokenize; serve_slots.c: slot save/restore/erase) and the handler
+ * shape the dispatch table (serve.c) calls.
+ */
+#ifndef RECUR_TOOLS_SERVE_ENDPOINTS_H
+#define RECUR_TOOLS_SERVE_ENDPOINTS_H
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "serve.h"
+
+/* What a handler gets: the URL path, its parsed JSON body (NULL for a GET) and the raw body. */
+struct serve_req {
+    const char *url;
+    const cJSON *body;
+    const char *raw;
+    size_t raw_len;
+};
+
+typedef enum MHD_Result (*serve_handler)(struct server *s, struct MHD_Connection *conn,
+                                         const struct serve_req *rq);
+
+/* Answers status with j (taken over). */
+enum MHD_Result serve_send_json(struct MHD_Connection *conn, unsigned status, cJSON *j);
+
+/* True when body has a field not in known (NULL-terminated), with msg naming it: a field these
+ * endpoints do not honour is refused rather than ignored. */
+bool serve_unknown_field(const cJSON *body, const char *const *known, char *msg, size_t len);
+
+enum MHD_Result serve_models(struct server *s, struct MHD_Connection *conn,
+                             const struct serve_req *rq);
+enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
+                            const struct serve_req *rq);
+enum MHD_Result serve_slots_get(struct server *s, struct MHD_Connection *conn,
+                                const struct serve_req *rq);
+enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
+                                  const struct serve_req *rq);
+enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
+                               const struct serve_req *rq);
+enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
+                                 const struct serve_req *rq);
+
+/* POST /slots/{id}?action=save|restore|erase (serve_slots.c). */
+enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
+                                  const struct serve_req *rq);
+/* Allocates s->slots and sets the scheduler's hooks; false without memory. */
+bool serve_slots_init(struct server *s);
+void serve_slots_free(struct server *s);
+/* Whether name is a file name that stays inside the slot directory: not empty, at most 255
+ * bytes, no '/', '\\', control character or NUL, not starting with '.'. */
+bool serve_slot_filename_ok(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,481 @@
+/*
+ * recur serve's informational endpoints, shaped as llama-server's (see serve_endpoints.h):
+ * GET /v1/models (and /models), /props, /slots, /metrics; POST /tokenize, /detokenize.
+ */
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+#include "serve_api.h"
+#include "serve_endpoints.h"
+
+#ifndef RECUR_VERSION_STRING
+#define RECUR_VERSION_STRING "unknown"
+#endif
+
+enum MHD_Result serve_send_json(struct MHD_Connection *conn, unsigned status, cJSON *j) {
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) return serve_send_error(conn, 500, "server_error", "out of memory");
+    return serve_send_text(conn, status, "application/json", text, NULL);
+}
+
+bool serve_unknown_field(const cJSON *body, const char *const *known, char *msg, size_t len) {
+    for (const cJSON *f = body ? body->child : NULL; f; f = f->next) {
+        bool ok = false;
+        for (const char *const *k = known; *k && !ok; k++) ok = strcmp(f->string, *k) == 0;
+        if (!ok) {
+            snprintf(msg, len, "unknown field \"%.64s\": this endpoint does not support it",
+                     f->string);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether text[0..n) is valid UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF). */
+static bool utf8_ok(const unsigned char *t, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const unsigned char b = t[i];
+        size_t len;
+        uint32_t cp;
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf)
+            len = 2, cp = b & 0x1f;
+        else if (b >= 0xe0 && b <= 0xef)
+            len = 3, cp = b & 0x0f;
+        else if (b >= 0xf0 && b <= 0xf4)
+            len = 4, cp = b & 0x07;
+        else
+            return false;
+        if (n - i < len) return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((t[i + k] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (t[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* The text of a token as llama-server shows it (control tokens rendered), malloc'd into *out
+ * with its length; false without memory or for a bad id. */
+static bool piece_of(const struct recur_model *m, recur_token tok, char **out, int32_t *n) {
+    int32_t cap = 64;
+    for (int tries = 0; tries < 2; tries++) {
+        char *buf = malloc((size_t)cap + 1); /* + 1: room for a NUL */
+        if (!buf) return false;
+        const int32_t got = recur_token_to_piece(m, tok, buf, cap, 0, true);
+        if (got >= 0) {
+            *out = buf;
+            *n = got;
+            return true;
+        }
+        free(buf);
+        cap = -got;
+    }
+    return false;
+}
+
+/* The concatenated pieces of tokens (llama-server's tokens_to_str: no clean-up of spaces, so
+ * that /detokenize gives back what /tokenize read), malloc'd with *len; NULL without memory. */
+static char *tokens_text(const struct recur_model *m, const recur_token *t, int32_t n,
+                         size_t *len) {
+    size_t cap = 64, used = 0;
+    char *text = malloc(cap);
+    for (int32_t i = 0; i < n && text; i++) {
+        char *p;
+        int32_t k;
+        if (!piece_of(m, t[i], &p, &k)) {
+            free(text);
+            return NULL;
+        }
+        if (used + (size_t)k + 1 > cap) {
+            cap = 2 * (used + (size_t)k + 1);
+            char *grown = realloc(text, cap);
+            if (!grown) {
+                free(p);
+                free(text);
+                return NULL;
+            }
+            text = grown;
+        }
+        memcpy(text + used, p, (size_t)k);
+        used += (size_t)k;
+        free(p);
+    }
+    if (text) text[used] = '\0';
+    *len = used;
+    return text;
+}
+
+/* ---- /tokenize, /detokenize -------------------------------------------------------------- */
+
+static bool bool_opt(const cJSON *body, const char *name, bool def, bool *out, char *msg,
+                     size_t len) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
+    *out = def;
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsBool(f)) {
+        snprintf(msg, len, "\"%s\" must be true or false", name);
+        return false;
+    }
+    *out = cJSON_IsTrue(f);
+    return true;
+}
+
+enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
+                               const struct serve_req *rq) {
+    static const char *const known[] = {"content",     "add_special", "parse_special",
+                                        "with_pieces", "model",       NULL};
+    char msg[160];
+    if (serve_unknown_field(rq->body, known, msg, sizeof msg))
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(rq->body, "content");
+    if (!cJSON_IsString(content))
+        return serve_send_error(conn, 400, "invalid_request_error", "\"content\" must be a string");
+    bool add_special, parse_special, with_pieces;
+    if (!bool_opt(rq->body, "add_special", false, &add_special, msg, sizeof msg) ||
+        !bool_opt(rq->body, "parse_special", true, &parse_special, msg, sizeof msg) ||
+        !bool_opt(rq->body, "with_pieces", false, &with_pieces, msg, sizeof msg))
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
+    const size_t len = strlen(content->valuestring);
+    if (len > s->lim.max_body)
+        return serve_send_error(conn, 400, "invalid_request_error", "\"content\" is too long");
+    recur_token *t = malloc(sizeof(recur_token) * (len + 2));
+    const int32_t n = t ? recur_tokenize(s->model, content->valuestring, (int32_t)len, t,
+                                         (int32_t)len + 2, add_special, parse_special)
+                        : -1;
+    if (n < 0) {
+        free(t);
+        return serve_send_error(conn, 500, "server_error", "tokenization failed");
+    }
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "tokens");
+    for (int32_t i = 0; i < n; i++) {
+        if (!with_pieces) {
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(t[i]));
+            continue;
+        }
+        char *p;
+        int32_t k;
+        if (!piece_of(s->model, t[i], &p, &k)) {
+            free(t);
+            cJSON_Delete(j);
+            return serve_send_error(conn, 500, "server_error", "out of memory");
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", t[i]);
+        if (utf8_ok((const unsigned char *)p, (size_t)k)) { /* a string, else its bytes */
+            p[k] = '\0';                                    /* piece_of leaves room for it */
+            cJSON_AddStringToObject(o, "piece", p);
+        } else {
+            cJSON *bytes = cJSON_AddArrayToObject(o, "piece");
+            for (int32_t b = 0; b < k; b++)
+                cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)p[b]));
+        }
+        free(p);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(t);
+    return serve_send_json(conn, 200, j);
+}
+
+enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
+                                 const struct serve_req *rq) {
+    static const char *const known[] = {"tokens", "model", NULL};
+    char msg[160];
+    if (serve_unknown_field(rq->body, known, msg, sizeof msg))
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
+    recur_token *t = NULL;
+    int32_t n = 0;
+    if (!serve_parse_tokens(s, cJSON_GetObjectItemCaseSensitive(rq->body, "tokens"), "tokens", &t,
+                            &n, msg, sizeof msg))
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
+    size_t len = 0;
+    char *text = tokens_text(s->model, t, n, &len);
+    free(t);
+    if (!text) return serve_send_error(conn, 500, "server_error", "out of memory");
+    cJSON *j = cJSON_CreateObject();
+    serve_add_text(j, "content", text, len);
+    free(text);
+    return serve_send_json(conn, 200, j);
+}
+
+/* ---- /v1/models -------------------------------------------------------------------------- */
+
+enum MHD_Result serve_models(struct server *s, struct MHD_Connection *conn,
+                             const struct serve_req *rq) {
+    (void)rq;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(j, "data"), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "recur");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddStringToObject(meta, "architecture", recur_model_arch_name(s->model));
+    cJSON_AddNumberToObject(meta, "n_vocab", recur_model_n_vocab(s->model));
+    cJSON_AddNumberToObject(meta, "n_embd", recur_model_n_embd(s->model));
+    cJSON_AddNumberToObject(meta, "n_layer", recur_model_n_layer(s->model));
+    cJSON_AddNumberToObject(meta, "state_bytes", (double)s->state_bytes);
+    cJSON_AddItemToArray(data, m);
+    return serve_send_json(conn, 200, j);
+}
+
+/* ---- /props and /slots ------------------------------------------------------------------- */
+
+/* A task's generation settings, as llama-server's "params" (the fields recur honours). */
+static cJSON *params_json(const struct server *s, const struct task *t, int32_t n_predict,
+                          bool default_seed) {
+    cJSON *p = cJSON_CreateObject();
+    const struct recur_sampler_params *sp = &t->sampling;
+    cJSON_AddNumberToObject(p, "n_predict", n_predict);
+    /* llama-server's 4294967295: a new seed per request */
+    cJSON_AddNumberToObject(p, "seed", default_seed ? 4294967295.0 : (double)sp->seed);
+    cJSON_AddNumberToObject(p, "temperature", sp->temp);
+    cJSON_AddNumberToObject(p, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(p, "top_p", sp->top_p);
+    cJSON_AddNumberToObject(p, "min_p", sp->min_p);
+    cJSON_AddNumberToObject(p, "repeat_last_n", sp->penalty_last_n);
+    cJSON_AddNumberToObject(p, "repeat_penalty", sp->penalty_repeat);
+    cJSON_AddNumberToObject(p, "presence_penalty", sp->penalty_present);
+    cJSON_AddNumberToObject(p, "frequency_penalty", sp->penalty_freq);
+    cJSON *stop = cJSON_AddArrayToObject(p, "stop");
+    for (int i = 0; i < t->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(t->stop[i]));
+    cJSON_AddNumberToObject(p, "max_tokens", default_seed ? s->lim.max_tokens : t->max_tokens);
+    cJSON_AddBoolToObject(p, "ignore_eos", t->ignore_eos);
+    cJSON_AddBoolToObject(p, "cache_prompt", t->cache_prompt);
+    cJSON_AddNumberToObject(p, "n_probs", 0);
+    cJSON *smp = cJSON_AddArrayToObject(p, "samplers");
+    static const char *const chain[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
+    for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)
+        cJSON_AddItemToArray(smp, cJSON_CreateString(chain[i]));
+    return p;
+}
+
+/* The settings a /completion request that names nothing gets: serve_parse_completion's own
+ * defaults, so this cannot drift from what requests really get. */
+static bool default_task(struct server *s, struct task **out) {
+    struct task *t = calloc(1, sizeof *t);
+    cJSON *body = cJSON_CreateObject(), *prompt = cJSON_AddArrayToObject(body, "prompt");
+    cJSON_AddItemToArray(prompt, cJSON_CreateNumber(0));
+    char msg[200];
+    bool stream = false;
+    const bool ok = t && body && serve_parse_completion(s, body, true, t, &stream, msg, sizeof msg);
+    cJSON_Delete(body);
+    if (!ok && t) {
+        t->refs = 1;
+        pthread_mutex_lock(&s->mu);
+        serve_task_release(s, t);
+        pthread_mutex_unlock(&s->mu);
+        t = NULL;
+    }
+    *out = t;
+    return t != NULL;
+}
+
+static void free_default_task(struct server *s, struct task *t) {
+    t->refs = 1;
+    pthread_mutex_lock(&s->mu);
+    serve_task_release(s, t);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void add_text_of(cJSON *o, const char *name, const struct server *s, const recur_token *t,
+                        int32_t n) {
+    size_t len = 0;
+    char *text = tokens_text(s->model, t, n, &len);
+    serve_add_text(o, name, text ? text : "", text ? len : 0);
+    free(text);
+}
+
+/* One slot as llama-server shows it; t: its running task or NULL; choice: which of t's. Under
+ * s->mu. */
+static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int choice,
+                        const struct task *defaults) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", q);
+    cJSON_AddNumberToObject(o, "id_task", t ? (double)t->id : (double)s->slots[q].id_task);
+    cJSON_AddNumberToObject(o, "n_ctx", s->lim.n_ctx);
+    cJSON_AddBoolToObject(o, "speculative", false);
+    cJSON_AddBoolToObject(o, "is_processing", t != NULL);
+    cJSON_AddItemToObject(o, "params",
+                          t ? params_json(s, t, t->max_tokens, false)
+                            : params_json(s, defaults, s->lim.n_predict, true));
+    if (t)
+        add_text_of(o, "prompt", s, t->prompt, t->n_prompt);
+    else
+        add_text_of(o, "prompt", s, s->slots[q].tokens, s->slots[q].n_tokens);
+    /* recur's: the tokens the slot's state holds (its last finished conversation) */
+    cJSON_AddNumberToObject(o, "n_tokens_cached", t ? 0 : s->slots[q].n_tokens);
+    cJSON *nt = cJSON_AddObjectToObject(o, "next_token");
+    const struct choice *c = t ? &t->choice[choice] : NULL;
+    cJSON_AddBoolToObject(nt, "has_next_token", c ? !c->finished : true);
+    cJSON_AddBoolToObject(nt, "has_new_line", c && c->text && memchr(c->text, '\n', c->len));
+    cJSON_AddNumberToObject(nt, "n_remain", c ? t->max_tokens - c->n_out : -1);
+    cJSON_AddNumberToObject(nt, "n_decoded", c ? c->n_out : 0);
+    cJSON_AddStringToObject(nt, "stopping_word", "");
+    return o;
+}
+
+enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
+                            const struct serve_req *rq) {
+    (void)rq;
+    struct task *d;
+    if (!default_task(s, &d)) return serve_send_error(conn, 500, "server_error", "out of memory");
+    cJSON *j = cJSON_CreateObject();
+    pthread_mutex_lock(&s->mu);
+    cJSON *dg = slot_json(s, 0, NULL, 0, d);
+    pthread_mutex_unlock(&s->mu);
+    cJSON_ReplaceItemInObject(dg, "id_task", cJSON_CreateNumber(-1));
+    cJSON_ReplaceItemInObject(dg, "prompt", cJSON_CreateString(""));
+    cJSON_DeleteItemFromObject(dg, "n_tokens_cached");
+    cJSON_AddItemToObject(j, "default_generation_settings", dg);
+    free_default_task(s, d);
+    cJSON_AddNumberToObject(j, "total_slots", s->lim.n_parallel);
+    cJSON_AddStringToObject(j, "model_path", s->model_path);
+    cJSON_AddStringToObject(j, "model_alias", s->model_name);
+    /* TODO(lead, merge): the template's text once recur_model_chat_template() is in main;
+       until then the name given by --chat-template, or null for the model's own */
+    if (s->chat_template)
+        cJSON_AddStringToObject(j, "chat_template", s->chat_template);
+    else
+        cJSON_AddNullToObject(j, "chat_template");
+    cJSON *mod = cJSON_AddObjectToObject(j, "modalities");
+    cJSON_AddBoolToObject(mod, "vision", false);
+    cJSON_AddBoolToObject(mod, "audio", false);
+    cJSON_AddStringToObject(j, "build_info", "recur " RECUR_VERSION_STRING);
+    cJSON_AddBoolToObject(j, "is_sleeping", false);
+    cJSON *r = cJSON_AddObjectToObject(j, "recur"); /* recur's own */
+    cJSON_AddStringToObject(r, "version", RECUR_VERSION_STRING);
+    cJSON_AddStringToObject(r, "architecture", recur_model_arch_name(s->model));
+    cJSON_AddNumberToObject(r, "n_vocab", recur_model_n_vocab(s->model));
+    cJSON_AddNumberToObject(r, "n_embd", recur_model_n_embd(s->model));
+    cJSON_AddNumberToObject(r, "n_layer", recur_model_n_layer(s->model));
+    cJSON_AddNumberToObject(r, "state_bytes_per_sequence", (double)s->state_bytes);
+    cJSON_AddNumberToObject(r, "n_ctx", s->lim.n_ctx);
+    cJSON_AddNumberToObject(r, "max_tokens", s->lim.max_tokens);
+    cJSON_AddNumberToObject(r, "max_prompt", s->lim.max_prompt);
+    return serve_send_json(conn, 200, j);
+}
+
+enum MHD_Result serve_slots_get(struct server *s, struct MHD_Connection *conn,
+                                const struct serve_req *rq) {
+    (void)rq;
+    if (!s->slots_endpoint)
+        return serve_send_error(conn, 501, "not_supported_error",
+                                "This server does not support slots endpoint. Start it without "
+                                "--no-slots");
+    struct task *d;
+    if (!default_task(s, &d)) return serve_send_error(conn, 500, "server_error", "out of memory");
+    const char *fail = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    cJSON *arr = cJSON_CreateArray();
+    pthread_mutex_lock(&s->mu);
+    const bool none_free = s->slots_in_use >= s->lim.n_parallel;
+    for (int32_t q = 0; q < s->lim.n_parallel; q++) {
+        const struct task *t = NULL;
+        int choice = 0;
+        for (int32_t a = 0; a < s->lim.n_parallel && !t; a++) {
+            const struct task *x = s->active[a];
+            for (int i = 0; x && i < x->n && !t; i++)
+                if (x->choice[i].seq == q) t = x, choice = i;
+        }
+        cJSON_AddItemToArray(arr, slot_json(s, q, t, choice, d));
+    }
+    pthread_mutex_unlock(&s->mu);
+    free_default_task(s, d);
+    if (fail && strcmp(fail, "0") != 0 && none_free) {
+        cJSON_Delete(arr);
+        return serve_send_error(conn, 503, "unavailable_error", "no slot available");
+    }
+    return serve_send_json(conn, 200, arr);
+}
+
+/* ---- /metrics ---------------------------------------------------------------------------- */
+
+enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
+                                  const struct serve_req *rq) {
+    (void)rq;
+    pthread_mutex_lock(&s->mu);
+    const struct serve_metrics m = s->m;
+    const int32_t in_use = s->slots_in_use, queued = s->n_queued;
+    int32_t processing = 0;
+    for (int32_t q = 0; q < s->lim.n_parallel; q++) processing += s->active[q] != NULL;
+    pthread_mutex_unlock(&s->mu);
+    const double processed = (double)(m.prompt_tokens - m.prompt_tokens_cached);
+    struct {
+        const char *name, *type, *help;
+        double v;
+    } rows[] = {
+        /* llama-server's names */
+        {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+         processed},
+        {"llamacpp:prompt_seconds_total", "counter", "Prompt process time in seconds.", m.prompt_s},
+        {"llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
+         (double)m.generated_tokens},
+        {"llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time in seconds.",
+         m.predicted_s},
+        {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+         m.prompt_s > 0 ? processed / m.prompt_s : 0.0},
+        {"llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
+         m.predicted_s > 0 ? (double)m.generated_tokens / m.predicted_s : 0.0},
+        {"llamacpp:requests_processing", "gauge", "Number of requests processing.",
+         (double)processing},
+        {"llamacpp:requests_deferred", "gauge", "Number of requests deferred.", (double)queued},
+        {"llamacpp:n_tokens_max", "counter", "High watermark of the context size observed.",
+         (double)m.n_tokens_max},
+        {"llamacpp:n_decode_total", "counter", "Total number of recur_decode() calls.",
+         (double)m.steps},
+        {"llamacpp:n_busy_slots_per_decode", "gauge",
+         "Average number of busy slots per recur_decode() call.",
+         m.steps ? (double)m.busy_slots / (double)m.steps : 0.0},
+        /* recur's own */
+        {"recur_requests_total", "counter", "Requests accepted.", (double)m.requests},
+        {"recur_requests_failed_total", "counter", "Requests that failed or were cancelled.",
+         (double)m.requests_failed},
+        {"recur_requests_rejected_total", "counter", "Requests refused: queue full (503).",
+         (double)m.rejected_busy},
+        {"recur_prompt_tokens_total", "counter", "Prompt tokens of finished prompts.",
+         (double)m.prompt_tokens},
+        {"recur_prompt_tokens_cached_total", "counter",
+         "Prompt tokens restored from the prefix cache instead of decoded.",
+         (double)m.prompt_tokens_cached},
+        {"recur_tokens_processed_total", "counter", "Prompt tokens decoded.", processed},
+        {"recur_tokens_generated_total", "counter", "Tokens generated.",
+         (double)m.generated_tokens},
+        {"recur_tokens_per_second", "gauge", "Generated tokens per second of decoding.",
+         m.busy_s > 0 ? (double)m.generated_tokens / m.busy_s : 0.0},
+        {"recur_decode_steps_total", "counter", "Batches decoded.", (double)m.steps},
+        {"recur_prefix_cache_hits_total", "counter", "Prompts that reused a cached prefix.",
+         (double)m.cache.hits},
+        {"recur_prefix_cache_misses_total", "counter", "Prompts with no cached prefix.",
+         (double)m.cache.misses},
+        {"recur_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.",
+         (double)m.cache.bytes},
+        {"recur_prefix_cache_entries", "gauge", "Prefixes held by the prefix cache.",
+         (double)m.cache.n_entries},
+        {"recur_sequences_in_use", "gauge", "Sequence slots decoding a request.", (double)in_use},
+        {"recur_queue_length", "gauge", "Requests waiting for a slot.", (double)queued},
+    };
+    const size_t cap = 8192;
+    char *out = malloc(cap);
+    if (!out) return serve_send_error(conn, 500, "server_error", "out of memory");
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && off < cap; i++)
+        off += (size_t)snprintf(out + off, cap - off, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
+                                rows[i].name, rows[i].help, rows[i].name, rows[i].type,
+                                rows[i].name, rows[i].v);
+    return serve_send_text(conn, 200, "text/plain; version=0.0.4", out, NULL);
+}
