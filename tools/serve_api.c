@@ -4,7 +4,8 @@
  * field of the wrong type or range is a 400 naming it.
  *
  * Lengths: a request that names none (max_tokens, max_completion_tokens, n_predict) gets the
- * server's -n (s->lim.n_predict; -1: the server's --max-tokens). With -c (s->lim.n_ctx) a
+ * server's -n (s->lim.n_predict); without -n, /v1/completions gets OpenAI's 16 and the others
+ * the server's --max-tokens. With -c (s->lim.n_ctx) a
  * prompt must leave room for a token, and generation stops at the budget ("length";
  * /completion's truncated).
  *
