@@ -9,7 +9,8 @@
 #   the skip printed); q8_0 models are compared with the C API only, as an input near a q8_0
 #   rounding tie may round the other way in the reference (see test_model_ref.sh);
 # - `recur parallel -np 4 --temp 0`: 4 continuations, each the one of `recur run`;
-# - `recur perplexity` equals the reference's --mean-nll to 1e-4 relative (not for q8_0);
+# - `recur perplexity` equals the reference's --mean-nll to 1e-4 relative (not for q8_0), with
+#   llama-perplexity's method (second halves) and --score-all;
 # - `recur tokenize` of UTF-8 with newlines, tabs, quotes and backslashes detokenizes (C API)
 #   back to the same bytes; on the RWKV world vocabulary a single ASCII byte b is token b + 1;
 # - --state-out / --state-in with a longer prompt equals one run of it, and --prompt-cache
@@ -91,29 +92,51 @@ for name in "${arch_models[@]}"; do
     check "$name: parallel -np 4 gives recur run's continuation 4 times" \
         cmp -s "$d/par.txt" "$d/par_want.txt"
 
-    # ---- perplexity against the reference ---------------------------------------------------
+    # ---- perplexity against the reference, both methods ------------------------------------
+    # default: llama-perplexity's (text tokenised with BOS where the vocabulary adds it, each
+    # window's first token BOS, the second half scored: positions 5..7 of 8); --score-all:
+    # the training script's (no BOS in the text, every token after the first scored)
     "$recur" perplexity -m "$m" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 -t 1 \
         >"$d/ppl.out" 2>"$d/ppl.err"
     check "$name: perplexity exits 0 ($(head -c 200 "$d/ppl.err"))" [ $? -eq 0 ]
-    got_loss=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 21 scored tokens in 3 windows of 8$/\1/p' "$d/ppl.out")
-    check "$name: perplexity scores 3 windows x 7 tokens" [ -n "$got_loss" ]
+    got_half=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 9 scored tokens in 3 windows of 8 (second halves)$/\1/p' "$d/ppl.out")
+    check "$name: perplexity scores 3 windows x 3 tokens" [ -n "$got_half" ]
+    "$recur" perplexity -m "$m" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 -t 1 --score-all \
+        >"$d/ppl_all.out" 2>"$d/ppl_all.err"
+    check "$name: perplexity --score-all exits 0 ($(head -c 200 "$d/ppl_all.err"))" [ $? -eq 0 ]
+    got_loss=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 21 scored tokens in 3 windows of 8 (every token after the first: --score-all)$/\1/p' "$d/ppl_all.out")
+    check "$name: perplexity --score-all scores 3 windows x 7 tokens" [ -n "$got_loss" ]
     if $quantized; then
         skip "$name: perplexity against the reference" "q8_0: a rounding tie may differ"
     else
-        read -r -a ids < <("$recur" tokenize -m "$m" -f "$work/ppl.txt" --no-bos 2>/dev/null)
-        # a window's first token is BOS where the vocabulary adds one (as recur perplexity does)
         read -r -a with_bos < <("$recur" tokenize -m "$m" -p x 2>/dev/null)
         read -r -a no_bos < <("$recur" tokenize -m "$m" -p x --no-bos 2>/dev/null)
-        windows=()
-        for k in 0 1 2; do
-            win=("${ids[@]:$((k * 8)):8}")
-            [ "${#with_bos[@]}" -gt "${#no_bos[@]}" ] && win[0]=${with_bos[0]}
-            windows+=(--tokens "$(IFS=,; echo "${win[*]}")")
+        adds_bos=false
+        [ "${#with_bos[@]}" -gt "${#no_bos[@]}" ] && adds_bos=true
+        for method in half all; do
+            if [ $method = half ]; then
+                read -r -a ids < <("$recur" tokenize -m "$m" -f "$work/ppl.txt" 2>/dev/null)
+            else
+                read -r -a ids < <("$recur" tokenize -m "$m" -f "$work/ppl.txt" --no-bos 2>/dev/null)
+            fi
+            windows=()
+            for k in 0 1 2; do
+                win=("${ids[@]:$((k * 8)):8}")
+                # a window's first token is BOS where the vocabulary adds one, both methods
+                $adds_bos && win[0]=${with_bos[0]}
+                windows+=(--tokens "$(IFS=,; echo "${win[*]}")")
+            done
+            if [ $method = half ]; then
+                want=$(python3 "$here/ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll --score-from 4)
+                got=$got_half
+            else
+                want=$(python3 "$here/ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll)
+                got=$got_loss
+            fi
+            check "$name: perplexity ($method) equals the reference's mean loss ($got vs $want)" \
+                awk -v a="${got:-nan}" -v b="${want:-nan}" \
+                'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
         done
-        want_loss=$(python3 "$here/ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll)
-        check "$name: perplexity equals the reference's mean loss ($got_loss vs $want_loss)" \
-            awk -v a="${got_loss:-nan}" -v b="${want_loss:-nan}" \
-            'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
     fi
 
     # ---- tokenizer round trip ---------------------------------------------------------------

@@ -74,15 +74,31 @@ check "another model's state is refused (exit 1)" [ $? -eq 1 ]
 check "another model's state: message" grep -q "another model" "$work/other.err"
 
 # perplexity: the mean loss of recur's windows equals the float64 reference's (computed
-# from its own logits and log-softmax), to 1e-4 relative
+# from its own logits and log-softmax), to 1e-4 relative, with both methods: llama-perplexity's
+# (the default: the second half of each window, here positions 5..7 of 8) and the training
+# script's (--score-all: every token after the first)
 printf 'The quick brown fox jumps over the lazy dog. A stitch in time saves nine, they say.' \
     >"$work/ppl.txt"
-"$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 >"$work/ppl.out" 2>"$work/ppl.err"
+"$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 >"$work/ppl2.out" 2>"$work/ppl2.err"
 check "perplexity exits 0" [ $? -eq 0 ]
+got_half=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 9 scored tokens in 3 windows of 8 (second halves)$/\1/p' "$work/ppl2.out")
+check "perplexity scores 3 windows x 3 tokens (the second halves)" [ -n "$got_half" ]
+read -r -a ids < <("$recur" tokenize -m "$model" -f "$work/ppl.txt" 2>/dev/null)
+windows=()
+for k in 0 1 2; do
+    windows+=(--tokens "$(IFS=,; echo "${ids[*]:$((k * 8)):8}")")
+done
+want_half=$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll --score-from 4)
+check "perplexity equals the reference's mean loss of the second halves ($got_half vs $want_half)" \
+    awk -v a="${got_half:-nan}" -v b="$want_half" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
+check "the two methods differ" [ "$got_half" != "$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)" ]
+"$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 --score-all \
+    >"$work/ppl.out" 2>"$work/ppl.err"
+check "perplexity --score-all exits 0" [ $? -eq 0 ]
 check "perplexity prints llama-perplexity's final line" grep -q "^Final estimate: PPL = " "$work/ppl.out"
 check "perplexity prints the running value per window" \
     grep -q "^\[1\][0-9.]*,\[2\][0-9.]*,\[3\][0-9.]*,$" "$work/ppl.out"
-got_loss=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 21 scored tokens in 3 windows of 8$/\1/p' "$work/ppl.out")
+got_loss=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 21 scored tokens in 3 windows of 8 (every token after the first: --score-all)$/\1/p' "$work/ppl.out")
 check "perplexity scores 3 windows x 7 tokens" [ -n "$got_loss" ]
 read -r -a ids < <("$recur" tokenize -m "$model" -f "$work/ppl.txt" --no-bos 2>/dev/null)
 windows=()
@@ -94,8 +110,10 @@ check "perplexity equals the reference's mean loss ($got_loss vs $want_loss)" \
     awk -v a="${got_loss:-nan}" -v b="$want_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
 expect_exit "perplexity without -f" 2 "-f FILE is required" "$recur" perplexity -m "$model"
 printf 'too short' >"$work/short.txt"
-expect_exit "perplexity on a text shorter than a window" 1 "fewer than one window of -c 256" \
-    "$recur" perplexity -m "$model" -f "$work/short.txt"
+expect_exit "perplexity --score-all on a text shorter than a window" 1 \
+    "fewer than one window of -c 256" "$recur" perplexity -m "$model" -f "$work/short.txt" --score-all
+expect_exit "perplexity on a text shorter than two windows" 1 \
+    "at least 128 (two windows of -c 64) are needed" "$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 64
 
 # quantize: the q8_0 file holds q8_0 matrices, decodes, and its greedy text equals the C API's
 "$recur" quantize "$model" "$work/q8.gguf" q8_0 2>"$work/q.err"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tests of the trained model that ships in models/ (tools/train/train_mamba.py made it).
 #   test_shipped_model.sh RECUR_BIN TEST_MODEL_BIN REPO_ROOT
-# - it loads, and `recur run` without -m uses it;
+# - it loads, and `recur run` without -m uses it; its tokenizer.ggml.pre is gpt-2 and its
+#   tensors are those trained (hash);
 # - recur's held-out loss on the first windows of models/heldout.txt equals the training
 #   script's figure for the same windows (recorded in the model's .json) within 1%;
 # - greedy output for a fixed prompt equals the golden ids in tests/data/fortunes-greedy.txt,
@@ -19,18 +20,28 @@ golden="$root/tests/data/fortunes-greedy.txt"
 check "the model is in the tree" [ -s "$model" ]
 check "its size is under 40 MB" [ "$(stat -c %s "$model")" -lt 40000000 ]
 
+# its metadata names the pre-tokenizer it was trained with (the GPT-2 pattern), so that
+# llama.cpp tokenizes it as recur does; the weights are those trained: the SHA-256 of every
+# tensor's name and bytes is the one of the file as first committed, without the key
+meta="$(dirname "$0")/gguf_meta.py"
+check "tokenizer.ggml.pre is gpt-2" [ "$(python3 "$meta" "$model" tokenizer.ggml.pre)" = "gpt-2" ]
+check "tokenizer.ggml.model is gpt2" [ "$(python3 "$meta" "$model" tokenizer.ggml.model)" = "gpt2" ]
+check "the tensors are the trained ones" [ "$(python3 "$meta" "$model" --tensor-hash)" = \
+    "acf8ec6be13182e04ae16819ea62ef175c96a19710f97cbafdaae45cfe917af6" ]
+
 # recur run without -m loads the shipped model (RECUR_MODEL unset) and writes text
 (unset RECUR_MODEL; "$recur" run -p "The" -n 4 --temp 0 >"$work/run.txt" 2>"$work/run.err")
 check "run without -m exits 0 ($(head -c 200 "$work/run.err"))" [ $? -eq 0 ]
 "$recur" run -m "$model" -p "The" -n 4 --temp 0 >"$work/run_m.txt" 2>/dev/null
 check "run without -m equals run -m the shipped model" cmp -s "$work/run.txt" "$work/run_m.txt"
 
-# held-out loss: recur perplexity against the training script, first K windows of 256
+# held-out loss: recur perplexity --score-all (the training script's method) against the
+# training script, first K windows of 256
 K=4
 "$recur" perplexity -m "$model" -f "$root/models/heldout.txt" -c 256 -np $K --chunks $K \
-    >"$work/ppl.out" 2>"$work/ppl.err"
+    --score-all >"$work/ppl.out" 2>"$work/ppl.err"
 check "perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ $? -eq 0 ]
-got=$(sed -n "s/^mean loss = \([0-9.]*\) nats.* in $K windows of 256\$/\1/p" "$work/ppl.out")
+got=$(sed -n "s/^mean loss = \([0-9.]*\) nats.* in $K windows of 256 (every token after the first: --score-all)\$/\1/p" "$work/ppl.out")
 want=$(python3 -c 'import json, sys
 w = json.load(open(sys.argv[1]))["heldout_window_losses"][:int(sys.argv[2])]
 print("%.6f" % (sum(w) / len(w)))' "$stats" $K)

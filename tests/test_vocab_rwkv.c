@@ -730,8 +730,8 @@ static void test_bad_keys(void) {
     REQUIRE(rgguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tv.text,
                                      (uint64_t)tv.n));
     CHECK(load_written(w) == NULL);
-    CHECK_ERR("tokenizer.ggml.model is \"rwkv7\": supported are \"gpt2\" (byte-level BPE) and "
-              "\"rwkv\"");
+    CHECK_ERR("tokenizer.ggml.model is \"rwkv7\": supported are \"gpt2\" (byte-level BPE), "
+              "\"llama\" (SentencePiece) and \"rwkv\"");
 
     w = rgguf_writer_create();
     REQUIRE(w && rgguf_writer_set_str(w, "tokenizer.ggml.model", "rwkv"));

@@ -20,6 +20,7 @@
 
 #include "core/core.h"
 #include "gguf/gguf.h"
+#include "vocab/vocab.h"
 #include "mkmodel.h"
 #include "tools.h"
 
@@ -69,11 +70,14 @@ static const struct flag flags[F_COUNT] = {
     [F_LORA_G] = {"--lora-g", "N",
                   "rwkv7: gate LoRA rank (default max(1, round(embd^0.8*0.6/32))*32)"},
     [F_VOCAB_FILE] = {"--vocab-file", "PATH",
-                      "GGUF holding a gpt2 (byte-level BPE) tokenizer (default " RECUR_DEFAULT_VOCAB
-                      ")"},
+                      "GGUF holding a gpt2 (byte-level BPE) or, for mamba and mamba2, a llama "
+                      "(SentencePiece) tokenizer (default " RECUR_DEFAULT_VOCAB ")"},
     [F_CHAT_TEMPLATE] = {"--chat-template", "FILE",
                          "write FILE's text as tokenizer.chat_template (replacing the vocabulary "
                          "file's)"},
+    [F_PRE] = {"--pre", "NAME",
+               "gpt2: tokenizer.ggml.pre to write (default: the vocabulary file's; \"default\" "
+               "when it has none, as llama.cpp reads a missing key)"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
@@ -280,6 +284,8 @@ static int parse_args(int argc, char **argv, struct mk *m) {
     }
     m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
     m->chat_template_file = given[F_CHAT_TEMPLATE];
+    m->pre = given[F_PRE];
+    if (m->pre && rwkv) return mk_usage_error("--pre: rwkv vocabularies have no pre-tokenizer");
     if (rwkv) return mk_rwkv_parse(given, m);
 
     /* The defaults are those of the Mamba reference code (MambaConfig). */
@@ -581,7 +587,9 @@ static int byte_of_token(const char *text, size_t len) {
 }
 
 struct vocab_cut {
-    const char **text; /* kept tokens' texts (point into the reader) */
+    bool spm;            /* tokenizer.ggml.model "llama" (else "gpt2") */
+    const float *scores; /* spm: the file's scores (the first n are kept), NULL if none */
+    const char **text;   /* kept tokens' texts (point into the reader) */
     size_t *len;
     int32_t *type;       /* kept token types */
     const char **merges; /* kept merges, in rank order */
@@ -635,6 +643,51 @@ bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
     return true;
 }
 
+/* SentencePiece: the byte a "<0xXX>" token stands for, or -1. */
+static int spm_byte_of_token(const char *text, size_t len) {
+    unsigned b;
+    char end;
+    if (len != 6 || sscanf(text, "<0x%2X%c", &b, &end) != 2 || end != '>') return -1;
+    return (int)b;
+}
+
+/* "llama" (SentencePiece) files: tokens, types and scores, as mk_gpt2_tokens for "gpt2". */
+static bool spm_tokens(const struct rgguf *g, uint64_t *n_tokens, const void **types,
+                       const float **scores) {
+    enum rgguf_vtype et;
+    uint64_t n_types, n_scores;
+    if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, n_tokens)) return false;
+    if (et != RGGUF_STRING) {
+        rcore_error_set("tokenizer.ggml.tokens is an array of %s, strings were expected",
+                        rgguf_vtype_name(et));
+        return false;
+    }
+    if (!rgguf_get_arr_data(g, "tokenizer.ggml.token_type", RGGUF_INT32, types, &n_types))
+        return false;
+    *scores = NULL;
+    if (has_key(g, "tokenizer.ggml.scores")) {
+        const void *d;
+        if (!rgguf_get_arr_data(g, "tokenizer.ggml.scores", RGGUF_FLOAT32, &d, &n_scores))
+            return false;
+        if (n_scores != *n_tokens) {
+            rcore_error_set("tokenizer.ggml.scores has %llu entries for %llu tokens",
+                            (unsigned long long)n_scores, (unsigned long long)*n_tokens);
+            return false;
+        }
+        *scores = d;
+    }
+    if (n_types != *n_tokens) {
+        rcore_error_set("tokenizer.ggml.token_type has %llu entries for %llu tokens",
+                        (unsigned long long)n_types, (unsigned long long)*n_tokens);
+        return false;
+    }
+    return true;
+}
+
+static int token_byte(const struct vocab_cut *v, const char *text, size_t len) {
+    return v->spm ? spm_byte_of_token(text, len) : byte_of_token(text, len);
+}
+
 /*
  * Cuts the file's vocabulary to its first n tokens. Kept merges are those whose two halves and
  * result are kept tokens, in the file's order; for GPT-2's file (byte tokens first, then one
@@ -644,7 +697,13 @@ bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
 static int cut_vocab(const struct rgguf *g, const char *path, uint32_t n, struct vocab_cut *v) {
     uint64_t n_tokens, n_file_merges;
     const void *types;
-    if (!mk_gpt2_tokens(g, "only gpt2 (byte-level BPE) can be cut", &n_tokens, &types))
+    const char *model;
+    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, NULL)) return TOOL_FAIL;
+    v->spm = strcmp(model, "llama") == 0;
+    if (v->spm
+            ? !spm_tokens(g, &n_tokens, &types, &v->scores)
+            : !mk_gpt2_tokens(g, "only gpt2 (byte-level BPE) and llama (SentencePiece) can be cut",
+                              &n_tokens, &types))
         return TOOL_FAIL;
     if (n > n_tokens) {
         fprintf(stderr, "recur mkmodel: --vocab: %u is more than the %llu tokens of %s\n\n", n,
@@ -652,7 +711,9 @@ static int cut_vocab(const struct rgguf *g, const char *path, uint32_t n, struct
         return TOOL_USAGE;
     }
     enum rgguf_vtype et;
-    if (!rgguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_file_merges)) return TOOL_FAIL;
+    n_file_merges = 0; /* SentencePiece has none */
+    if (!v->spm && !rgguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_file_merges))
+        return TOOL_FAIL;
 
     v->text = calloc(n, sizeof(*v->text));
     v->len = calloc(n, sizeof(*v->len));
@@ -676,7 +737,7 @@ static int cut_vocab(const struct rgguf *g, const char *path, uint32_t n, struct
         const char *t;
         size_t tl;
         if (!rgguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &t, &tl)) return TOOL_FAIL;
-        int b = byte_of_token(t, tl);
+        int b = token_byte(v, t, tl);
         if (b >= 0) {
             fprintf(stderr,
                     "recur mkmodel: --vocab: %u tokens leave out the token of byte 0x%02x (id "
@@ -698,7 +759,7 @@ static int cut_vocab(const struct rgguf *g, const char *path, uint32_t n, struct
         uint32_t last = n - 1;
         if (v->bos >= n) v->bos = last;
         if (v->eos >= n) v->eos = last;
-        if (byte_of_token(v->text[last], v->len[last]) < 0) {
+        if (token_byte(v, v->text[last], v->len[last]) < 0) {
             v->type[last] = TOKEN_TYPE_CONTROL;
             replaced = last;
         }
@@ -768,19 +829,35 @@ static int add_vocab(struct rgguf_writer *w, const struct mk *m) {
     struct vocab_cut v = {0};
     int rc = cut_vocab(g, m->vocab_file, m->n_vocab, &v);
     if (rc == TOOL_OK) {
+        /* tokenizer.ggml.pre is always written, so that llama.cpp and recur read the same
+         * pre-tokenizer: --pre, else the file's, else "default" (what both read for a missing
+         * key). SentencePiece has none; llama.cpp's converter writes "default" there too. */
+        const char *pre = m->pre ? m->pre : "default";
+        if (!m->pre && has_key(g, "tokenizer.ggml.pre") &&
+            !rgguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL))
+            rc = TOOL_FAIL;
+        if (v.spm && m->pre) {
+            fprintf(stderr,
+                    "recur mkmodel: --pre: %s is a llama (SentencePiece) vocabulary, "
+                    "which has no pre-tokenizer\n\n",
+                    m->vocab_file);
+            rc = TOOL_USAGE;
+        }
         bool ok =
-            rgguf_writer_copy_kv(w, g, "tokenizer.ggml.model") &&
-            (!has_key(g, "tokenizer.ggml.pre") ||
-             rgguf_writer_copy_kv(w, g, "tokenizer.ggml.pre")) &&
+            rc == TOOL_OK && rgguf_writer_copy_kv(w, g, "tokenizer.ggml.model") &&
+            rgguf_writer_set_str(w, "tokenizer.ggml.pre", pre) &&
             rgguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v.text, m->n_vocab) &&
             rgguf_writer_set_arr(w, "tokenizer.ggml.token_type", RGGUF_INT32, v.type, m->n_vocab) &&
-            rgguf_writer_set_arr_str(w, "tokenizer.ggml.merges", v.merges, v.n_merges) &&
+            (v.spm || rgguf_writer_set_arr_str(w, "tokenizer.ggml.merges", v.merges, v.n_merges)) &&
+            (!v.spm || !v.scores ||
+             rgguf_writer_set_arr(w, "tokenizer.ggml.scores", RGGUF_FLOAT32, v.scores,
+                                  m->n_vocab)) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", v.bos) &&
             rgguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", v.eos) &&
             copy_other_keys(w, g, m->n_vocab, m->chat_template != NULL) &&
             (!m->chat_template ||
              rgguf_writer_set_str(w, "tokenizer.chat_template", m->chat_template));
-        rc = ok ? TOOL_OK : TOOL_FAIL;
+        if (rc == TOOL_OK) rc = ok ? TOOL_OK : TOOL_FAIL;
     }
     if (rc == TOOL_FAIL) rcore_error_prefix("vocabulary file %s", m->vocab_file);
     if (rc == TOOL_USAGE) mk_usage(stderr);
@@ -920,6 +997,19 @@ int cmd_mkmodel(int argc, char **argv) {
     if (rc == TOOL_OK &&
         !((rwkv ? mk_rwkv_add_tensors(w, &m) : add_tensors(w, &m)) && rgguf_writer_write(w, m.out)))
         rc = TOOL_FAIL;
+    if (rc == TOOL_OK && !rwkv) {
+        /* the tokenizer must load as written (an unknown --pre is refused here), else no
+         * file is left behind */
+        struct rgguf *g = rgguf_open(m.out, true);
+        struct rvocab *v = g ? rvocab_load(g) : NULL;
+        if (!v) {
+            rcore_error_prefix("%s: its tokenizer does not load", m.out);
+            remove(m.out);
+            rc = TOOL_FAIL;
+        }
+        rvocab_free(v);
+        rgguf_close(g);
+    }
     if (rc == TOOL_FAIL) fprintf(stderr, "recur mkmodel: %s\n", rcore_error_get());
     rgguf_writer_free(w);
     free(m.chat_template);

@@ -51,6 +51,7 @@ enum flag_id {
     F_LORA_G,
     F_VOCAB_FILE,
     F_CHAT_TEMPLATE,
+    F_PRE,
     F_HELP,
     F_COUNT
 };
@@ -62,6 +63,7 @@ struct mk {
     const char *vocab_file;
     const char *chat_template_file; /* --chat-template: its text becomes tokenizer.chat_template */
     char *chat_template;            /* that text (malloc'd), NULL: none given */
+    const char *pre; /* --pre, or NULL */
     enum mk_arch arch;
     uint32_t n_embd, n_layer, n_vocab;
     uint64_t seed;

@@ -1,20 +1,23 @@
 /*
- * recur perplexity: how well a model predicts a text, reported as llama-perplexity reports it.
+ * recur perplexity: how well a model predicts a text, with llama-perplexity's method by
+ * default, so that the two engines print the same figure for the same model and text.
  *
- * The text is tokenised once (no BOS; special tokens are plain text) and cut into windows of
- * -c tokens that do not overlap; the tail shorter than a window is left out. Each window is
- * decoded from a zero state, and every token after the window's first is scored: its negative
- * log-likelihood under the logits of the token before it. (llama-perplexity scores only the
- * second half of each window, because a transformer's early positions see little context;
- * a recurrent model's window is cut at the same place either way, and scoring every token
- * is what the training script's held-out loss does, so the two figures can be compared.)
- * When the model asks for BOS, a window's first token is replaced by BOS, as
- * llama-perplexity does.
+ * llama-perplexity's method (tools/perplexity/perplexity.cpp in llama.cpp): the text is
+ * tokenised once with the vocabulary's specials (BOS first when it adds BOS; special tokens in
+ * the text are plain text) and must hold at least two windows of -c tokens. It is cut into
+ * windows of -c tokens that do not overlap, from the first token; the tail shorter than a
+ * window is left out. Each window is decoded from a zero state, its first token replaced by
+ * BOS when the vocabulary adds BOS, and only its second half is scored: the logits at
+ * positions c/2 .. c-2 predict the tokens at c/2+1 .. c-1, c - c/2 - 1 tokens per window.
  *
- * -np windows are decoded in one batch, one sequence each. Printed: the running perplexity
- * after each window ("[1]41.2,[2]39.8,..."), then "Final estimate: PPL = P +/- U" where U is
- * the standard error of the mean log-likelihood carried through exp, and the mean loss in
- * nats per token.
+ * --score-all is the training script's method (tools/train): the same windows, but every
+ * token after the window's first is scored (c - 1 per window), and a text of one window is
+ * enough. It is the figure to compare with the trainer's held-out loss.
+ *
+ * -np windows are decoded in one batch, one sequence each. Printed as llama-perplexity: the
+ * running perplexity after each window ("[1]41.2,[2]39.8,..."), then "Final estimate: PPL = P
+ * +/- U" where U is the standard error of the mean negative log-likelihood carried through
+ * exp; then the mean loss in nats per scored token.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -44,11 +47,31 @@ static recur_token model_bos_if_added(const struct recur_model *model) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
+    /* --score-all is this command's own flag: taken out before the common parser runs */
+    bool score_all = false;
+    char **args = malloc(sizeof(char *) * ((size_t)argc + 1));
+    if (!args) {
+        fprintf(stderr, "recur: out of memory\n");
+        return TOOL_FAIL;
+    }
+    int n_args = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--score-all") == 0)
+            score_all = true;
+        else
+            args[n_args++] = argv[i];
+    }
+    args[n_args] = NULL;
     struct gen_opts o;
-    int st = gen_parse(argc, argv, PPL_FLAGS,
-                       "Reports the perplexity of a model on a text file (-f), in windows of\n"
-                       "-c tokens each decoded from a zero state, -np windows at a time.",
-                       &o);
+    int st =
+        gen_parse(n_args, args, PPL_FLAGS,
+                  "Reports the perplexity of a model on a text file (-f) as llama-perplexity\n"
+                  "does: windows of -c tokens, each decoded from a zero state (-np at a time),\n"
+                  "BOS first when the vocabulary adds it, the second half of each scored.\n"
+                  "  --score-all        score every token after each window's first, as the\n"
+                  "                     training script (tools/train) does",
+                  &o);
+    free(args);
     if (st >= 0) return st;
     if (!o.prompt_file) {
         fprintf(stderr, "recur perplexity: -f FILE is required\n");
@@ -86,7 +109,9 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "recur: out of memory\n");
         goto done;
     }
-    int32_t n_tokens = recur_tokenize(model, text, (int32_t)len, tokens, cap, false, false);
+    /* llama-perplexity tokenises with the vocabulary's specials (BOS); the training script
+     * tokenised without */
+    int32_t n_tokens = recur_tokenize(model, text, (int32_t)len, tokens, cap, !score_all, false);
     if (n_tokens < 0) {
         fprintf(stderr, "recur: tokenizing %s failed: %s\n", o.prompt_file, recur_last_error());
         goto done;
@@ -95,6 +120,13 @@ int cmd_perplexity(int argc, char **argv) {
     if (o.n_chunks > 0 && o.n_chunks < n_windows) n_windows = o.n_chunks;
     fprintf(stderr, "perplexity: tokenization took %.1f ms, %d tokens\n", (gen_now_s() - t0) * 1e3,
             n_tokens);
+    if (!score_all && n_tokens < 2 * n_ctx) { /* llama-perplexity's requirement */
+        fprintf(stderr,
+                "recur: %s has %d tokens: at least %d (two windows of -c %d) are needed to "
+                "evaluate perplexity as llama-perplexity does (--score-all needs one window)\n",
+                o.prompt_file, n_tokens, 2 * n_ctx, n_ctx);
+        goto done;
+    }
     if (n_windows == 0) {
         fprintf(stderr, "recur: %s has %d tokens, fewer than one window of -c %d\n", o.prompt_file,
                 n_tokens, n_ctx);
@@ -111,6 +143,8 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     const recur_token bos = model_bos_if_added(model);
+    /* positions whose logits are scored: first .. n_ctx - 2 (each predicts the next token) */
+    const int32_t first = score_all ? 0 : n_ctx / 2;
     const int32_t n_vocab = recur_model_n_vocab(model);
     recur_memory_t mem = recur_get_memory(ctx);
     double nll = 0.0, nll2 = 0.0;
@@ -128,7 +162,7 @@ int cmd_perplexity(int argc, char **argv) {
                 batch.pos[k] = j;
                 batch.n_seq_id[k] = 1;
                 batch.seq_id[k][0] = s;
-                batch.logits[k] = j < n_ctx - 1; /* the last token predicts nothing here */
+                batch.logits[k] = j >= first && j < n_ctx - 1; /* the last predicts nothing */
             }
         }
         int32_t r = recur_decode(ctx, batch);
@@ -139,7 +173,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         for (int32_t s = 0; s < nw; s++) {
             const recur_token *win = tokens + (size_t)(w0 + s) * (size_t)n_ctx;
-            for (int32_t j = 0; j < n_ctx - 1; j++) {
+            for (int32_t j = first; j < n_ctx - 1; j++) {
                 const float *lg = recur_get_logits_ith(ctx, s * n_ctx + j);
                 if (!lg) {
                     fprintf(stderr, "\nrecur: %s\n", recur_last_error());
@@ -162,8 +196,9 @@ int cmd_perplexity(int argc, char **argv) {
     const double var = count > 1 ? (nll2 / (double)count - mean * mean) / (double)(count - 1) : 0;
     const double ppl = exp(mean);
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, ppl * sqrt(var > 0 ? var : 0));
-    printf("mean loss = %.6f nats/token over %lld scored tokens in %d windows of %d\n", mean,
-           (long long)count, n_windows, n_ctx);
+    printf("mean loss = %.6f nats/token over %lld scored tokens in %d windows of %d (%s)\n", mean,
+           (long long)count, n_windows, n_ctx,
+           score_all ? "every token after the first: --score-all" : "second halves");
     fprintf(stderr, "perplexity: %.2f s, %.1f tokens/s\n", gen_now_s() - t0,
             (double)n_windows * n_ctx / (gen_now_s() - t0));
     ret = TOOL_OK;

@@ -27,6 +27,7 @@ static const struct command commands[] = {
     {"quantize", cmd_quantize, "rewrite a model's weights as q8_0, q4_0, f16 or bf16"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"mkmodel", cmd_mkmodel, "write a random-weight model (GGUF, llama.cpp's layout)"},
+    {"setmeta", cmd_setmeta, "rewrite a GGUF file's string metadata, tensors unchanged"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

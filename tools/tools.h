@@ -11,6 +11,8 @@ enum { TOOL_OK = 0, TOOL_FAIL = 1, TOOL_USAGE = 2 };
 
 /* recur mkmodel: writes a random-weight model in llama.cpp's GGUF layout (tools/mkmodel.c). */
 int cmd_mkmodel(int argc, char **argv);
+/* recur setmeta: a GGUF file with string key-values set, tensors copied (tools/setmeta.c). */
+int cmd_setmeta(int argc, char **argv);
 /* recur bench: prompt and generation speed against the machine's bounds (tools/bench.c). */
 int cmd_bench(int argc, char **argv);
 /* recur quantize: a model's weight matrices in another type (tools/quantize.c). */

@@ -80,7 +80,7 @@ size_t rmem_bytes_k(const struct rmem *mem); /* all K rows of all cells and laye
 size_t rmem_bytes_v(const struct rmem *mem);
 size_t rmem_bytes_total(const struct rmem *mem); /* K + V */
 
-/* ---- sequence operations (the seed's semantics) ------------------------------------------ */
+/* ---- sequence operations (llama.cpp's llama_memory_seq_* semantics) ---------------------- */
 
 /* Forgets every sequence; with data, also zeroes every row. */
 void rmem_clear(struct rmem *mem, bool data);

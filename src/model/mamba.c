@@ -1,5 +1,5 @@
 /*
- * Mamba-1 (general.architecture = "mamba"), as llama.cpp's converter writes it (SPEC §4).
+ * Mamba-1 (general.architecture = "mamba"), as llama.cpp's converter writes it.
  *
  * One layer, for the tokens of one sequence (x is the residual stream):
  *   h = rmsnorm(x) * attn_norm;  [xi, z] = ssm_in · h

@@ -1,8 +1,10 @@
 /*
- * vocab: loading, special tokens, detokenizing, and byte-level BPE (tokenizer.ggml.model =
- * "gpt2"), with llama.cpp's semantics. The RWKV world tokenizer ("rwkv": unescaped token bytes,
- * greedy longest match in a byte trie) is in vocab_rwkv.c; it shares everything here but the
- * BPE, the pre-tokenizer pattern and the byte alphabet (its pieces are the unescaped texts).
+ * vocab: loading a vocabulary (tokenizer.ggml.model = "gpt2", "llama" or "rwkv") and its
+ * properties, with llama.cpp's semantics. Tokenizing and detokenizing are in vocab_tok.c (the
+ * byte-level BPE there), the pre-tokenizers in vocab_pre.c, SentencePiece in vocab_spm.c, the
+ * RWKV world tokenizer (unescaped token bytes, greedy longest match in a byte trie) in
+ * vocab_rwkv.c. This file and its comment describe the tables all of them share (the struct
+ * is in vocab_impl.h).
  *
  * Data structures, and why:
  *
@@ -46,10 +48,9 @@
  *
  * A loaded vocabulary is never written again; each tokenize call allocates its own scratch
  * (symbols, heap, fragments, PCRE2 match data), so any number of threads may share one.
+ * (The BPE, the splitting and the special-token pass live in vocab_tok.c, the pattern
+ * compilation in vocab_pre.c.)
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "vocab/vocab.h"
 #include "vocab/vocab_impl.h"
 
@@ -62,15 +63,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef PCRE2_MATCH_INVALID_UTF /* before PCRE2 10.34 */
-#define PCRE2_MATCH_INVALID_UTF 0
-#endif
-
 #define KEY_MODEL      "tokenizer.ggml.model"
 #define KEY_PRE        "tokenizer.ggml.pre"
 #define KEY_TOKENS     "tokenizer.ggml.tokens"
 #define KEY_TYPES      "tokenizer.ggml.token_type"
 #define KEY_MERGES     "tokenizer.ggml.merges"
+#define KEY_SCORES     "tokenizer.ggml.scores"
 #define KEY_BOS        "tokenizer.ggml.bos_token_id"
 #define KEY_EOS        "tokenizer.ggml.eos_token_id"
 #define KEY_UNK        "tokenizer.ggml.unknown_token_id"
@@ -79,85 +77,14 @@
 #define KEY_ADD_EOS    "tokenizer.ggml.add_eos_token"
 #define KEY_ADD_PREFIX "tokenizer.ggml.add_space_prefix"
 
-/* The GPT-2 pattern, with \s widened to Unicode's White_Space property: PCRE2's \s (UCP) lacks
- * U+0085 NEXT LINE, which llama.cpp's GPT-2 splitter and Hugging Face's regex count as
- * space. */
-static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
-                                   "| ?[^\\s\\x{85}\\p{L}\\p{N}]+"
-                                   "|[\\s\\x{85}]+(?![^\\s\\x{85}])|[\\s\\x{85}]+";
-
 /* Longest token text accepted, and longest decoded piece (a character outside the byte
  * alphabet decodes to a longer text, as in llama.cpp): keeps every size far from INT32_MAX. */
 #define MAX_TOKEN_LEN (1u << 20)
 #define MAX_PIECE_LEN (1u << 24)
 
-/* Code points of the GPT-2 byte alphabet: bytes map to 0 .. 255 + 68. */
-#define N_ALPHABET_CP 324
-
-struct text_slot {
-    uint32_t hash; /* low bits of XXH64 of the text */
-    int32_t id;    /* -1: empty */
-};
-
-struct merge_slot {
-    uint64_t key; /* left id << 32 | right id; MERGE_EMPTY when free */
-    int32_t rank;
-    int32_t result;
-};
-
-#define MERGE_EMPTY UINT64_MAX
-
-struct rvocab {
-    bool rwkv; /* tokenizer.ggml.model: false "gpt2", true "rwkv" */
-    int32_t n_tokens;
-    int32_t n_merges;
-    struct rvocab_token *tokens;
-    char *text;   /* token texts, each NUL-terminated */
-    char *pieces; /* decoded pieces, back to back */
-
-    struct text_slot *text_table;
-    size_t text_mask;
-    struct merge_slot *merge_table;
-    size_t merge_mask;
-
-    int32_t *specials; /* control / unknown / user-defined ids, longest text first */
-    int32_t n_specials;
-
-    int32_t byte_token[256]; /* token of each byte's alphabet character, -1 if missing */
-    uint16_t byte_cp[256];
-    int16_t cp_byte[N_ALPHABET_CP]; /* inverse of byte_cp, -1 elsewhere */
-
-    int32_t bos, eos, unk, pad;
-    bool add_bos, add_eos, add_space_prefix, clean_spaces;
-
-    pcre2_code *re; /* gpt2 only */
-    bool jit;
-
-    struct rvocab_trie *trie; /* rwkv only */
-};
+static const char *const model_names[] = {"gpt2", "rwkv", "llama"};
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-/* Length of the valid UTF-8 sequence at s[0..n) (strict: no overlongs, surrogates or code
- * points past U+10FFFF, the rules PCRE2 checks), or 0 when s[0] does not start one. */
-static int utf8_len(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F)) return 0;
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F)) return 0;
-        return 4;
-    }
-    return 0;
-}
 
 static uint32_t utf8_decode(const uint8_t *s, int len) {
     switch (len) {
@@ -231,10 +158,6 @@ static uint64_t text_hash(const char *s, size_t n) {
     return XXH64(s, n, 0);
 }
 
-static const char *tok_text(const struct rvocab *v, int32_t id) {
-    return v->text + v->tokens[id].text_off;
-}
-
 /* The slot holding text, or the empty slot where it would go. */
 static struct text_slot *text_slot_find(const struct rvocab *v, const char *s, size_t n,
                                         uint64_t h) {
@@ -243,7 +166,7 @@ static struct text_slot *text_slot_find(const struct rvocab *v, const char *s, s
         struct text_slot *e = &v->text_table[i];
         if (e->id < 0) return e;
         if (e->hash == (uint32_t)h && v->tokens[e->id].text_len == n &&
-            memcmp(tok_text(v, e->id), s, n) == 0)
+            memcmp(rvocab_tok_text(v, e->id), s, n) == 0)
             return e;
         i = (i + 1) & v->text_mask;
     }
@@ -255,20 +178,6 @@ int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t le
 }
 
 /* ---- the pair -> merge table ---------------------------------------------------------------- */
-
-static size_t merge_index(uint64_t key, size_t mask) {
-    /* Fibonacci hashing: ids are small and dense, the multiply spreads them over the table. */
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & mask;
-}
-
-static const struct merge_slot *merge_find(const struct rvocab *v, int32_t left, int32_t right) {
-    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-    for (size_t i = merge_index(key, v->merge_mask);; i = (i + 1) & v->merge_mask) {
-        const struct merge_slot *e = &v->merge_table[i];
-        if (e->key == key) return e;
-        if (e->key == MERGE_EMPTY) return NULL;
-    }
-}
 
 /* ---- load ---------------------------------------------------------------------------------- */
 
@@ -284,16 +193,18 @@ static void byte_alphabet(struct rvocab *v) {
     }
 }
 
-/* Reads an optional token id key: -1 when absent; an id out of range is ignored with a
- * warning, as llama.cpp does. False only for a key of the wrong type. */
+/* Reads an optional token id key: *id keeps its default when absent (and -1 becomes of a
+ * default out of range); an id out of range is ignored with a warning, as llama.cpp does. False
+ * only for a key of the wrong type. */
 static bool load_special_id(const struct rgguf *g, const char *key, int32_t n_tokens, int32_t *id) {
-    *id = -1;
+    if (*id >= n_tokens) *id = -1;
     if (rgguf_find_key(g, key) < 0) return true;
     uint32_t u;
     if (!rgguf_get_u32(g, key, &u)) {
         int32_t s;
         if (rgguf_get_i32(g, key, &s) && s < 0) { /* -1 written for "none" */
             rcore_error_clear();
+            *id = -1;
             return true;
         }
         return rgguf_get_u32(g, key, &u); /* false, with the u32 getter's message */
@@ -312,25 +223,67 @@ static bool load_bool(const struct rgguf *g, const char *key, bool *out) {
     return rgguf_get_bool(g, key, out);
 }
 
-static bool load_model_and_pre(const struct rgguf *g, bool *rwkv) {
+/* tokenizer.ggml.model, and for "gpt2" tokenizer.ggml.pre, as llama.cpp reads them: a missing
+ * pre-tokenizer is "default", with llama.cpp's warning; "rwkv" and "llama" have none. */
+static bool load_model_and_pre(const struct rgguf *g, enum vmodel *model,
+                               const struct rvocab_pre **pre) {
     const char *s;
     size_t n;
+    *pre = NULL;
     if (!rgguf_get_str(g, KEY_MODEL, &s, &n)) return false;
-    *rwkv = n == 4 && memcmp(s, "rwkv", 4) == 0;
-    if (*rwkv) return true; /* llama.cpp reads a pre-tokenizer for BPE vocabularies only */
-    if (n != 4 || memcmp(s, "gpt2", 4) != 0) {
-        rcore_error_set("%s is \"%.*s\": supported are \"gpt2\" (byte-level BPE) and \"rwkv\" "
-                        "(RWKV world)",
+    int found = -1;
+    for (int i = 0; i < (int)(sizeof model_names / sizeof model_names[0]); i++)
+        if (strlen(model_names[i]) == n && memcmp(model_names[i], s, n) == 0) found = i;
+    if (found < 0) {
+        rcore_error_set("%s is \"%.*s\": supported are \"gpt2\" (byte-level BPE), \"llama\" "
+                        "(SentencePiece) and \"rwkv\" (RWKV world)",
                         KEY_MODEL, (int)(n > 64 ? 64 : n), s);
         return false;
     }
-    if (rgguf_find_key(g, KEY_PRE) < 0) return true;
+    *model = (enum vmodel)found;
+    if (*model != VM_GPT2) return true; /* llama.cpp reads a pre-tokenizer for BPE only */
+    if (rgguf_find_key(g, KEY_PRE) < 0) {
+        rcore_log(RCORE_LOG_WARN,
+                  "vocab: %s is missing: using the 'default' pre-tokenizer, as llama.cpp does "
+                  "(it warns that generation quality will be degraded; write the key the "
+                  "vocabulary was trained with)\n",
+                  KEY_PRE);
+        *pre = rvocab_pre_default();
+        return true;
+    }
     if (!rgguf_get_str(g, KEY_PRE, &s, &n)) return false;
-    if ((n == 5 && memcmp(s, "gpt-2", 5) == 0) || (n == 3 && memcmp(s, "mpt", 3) == 0)) return true;
-    rcore_error_set("%s is \"%.*s\", an unknown pre-tokenizer: supported are \"gpt-2\", \"mpt\" "
-                    "and a missing key (all use the GPT-2 pattern)",
-                    KEY_PRE, (int)(n > 64 ? 64 : n), s);
-    return false;
+    *pre = rvocab_pre_find(s, n);
+    return *pre != NULL;
+}
+
+/* llama: tokenizer.ggml.scores (float32, one per token), all 0 when absent. */
+static bool load_scores(struct rvocab *v, const struct rgguf *g) {
+    v->scores = calloc((size_t)v->n_tokens, sizeof *v->scores);
+    if (!v->scores) {
+        rcore_error_set("%s: out of memory", KEY_SCORES);
+        return false;
+    }
+    if (rgguf_find_key(g, KEY_SCORES) < 0) return true;
+    const void *data;
+    uint64_t n;
+    if (!rgguf_get_arr_data(g, KEY_SCORES, RGGUF_FLOAT32, &data, &n)) return false;
+    if (n < (uint64_t)v->n_tokens) {
+        rcore_error_set("%s holds %llu scores for %d tokens", KEY_SCORES, (unsigned long long)n,
+                        (int)v->n_tokens);
+        return false;
+    }
+    memcpy(v->scores, data, (size_t)v->n_tokens * sizeof *v->scores);
+    return true;
+}
+
+/* llama: the byte-fallback token of every byte, as llama.cpp's byte_to_token. */
+static void spm_byte_tokens(struct rvocab *v) {
+    for (int b = 0; b < 256; b++) {
+        char hex[8], one = (char)b;
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int32_t id = rvocab_text_to_token(v, hex, 6);
+        v->byte_token[b] = id >= 0 ? id : rvocab_text_to_token(v, &one, 1);
+    }
 }
 
 static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
@@ -474,7 +427,7 @@ static bool load_merges(struct rvocab *v, const struct rgguf *g) {
             goto done;
         }
         uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-        size_t j = merge_index(key, v->merge_mask);
+        size_t j = rvocab_merge_index(key, v->merge_mask);
         while (v->merge_table[j].key != MERGE_EMPTY && v->merge_table[j].key != key)
             j = (j + 1) & v->merge_mask;
         if (v->merge_table[j].key == MERGE_EMPTY) { /* a repeated pair keeps its first rank */
@@ -498,7 +451,7 @@ static int hex_digit(char c) {
 /* What token_to_piece hands out with special = true, as llama.cpp's token_to_piece cache. */
 static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
     const struct rvocab_token *t = &v->tokens[id];
-    const char *s = tok_text(v, id);
+    const char *s = rvocab_tok_text(v, id);
     size_t start = out->n;
     switch (t->type) {
     case RVOCAB_TYPE_CONTROL:
@@ -517,8 +470,16 @@ static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
     case RVOCAB_TYPE_NORMAL: {
         const uint8_t *p = (const uint8_t *)s;
         size_t n = t->text_len;
+        if (v->model == VM_SPM) { /* "▁" stands for a space, as llama_unescape_whitespace */
+            for (size_t i = 0; i < n;) {
+                bool esc = n - i >= 3 && memcmp(p + i, "\xe2\x96\x81", 3) == 0;
+                if (!rvocab_bytes_add(out, esc ? " " : s + i, 1)) return false;
+                i += esc ? 3 : 1;
+            }
+            return true;
+        }
         for (size_t i = 0; i < n;) {
-            int len = utf8_len(p + i, n - i);
+            int len = rvocab_utf8_len(p + i, n - i);
             uint32_t cp = len ? utf8_decode(p + i, len) : 0xFFFD;
             i += len ? (size_t)len : 1;
             if (cp < N_ALPHABET_CP && v->cp_byte[cp] >= 0) {
@@ -574,7 +535,7 @@ static bool build_rwkv_pieces(struct rvocab *v) {
     for (int32_t id = 0; id < v->n_tokens; id++) {
         size_t before = out.n;
         const struct rvocab_token *t = &v->tokens[id];
-        if (!rvocab_rwkv_unescape(tok_text(v, id), t->text_len, id, &out)) goto fail;
+        if (!rvocab_rwkv_unescape(rvocab_tok_text(v, id), t->text_len, id, &out)) goto fail;
         if (out.n > UINT32_MAX) {
             rcore_error_set("%s: unescaped token texts exceed 4 GiB", KEY_TOKENS);
             goto fail;
@@ -643,40 +604,6 @@ static bool build_specials(struct rvocab *v) {
     return true;
 }
 
-static pcre2_code *compile_pattern(uint32_t options) {
-    int err;
-    PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | options, &err, &off, NULL);
-    if (!re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof msg);
-        rcore_error_set("pre-tokenizer pattern: PCRE2 cannot compile it at offset %zu: %s",
-                        (size_t)off, (const char *)msg);
-    }
-    return re;
-}
-
-static bool build_regex(struct rvocab *v, bool want_jit) {
-    if (want_jit) {
-        v->re = compile_pattern(PCRE2_MATCH_INVALID_UTF);
-        if (!v->re) return false;
-        int rc = pcre2_jit_compile(v->re, PCRE2_JIT_COMPLETE);
-        if (rc == 0) {
-            v->jit = true;
-            return true;
-        }
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(rc, msg, sizeof msg);
-        rcore_log(RCORE_LOG_DEBUG, "vocab: PCRE2 JIT unavailable (%s), using the interpreter",
-                  (const char *)msg);
-        pcre2_code_free(v->re);
-    }
-    /* Without MATCH_INVALID_UTF, so that the interpreter honours PCRE2_NO_UTF_CHECK. */
-    v->re = compile_pattern(0);
-    return v->re != NULL;
-}
-
 struct rvocab *rvocab_load(const struct rgguf *g) {
     return rvocab_load_flags(g, 0);
 }
@@ -686,18 +613,31 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("rvocab_load: no GGUF file");
         return NULL;
     }
-    bool rwkv;
-    if (!load_model_and_pre(g, &rwkv)) return NULL;
+    enum vmodel model;
+    const struct rvocab_pre *pre;
+    if (!load_model_and_pre(g, &model, &pre)) return NULL;
     struct rvocab *v = calloc(1, sizeof *v);
     if (!v) {
         rcore_error_set("vocabulary: out of memory");
         return NULL;
     }
-    v->rwkv = rwkv;
-    /* llama.cpp cleans up spaces for BPE vocabularies only */
-    v->clean_spaces = !rwkv && (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
+    v->model = model;
+    v->pre = pre;
+    v->bos = v->eos = v->unk = v->pad = -1;
+    if (model == VM_SPM) {
+        /* llama.cpp's defaults for "llama" vocabularies; the keys below override them */
+        v->bos = 1;
+        v->eos = 2;
+        v->unk = 0;
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    }
+    /* llama.cpp cleans up spaces for BPE vocabularies only, and not for every pre-tokenizer */
+    v->clean_spaces =
+        model == VM_GPT2 && pre->clean_spaces && (flags & RVOCAB_LOAD_NO_CLEAN_SPACES) == 0;
     if (!load_tokens(v, g)) goto fail;
-    if (!rwkv && !load_merges(v, g)) goto fail; /* rwkv: none, and llama.cpp reads none */
+    if (model == VM_GPT2 && !load_merges(v, g)) goto fail; /* the others have none */
+    if (model == VM_SPM && !load_scores(v, g)) goto fail;
     if (!load_special_id(g, KEY_BOS, v->n_tokens, &v->bos) ||
         !load_special_id(g, KEY_EOS, v->n_tokens, &v->eos) ||
         !load_special_id(g, KEY_UNK, v->n_tokens, &v->unk) ||
@@ -706,7 +646,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     if (!load_bool(g, KEY_ADD_BOS, &v->add_bos) || !load_bool(g, KEY_ADD_EOS, &v->add_eos) ||
         !load_bool(g, KEY_ADD_PREFIX, &v->add_space_prefix))
         goto fail;
-    if (rwkv) {
+    if (model == VM_RWKV) {
         /* add_bos / add_eos are only reported: llama.cpp's RWKV tokenizer never adds them */
         if (!build_rwkv(v) || !build_specials(v)) goto fail;
         return v;
@@ -719,6 +659,11 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         rcore_error_set("%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
         goto fail;
     }
+    if (model == VM_SPM) {
+        spm_byte_tokens(v);
+        if (!build_pieces(v) || !build_specials(v)) goto fail;
+        return v;
+    }
     byte_alphabet(v);
     for (int b = 0; b < 256; b++) {
         char u8[4];
@@ -726,7 +671,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         v->byte_token[b] = rvocab_text_to_token(v, u8, (size_t)k);
     }
     if (!build_pieces(v) || !build_specials(v)) goto fail;
-    if (!build_regex(v, (flags & RVOCAB_LOAD_NO_JIT) == 0)) goto fail;
+    if (!rvocab_pre_compile(pre, (flags & RVOCAB_LOAD_NO_JIT) == 0, v->re, &v->jit)) goto fail;
     return v;
 fail:
     rvocab_free(v);
@@ -735,8 +680,9 @@ fail:
 
 void rvocab_free(struct rvocab *v) {
     if (!v) return;
-    pcre2_code_free(v->re);
+    for (int i = 0; i < RVOCAB_PRE_MAX; i++) pcre2_code_free(v->re[i]);
     rvocab_trie_free(v->trie);
+    free(v->scores);
     free(v->tokens);
     free(v->text);
     free(v->pieces);
@@ -749,7 +695,11 @@ void rvocab_free(struct rvocab *v) {
 /* ---- properties ------------------------------------------------------------------------------ */
 
 const char *rvocab_model(const struct rvocab *v) {
-    return !v ? NULL : v->rwkv ? "rwkv" : "gpt2";
+    return v ? model_names[v->model] : NULL;
+}
+
+const char *rvocab_pre_name(const struct rvocab *v) {
+    return v && v->pre ? v->pre->name : NULL;
 }
 
 int32_t rvocab_n_tokens(const struct rvocab *v) {
@@ -800,447 +750,5 @@ enum rvocab_token_type rvocab_token_type(const struct rvocab *v, int32_t token) 
 const char *rvocab_token_text(const struct rvocab *v, int32_t token, size_t *len) {
     if (!v || token < 0 || token >= v->n_tokens) return NULL;
     if (len) *len = v->tokens[token].text_len;
-    return tok_text(v, token);
-}
-
-/* ---- tokenize ------------------------------------------------------------------------------ */
-
-struct sym {
-    int32_t id; /* SYM_DEAD once merged into its left neighbour */
-    int32_t prev, next;
-};
-
-#define SYM_DEAD (-2)
-
-/* A candidate merge of the symbol at `left` with its right neighbour, valid while both still
- * carry the ids they had when it was queued. */
-struct cand {
-    int32_t rank;
-    int32_t left;
-    int32_t lid, rid;
-    int32_t result;
-};
-
-struct fragment {
-    size_t off, len;
-    int32_t token; /* -1: text to tokenize */
-};
-
-struct tok {
-    const struct rvocab *v;
-    struct rvocab_out out;
-    struct sym *syms;
-    size_t syms_cap;
-    struct cand *heap;
-    size_t heap_n, heap_cap;
-    pcre2_match_data *md;
-    struct rvocab_stats st;
-};
-
-static void emit(struct tok *t, int32_t id) {
-    rvocab_out_push(&t->out, id);
-}
-
-static bool cand_before(const struct cand *a, const struct cand *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(struct tok *t, struct cand c) {
-    /* capacity is reserved per piece: at most n - 1 + (number of merges) <= 2n entries */
-    size_t i = t->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_before(&c, &t->heap[parent])) break;
-        t->heap[i] = t->heap[parent];
-        i = parent;
-    }
-    t->heap[i] = c;
-    t->st.n_queue_pushes++;
-}
-
-static struct cand heap_pop(struct tok *t) {
-    struct cand top = t->heap[0];
-    struct cand last = t->heap[--t->heap_n];
-    size_t i = 0, n = t->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && cand_before(&t->heap[c + 1], &t->heap[c])) c++;
-        if (!cand_before(&t->heap[c], &last)) break;
-        t->heap[i] = t->heap[c];
-        i = c;
-    }
-    if (n) t->heap[i] = last;
-    t->st.n_queue_pops++;
-    return top;
-}
-
-static void try_pair(struct tok *t, int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    int32_t lid = t->syms[left].id, rid = t->syms[right].id;
-    if (lid < 0 || rid < 0) return; /* a byte whose token the vocabulary lacks */
-    const struct merge_slot *m = merge_find(t->v, lid, rid);
-    if (m) heap_push(t, (struct cand){m->rank, left, lid, rid, m->result});
-}
-
-static bool reserve(struct tok *t, size_t n) {
-    if (n > t->syms_cap) {
-        size_t cap = n < 256 ? 256 : n;
-        struct sym *s = realloc(t->syms, cap * sizeof *s);
-        if (!s) goto oom;
-        t->syms = s;
-        t->syms_cap = cap;
-    }
-    if (2 * n > t->heap_cap) {
-        size_t cap = 2 * n < 512 ? 512 : 2 * n;
-        struct cand *h = realloc(t->heap, cap * sizeof *h);
-        if (!h) goto oom;
-        t->heap = h;
-        t->heap_cap = cap;
-    }
-    return true;
-oom:
-    rcore_error_set("tokenize: out of memory for a piece of %zu bytes", n);
-    return false;
-}
-
-static void emit_symbol(struct tok *t, int32_t id) {
-    if (id >= 0) {
-        emit(t, id);
-    } else if (t->v->unk >= 0) {
-        emit(t, t->v->unk); /* only when the vocabulary lacks a byte's token */
-    }
-}
-
-/* BPE-merges one pre-token and emits its tokens. */
-static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
-    const struct rvocab *v = t->v;
-    t->st.n_pieces++;
-    if (n == 1) {
-        emit_symbol(t, v->byte_token[p[0]]);
-        return true;
-    }
-    if (!reserve(t, n)) return false;
-    struct sym *s = t->syms;
-    for (size_t i = 0; i < n; i++) {
-        s[i].id = v->byte_token[p[i]];
-        s[i].prev = (int32_t)i - 1;
-        s[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
-    t->heap_n = 0;
-    for (size_t i = 1; i < n; i++) try_pair(t, (int32_t)i - 1, (int32_t)i);
-    while (t->heap_n) {
-        struct cand c = heap_pop(t);
-        struct sym *l = &s[c.left];
-        if (l->id != c.lid || l->next < 0 || s[l->next].id != c.rid) continue; /* stale */
-        struct sym *r = &s[l->next];
-        l->id = c.result;
-        l->next = r->next;
-        if (r->next >= 0) s[r->next].prev = c.left;
-        r->id = SYM_DEAD;
-        t->st.n_merges++;
-        try_pair(t, l->prev, c.left);
-        try_pair(t, c.left, l->next);
-    }
-    for (int32_t i = 0; i >= 0; i = s[i].next) emit_symbol(t, s[i].id);
-    return true;
-}
-
-/* Splits a run of valid UTF-8 with the pattern and BPE-merges each match. */
-static bool split_run(struct tok *t, const uint8_t *s, size_t n) {
-    size_t off = 0;
-    while (off < n) {
-        int rc = pcre2_match(t->v->re, s, n, off, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH) return bpe_piece(t, s + off, n - off); /* cannot happen */
-        if (rc < 0) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            rcore_error_set("tokenize: PCRE2 matching failed at byte %zu: %s", off,
-                            (const char *)msg);
-            return false;
-        }
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-        size_t start = ov[0], end = ov[1];
-        /* Every character starts a match of this pattern, and none is empty: the two guards
-         * below only keep the loop finite and every byte emitted if that ever changes. */
-        if (start > off && !bpe_piece(t, s + off, start - off)) return false;
-        if (end <= start) {
-            if (start >= n) break;
-            end = start + (size_t)utf8_len(s + start, n - start);
-        }
-        if (!bpe_piece(t, s + start, end - start)) return false;
-        off = end;
-    }
-    return true;
-}
-
-static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i;
-        for (int k; j < n && (k = utf8_len(s + j, n - j)) > 0;) j += (size_t)k;
-        if (j > i && !split_run(t, s + i, j - i)) return false;
-        if (j < n && !bpe_piece(t, s + j, 1)) return false; /* a byte that is not UTF-8 */
-        i = j + (j < n);
-    }
-    return true;
-}
-
-static const char *find_bytes(const char *hay, size_t n, const char *needle, size_t m) {
-    if (m == 0 || m > n) return NULL;
-    const char *last = hay + (n - m);
-    for (const char *p = hay; p <= last; p++) {
-        p = memchr(p, needle[0], (size_t)(last - p) + 1);
-        if (!p) return NULL;
-        if (memcmp(p, needle, m) == 0) return p;
-    }
-    return NULL;
-}
-
-struct frags {
-    struct fragment *a;
-    size_t n, cap;
-};
-
-static bool frag_add(struct frags *f, size_t off, size_t len, int32_t token) {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        struct fragment *a = realloc(f->a, cap * sizeof *a);
-        if (!a) {
-            rcore_error_set("tokenize: out of memory");
-            return false;
-        }
-        f->a = a;
-        f->cap = cap;
-    }
-    f->a[f->n++] = (struct fragment){off, len, token};
-    return true;
-}
-
-/* llama.cpp's tokenizer_st_partition: for each special token, longest first, cut every text
- * fragment at each of its (non-overlapping, left to right) occurrences. */
-static bool partition(const struct rvocab *v, const char *text, size_t n, bool parse_special,
-                      struct frags *cur) {
-    struct frags next = {0};
-    if (n && !frag_add(cur, 0, n, -1)) return false;
-    for (int32_t k = 0; k < v->n_specials && cur->n; k++) {
-        int32_t id = v->specials[k];
-        uint8_t type = v->tokens[id].type;
-        if (!parse_special && (type == RVOCAB_TYPE_CONTROL || type == RVOCAB_TYPE_UNKNOWN))
-            continue; /* user-defined tokens are matched always, as in llama.cpp */
-        const char *st = tok_text(v, id);
-        size_t sl = v->tokens[id].text_len;
-        bool found = false;
-        next.n = 0;
-        for (size_t i = 0; i < cur->n; i++) {
-            struct fragment f = cur->a[i];
-            if (f.token >= 0) {
-                if (!frag_add(&next, f.off, f.len, f.token)) goto oom;
-                continue;
-            }
-            size_t base = f.off, end = f.off + f.len;
-            const char *m;
-            while (base < end && (m = find_bytes(text + base, end - base, st, sl)) != NULL) {
-                size_t at = (size_t)(m - text);
-                if (at > base && !frag_add(&next, base, at - base, -1)) goto oom;
-                if (!frag_add(&next, at, sl, id)) goto oom;
-                base = at + sl;
-                found = true;
-            }
-            if (base < end && !frag_add(&next, base, end - base, -1)) goto oom;
-        }
-        if (found) { /* swap, so that the next special scans the new list */
-            struct frags tmp = *cur;
-            *cur = next;
-            next = tmp;
-        }
-    }
-    free(next.a);
-    return true;
-oom:
-    free(next.a);
-    return false;
-}
-
-int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
-                        int32_t n_tokens_max, bool add_special, bool parse_special) {
-    return rvocab_tokenize_stats(v, text, text_len, tokens, n_tokens_max, add_special,
-                                 parse_special, NULL);
-}
-
-int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t text_len,
-                              int32_t *tokens, int32_t n_tokens_max, bool add_special,
-                              bool parse_special, struct rvocab_stats *stats) {
-    if (stats) *stats = (struct rvocab_stats){0};
-    if (!v) {
-        rcore_error_set("tokenize: no vocabulary");
-        return INT32_MIN;
-    }
-    if (text_len < 0 || (!text && text_len > 0)) {
-        rcore_error_set("tokenize: invalid text (length %d%s)", (int)text_len,
-                        text ? "" : ", NULL pointer");
-        return INT32_MIN;
-    }
-    if (n_tokens_max < 0 || (!tokens && n_tokens_max > 0)) {
-        rcore_error_set("tokenize: invalid token buffer (room for %d%s)", (int)n_tokens_max,
-                        tokens ? "" : ", NULL pointer");
-        return INT32_MIN;
-    }
-    struct tok t = {.v = v, .out = {tokens, 0, n_tokens_max}};
-    struct frags frags = {0};
-    bool ok = false;
-    if (!v->rwkv && !(t.md = pcre2_match_data_create(1, NULL))) {
-        rcore_error_set("tokenize: out of memory");
-        goto done;
-    }
-    /* llama.cpp's RWKV tokenizer adds no BOS / EOS, whatever add_bos_token says */
-    const bool add_bos = add_special && v->add_bos && !v->rwkv;
-    const bool add_eos = add_special && v->add_eos && !v->rwkv;
-    if (add_bos) emit(&t, v->bos);
-    if (!partition(v, text, (size_t)text_len, parse_special, &frags)) goto done;
-    for (size_t i = 0; i < frags.n; i++) {
-        const struct fragment *f = &frags.a[i];
-        const uint8_t *s = (const uint8_t *)text + f->off;
-        if (f->token >= 0) {
-            emit(&t, f->token);
-        } else if (v->rwkv ? !rvocab_trie_tokenize(v->trie, s, f->len, f->off, v->unk, &t.out)
-                           : !tokenize_text(&t, s, f->len)) {
-            goto done;
-        }
-    }
-    if (add_eos) emit(&t, v->eos);
-    if (t.out.n > INT32_MAX) {
-        rcore_error_set("tokenize: %lld tokens do not fit in an int32_t", (long long)t.out.n);
-        goto done;
-    }
-    ok = true;
-done:
-    pcre2_match_data_free(t.md);
-    free(t.syms);
-    free(t.heap);
-    free(frags.a);
-    if (stats) *stats = t.st;
-    if (!ok) return INT32_MIN;
-    return t.out.n <= n_tokens_max ? (int32_t)t.out.n : -(int32_t)t.out.n;
-}
-
-/* ---- detokenize ---------------------------------------------------------------------------- */
-
-int32_t rvocab_token_to_piece(const struct rvocab *v, int32_t token, char *buf, int32_t length,
-                              int32_t lstrip, bool special) {
-    if (!v) {
-        rcore_error_set("token_to_piece: no vocabulary");
-        return 0;
-    }
-    if (token < 0 || token >= v->n_tokens) {
-        rcore_error_set("token_to_piece: token %d is out of range (%d tokens)", (int)token,
-                        (int)v->n_tokens);
-        return 0;
-    }
-    const struct rvocab_token *t = &v->tokens[token];
-    if (!special && (t->type == RVOCAB_TYPE_CONTROL || t->type == RVOCAB_TYPE_UNKNOWN)) return 0;
-    const char *p = v->pieces + t->piece_off;
-    int32_t size = (int32_t)t->piece_len;
-    for (int32_t i = 0; i < lstrip && size && *p == ' '; i++) {
-        p++;
-        size--;
-    }
-    if (length < size) return -size;
-    if (size) memcpy(buf, p, (size_t)size);
-    return size;
-}
-
-/* llama.cpp's clean-up of tokenization spaces, three passes in place over text[0..total). */
-static int32_t clean_spaces(char *text, int32_t total) {
-    /* " ?", " !", " .", " ," lose the space */
-    int32_t total1 = total;
-    total = total ? 1 : 0;
-    for (int32_t i = 1; i < total1; ++i) {
-        const char x = text[i];
-        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
-        text[total++] = x;
-    }
-    /* " ' " loses both spaces */
-    int32_t total2 = total;
-    total = total ? 1 : 0;
-    for (int32_t i = 1; i < total2; ++i) {
-        const char x = text[i];
-        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
-            total--;
-            text[++i] = '\0';
-        }
-        text[total++] = x;
-    }
-    /* " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it) */
-    int32_t total3 = total;
-    total = total ? 1 : 0;
-    for (int32_t i = 1; i < total3; ++i) {
-        const char x = text[i];
-        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
-            const char x1 = text[i + 1];
-            if (x1 == 't' || x1 == 'd') {
-                /* kept */
-            } else if (x1 == 's' || x1 == 'm') {
-                total--;
-            } else if (i + 2 < total3) {
-                const char x2 = text[i + 2];
-                if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) total--;
-            }
-        }
-        text[total++] = x;
-    }
-    return total;
-}
-
-int32_t rvocab_detokenize(const struct rvocab *v, const int32_t *tokens, int32_t n_tokens,
-                          char *text, int32_t text_len_max, bool remove_special,
-                          bool unparse_special) {
-    if (!v) {
-        rcore_error_set("detokenize: no vocabulary");
-        return INT32_MIN;
-    }
-    if (n_tokens < 0 || (!tokens && n_tokens > 0) || text_len_max < 0 ||
-        (!text && text_len_max > 0)) {
-        rcore_error_set("detokenize: invalid arguments (%d tokens, room for %d bytes)",
-                        (int)n_tokens, (int)text_len_max);
-        return INT32_MIN;
-    }
-    for (int32_t i = 0; i < n_tokens; i++) {
-        if (tokens[i] < 0 || tokens[i] >= v->n_tokens) {
-            rcore_error_set("detokenize: token %d (at %d) is out of range (%d tokens)",
-                            (int)tokens[i], (int)i, (int)v->n_tokens);
-            return INT32_MIN;
-        }
-    }
-    bool remove_space = v->add_space_prefix;
-    if (remove_special && v->add_bos && n_tokens > 0 && tokens[0] == v->bos) {
-        remove_space = false;
-        n_tokens--;
-        tokens++;
-    }
-    if (remove_special && v->add_eos && n_tokens > 0 && tokens[n_tokens - 1] == v->eos) {
-        n_tokens--;
-    }
-    int64_t avail = text_len_max, total = 0;
-    char *out = text;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        int32_t n =
-            rvocab_token_to_piece(v, tokens[i], out, (int32_t)avail, remove_space, unparse_special);
-        remove_space = false;
-        if (n < 0) {
-            avail = 0; /* sizing from here on: nothing more is written */
-            total -= n;
-        } else if (n > 0) {
-            avail -= n;
-            out += n;
-            total += n;
-        }
-        if (total > INT32_MAX) {
-            rcore_error_set("detokenize: the text exceeds %d bytes", INT32_MAX);
-            return INT32_MIN;
-        }
-    }
-    if (total > text_len_max) return -(int32_t)total;
-    if (v->clean_spaces) total = clean_spaces(text, (int32_t)total);
-    return (int32_t)total;
+    return rvocab_tok_text(v, token);
 }

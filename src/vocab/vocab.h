@@ -1,8 +1,10 @@
 /*
  * vocab: the tokenizers of GGUF files with tokenizer.ggml.model = "gpt2" (byte-level BPE:
- * GPT-2, GPT-NeoX-20B as Mamba uses it, ...) and "rwkv" (the RWKV world vocabulary of RWKV-6
- * and RWKV-7: greedy longest match over escaped byte strings), with llama.cpp's semantics for
- * tokenize, token_to_piece and detokenize.
+ * GPT-2, GPT-NeoX-20B as Mamba uses it, Falcon, ..., split first by the pre-tokenizer that
+ * tokenizer.ggml.pre names: vocab_pre.c), "llama" (SentencePiece: LLaMA, Mistral,
+ * Mamba-Codestral; vocab_spm.c) and "rwkv" (the RWKV world vocabulary of RWKV-6 and RWKV-7:
+ * greedy longest match over escaped byte strings), with llama.cpp's semantics for tokenize,
+ * token_to_piece and detokenize.
  *
  * A vocabulary is loaded once from an open GGUF file and then only read: every function taking
  * a const struct rvocab * may run in any number of threads at once (each call allocates its own
@@ -48,10 +50,13 @@ enum {
 /* ---- loading ------------------------------------------------------------------------------ */
 
 /* Loads the tokenizer key-values of g:
- *  - tokenizer.ggml.model must be "gpt2" or "rwkv". For "gpt2", tokenizer.ggml.pre, when
- *    present, must be "gpt-2" or "mpt" (both, and a missing key, use the GPT-2 pre-tokenizer
- *    pattern); anything else is refused, as llama.cpp refuses an unknown pre-tokenizer. For
- *    "rwkv" the key is ignored, as llama.cpp ignores it;
+ *  - tokenizer.ggml.model must be "gpt2", "llama" or "rwkv". For "gpt2", tokenizer.ggml.pre
+ *    names the pre-tokenizer as llama.cpp reads it: a missing key is llama.cpp's 'default'
+ *    (four patterns, with a warning, as llama.cpp warns), "falcon" Falcon's patterns, and
+ *    every name llama.cpp maps to the GPT-2 pattern ("gpt-2", "mpt", "phi-2", "olmo", ...:
+ *    the table in vocab_pre.c) that pattern; any other name is refused, the error listing
+ *    the supported ones (llama.cpp refuses an unknown name too). "llama" and "rwkv" ignore
+ *    the key, as llama.cpp does;
  *  - tokenizer.ggml.tokens (strings; must be unique, as llama.cpp asserts; an empty one is
  *    renamed "[EMPTY_<id>]" as llama.cpp does), tokenizer.ggml.token_type (int32, optional:
  *    all normal when absent);
@@ -63,10 +68,14 @@ enum {
  *    hex digits, a text ending in a lone backslash) is refused, naming the token: llama.cpp
  *    would silently decode it to a wrong byte or drop it. Texts may unescape to the same bytes
  *    (the later id is the one tokenize finds, as in llama.cpp). No merges are read;
- *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent; an id out of
- *    range is ignored with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and
- *    add_eos_token (default false; for "gpt2" true without the matching id is an error),
- *    tokenizer.ggml.add_space_prefix (default false; only detokenize uses it).
+ *  - "llama": tokenizer.ggml.scores (float32, one per token; all 0 when absent);
+ *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent, but 1, 2
+ *    and 0 for the first three of "llama", llama.cpp's defaults; an id out of range is ignored
+ *    with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and add_eos_token
+ *    (default false, but add_bos true for "llama"; for "gpt2" and "llama" true without the
+ *    matching id is an error), tokenizer.ggml.add_space_prefix (default false, true for
+ *    "llama"; "llama" tokenize prefixes the first fragment, and each one after a special
+ *    token, with a space; detokenize drops one leading space unless a BOS was removed).
  * Returns NULL with the last error set ("tokenizer.ggml.merges: merge 17 \"a b\" names a token
  * that is not in the vocabulary"). The result is freed with rvocab_free; it does not refer to g.
  * An "rwkv" vocabulary lacking single-byte tokens without an unknown token loads with a
@@ -78,8 +87,11 @@ void rvocab_free(struct rvocab *v); /* NULL is fine */
 
 /* ---- properties --------------------------------------------------------------------------- */
 
-/* tokenizer.ggml.model: "gpt2" or "rwkv" (static text; NULL for a NULL vocabulary). */
+/* tokenizer.ggml.model: "gpt2", "llama" or "rwkv" (static text; NULL for a NULL vocabulary). */
 const char *rvocab_model(const struct rvocab *v);
+/* The pre-tokenizer a "gpt2" vocabulary uses: its tokenizer.ggml.pre, or "default" when the key
+ * is missing (static text). NULL for "llama", "rwkv" and a NULL vocabulary. */
+const char *rvocab_pre_name(const struct rvocab *v);
 int32_t rvocab_n_tokens(const struct rvocab *v);
 int32_t rvocab_n_merges(const struct rvocab *v); /* distinct pairs kept; 0 for "rwkv" */
 /* Special ids; -1 when the file does not name one. */
@@ -128,9 +140,13 @@ struct rvocab_stats {
  *    ids instead of being tokenized as text. User-defined tokens are always matched, as in
  *    llama.cpp and Hugging Face tokenizers (GPT-NeoX's runs of spaces are such tokens). Longer
  *    special texts are found first, anywhere in the text, then shorter ones in what is left;
- *  - "gpt2": the text between is split by the GPT-2 pattern (PCRE2) and each piece is
- *    BPE-merged by merge rank (lowest first, leftmost on ties). Bytes that are not valid UTF-8
- *    are pieces of their own, so any input round-trips byte for byte;
+ *  - "gpt2": the text between is split by the pre-tokenizer's patterns in turn (PCRE2) and
+ *    each piece is BPE-merged by merge rank (lowest first, leftmost on ties). Bytes that are
+ *    not valid UTF-8 are pieces of their own, so any input round-trips byte for byte;
+ *  - "llama": SentencePiece as llama.cpp's llm_tokenizer_spm (vocab_spm.c): spaces become
+ *    "▁", characters merge by token score (highest first, leftmost on ties), and a character
+ *    no token spells falls back to its byte tokens <0xXX> (or the unknown token; without one
+ *    the call fails naming the byte, where llama.cpp would abort);
  *  - "rwkv": the text between is matched greedily against the bytes of every token (longest
  *    first, from left to right), whatever its type: so "<s>" in the text is the control token
  *    <s> even without parse_special, and "[PAD65535]" that unused token, as in llama.cpp.
@@ -145,7 +161,7 @@ struct rvocab_stats {
  * and the contents of tokens are unspecified (tokens may be NULL when n_tokens_max is 0).
  * INT32_MIN with the last error set on a bad argument (NULL vocabulary, negative length or
  * n_tokens_max, NULL text with a length), out of memory, a PCRE2 matching failure or ("rwkv")
- * a byte no token covers in a vocabulary without an unknown token. */
+ * a byte no token covers in a vocabulary without an unknown token ("rwkv", "llama"). */
 int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
                         int32_t n_tokens_max, bool add_special, bool parse_special);
 /* The same; stats (may be NULL) receives the counts of this call. */
@@ -156,7 +172,9 @@ int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t 
 /* ---- detokenize --------------------------------------------------------------------------- */
 
 /* Writes the bytes of one token into buf[0..length), as llama_token_to_piece does: control
- * and unknown-type tokens give "" unless special. Otherwise, "gpt2": a normal token's text
+ * and unknown-type tokens give "" unless special. Otherwise, "llama": a normal token's text with
+ * each "▁" a space, byte tokens their byte, control, unknown and user-defined tokens their
+ * text. "gpt2": a normal token's text
  * decoded from the byte alphabet (a character outside the alphabet comes out as llama.cpp
  * writes it, "[UNK_BYTE_0x<hex><text>]"); control, unknown-type and user-defined tokens give
  * their text as is; byte tokens ("<0xXX>") the byte; unused and undefined tokens "". "rwkv":

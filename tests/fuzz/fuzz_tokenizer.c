@@ -1,8 +1,14 @@
 /* libFuzzer target: the tokenizer (src/vocab) on any text, with and without special tokens,
  * and the detokenizer on what comes out. The first input byte chooses: bit 0 parse_special,
- * bit 1 the vocabulary, GPT-2's byte-level BPE (tests/data/ggml-vocab-gpt-2.gguf) or a small
- * RWKV world vocabulary built at start-up (tests/rwkv_vocab.h: <s>, all 256 bytes, words that
- * are prefixes of each other, UTF-8, [PAD] tokens). The rest is the text.
+ * bits 1-2 the vocabulary: GPT-2's byte-level BPE (tests/data/ggml-vocab-gpt-2.gguf), a small
+ * RWKV world vocabulary built at start-up (bit 1: tests/rwkv_vocab.h: <s>, all 256 bytes,
+ * words that are prefixes of each other, UTF-8, [PAD] tokens) or LLaMA's SentencePiece
+ * vocabulary (bit 2: tests/data/ggml-vocab-llama-spm.gguf; bit 1 then also adds BOS). The rest
+ * is the text.
+ *  - spm: every id is a token, there are at most as many tokens as bytes once spaces are
+ *    escaped (byte fallback emits one token per byte), and valid UTF-8 without special-token
+ *    parsing comes back exactly from detokenize (the space prefix is dropped again; with BOS,
+ *    as llama.cpp, it stays).
  *  - gpt2: without special-token parsing, the pieces of the tokens give back the exact bytes
  *    of the text (byte-level BPE is lossless);
  *  - rwkv: always lossless (the pieces of <s> are its text), detokenize gives the text back
@@ -21,6 +27,7 @@
 
 static struct rvocab *vocab;
 static struct rvocab *rwkv;
+static struct rvocab *spm;
 static struct rwkv_vocab rwkv_tokens; /* the reference's view of the same vocabulary */
 
 static struct rvocab *load_rwkv(void) {
@@ -45,8 +52,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     struct rgguf *g = rgguf_open(path ? path : RECUR_FUZZ_VOCAB, false);
     vocab = g ? rvocab_load(g) : NULL;
     rgguf_close(g);
+    path = getenv("RECUR_FUZZ_SPM_VOCAB");
+    g = rgguf_open(path ? path : RECUR_FUZZ_SPM_VOCAB, false);
+    spm = g ? rvocab_load(g) : NULL;
+    rgguf_close(g);
     rwkv = load_rwkv();
-    if (!vocab || !rwkv) {
+    if (!vocab || !rwkv || !spm) {
         fprintf(stderr, "fuzz_tokenizer: cannot load the vocabularies\n");
         abort();
     }
@@ -76,11 +87,60 @@ static void check_rwkv(const char *text, int32_t len, const int32_t *tok, int32_
     free(want);
 }
 
+static bool valid_utf8(const uint8_t *s, int32_t n) {
+    for (int32_t i = 0; i < n;) {
+        const uint8_t c = s[i];
+        const int32_t k = c < 0x80                ? 1
+                          : c >= 0xC2 && c < 0xE0 ? 2
+                          : c >= 0xE0 && c < 0xF0 ? 3
+                          : c >= 0xF0 && c < 0xF5 ? 4
+                                                  : 0;
+        if (k == 0 || k > n - i) return false;
+        for (int32_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return false;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
+            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+static void check_spm(const char *text, int32_t len, bool special, bool bos) {
+    int32_t n_spaces = 1; /* the prefix */
+    for (int32_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
+    const int32_t cap = len + 2 * n_spaces + 8; /* escaped bytes, BOS */
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!tok) abort();
+    const int32_t n = rvocab_tokenize(spm, text, len, tok, cap, bos, special);
+    if (n < 0 || n > cap) abort();
+    for (int32_t i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= rvocab_n_tokens(spm)) abort();
+    if (bos && (n == 0 || tok[0] != rvocab_bos(spm))) abort();
+    int32_t need = rvocab_detokenize(spm, tok, n, NULL, 0, true, true);
+    if (need == INT32_MIN) abort();
+    need = need < 0 ? -need : need;
+    char *back = malloc((size_t)need + 1);
+    if (!back) abort();
+    const int32_t got = rvocab_detokenize(spm, tok, n, back, need, true, true);
+    if (got != need) abort();
+    if (!special && valid_utf8((const uint8_t *)text, len)) {
+        const int32_t skip = bos && len > 0; /* llama.cpp keeps the prefix after BOS */
+        if (got != len + skip || memcmp(back + skip, text, (size_t)len) != 0) abort();
+    }
+    free(back);
+    free(tok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0 || size > (1u << 16)) return 0;
     const uint8_t flags = data[0];
     const char *text = (const char *)data + 1;
     const int32_t len = (int32_t)size - 1;
+    if (flags & 4) {
+        check_spm(text, len, flags & 1, flags & 2);
+        return 0;
+    }
     int32_t *tok = malloc(sizeof(int32_t) * ((size_t)len + 4));
     char *back = malloc((size_t)len * 8 + 64);
     if (!tok || !back) abort();

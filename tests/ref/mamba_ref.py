@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (SPEC section 4),
-and the command line of every architecture's reference.
+"""mamba_ref.py: an independent float64 reference of the Mamba-1 forward pass (the equations
+at the top of src/model/mamba.c), and the command line of every architecture's reference.
 
 Reads a GGUF model as llama.cpp writes it (general.architecture = "mamba") with the small
 reader in gguf_reader.py, and runs tokens one at a time, the way recur does, keeping a
 recurrent state per layer: conv_state (d_conv-1, d_inner) and ssm_state (d_inner, d_state),
 both zero at the start of a sequence. Each step of the layer is its own function and reads
-like the equations of SPEC section 4; everything is float64 numpy, vectorised over channels.
+like those equations; everything is float64 numpy, vectorised over channels.
 
 Other architectures live in their own modules, chosen by general.architecture (ARCHS below):
 mamba2 (mamba2_ref.py, docs/mamba2.md), rwkv6 (rwkv6_ref.py, docs/rwkv6.md) and rwkv7
@@ -21,12 +21,15 @@ projection from n inputs to m outputs is an (m, n) matrix and is applied as W @ 
 Command line:
     python3 tests/ref/mamba_ref.py MODEL.gguf --tokens 1,2,3 [--tokens 4,5 ...]
                                    [--out FILE] [--print] [--greedy N] [--mean-nll]
+                                   [--score-from K]
 Each --tokens list is its own sequence from a zero state. --out writes, for every sequence
 and every token in order, the n_vocab logits as little-endian float64 (so the file holds
 sum(len) * n_vocab doubles). --print prints the first logits of every token. --greedy N
 continues the one sequence by N argmax tokens and prints their ids (the golden test of the
 shipped model). --mean-nll prints the mean next-token loss over the sequences (what
-`recur perplexity` reports as its mean loss).
+`recur perplexity` reports as its mean loss): of every token after the first (`recur
+perplexity --score-all`), or with --score-from K only of the tokens after position K, predicted
+by the logits at K .. len-2 (llama-perplexity's second half: K = len/2, `recur perplexity`).
 """
 
 import argparse
@@ -368,7 +371,7 @@ def parse_tokens(text):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="float64 reference of the forward pass of a mamba, mamba2, rwkv6 or rwkv7 "
-                    "GGUF model (recur SPEC section 4, docs/mamba2.md, docs/rwkv6.md, "
+                    "GGUF model (src/model/mamba.c, docs/mamba2.md, docs/rwkv6.md, "
                     "docs/rwkv7.md)")
     ap.add_argument("model", help="GGUF file (general.architecture mamba, mamba2, rwkv6, rwkv7)")
     ap.add_argument("--tokens", type=parse_tokens, action="append", required=True,
@@ -382,6 +385,8 @@ def main(argv=None):
     ap.add_argument("--mean-nll", action="store_true",
                     help="print the mean negative log-likelihood (nats) of every token after "
                          "the first of each sequence, given the tokens before it")
+    ap.add_argument("--score-from", type=int, default=0, metavar="K",
+                    help="--mean-nll: score only the tokens after position K of each sequence")
     ap.add_argument("--comparable", type=float, default=None, metavar="EPS",
                     help="print, per sequence, how many leading tokens come before the first "
                          "whose q8_0 input quantization passed within a relative EPS of a "
@@ -412,7 +417,7 @@ def main(argv=None):
             print(near[0] if near else len(m))
     if args.mean_nll:
         nll = [log_softmax(row)[nxt] for seq, logits in zip(args.tokens, results)
-               for row, nxt in zip(logits[:-1], seq[1:])]
+               for row, nxt in list(zip(logits[:-1], seq[1:]))[args.score_from:]]
         print("%.9f" % -np.mean(nll))
     if args.out:
         try:

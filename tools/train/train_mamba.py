@@ -7,7 +7,7 @@ chosen with a fixed seed, are held out. Tokens: the GPT-NeoX-20B vocabulary of
 tests/data/ggml-vocab-gpt-neox.gguf, tokenised by `recur tokenize` itself, so that the model is
 trained on exactly the ids recur will give it.
 
-Model (one layer, as SPEC section 4 and the paper write it):
+Model (one layer, as src/model/mamba.c and the Mamba paper write it):
     h = rmsnorm(x) * norm;  [xi, z] = in_proj(h)
     xc = silu(causal depthwise conv(xi) + bias)
     [dtr, B, C] = x_proj(xc);  dt = softplus(dt_proj(dtr) + dt_bias)
@@ -66,12 +66,21 @@ def read_fortunes():
     return texts
 
 
+# The pre-tokenizer the text is split with, written into the model as tokenizer.ggml.pre: the
+# GPT-2 pattern (GPT-NeoX's own). The vocabulary file names none, which llama.cpp and recur
+# read as 'default', so the text is tokenised with a copy that names it.
+PRE = "gpt-2"
+
+
 def tokenize(recur, vocab, text):
     with tempfile.TemporaryDirectory() as d:
         src, dst = os.path.join(d, "in.txt"), os.path.join(d, "ids.bin")
+        named = os.path.join(d, "vocab.gguf")
+        subprocess.run([recur, "setmeta", vocab, named, "tokenizer.ggml.pre=" + PRE],
+                       check=True, stdout=subprocess.DEVNULL)
         with open(src, "w", encoding="utf-8") as f:
             f.write(text)
-        subprocess.run([recur, "tokenize", "-m", vocab, "-f", src, "--out", dst, "--no-bos"],
+        subprocess.run([recur, "tokenize", "-m", named, "-f", src, "--out", dst, "--no-bos"],
                        check=True, stderr=subprocess.DEVNULL)
         return np.fromfile(dst, dtype="<i4").astype(np.int64)
 
@@ -256,6 +265,7 @@ def export(model, hp, vocab_path, path):
         ("mamba.ssm.time_step_rank", 4, hp["dt_rank"]),
         ("mamba.attention.layer_norm_rms_epsilon", 6, hp["eps"]),
         ("tokenizer.ggml.model", 8, voc["tokenizer.ggml.model"]),
+        ("tokenizer.ggml.pre", 8, PRE),
         ("tokenizer.ggml.tokens", 9, (8, list(voc["tokenizer.ggml.tokens"]))),
         ("tokenizer.ggml.token_type", 9, (5, [int(t) for t in voc["tokenizer.ggml.token_type"]])),
         ("tokenizer.ggml.merges", 9, (8, list(voc["tokenizer.ggml.merges"]))),
