@@ -368,6 +368,13 @@ RECUR_API const char *recur_model_chat_template(const struct recur_model *model,
  * sampler is used by one thread at a time; separate samplers may run in parallel. */
 struct recur_sampler;
 
+/* A bias added to one token's logit before any other sampler (llama_logit_bias); -INFINITY
+ * bans the token. */
+struct recur_logit_bias {
+    recur_token token;
+    float bias;
+};
+
 struct recur_sampler_params {
     uint64_t seed;          /* of the dist sampler (default 0xdecaf); equal seeds, equal draws */
     float temp;             /* temperature (default 0.8); <= 0: greedy */
@@ -379,14 +386,18 @@ struct recur_sampler_params {
     float penalty_repeat;   /* logit > 0 ? logit / r : logit * r (default 1.0: off; > 0) */
     float penalty_freq;     /* logit -= count * freq (default 0) */
     float penalty_present;  /* logit -= present, once per token in the window (default 0) */
+    int32_t n_logit_bias;   /* entries of logit_bias (default 0: none) */
+    const struct recur_logit_bias *logit_bias; /* copied by recur_sampler_chain_default; the
+                                                  caller keeps ownership */
 };
 
 RECUR_API struct recur_sampler_params recur_sampler_default_params(void);
 
-/* The chain of llama.cpp's common sampling: penalties -> top-k -> top-p -> min-p ->
- * temperature -> dist; temp <= 0: penalties -> greedy. Sized for the model's vocabulary, so
- * sampling does not allocate. NULL when model is NULL, a parameter is NaN or penalty_repeat
- * <= 0 (the message names the field), or on allocation failure. */
+/* The chain of llama.cpp's common sampling: logit bias (when n_logit_bias > 0) -> penalties ->
+ * top-k -> top-p -> min-p -> temperature -> dist; temp <= 0: [logit bias ->] penalties ->
+ * greedy. Sized for the model's vocabulary, so sampling does not allocate. NULL when model is
+ * NULL, a parameter is NaN, penalty_repeat <= 0 or a logit bias is invalid (as
+ * recur_sampler_init_logit_bias; the message names the field), or on allocation failure. */
 RECUR_API struct recur_sampler *recur_sampler_chain_default(const struct recur_model *model,
                                                             struct recur_sampler_params params);
 
@@ -400,6 +411,12 @@ RECUR_API bool recur_sampler_chain_add(struct recur_sampler *chain, struct recur
 
 /* Selects the most likely token (equal logits: the lowest id). */
 RECUR_API struct recur_sampler *recur_sampler_init_greedy(void);
+/* Adds bias[i].bias to the logit of token bias[i].token (a token named twice gets both; bias
+ * -INFINITY bans it). Put it first in a chain, as recur_sampler_chain_default does. The array
+ * is copied. NULL with the error set when n_vocab < 1, n_bias < 0, bias is NULL with n_bias >
+ * 0, a token is not in 0 .. n_vocab-1, a bias is NaN or +INFINITY, or without memory. */
+RECUR_API struct recur_sampler *recur_sampler_init_logit_bias(int32_t n_vocab, int32_t n_bias,
+                                                              const struct recur_logit_bias *bias);
 /* Selects at random from the softmax of the candidates, with its own generator: the same seed
  * gives the same tokens on every machine. recur_sampler_reset restarts it from the seed. */
 RECUR_API struct recur_sampler *recur_sampler_init_dist(uint64_t seed);
@@ -428,12 +445,25 @@ RECUR_API recur_token recur_sampler_sample(struct recur_sampler *smpl, struct re
 /* The same from the caller's logits (n_vocab floats, not kept). */
 RECUR_API recur_token recur_sampler_sample_logits(struct recur_sampler *smpl, const float *logits,
                                                   int32_t n_vocab);
+/* After a recur_sampler_sample / _sample_logits on smpl: the candidates its selector (greedy or
+ * dist) chose from, i.e. those the filters kept, with the logits that bias, penalties and
+ * temperature left them; their probabilities are the softmax of those logits (so with temp
+ * <= 0 the chain's greedy sees every token, and the probabilities are the biased, penalised
+ * model distribution). Writes the n most probable (fewer when fewer were left), most probable
+ * first (equal ones: lower id first), to ids[] and probs[] and returns how many; 0 before the
+ * first sample or after a failed one. -1 with the error set when smpl, ids or probs is NULL,
+ * n < 0, or without memory. What llama-server's n_probs reports with post_sampling_probs. */
+RECUR_API int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recur_token *ids,
+                                          float *probs, int32_t n);
+/* The probability of token among the same candidates (0 when the filters removed it, or
+ * before the first sample); -1 with the error set when smpl is NULL. */
+RECUR_API float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token);
 /* Tells the sampler that token was chosen (recur_sampler_sample does it itself): for tokens
  * of the prompt, so that penalties see them. NULL smpl: nothing. */
 RECUR_API void recur_sampler_accept(struct recur_sampler *smpl, recur_token token);
 /* Forgets the accepted tokens and reseeds dist samplers with their seed; NULL: nothing. */
 RECUR_API void recur_sampler_reset(struct recur_sampler *smpl);
-/* "greedy", "dist", "temp", "top-k", "top-p", "min-p", "penalties" or "chain". */
+/* "greedy", "dist", "temp", "top-k", "top-p", "min-p", "penalties", "logit-bias" or "chain". */
 RECUR_API const char *recur_sampler_name(const struct recur_sampler *smpl);
 RECUR_API void recur_sampler_free(struct recur_sampler *smpl); /* NULL is fine */
 

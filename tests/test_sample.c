@@ -773,6 +773,131 @@ static void test_default_chain(void) {
     CHECK_ERR("n_vocab");
 }
 
+/* Logit bias: exact sums on hand-made logits, bans, validation, and its place in the default
+ * chain. */
+static void test_logit_bias(void) {
+    const float l[] = {1.0f, 2.0f, 3.0f, 0.5f};
+    struct rsample_token_data buf[4];
+    struct rsample_candidates c = make_cands(buf, l, 4);
+    const struct rsample_logit_bias b[] = {{0, 4.0f}, {2, -INFINITY}, {0, 0.5f}};
+    CHECK(apply_once(rsample_init_logit_bias(4, 3, b), &c));
+    CHECK(c.size == 4 && buf[0].logit == 5.5f && buf[1].logit == 2.0f &&
+          buf[2].logit == -INFINITY && buf[3].logit == 0.5f);
+    /* reordered candidates (a bias after a sort) are found by id */
+    c = make_cands(buf, l, 4);
+    rsample_sort(&c);
+    const struct rsample_logit_bias one = {3, 10.0f};
+    CHECK(apply_once(rsample_init_logit_bias(4, 1, &one), &c));
+    CHECK(find_id(&c, 3)->logit == 10.5f && !c.sorted);
+    /* invalid ones */
+    const struct rsample_logit_bias bad_tok = {4, 1.0f}, bad_nan = {1, NAN},
+                                    bad_inf = {1, INFINITY};
+    CHECK(rsample_init_logit_bias(4, 1, &bad_tok) == NULL);
+    CHECK_ERR("token 4 is not in 0..3");
+    CHECK(rsample_init_logit_bias(4, 1, &bad_nan) == NULL);
+    CHECK_ERR("NaN");
+    CHECK(rsample_init_logit_bias(4, 1, &bad_inf) == NULL);
+    CHECK_ERR("+infinity");
+    CHECK(rsample_init_logit_bias(4, -1, NULL) == NULL);
+    CHECK_ERR("negative");
+    CHECK(rsample_init_logit_bias(4, 2, NULL) == NULL);
+    CHECK_ERR("bias is NULL");
+    /* first in the default chain; greedy follows the bias (token 3 is the worst unbiased) */
+    struct rsample_params p = {.temp = 0.0f, .penalty_repeat = 1.0f, .penalty_last_n = 64};
+    p.n_logit_bias = 1;
+    p.logit_bias = &one;
+    struct rsample *chain = rsample_chain_default(&p, 4);
+    REQUIRE(chain);
+    CHECK(rsample_chain_n(chain) == 3 &&
+          strcmp(rsample_name(rsample_chain_get(chain, 0)), "logit-bias") == 0);
+    CHECK(rsample_sample(chain, l, 4) == 3);
+    rsample_free(chain);
+    /* a ban makes greedy take the next best, and dist never draw it */
+    const struct rsample_logit_bias ban = {2, -INFINITY};
+    p.logit_bias = &ban;
+    chain = rsample_chain_default(&p, 4);
+    REQUIRE(chain);
+    CHECK(rsample_sample(chain, l, 4) == 1);
+    rsample_free(chain);
+    p.temp = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 3;
+    chain = rsample_chain_default(&p, 4);
+    REQUIRE(chain);
+    bool never = true;
+    for (int i = 0; i < 2000; i++) never = never && rsample_sample(chain, l, 4) != 2;
+    CHECK(never);
+    rsample_free(chain);
+}
+
+/* rsample_get_probs against a softmax computed here (ref_softmax) over what the filters
+ * leave: tolerance 1e-6 absolute (floats of probabilities computed in double). */
+static void test_get_probs(void) {
+    float l[50];
+    unsigned long long rng = 9;
+    for (int i = 0; i < 50; i++) l[i] = (float)test_rand_int(&rng, 1000) / 100.0f - 5.0f;
+    l[7] = l[8]; /* a tie: the lower id first */
+    int32_t ids[60];
+    float probs[60];
+    struct rsample_params p = {.seed = 1,
+                               .temp = 0.5f,
+                               .top_k = 10,
+                               .top_p = 1.0f,
+                               .min_p = 0.0f,
+                               .penalty_last_n = 0,
+                               .penalty_repeat = 1.0f};
+    struct rsample *chain = rsample_chain_default(&p, 50);
+    REQUIRE(chain);
+    CHECK(rsample_get_probs(chain, ids, probs, 5) == 0); /* nothing sampled yet */
+    REQUIRE(rsample_sample(chain, l, 50) >= 0);
+    /* the reference: the 10 best by logit, softmax of logit / 0.5 */
+    int32_t order[50];
+    for (int i = 0; i < 50; i++) order[i] = i;
+    for (int i = 0; i < 50; i++) /* selection sort: larger logit first, then lower id */
+        for (int j = i + 1; j < 50; j++)
+            if (l[order[j]] > l[order[i]] || (l[order[j]] == l[order[i]] && order[j] < order[i])) {
+                int32_t t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    float top[10];
+    double ref[10];
+    for (int i = 0; i < 10; i++) top[i] = l[order[i]];
+    ref_softmax(top, 10, 0.5, ref);
+    int32_t got = rsample_get_probs(chain, ids, probs, 60);
+    CHECK(got == 10); /* top-k left 10 */
+    bool same = got == 10;
+    for (int i = 0; same && i < 10; i++)
+        same = ids[i] == order[i] && fabs(probs[i] - ref[i]) < 1e-6;
+    CHECK(same);
+    CHECK(rsample_get_probs(chain, ids, probs, 3) == 3 && ids[2] == order[2]);
+    CHECK(fabs(rsample_get_prob(chain, order[4]) - ref[4]) < 1e-6);
+    CHECK(rsample_get_prob(chain, order[10]) == 0.0f); /* top-k removed it */
+    CHECK(rsample_get_probs(chain, ids, probs, 0) == 0);
+    CHECK(rsample_get_probs(chain, ids, probs, -1) == -1);
+    CHECK_ERR("negative");
+    CHECK(rsample_get_probs(NULL, ids, probs, 1) == -1);
+    rsample_free(chain);
+    /* greedy: the whole vocabulary, untempered */
+    p.temp = 0.0f;
+    chain = rsample_chain_default(&p, 50);
+    REQUIRE(chain);
+    REQUIRE(rsample_sample(chain, l, 50) == order[0]);
+    double full[50];
+    ref_softmax(l, 50, 1.0, full);
+    got = rsample_get_probs(chain, ids, probs, 50);
+    same = got == 50;
+    double total = 0.0;
+    for (int i = 0; same && i < 50; i++) {
+        same = ids[i] == order[i] && fabs(probs[i] - full[order[i]]) < 1e-6;
+        total += probs[i];
+    }
+    CHECK(same && fabs(total - 1.0) < 1e-5);
+    rsample_free(chain);
+}
+
 /* The public functions, through the same paths a program uses. */
 static void test_public(void) {
     struct recur_sampler_params dp = recur_sampler_default_params();
@@ -824,6 +949,25 @@ static void test_public(void) {
     CHECK(recur_sampler_sample_logits(c2, l, 5) == -1);
     recur_sampler_free(c2);
     recur_sampler_free(NULL);
+
+    /* logit bias and probabilities through the public names */
+    const struct recur_logit_bias lb[] = {{4, 30.0f}, {1, -INFINITY}};
+    struct recur_sampler *c3 = recur_sampler_chain_init();
+    REQUIRE(c3);
+    CHECK(recur_sampler_chain_add(c3, recur_sampler_init_logit_bias(5, 2, lb)));
+    CHECK(recur_sampler_chain_add(c3, recur_sampler_init_greedy()));
+    CHECK(strcmp(recur_sampler_name(c3), "chain") == 0);
+    CHECK(recur_sampler_sample_logits(c3, l, 5) == 4); /* -20 + 30 = 10 beats 3 */
+    recur_token ids[5];
+    float pr[5];
+    CHECK(recur_sampler_get_probs(c3, ids, pr, 5) == 5);
+    CHECK(ids[0] == 4 && ids[1] == 2 && ids[4] == 1 && pr[4] == 0.0f);
+    CHECK(recur_sampler_get_prob(c3, 4) == pr[0] && recur_sampler_get_prob(NULL, 4) == -1.0f);
+    recur_sampler_free(c3);
+    CHECK(recur_sampler_init_logit_bias(5, 1, &(struct recur_logit_bias){5, 1.0f}) == NULL);
+    CHECK_ERR("not in 0..4");
+    struct recur_sampler_params bp = recur_sampler_default_params();
+    CHECK(bp.n_logit_bias == 0 && bp.logit_bias == NULL);
 }
 
 /* With a model file (argument 1): recur_sampler_sample on a context's logits. */
@@ -871,6 +1015,8 @@ int main(int argc, char **argv) {
     RUN(test_edges);
     RUN(test_chain_order);
     RUN(test_default_chain);
+    RUN(test_logit_bias);
+    RUN(test_get_probs);
     RUN(test_public);
     if (argc > 1) {
         test_context(argv[1]);

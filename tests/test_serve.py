@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -229,12 +230,17 @@ check("the right API key: 200", st == 200, body)
 check("/health needs no key", keyed.healthy())
 # the official openai npm package as a client (installed by the set-up under tests/openai)
 if os.path.isdir(os.path.join(HERE, "openai", "node_modules", "openai")):
-    exp_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "recur-openai-expected.txt")
-    with open(exp_path, "w") as f:
+    # a file of its own: several checkouts' suites may run at once on one machine
+    fd, exp_path = tempfile.mkstemp(prefix="recur-openai-expected-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
         f.write(want + "\n")
+    # slots for the chat test's n = 2
+    client_srv = Server("-np", "4", "--api-key", "sekret")
     r = subprocess.run(["node", os.path.join(HERE, "openai", "test.mjs"),
-                        "http://127.0.0.1:%d/v1" % keyed.port, "sekret", exp_path],
+                        "http://127.0.0.1:%d/v1" % client_srv.port, "sekret", exp_path],
                        capture_output=True, text=True, timeout=120)
+    client_srv.proc.terminate()
+    client_srv.proc.wait(timeout=30)
     check("the openai npm client: " + r.stdout.strip(), r.returncode == 0, r.stderr)
     os.unlink(exp_path)
 else:

@@ -65,12 +65,17 @@ static enum MHD_Result h_health(struct server *s, struct MHD_Connection *conn,
 
 static enum MHD_Result h_llama(struct server *s, struct MHD_Connection *conn,
                                const struct serve_req *rq) {
-    return serve_handle_completion(s, conn, rq->body, true);
+    return serve_handle_completion(s, conn, rq->body, API_LLAMA);
 }
 
 static enum MHD_Result h_openai(struct server *s, struct MHD_Connection *conn,
                                 const struct serve_req *rq) {
-    return serve_handle_completion(s, conn, rq->body, false);
+    return serve_handle_completion(s, conn, rq->body, API_OPENAI);
+}
+
+static enum MHD_Result h_chat(struct server *s, struct MHD_Connection *conn,
+                              const struct serve_req *rq) {
+    return serve_handle_completion(s, conn, rq->body, API_CHAT);
 }
 
 enum { M_GET = 1, M_POST = 2 };
@@ -98,6 +103,8 @@ static const struct endpoint endpoints[] = {
     {"/completion", false, M_POST, true, false, h_llama},
     {"/completions", false, M_POST, true, false, h_llama},
     {"/v1/completions", false, M_POST, true, false, h_openai},
+    {"/v1/chat/completions", false, M_POST, true, false, h_chat},
+    {"/chat/completions", false, M_POST, true, false, h_chat},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {

@@ -18,10 +18,25 @@
 
 #include "recur.h"
 
-#define SERVE_MAX_STOP 4  /* stop strings per request, as OpenAI's API */
-#define SERVE_MAX_N    16 /* choices per request */
+#define SERVE_MAX_STOP  4   /* stop strings per request, as OpenAI's API */
+#define SERVE_MAX_N     16  /* choices per request */
+#define SERVE_MAX_TOP   20  /* alternatives per token in chat logprobs (OpenAI's limit) */
+#define SERVE_MAX_PROBS 100 /* alternatives per token in /completion's n_probs */
 
 enum task_state { TASK_QUEUED, TASK_RUNNING, TASK_DONE, TASK_FAILED };
+
+/* Which endpoint made the task: the shape of its answer. */
+enum task_api { API_OPENAI, API_LLAMA, API_CHAT };
+
+/* Why a choice ended (llama-server's stop_type). */
+enum stop_kind { STOP_NONE, STOP_EOS, STOP_LIMIT, STOP_WORD };
+
+/* A token's log-probability under the raw logits (log-softmax, before any sampler), or a
+ * post-sampling probability. */
+struct tok_prob {
+    recur_token id;
+    float v;
+};
 
 /* One continuation of a task: its sequence, sampler and text so far. */
 struct choice {
@@ -35,6 +50,17 @@ struct choice {
     int32_t row;               /* output row in the current batch, -1 none */
     bool finished;             /* no more tokens */
     const char *finish_reason; /* "length" or "stop" */
+    /* what the answer reports beyond the text (the scheduler fills these) */
+    enum stop_kind stop_kind;
+    int stop_word;         /* index into task.stop of the string that ended it (STOP_WORD) */
+    bool truncated;        /* ended by the server's token budget per sequence (-c) */
+    size_t *tok_end;       /* [max_tokens] text length after each token (before a stop string cut
+                              it): which tokens a piece of streamed text holds */
+    struct tok_prob *lp;   /* [max_tokens + 1][1 + task.n_top]: the token's then the top ones;
+                              NULL unless logprobs were asked for */
+    struct tok_prob *post; /* [max_tokens + 1][1 + task.n_post] post-sampling probabilities:
+                              the token's then post_n[k] top ones; NULL unless asked for */
+    int32_t *post_n;
 };
 
 struct task {
@@ -49,6 +75,21 @@ struct task {
     bool cache_prompt;
     bool ignore_eos; /* llama.cpp's: the end-of-text token is text like any other */
     double t_queued;
+    /* what the answer needs the scheduler to record (set by the HTTP side, then read-only) */
+    enum task_api api;
+    bool logprobs;         /* record each generated token's log-probability */
+    int32_t n_top;         /* and this many most likely alternatives (0 .. SERVE_MAX_PROBS) */
+    int32_t n_post;        /* post-sampling probabilities of this many candidates (0: none; at
+                              most SERVE_MAX_PROBS) */
+    bool prompt_logprobs;  /* echo with logprobs: every prompt position's logits are asked for
+                              (the prefix cache is then not restored from) */
+    char *eot;             /* a chat template's end-of-turn text: ends a choice like a stop
+                              string, not reported as one; NULL: none */
+    recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read
+                              as none too: tasks are calloc'd; set by the chat parser) */
+    struct recur_logit_bias *bias; /* copied into the samplers */
+    int32_t n_bias;
+    char *prompt_text; /* the prompt's tokens as text (echo), NULL when not needed */
 
     /* progress (under server.mu) */
     enum task_state state;
@@ -57,11 +98,15 @@ struct task {
     int32_t n_cached;  /* prompt tokens restored from the prefix cache */
     int32_t prefilled; /* prompt tokens decoded so far */
     bool cancelled;    /* the client went away: free its sequences at the next step */
+    double t_started;  /* admitted: its prompt starts being read */
     double t_first;    /* first token sampled */
     double t_done;
-    int refs;          /* the connection and the scheduler */
-    uint64_t id;       /* cmpl-<id> */
-    struct task *next; /* queue */
+    struct tok_prob *prompt_lp;            /* [n_prompt][1 + n_top] when prompt_logprobs: entry p is
+                                              prompt[p] given prompt[0 .. p) (entry 0 unused) */
+    int32_t chunk_pos, chunk_row, chunk_n; /* this step's prompt rows (prompt_logprobs) */
+    int refs;                              /* the connection and the scheduler */
+    uint64_t id;                           /* cmpl-<id> */
+    struct task *next;                     /* queue */
 };
 
 struct serve_limits {

@@ -1,24 +1,27 @@
 /*
- * recur serve's completion endpoints (see serve.c): the request fields, checked with a message
- * that names the field; a task for the decode loop; the answer, whole or as server-sent events.
+ * recur serve's completion requests (see serve_api.h): every field of /v1/completions,
+ * /completion and /v1/chat/completions is in its endpoint's table (serve_fields.c); a known
+ * field of the wrong type or range is a 400 naming it.
  *
- * OpenAI /v1/completions: prompt (string, token list, or a list of one string), max_tokens
- * (default 16), temperature (1), top_p (1), top_k (off), stop (a string or up to 4), seed, n
- * (1), stream (false); the answer has choices and usage with
- * prompt_tokens_details.cached_tokens. llama.cpp /completion: prompt, n_predict (-1: the
- * server's limit), temperature (0.8), top_k (40), top_p (0.95), min_p (0.05), seed, stop,
- * stream, cache_prompt (true), ignore_eos (false); the answer has content, tokens_predicted,
- * tokens_evaluated, tokens_cached. Fields of other names are ignored; a known field of the wrong
- * type is a 400.
+ * Lengths: a request that names none (max_tokens, max_completion_tokens, n_predict) gets the
+ * server's -n (s->lim.n_predict); without -n, /v1/completions gets OpenAI's 16 and the others
+ * the server's --max-tokens. With -c (s->lim.n_ctx) a
+ * prompt must leave room for a token, and generation stops at the budget ("length";
+ * /completion's truncated).
+ *
+ * The field tables, logit_bias and samplers are in serve_fields.c.
+ *
+ * Prompts: a string, a list of token ids, or (/completion) a mix of ids and strings; a list
+ * of those is several prompts, answered together (choices indexed prompt * n + choice, as
+ * OpenAI; /completion answers an array).
  */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <microhttpd.h>
-#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "serve.h"
@@ -149,463 +152,528 @@ void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n) {
     free(v);
 }
 
-/* ---- fields ----------------------------------------------------------------------------- */
+cJSON *serve_text_json(const char *text, size_t n) {
+    char *v = utf8_valid(text ? text : "", text ? n : 0);
+    cJSON *j = cJSON_CreateString(v ? v : "");
+    free(v);
+    return j;
+}
 
-struct parse {
-    const cJSON *body;
-    char msg[200];
-    bool bad;
-};
+/* ---- field helpers ----------------------------------------------------------------------- */
 
-/* A number field in [lo, hi] (integer when want_int); absent: def. */
+void serve_fail(struct parse *p, const char *fmt, ...) {
+    if (p->bad) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->msg, sizeof p->msg, fmt, ap);
+    va_end(ap);
+    p->bad = true;
+}
+
+const cJSON *serve_field(const struct parse *p, const char *name) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, name);
+    return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+/* A number field in [lo, hi] (integer when want_int); absent or null: def. */
 static double num_field(struct parse *p, const char *name, double def, double lo, double hi,
                         bool want_int) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, name);
-    if (p->bad || !f || cJSON_IsNull(f)) return def;
+    const cJSON *f = serve_field(p, name);
+    if (p->bad || !f) return def;
     if (!cJSON_IsNumber(f) || (want_int && f->valuedouble != floor(f->valuedouble)) ||
         !(f->valuedouble >= lo && f->valuedouble <= hi)) {
-        snprintf(p->msg, sizeof p->msg, "\"%s\" must be %s from %g to %g", name,
-                 want_int ? "an integer" : "a number", lo, hi);
-        p->bad = true;
+        serve_fail(p, "\"%s\" must be %s from %g to %g", name, want_int ? "an integer" : "a number",
+                   lo, hi);
         return def;
     }
     return f->valuedouble;
 }
 
 static bool bool_field(struct parse *p, const char *name, bool def) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, name);
-    if (p->bad || !f || cJSON_IsNull(f)) return def;
+    const cJSON *f = serve_field(p, name);
+    if (p->bad || !f) return def;
     if (!cJSON_IsBool(f)) {
-        snprintf(p->msg, sizeof p->msg, "\"%s\" must be true or false", name);
-        p->bad = true;
+        serve_fail(p, "\"%s\" must be true or false", name);
         return def;
     }
     return cJSON_IsTrue(f);
 }
 
 static void stop_field(struct parse *p, struct task *t) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, "stop");
-    if (p->bad || !f || cJSON_IsNull(f)) return;
+    const cJSON *f = serve_field(p, "stop");
+    if (p->bad || !f) return;
     const cJSON *one = cJSON_IsString(f) ? f : NULL;
     if (!one && (!cJSON_IsArray(f) || cJSON_GetArraySize(f) > SERVE_MAX_STOP)) {
-        snprintf(p->msg, sizeof p->msg, "\"stop\" must be a string or up to %d strings",
-                 SERVE_MAX_STOP);
-        p->bad = true;
+        serve_fail(p, "\"stop\" must be a string or up to %d strings", SERVE_MAX_STOP);
         return;
     }
     for (const cJSON *e = one ? one : f->child; e; e = one ? NULL : e->next) {
         if (!cJSON_IsString(e) || e->valuestring[0] == '\0') {
-            snprintf(p->msg, sizeof p->msg, "\"stop\" strings must be non-empty strings");
-            p->bad = true;
+            serve_fail(p, "\"stop\" strings must be non-empty strings");
             return;
         }
         if (!(t->stop[t->n_stop++] = strdup(e->valuestring))) {
-            snprintf(p->msg, sizeof p->msg, "out of memory");
-            p->bad = true;
+            serve_fail(p, "out of memory");
             return;
         }
     }
 }
 
-static void prompt_field(struct parse *p, struct server *s, struct task *t) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p->body, "prompt");
-    if (p->bad) return;
-    if (cJSON_IsArray(f) && cJSON_GetArraySize(f) == 1 && cJSON_IsString(f->child))
-        f = f->child; /* a list of one prompt */
+/* Appends the tokens of text to *toks (grown as needed). */
+bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
+                         recur_token **toks, int32_t *n, int32_t *cap) {
+    const size_t len = strlen(text);
+    if (len > (size_t)INT32_MAX / 2) return false;
+    const int32_t need = *n + (int32_t)len + 2;
+    if (need > *cap) {
+        recur_token *g = realloc(*toks, sizeof(recur_token) * (size_t)need);
+        if (!g) return false;
+        *toks = g;
+        *cap = need;
+    }
+    const int32_t got =
+        recur_tokenize(s->model, text, (int32_t)len, *toks + *n, *cap - *n, add_special, special);
+    if (got < 0) return false;
+    *n += got;
+    return true;
+}
+
+/* One prompt: a string, or an array of token ids (and, /completion, strings) into t. */
+static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool llama,
+                       struct task *t, const char *what) {
+    int32_t cap = 0;
     if (cJSON_IsString(f)) {
-        const int32_t len = (int32_t)strlen(f->valuestring);
-        t->prompt = malloc(sizeof(recur_token) * ((size_t)len + 2));
-        t->n_prompt = t->prompt ? recur_tokenize(s->model, f->valuestring, len, t->prompt, len + 2,
-                                                 true, false)
-                                : -1;
-        if (t->n_prompt < 0) {
-            snprintf(p->msg, sizeof p->msg, "the prompt could not be tokenized");
-            p->bad = true;
-            return;
-        }
-    } else if (cJSON_IsArray(f)) {
-        if (!serve_parse_tokens(s, f, "prompt", &t->prompt, &t->n_prompt, p->msg, sizeof p->msg)) {
-            p->bad = true;
-            return;
-        }
-    } else {
-        snprintf(p->msg, sizeof p->msg,
-                 f ? "\"prompt\" must be a string or an array of token ids"
-                   : "\"prompt\" is required");
-        p->bad = true;
+        if (!serve_tokenize_into(s, f->valuestring, true, false, &t->prompt, &t->n_prompt, &cap))
+            serve_fail(p, "%s could not be tokenized", what);
         return;
     }
-    if (t->n_prompt == 0) {
-        snprintf(p->msg, sizeof p->msg, "the prompt is empty");
-        p->bad = true;
-    } else if (t->n_prompt > s->lim.max_prompt) {
-        snprintf(p->msg, sizeof p->msg, "the prompt has %d tokens, at most %d are accepted",
-                 t->n_prompt, s->lim.max_prompt);
-        p->bad = true;
+    if (!cJSON_IsArray(f)) {
+        serve_fail(p, "%s must be a string or an array of token ids", what);
+        return;
+    }
+    const int32_t V = recur_model_n_vocab(s->model);
+    int i = 0;
+    for (const cJSON *e = f->child; e && !p->bad; e = e->next, i++) {
+        if (llama && cJSON_IsString(e)) { /* llama-server's mixed prompts */
+            if (!serve_tokenize_into(s, e->valuestring, i == 0, false, &t->prompt, &t->n_prompt,
+                                     &cap))
+                serve_fail(p, "%s[%d] could not be tokenized", what, i);
+            continue;
+        }
+        const double v = cJSON_IsNumber(e) ? e->valuedouble : -1.0;
+        if (!cJSON_IsNumber(e) || v != floor(v) || v < 0 || v >= V) {
+            serve_fail(p, "%s[%d] is not a token id (0..%d)%s", what, i, V - 1,
+                       llama ? " or a string" : "");
+            return;
+        }
+        if (t->n_prompt + 1 > cap) {
+            cap = 2 * cap + 16;
+            recur_token *g = realloc(t->prompt, sizeof(recur_token) * (size_t)cap);
+            if (!g) {
+                serve_fail(p, "out of memory");
+                return;
+            }
+            t->prompt = g;
+        }
+        t->prompt[t->n_prompt++] = (recur_token)v;
     }
 }
 
-/* ---- waiting for the decode loop --------------------------------------------------------- */
-
-/* True when the client closed its end (a read would return 0 bytes). */
-static bool client_gone(struct MHD_Connection *conn) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return false;
-    struct pollfd pfd = {ci->connect_fd, POLLIN, 0};
-    if (poll(&pfd, 1, 0) <= 0) return false;
-    char c;
-    return (pfd.revents & (POLLHUP | POLLERR)) || recv(ci->connect_fd, &c, 1, MSG_PEEK) == 0;
+/* The prompt's length against the server's limits. */
+static void check_prompt_len(struct parse *p, struct server *s, const struct task *t,
+                             const char *what) {
+    if (p->bad) return;
+    if (t->n_prompt == 0)
+        serve_fail(p, "%s is empty", what);
+    else if (t->n_prompt > s->lim.max_prompt)
+        serve_fail(p, "%s has %d tokens, at most %d are accepted", what, t->n_prompt,
+                   s->lim.max_prompt);
+    else if (s->lim.n_ctx > 0 && t->n_prompt >= s->lim.n_ctx)
+        serve_fail(p,
+                   "%s has %d tokens: a sequence holds at most %d (-c), with room for one "
+                   "generated token",
+                   what, t->n_prompt, s->lim.n_ctx);
 }
 
-/* Waits up to 50 ms for progress; s->mu held. */
-static void wait_progress(struct server *s) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
+/* The prompt field: one prompt or a list of them, each in a task of r (the first is r's
+ * template task, the others are made by the caller). Returns how many prompts; *list the
+ * prompts' JSON items (NULL entries: the whole field). */
+static int prompts_field(struct parse *p, const cJSON **list, bool llama) {
+    const cJSON *f = serve_field(p, "prompt");
+    if (p->bad) return 0;
+    if (!f) {
+        serve_fail(p, "\"prompt\" is required");
+        return 0;
     }
-    pthread_cond_timedwait(&s->progress, &s->mu, &ts);
-}
-
-static bool timed_out(const struct server *s, const struct task *t) {
-    return s->lim.timeout_s > 0 && serve_now() - t->t_queued > s->lim.timeout_s;
-}
-
-/* ---- answers ----------------------------------------------------------------------------- */
-
-static int32_t completion_tokens(const struct task *t) {
-    int32_t n = 0;
-    for (int i = 0; i < t->n; i++) n += t->choice[i].n_out;
+    if (cJSON_IsString(f)) {
+        list[0] = f;
+        return 1;
+    }
+    if (!cJSON_IsArray(f)) {
+        serve_fail(p, "\"prompt\" must be a string, an array of token ids, or a list of those");
+        return 0;
+    }
+    /* an array with a number in it is one prompt of tokens (with strings: llama-server's
+       mixed form); else each element is a prompt */
+    bool has_number = false;
+    for (const cJSON *e = f->child; e; e = e->next) has_number |= cJSON_IsNumber(e);
+    if (has_number || !f->child) {
+        list[0] = f;
+        return 1;
+    }
+    int n = 0;
+    for (const cJSON *e = f->child; e; e = e->next) {
+        if (n == SERVE_MAX_PROMPTS) {
+            serve_fail(p, "\"prompt\" lists more than %d prompts", SERVE_MAX_PROMPTS);
+            return 0;
+        }
+        if (!cJSON_IsString(e) && !cJSON_IsArray(e)) {
+            serve_fail(p, "\"prompt\"[%d] must be a string or an array of token ids%s", n,
+                       llama && cJSON_IsObject(e) ? " (multimodal prompts are not supported)" : "");
+            return 0;
+        }
+        list[n++] = e;
+    }
     return n;
 }
 
-static cJSON *openai_object(const struct server *s, const struct task *t, bool chunk) {
-    cJSON *j = cJSON_CreateObject();
-    char id[48];
-    snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)t->id);
-    cJSON_AddStringToObject(j, "id", id);
-    cJSON_AddStringToObject(j, "object", "text_completion");
-    cJSON_AddNumberToObject(j, "created", (double)time(NULL));
-    cJSON_AddStringToObject(j, "model", s->model_name);
-    (void)chunk;
-    return j;
-}
-
-static void add_usage(cJSON *j, const struct task *t) {
-    cJSON *u = cJSON_AddObjectToObject(j, "usage");
-    const int32_t c = completion_tokens(t);
-    cJSON_AddNumberToObject(u, "prompt_tokens", t->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", c);
-    cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + c);
-    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", t->n_cached);
-}
-
-/* The whole answer of a finished task (s->mu held). */
-static cJSON *final_json(const struct server *s, const struct task *t, bool llama) {
-    if (llama) {
-        const struct choice *c = &t->choice[0];
-        cJSON *j = cJSON_CreateObject();
-        serve_add_text(j, "content", c->text, c->len);
-        cJSON_AddBoolToObject(j, "stop", true);
-        cJSON_AddStringToObject(j, "model", s->model_name);
-        cJSON_AddNumberToObject(j, "tokens_predicted", c->n_out);
-        cJSON_AddNumberToObject(j, "tokens_evaluated", t->n_prompt);
-        cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
-        cJSON_AddStringToObject(j, "stop_type",
-                                strcmp(c->finish_reason, "length") == 0 ? "limit" : "eos");
-        cJSON *tm = cJSON_AddObjectToObject(j, "timings");
-        cJSON_AddNumberToObject(tm, "prompt_n", t->n_prompt - t->n_cached);
-        cJSON_AddNumberToObject(tm, "prompt_ms", (t->t_first - t->t_queued) * 1e3);
-        cJSON_AddNumberToObject(tm, "predicted_n", c->n_out);
-        cJSON_AddNumberToObject(tm, "predicted_ms", (t->t_done - t->t_first) * 1e3);
-        return j;
+/* stream_options: {"include_usage": bool} */
+static void stream_options_field(struct parse *p, struct serve_request *r) {
+    const cJSON *f = serve_field(p, "stream_options");
+    if (p->bad || !f) return;
+    if (!cJSON_IsObject(f)) {
+        serve_fail(p, "\"stream_options\" must be an object");
+        return;
     }
-    cJSON *j = openai_object(s, t, false), *arr = cJSON_AddArrayToObject(j, "choices");
-    for (int i = 0; i < t->n; i++) {
-        cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "index", i);
-        serve_add_text(c, "text", t->choice[i].text, t->choice[i].len);
-        cJSON_AddNullToObject(c, "logprobs");
-        cJSON_AddStringToObject(c, "finish_reason", t->choice[i].finish_reason);
-        cJSON_AddItemToArray(arr, c);
-    }
-    add_usage(j, t);
-    return j;
-}
-
-static enum MHD_Result failed_answer(struct MHD_Connection *conn, const struct task *t) {
-    return serve_send_error(conn, strcmp(t->error, "timed out") == 0 ? 504 : 500, "server_error",
-                            t->error[0] ? t->error : "the request failed");
-}
-
-/* ---- streaming: server-sent events ------------------------------------------------------- */
-
-struct stream {
-    struct server *s;
-    struct task *t;
-    struct MHD_Connection *conn;
-    bool llama;
-    size_t sent[SERVE_MAX_N]; /* text bytes sent per choice */
-    bool finished_sent[SERVE_MAX_N];
-    bool done_sent;
-    char *pending; /* an event not yet handed to MHD */
-    size_t pending_len, pending_off;
-};
-
-static char *event(cJSON *j) {
-    char *body = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!body) return NULL;
-    const size_t n = strlen(body);
-    char *ev = malloc(n + 9);
-    if (ev) snprintf(ev, n + 9, "data: %s\n\n", body);
-    free(body);
-    return ev;
-}
-
-/* The next event to send, or NULL when there is none yet (s->mu held). */
-static char *next_event(struct stream *st, bool *end) {
-    struct task *t = st->t;
-    *end = false;
-    for (int i = 0; i < t->n; i++) {
-        struct choice *c = &t->choice[i];
-        const size_t ready = c->len - (c->finished ? 0 : c->held);
-        const bool finish_now = c->finished && !st->finished_sent[i];
-        if (ready <= st->sent[i] && !finish_now) continue;
-        const char *piece = c->text ? c->text + st->sent[i] : "";
-        const size_t piece_len = c->text ? ready - st->sent[i] : 0;
-        st->sent[i] = ready;
-        cJSON *j;
-        if (st->llama) {
-            j = cJSON_CreateObject();
-            serve_add_text(j, "content", piece, piece_len);
-            cJSON_AddBoolToObject(j, "stop", false);
+    for (const cJSON *e = f->child; e; e = e->next) {
+        if (strcmp(e->string, "include_usage") == 0 && cJSON_IsBool(e)) {
+            r->include_usage = cJSON_IsTrue(e);
         } else {
-            j = openai_object(st->s, t, true);
-            cJSON *arr = cJSON_AddArrayToObject(j, "choices"), *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "index", i);
-            serve_add_text(o, "text", piece, piece_len);
-            cJSON_AddNullToObject(o, "logprobs");
-            if (finish_now)
-                cJSON_AddStringToObject(o, "finish_reason", c->finish_reason);
-            else
-                cJSON_AddNullToObject(o, "finish_reason");
-            cJSON_AddItemToArray(arr, o);
+            serve_fail(p,
+                       "\"stream_options\": only \"include_usage\" (true or false) is supported");
+            return;
         }
-        if (finish_now) st->finished_sent[i] = true;
-        return event(j);
     }
-    if (t->state == TASK_DONE && !st->done_sent) {
-        st->done_sent = true;
-        if (st->llama) {
-            cJSON *j = final_json(st->s, t, true);
-            cJSON_ReplaceItemInObject(j, "content", cJSON_CreateString(""));
-            return event(j);
-        }
-        cJSON *j = openai_object(st->s, t, true);
-        cJSON_AddArrayToObject(j, "choices");
-        add_usage(j, t);
-        char *u = event(j);
-        const char *done = "data: [DONE]\n\n";
-        char *both = u ? malloc(strlen(u) + strlen(done) + 1) : NULL;
-        if (both) {
-            strcpy(both, u);
-            strcat(both, done);
-        }
-        free(u);
-        return both;
-    }
-    if (t->state == TASK_FAILED && !st->done_sent) {
-        st->done_sent = true;
-        cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
-        cJSON_AddStringToObject(e, "message", t->error[0] ? t->error : "the request failed");
-        cJSON_AddStringToObject(e, "type", "server_error");
-        cJSON_AddNumberToObject(e, "code", strcmp(t->error, "timed out") == 0 ? 504 : 500);
-        return event(j);
-    }
-    *end = st->done_sent;
-    return NULL;
 }
 
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    struct stream *st = cls;
-    struct server *s = st->s;
-    if (!st->pending) {
-        bool end = false;
-        pthread_mutex_lock(&s->mu);
-        for (;;) {
-            st->pending = next_event(st, &end);
-            if (st->pending || end) break;
-            if (timed_out(s, st->t) && !st->t->cancelled) {
-                st->t->cancelled = true;
-                snprintf(st->t->error, sizeof st->t->error, "timed out");
-                pthread_cond_signal(&s->work);
+/* response_fields: a list of field paths ("a/b") to keep. */
+static void response_fields_field(struct parse *p, struct serve_request *r) {
+    const cJSON *f = serve_field(p, "response_fields");
+    if (p->bad || !f) return;
+    if (!cJSON_IsArray(f)) {
+        serve_fail(p, "\"response_fields\" must be an array of field names");
+        return;
+    }
+    for (const cJSON *e = f->child; e; e = e->next)
+        if (!cJSON_IsString(e)) {
+            serve_fail(p, "\"response_fields\" must be an array of field names");
+            return;
+        }
+    if (!(r->response_fields = cJSON_Duplicate(f, true))) serve_fail(p, "out of memory");
+}
+
+/* ---- the request ------------------------------------------------------------------------- */
+
+/* A copy of t's settings for another prompt: the same fields, its own allocations. */
+static struct task *clone_task(const struct task *t) {
+    struct task *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->max_tokens = t->max_tokens;
+    c->sampling = t->sampling;
+    c->n = t->n;
+    c->cache_prompt = t->cache_prompt;
+    c->ignore_eos = t->ignore_eos;
+    c->api = t->api;
+    c->logprobs = t->logprobs;
+    c->n_top = t->n_top;
+    c->n_post = t->n_post;
+    c->prompt_logprobs = t->prompt_logprobs;
+    c->refs = 1;
+    bool ok = true;
+    for (int i = 0; i < t->n_stop; i++) ok = ok && (c->stop[c->n_stop++] = strdup(t->stop[i]));
+    if (ok && t->eot) ok = (c->eot = strdup(t->eot));
+    if (ok && t->n_bias > 0) {
+        ok = (c->bias = malloc(sizeof *c->bias * (size_t)t->n_bias));
+        if (ok) memcpy(c->bias, t->bias, sizeof *c->bias * (size_t)t->n_bias);
+        c->n_bias = ok ? t->n_bias : 0;
+    }
+    if (!ok) {
+        for (int i = 0; i < c->n_stop; i++) free(c->stop[i]);
+        c->n_stop = 0;
+        free(c->eot);
+        free(c->bias);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The prompt's tokens as text: what echo puts before the completion. */
+static void prompt_text(struct parse *p, struct server *s, struct task *t) {
+    size_t cap = 64, len = 0;
+    char *text = malloc(cap);
+    for (int32_t i = 0; text && i < t->n_prompt; i++) {
+        char piece[256];
+        int32_t n = recur_token_to_piece(s->model, t->prompt[i], piece, sizeof piece, 0, false);
+        if (n < 0) n = 0;
+        if (len + (size_t)n + 1 > cap) {
+            cap = 2 * cap + (size_t)n;
+            char *g = realloc(text, cap);
+            if (!g) {
+                free(text);
+                text = NULL;
+                break;
             }
-            wait_progress(s);
+            text = g;
         }
-        pthread_mutex_unlock(&s->mu);
-        if (end) return MHD_CONTENT_READER_END_OF_STREAM;
-        st->pending_len = strlen(st->pending);
-        st->pending_off = 0;
+        memcpy(text + len, piece, (size_t)n);
+        len += (size_t)n;
     }
-    size_t n = st->pending_len - st->pending_off;
-    if (n > max) n = max;
-    memcpy(buf, st->pending + st->pending_off, n);
-    st->pending_off += n;
-    if (st->pending_off == st->pending_len) {
-        free(st->pending);
-        st->pending = NULL;
+    if (!text) {
+        serve_fail(p, "out of memory");
+        return;
     }
-    return (ssize_t)n;
+    text[len] = '\0';
+    t->prompt_text = text;
 }
 
-/* The response is gone (sent, or the client left): the task is no longer wanted. */
-static void stream_free(void *cls) {
-    struct stream *st = cls;
-    struct server *s = st->s;
-    pthread_mutex_lock(&s->mu);
-    if (st->t->state == TASK_QUEUED || st->t->state == TASK_RUNNING) {
-        st->t->cancelled = true;
-        pthread_cond_signal(&s->work);
+/* /completion's generation_settings: the settings as parsed (not as sent). */
+static cJSON *settings_json(struct server *s, const struct task *t, const struct serve_request *r,
+                            const cJSON *samplers) {
+    const struct recur_sampler_params *sp = &t->sampling;
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "n_predict", t->max_tokens);
+    cJSON_AddNumberToObject(g, "seed", (double)sp->seed);
+    cJSON_AddNumberToObject(g, "temperature", sp->temp);
+    cJSON_AddNumberToObject(g, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(g, "top_p", sp->top_p);
+    cJSON_AddNumberToObject(g, "min_p", sp->min_p);
+    cJSON_AddNumberToObject(g, "repeat_last_n", sp->penalty_last_n);
+    cJSON_AddNumberToObject(g, "repeat_penalty", sp->penalty_repeat);
+    cJSON_AddNumberToObject(g, "presence_penalty", sp->penalty_present);
+    cJSON_AddNumberToObject(g, "frequency_penalty", sp->penalty_freq);
+    /* the samplers recur does not have, all off */
+    cJSON_AddNumberToObject(g, "dynatemp_range", 0);
+    cJSON_AddNumberToObject(g, "typical_p", 1);
+    cJSON_AddNumberToObject(g, "mirostat", 0);
+    cJSON_AddNumberToObject(g, "dry_multiplier", 0);
+    cJSON_AddNumberToObject(g, "xtc_probability", 0);
+    cJSON *stop = cJSON_AddArrayToObject(g, "stop");
+    for (int i = 0; i < t->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(t->stop[i]));
+    cJSON_AddBoolToObject(g, "ignore_eos", t->ignore_eos);
+    cJSON_AddBoolToObject(g, "stream", r->stream);
+    cJSON_AddNumberToObject(g, "n_probs", r->n_probs);
+    cJSON_AddBoolToObject(g, "post_sampling_probs", r->post_sampling);
+    cJSON_AddBoolToObject(g, "cache_prompt", t->cache_prompt);
+    cJSON_AddNumberToObject(g, "n_cmpl", t->n);
+    cJSON *lb = cJSON_AddArrayToObject(g, "logit_bias");
+    for (int32_t i = 0; i < t->n_bias; i++) {
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(t->bias[i].token));
+        cJSON_AddItemToArray(pair, isinf(t->bias[i].bias) ? cJSON_CreateFalse()
+                                                          : cJSON_CreateNumber(t->bias[i].bias));
+        cJSON_AddItemToArray(lb, pair);
     }
-    serve_task_release(s, st->t);
-    pthread_mutex_unlock(&s->mu);
-    free(st->pending);
-    free(st);
+    if (samplers)
+        cJSON_AddItemToObject(g, "samplers", cJSON_Duplicate(samplers, true));
+    else {
+        cJSON *a = cJSON_AddArrayToObject(g, "samplers");
+        const char *chain[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
+        for (int i = 0; i < 5; i++) cJSON_AddItemToArray(a, cJSON_CreateString(chain[i]));
+    }
+    cJSON_AddNumberToObject(g, "n_ctx", s->lim.n_ctx);
+    cJSON_AddStringToObject(g, "model", s->model_name ? s->model_name : "");
+    return g;
 }
 
-/* ---- the endpoint ------------------------------------------------------------------------ */
-
-/* -c: a sequence holds at most lim.n_ctx tokens. A recurrent state has no window to overflow,
- * so this is a budget: a prompt that fills it is refused, and generation stops at it (finish
- * reason "length"), as llama-server stops at a full context without context shift. */
-static void ctx_budget(struct parse *p, const struct server *s, struct task *t) {
-    if (p->bad || s->lim.n_ctx <= 0) return;
-    if (t->n_prompt >= s->lim.n_ctx) {
-        snprintf(p->msg, sizeof p->msg,
-                 "the prompt has %d tokens; a sequence holds at most %d (-c), prompt and "
-                 "generated tokens together",
-                 t->n_prompt, s->lim.n_ctx);
-        p->bad = true;
-    } else if (t->max_tokens > s->lim.n_ctx - t->n_prompt) {
-        t->max_tokens = s->lim.n_ctx - t->n_prompt;
-    }
-}
-
-bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
-                            bool *stream, char *msg, size_t msg_len) {
+bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
+                         struct serve_request *r, char *msg, size_t msg_len) {
+    memset(r, 0, sizeof *r);
+    r->api = api;
+    r->logprobs = -1;
     struct parse p = {body, "", false};
-    prompt_field(&p, s, t);
-    struct recur_sampler_params sp = recur_sampler_default_params();
+    const bool llama = api == API_LLAMA, chat = api == API_CHAT;
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(msg, msg_len, "out of memory");
+        return false;
+    }
+    t->refs = 1;
+    t->api = api;
+    r->tasks[0] = t;
+    r->n_tasks = 1;
+    if (!cJSON_IsObject(body)) serve_fail(&p, "the body must be a JSON object");
+    serve_check_fields(&p, api);
+
+    /* the prompt(s) */
+    const cJSON *plist[SERVE_MAX_PROMPTS] = {NULL};
+    int n_prompts = 1;
+    if (chat) {
+        serve_chat_prompt(&p, s, t);
+        check_prompt_len(&p, s, t, "the rendered chat");
+    } else {
+        n_prompts = prompts_field(&p, plist, llama);
+        if (n_prompts > 0) {
+            one_prompt(&p, s, plist[0], llama, t, n_prompts > 1 ? "\"prompt\"[0]" : "\"prompt\"");
+            check_prompt_len(&p, s, t, n_prompts > 1 ? "\"prompt\"[0]" : "the prompt");
+        }
+    }
+
+    /* lengths and choices */
     const double max_n = s->lim.n_parallel < SERVE_MAX_N ? s->lim.n_parallel : SERVE_MAX_N;
+    const int32_t def_len = s->lim.n_predict < 0 || s->lim.n_predict > s->lim.max_tokens
+                                ? s->lim.max_tokens
+                                : s->lim.n_predict;
     if (llama) {
-        const double n_predict = num_field(&p, "n_predict", -1, -1, s->lim.max_tokens, true);
-        t->max_tokens = n_predict >= 0          ? (int32_t)n_predict
-                        : s->lim.n_predict >= 0 ? s->lim.n_predict /* -n */
-                                                : s->lim.max_tokens;
-        sp.temp = (float)num_field(&p, "temperature", 0.8, 0, 100, false);
+        const double n_predict = num_field(&p, "n_predict", -2, -1, s->lim.max_tokens, true);
+        t->max_tokens = n_predict == -2 ? def_len
+                        : n_predict < 0 ? s->lim.max_tokens
+                                        : (int32_t)n_predict;
+        t->n = (int)num_field(&p, "n_cmpl", 1, 1, max_n, true);
+    } else {
+        const double mt = num_field(&p, "max_tokens", -1, 0, s->lim.max_tokens, true);
+        const double mct =
+            chat ? num_field(&p, "max_completion_tokens", -1, 0, s->lim.max_tokens, true) : -1;
+        /* no length: -n, else OpenAI's default of 16 for legacy completions; a chat runs to
+           the server's limit, as llama-server's */
+        const int32_t none = s->lim.n_predict >= 0 ? def_len : chat ? s->lim.max_tokens : 16;
+        t->max_tokens = mct >= 0 ? (int32_t)mct : mt >= 0 ? (int32_t)mt : none;
+        t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
+        if (!chat) {
+            const double best_of = num_field(&p, "best_of", t->n, 1, max_n, true);
+            if (!p.bad && best_of != t->n)
+                serve_fail(&p, "\"best_of\" must equal \"n\": recur does not rank extra choices");
+        }
+    }
+
+    /* sampling */
+    struct recur_sampler_params sp = recur_sampler_default_params();
+    if (llama) {
+        sp.temp = (float)num_field(&p, "temperature", 0.8, -100, 100, false);
         sp.top_k = (int32_t)num_field(&p, "top_k", 40, 0, 1e9, true);
         sp.top_p = (float)num_field(&p, "top_p", 0.95, 0, 1, false);
         sp.min_p = (float)num_field(&p, "min_p", 0.05, 0, 1, false);
-        t->cache_prompt = bool_field(&p, "cache_prompt", true);
+        sp.penalty_repeat = (float)num_field(&p, "repeat_penalty", 1.0, 1e-6, 100, false);
+        const double last_n = num_field(&p, "repeat_last_n", 64, -1, 1e9, true);
+        /* -1: the whole context, i.e. everything this sequence can hold */
+        sp.penalty_last_n = last_n < 0 ? s->lim.max_prompt + s->lim.max_tokens : (int32_t)last_n;
+        sp.penalty_present = (float)num_field(&p, "presence_penalty", 0, -100, 100, false);
+        sp.penalty_freq = (float)num_field(&p, "frequency_penalty", 0, -100, 100, false);
+        serve_samplers_field(&p, &sp);
         t->ignore_eos = bool_field(&p, "ignore_eos", false);
-        t->n = 1;
+        const double slot = num_field(&p, "id_slot", -1, -1, 1e9, true);
+        if (!p.bad && slot != -1)
+            serve_fail(&p, "\"id_slot\": only -1 (any free slot) is supported; the scheduler "
+                           "places requests");
     } else {
-        t->max_tokens =
-            (int32_t)num_field(&p, "max_tokens", s->lim.n_predict >= 0 ? s->lim.n_predict : 16, 0,
-                               s->lim.max_tokens, true);
         sp.temp = (float)num_field(&p, "temperature", 1.0, 0, 2, false);
         sp.top_p = (float)num_field(&p, "top_p", 1.0, 0, 1, false);
         sp.top_k = (int32_t)num_field(&p, "top_k", 0, 0, 1e9, true);
-        sp.min_p = 0.0f;
-        t->n = (int)num_field(&p, "n", 1, 1, max_n, true);
-        t->cache_prompt = true;
+        sp.min_p = (float)num_field(&p, "min_p", 0.0, 0, 1, false);
+        sp.penalty_present = (float)num_field(&p, "presence_penalty", 0, -2, 2, false);
+        sp.penalty_freq = (float)num_field(&p, "frequency_penalty", 0, -2, 2, false);
     }
+    const double seed = num_field(&p, "seed", -1, -9007199254740991.0, 9007199254740991.0, true);
+    /* no seed (or llama-server's -1): a random one */
     sp.seed =
-        (uint64_t)num_field(&p, "seed", (double)(uint64_t)time(NULL), 0, 9007199254740991.0, true);
-    *stream = bool_field(&p, "stream", false);
-    stop_field(&p, t);
+        seed == -1 ? (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)t >> 4) : (uint64_t)(int64_t)seed;
     t->sampling = sp;
-    ctx_budget(&p, s, t);
+    t->cache_prompt = bool_field(&p, "cache_prompt", true);
+    r->stream = bool_field(&p, "stream", false);
+    stream_options_field(&p, r);
+    stop_field(&p, t);
+    serve_logit_bias_field(&p, s, t, llama);
+
+    /* what the answer reports */
+    if (llama) {
+        r->n_probs = (int32_t)num_field(&p, "n_probs", 0, 0, SERVE_MAX_PROBS, true);
+        r->post_sampling = bool_field(&p, "post_sampling_probs", false);
+        r->return_tokens = bool_field(&p, "return_tokens", false);
+        response_fields_field(&p, r);
+        if (r->n_probs > 0 && r->post_sampling)
+            t->n_post = r->n_probs;
+        else if (r->n_probs > 0) {
+            t->logprobs = true;
+            t->n_top = r->n_probs;
+        }
+    } else if (chat) {
+        r->chat_logprobs = bool_field(&p, "logprobs", false);
+        const double top = num_field(&p, "top_logprobs", -1, 0, SERVE_MAX_TOP, true);
+        if (!p.bad && top >= 0 && !r->chat_logprobs)
+            serve_fail(&p, "\"top_logprobs\" needs \"logprobs\": true");
+        t->logprobs = r->chat_logprobs;
+        t->n_top = top > 0 ? (int32_t)top : 0;
+        const cJSON *rf = serve_field(&p, "response_format");
+        const cJSON *type = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!p.bad && rf &&
+            !(cJSON_IsObject(rf) && cJSON_GetArraySize(rf) == 1 && cJSON_IsString(type) &&
+              strcmp(type->valuestring, "text") == 0))
+            serve_fail(&p, "\"response_format\" is not supported by recur: only {\"type\": "
+                           "\"text\"} (no structured output)");
+    } else {
+        r->logprobs = (int)num_field(&p, "logprobs", -1, 0, 5, true);
+        r->echo = bool_field(&p, "echo", false);
+        t->logprobs = r->logprobs >= 0;
+        t->n_top = r->logprobs > 0 ? r->logprobs : 0;
+        t->prompt_logprobs = r->echo && t->logprobs;
+    }
+
+    /* the other prompts: the same settings */
+    for (int i = 1; i < n_prompts && !p.bad; i++) {
+        struct task *c = clone_task(t);
+        if (!c) {
+            serve_fail(&p, "out of memory");
+            break;
+        }
+        r->tasks[r->n_tasks++] = c;
+        char what[32];
+        snprintf(what, sizeof what, "\"prompt\"[%d]", i);
+        one_prompt(&p, s, plist[i], llama, c, what);
+        check_prompt_len(&p, s, c, what);
+    }
+    /* echo's text, and /completion's "prompt" */
+    for (int i = 0; i < r->n_tasks && (r->echo || llama) && !p.bad; i++)
+        prompt_text(&p, s, r->tasks[i]);
+    if (llama && !p.bad && !(r->settings = settings_json(s, t, r, serve_field(&p, "samplers"))))
+        serve_fail(&p, "out of memory");
     if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
     return !p.bad;
 }
 
+bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
+                            bool *stream, char *msg, size_t msg_len) {
+    struct serve_request r;
+    const bool ok = serve_parse_request(s, body, llama ? API_LLAMA : API_OPENAI, &r, msg, msg_len);
+    if (ok) { /* the first task's fields and allocations move into t */
+        *t = *r.tasks[0];
+        free(r.tasks[0]);
+        r.tasks[0] = NULL;
+        *stream = r.stream;
+    }
+    serve_request_free(s, &r);
+    return ok;
+}
+
+void serve_request_free(struct server *s, struct serve_request *r) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < r->n_tasks; i++)
+        if (r->tasks[i]) serve_task_release(s, r->tasks[i]);
+    pthread_mutex_unlock(&s->mu);
+    r->n_tasks = 0;
+    cJSON_Delete(r->response_fields);
+    cJSON_Delete(r->settings);
+    r->response_fields = r->settings = NULL;
+}
+
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, bool llama) {
-    struct task *t = calloc(1, sizeof *t);
-    if (!t) return serve_send_error(conn, 500, "server_error", "out of memory");
+                                        const cJSON *body, enum task_api api) {
+    struct serve_request *r = malloc(sizeof *r);
+    if (!r) return serve_send_error(conn, 500, "server_error", "out of memory");
     char msg[200];
-    bool stream = false;
-    if (!serve_parse_completion(s, body, llama, t, &stream, msg, sizeof msg)) {
-        t->refs = 1;
-        pthread_mutex_lock(&s->mu);
-        serve_task_release(s, t);
-        pthread_mutex_unlock(&s->mu);
+    if (!serve_parse_request(s, body, api, r, msg, sizeof msg)) {
+        serve_request_free(s, r);
+        free(r);
         return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
-    t->refs = 2; /* this connection and the decode loop */
-    if (!serve_submit(s, t)) {
-        t->refs = 1;
-        pthread_mutex_lock(&s->mu);
-        serve_task_release(s, t);
-        pthread_mutex_unlock(&s->mu);
-        return serve_send_error(conn, 503, "server_busy",
-                                "every slot is busy and the queue is full; retry later");
-    }
-    if (stream) {
-        struct stream *st = calloc(1, sizeof *st);
-        struct MHD_Response *resp = st ? MHD_create_response_from_callback(
-                                             MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
-                                       : NULL;
-        if (!resp) {
-            free(st);
-            pthread_mutex_lock(&s->mu);
-            t->cancelled = true;
-            serve_task_release(s, t);
-            pthread_mutex_unlock(&s->mu);
-            return MHD_NO;
-        }
-        st->s = s;
-        st->t = t;
-        st->conn = conn;
-        st->llama = llama;
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        serve_cors_headers(conn, resp);
-        enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
-    }
-    /* whole answer: wait, watching the client and the clock */
-    pthread_mutex_lock(&s->mu);
-    while (t->state == TASK_QUEUED || t->state == TASK_RUNNING) {
-        if (!t->cancelled && (timed_out(s, t) || client_gone(conn))) {
-            t->cancelled = true;
-            snprintf(t->error, sizeof t->error, "%s",
-                     timed_out(s, t) ? "timed out" : "the client went away");
-            pthread_cond_signal(&s->work);
-        }
-        wait_progress(s);
-    }
-    if (t->state == TASK_DONE) {
-        cJSON *j = final_json(s, t, llama);
-        char *text = cJSON_PrintUnformatted(j);
-        cJSON_Delete(j);
-        serve_task_release(s, t);
-        pthread_mutex_unlock(&s->mu);
-        return serve_send_text(conn, 200, "application/json", text, NULL);
-    }
-    char err[256];
-    memcpy(err, t->error, sizeof err);
-    struct task copy = {0};
-    memcpy(copy.error, err, sizeof err);
-    serve_task_release(s, t);
-    pthread_mutex_unlock(&s->mu);
-    return failed_answer(conn, &copy);
+    return serve_answer(s, conn, r);
 }

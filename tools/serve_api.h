@@ -1,4 +1,12 @@
-/* recur serve: the HTTP-facing helpers shared by serve.c and serve_api.c. */
+/*
+ * recur serve: the HTTP-facing parts shared by serve.c and the completion endpoints.
+ *
+ *   serve_api.c   the request fields of /v1/completions, /completion (and what chat shares),
+ *                 each checked with a message naming it
+ *   serve_fields.c  the table of known fields per endpoint; logit_bias; samplers
+ *   serve_chat.c  /v1/chat/completions: messages rendered with the chat template
+ *   serve_out.c   waiting for the decode loop; the answers, whole or as server-sent events
+ */
 #ifndef RECUR_TOOLS_SERVE_API_H
 #define RECUR_TOOLS_SERVE_API_H
 
@@ -6,6 +14,8 @@
 #include <microhttpd.h>
 
 #include "serve.h"
+
+#define SERVE_MAX_PROMPTS 16 /* prompts in one request (a list answers a list) */
 
 /* The CORS headers every answer carries (llama-server's): Access-Control-Allow-Origin. */
 void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp);
@@ -23,13 +33,72 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
                         int32_t *n, char *msg, size_t msg_len);
 /* Adds text (n bytes, any bytes) to obj as a JSON string, invalid UTF-8 bytes as U+FFFD. */
 void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n);
-/* The fields of a completion request into t (prompt tokens, limits, sampling, stop strings, n)
- * and *stream; false with msg naming the field that is wrong. t's allocations are freed by
- * serve_task_release either way. */
+/* The same as a new JSON string (NULL without memory). */
+cJSON *serve_text_json(const char *text, size_t n);
+
+/* One request: its tasks (one per prompt) and how to answer. */
+struct serve_request {
+    enum task_api api;
+    struct task *tasks[SERVE_MAX_PROMPTS];
+    int n_tasks;
+    bool stream;
+    bool include_usage;     /* stream_options.include_usage */
+    bool echo;              /* /v1/completions: the prompt before the text */
+    int logprobs;           /* /v1/completions: top alternatives (0..5), -1: no logprobs */
+    bool chat_logprobs;     /* chat: logprobs true (top_logprobs in task.n_top) */
+    int32_t n_probs;        /* /completion: alternatives per token, 0: none */
+    bool post_sampling;     /* /completion: post_sampling_probs */
+    bool return_tokens;     /* /completion */
+    cJSON *response_fields; /* /completion: the paths to keep (owned), NULL: all */
+    cJSON *settings;        /* /completion: generation_settings (owned) */
+};
+
+/* The fields of a request into r: its tasks (prompt tokens, limits, sampling, stop strings,
+ * n, logprobs) and answer options. api API_OPENAI (/v1/completions), API_LLAMA (/completion)
+ * or API_CHAT (/v1/chat/completions). False with msg naming the field that is wrong or that
+ * recur does not honour; r's allocations are freed by serve_request_free either way. */
+bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
+                         struct serve_request *r, char *msg, size_t msg_len);
+/* The first prompt's task of a /completion (llama) or /v1/completions request into t (which
+ * takes over its allocations; freed by serve_task_release) and *stream: what a request gets,
+ * e.g. for /props' default settings. False with msg as serve_parse_request. */
 bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
                             bool *stream, char *msg, size_t msg_len);
-/* POST /v1/completions (llama false) or /completion (llama true). */
+/* Releases r's tasks (refs of this side) and options; s->mu must NOT be held. */
+void serve_request_free(struct server *s, struct serve_request *r);
+
+/* ---- shared between serve_api.c and serve_chat.c ---------------------------------------- */
+
+struct parse {
+    const cJSON *body;
+    char msg[200];
+    bool bad;
+};
+/* Sets the message (printf) and marks the parse failed; the first message stays. */
+void serve_fail(struct parse *p, const char *fmt, ...);
+/* The body's field name, NULL when absent or null. */
+const cJSON *serve_field(const struct parse *p, const char *name);
+/* Appends the tokens of text to *toks (*n of *cap used; grown as needed); false on failure. */
+bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
+                         recur_token **toks, int32_t *n, int32_t *cap);
+/* serve_fields.c: every field of the body is in api's table and refused features are off. */
+void serve_check_fields(struct parse *p, enum task_api api);
+/* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */
+void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, bool llama);
+/* serve_fields.c: llama-server's samplers list, as changes to sp. */
+void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
+/* Chat: the messages rendered with the template into t->prompt (and t->eot). */
+void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
+
+/* ---- answers (serve_out.c) -------------------------------------------------------------- */
+
+/* Submits r's tasks and answers: whole or streamed. Takes r over (frees it). */
+enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
+                             struct serve_request *r);
+
+/* POST /v1/completions (API_OPENAI), /completion (API_LLAMA), /v1/chat/completions
+ * (API_CHAT). */
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, bool llama);
+                                        const cJSON *body, enum task_api api);
 
 #endif

@@ -4,7 +4,13 @@
  * A step: admit queued tasks while slots are free; build one batch of the last sampled token
  * of every running choice plus prompt chunks of tasks still being read in (up to n_batch
  * tokens); decode; sample every choice that has a row; append text, finish choices on EOS, a
- * stop string or max_tokens; retire finished and cancelled tasks, freeing their sequences.
+ * stop string, a chat template's end of turn, max_tokens or the -c budget; retire finished
+ * and cancelled tasks, freeing their sequences.
+ *
+ * What the answers report is recorded here, where the logits are: each sampled token's
+ * log-softmax under the raw logits and its top alternatives (logprobs, n_probs), the
+ * sampler's post-sampling probabilities, and with echo + logprobs the prompt's (every prompt
+ * position then asks for logits, and the prefix cache is not restored from).
  *
  * Prompt reuse: a task restores the longest stored prefix of its prompt from the prefix cache
  * into its first sequence, so only the rest is decoded. The state after all but the last
@@ -13,6 +19,7 @@
  * stored when the task ends (a next turn of a chat extends it). n > 1 choices share the
  * prompt's state through seq_cp.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +35,52 @@ double serve_now(void) {
 
 static void task_free(struct task *t) {
     for (int i = 0; i < SERVE_MAX_N; i++) {
-        recur_sampler_free(t->choice[i].smpl);
-        free(t->choice[i].out);
-        free(t->choice[i].text);
+        struct choice *c = &t->choice[i];
+        recur_sampler_free(c->smpl);
+        free(c->out);
+        free(c->text);
+        free(c->tok_end);
+        free(c->lp);
+        free(c->post);
+        free(c->post_n);
     }
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->prompt);
+    free(t->eot);
+    free(t->bias);
+    free(t->prompt_text);
+    free(t->prompt_lp);
     free(t);
+}
+
+/* ---- log-probabilities ------------------------------------------------------------------ */
+
+/* out[0] = tok's log-softmax under logits[0 .. V) (raw: no temperature, bias or penalty), then
+ * out[1 .. n_top] the n_top most likely tokens (larger first, equal ones lower id first).
+ * Computed in double. */
+static void log_probs(const float *logits, int32_t V, recur_token tok, int32_t n_top,
+                      struct tok_prob *out) {
+    double max = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] > max) max = logits[i];
+    for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    const double lse = max + log(sum);
+    out[0].id = tok;
+    out[0].v = (float)((double)logits[tok] - lse);
+    struct tok_prob *top = out + 1;
+    int32_t got = 0;
+    for (int32_t i = 0; i < V && n_top > 0; i++) {
+        /* insertion into the sorted top list; most tokens fail the first compare */
+        if (got == n_top && !(logits[i] > logits[top[got - 1].id])) continue;
+        int32_t at = got < n_top ? got : n_top - 1;
+        while (at > 0 && logits[i] > logits[top[at - 1].id]) {
+            if (at < n_top) top[at] = top[at - 1];
+            at--;
+        }
+        top[at].id = i;
+        if (got < n_top) got++;
+    }
+    for (int32_t k = 0; k < got; k++) top[k].v = (float)((double)logits[top[k].id] - lse);
 }
 
 void serve_task_release(struct server *s, struct task *t) {
@@ -136,13 +182,15 @@ static void fail_task(struct server *s, struct task *t, const char *why) {
 }
 
 /* Bytes at the end of text that must not be sent yet: an incomplete UTF-8 character, or the
- * start of a stop string. */
+ * start of a stop string (or of the end-of-turn text). */
 static size_t held_back(const struct task *t, const struct choice *c) {
     size_t held = 0;
-    for (int i = 0; i < t->n_stop; i++) {
-        const size_t ls = strlen(t->stop[i]);
+    for (int i = 0; i <= t->n_stop; i++) {
+        const char *str = i < t->n_stop ? t->stop[i] : t->eot;
+        if (!str) continue;
+        const size_t ls = strlen(str);
         for (size_t k = ls - 1; k > held && k > 0; k--)
-            if (k <= c->len && memcmp(c->text + c->len - k, t->stop[i], k) == 0) {
+            if (k <= c->len && memcmp(c->text + c->len - k, str, k) == 0) {
                 held = k;
                 break;
             }
@@ -161,9 +209,11 @@ static size_t held_back(const struct task *t, const struct choice *c) {
 /* Appends token tok to choice c of t; finishes it on EOS, a stop string or max_tokens. Under
  * s->mu. */
 static void append_token(struct server *s, struct task *t, struct choice *c, recur_token tok) {
-    if (tok == recur_token_eos(s->model) && !t->ignore_eos) {
+    if ((tok == recur_token_eos(s->model) && !t->ignore_eos) ||
+        (t->eot && t->eot_token > 0 && tok == t->eot_token)) {
         c->finished = true;
         c->finish_reason = "stop";
+        c->stop_kind = STOP_EOS;
         c->held = 0;
         return;
     }
@@ -186,23 +236,46 @@ static void append_token(struct server *s, struct task *t, struct choice *c, rec
     memcpy(c->text + c->len, piece, (size_t)n);
     c->len += (size_t)n;
     c->text[c->len] = '\0';
-    for (int i = 0; i < t->n_stop; i++) {
+    c->tok_end[c->n_out - 1] = c->len;
+    /* the stop strings, then the template's end of turn (index n_stop): the earliest hit in
+       the text wins, so that two strings ending in one token cut where the text first stops */
+    const char *first = NULL;
+    int which = -1;
+    for (int i = 0; i <= t->n_stop; i++) {
+        const char *str = i < t->n_stop ? t->stop[i] : t->eot;
+        if (!str) continue;
         /* only the new piece (and what a stop string could straddle) needs searching */
-        const size_t ls = strlen(t->stop[i]);
+        const size_t ls = strlen(str);
         const size_t from = c->len > (size_t)n + ls ? c->len - (size_t)n - ls : 0;
-        const char *hit = strstr(c->text + from, t->stop[i]);
-        if (hit) {
-            c->len = (size_t)(hit - c->text);
-            c->text[c->len] = '\0';
-            c->finished = true;
-            c->finish_reason = "stop";
-            c->held = 0;
-            return;
+        const char *hit = strstr(c->text + from, str);
+        if (hit && (!first || hit < first)) {
+            first = hit;
+            which = i;
         }
+    }
+    if (first) {
+        c->len = (size_t)(first - c->text);
+        c->text[c->len] = '\0';
+        c->finished = true;
+        c->finish_reason = "stop";
+        /* the end of turn is the model saying it is done, as EOS is */
+        c->stop_kind = which < t->n_stop ? STOP_WORD : STOP_EOS;
+        c->stop_word = which;
+        c->held = 0;
+        return;
     }
     if (c->n_out >= t->max_tokens) {
         c->finished = true;
         c->finish_reason = "length";
+        c->stop_kind = STOP_LIMIT;
+        c->held = 0;
+        return;
+    }
+    if (s->lim.n_ctx > 0 && t->n_prompt + c->n_out >= s->lim.n_ctx) {
+        c->finished = true;
+        c->finish_reason = "length";
+        c->stop_kind = STOP_LIMIT;
+        c->truncated = true;
         c->held = 0;
         return;
     }
@@ -212,13 +285,29 @@ static void append_token(struct server *s, struct task *t, struct choice *c, rec
 /* Sets up a newly admitted task: samplers, the prefix cache. Outside s->mu (the scheduler
  * owns the context). False with t->error set. */
 static bool start_task(struct server *s, struct task *t) {
+    t->t_started = serve_now();
+    const size_t room = (size_t)t->max_tokens + 1;
     for (int i = 0; i < t->n; i++) {
         struct recur_sampler_params sp = t->sampling;
+        struct choice *c = &t->choice[i];
         sp.seed += (uint64_t)i;
-        t->choice[i].smpl = recur_sampler_chain_default(s->model, sp);
-        t->choice[i].out = malloc(sizeof(recur_token) * ((size_t)t->max_tokens + 1));
-        if (!t->choice[i].smpl || !t->choice[i].out) {
-            snprintf(t->error, sizeof t->error, "out of memory for a sampler");
+        sp.n_logit_bias = t->n_bias;
+        sp.logit_bias = t->bias;
+        c->smpl = recur_sampler_chain_default(s->model, sp);
+        if (!c->smpl) {
+            snprintf(t->error, sizeof t->error, "sampler: %s", recur_last_error());
+            return false;
+        }
+        c->out = malloc(sizeof(recur_token) * room);
+        c->tok_end = malloc(sizeof(size_t) * room);
+        bool ok = c->out && c->tok_end;
+        if (ok && t->logprobs)
+            ok = (c->lp = malloc(sizeof(struct tok_prob) * room * (size_t)(1 + t->n_top)));
+        if (ok && t->n_post > 0)
+            ok = (c->post = malloc(sizeof(struct tok_prob) * room * (size_t)(1 + t->n_post))) &&
+                 (c->post_n = malloc(sizeof(int32_t) * room));
+        if (!ok) {
+            snprintf(t->error, sizeof t->error, "out of memory for a choice");
             return false;
         }
         for (int32_t j = 0; j < t->n_prompt; j++)
@@ -229,13 +318,59 @@ static bool start_task(struct server *s, struct task *t) {
     for (int i = 0; i < t->n; i++)
         recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[i].seq, -1, -1);
     t->n_cached = 0;
-    if (t->cache_prompt) {
+    if (t->prompt_logprobs) {
+        t->prompt_lp =
+            calloc((size_t)t->n_prompt * (size_t)(1 + t->n_top), sizeof(struct tok_prob));
+        if (!t->prompt_lp) {
+            snprintf(t->error, sizeof t->error, "out of memory for the prompt's logprobs");
+            return false;
+        }
+    }
+    /* the prompt's logprobs need every position's logits: nothing may be skipped */
+    if (t->cache_prompt && !t->prompt_logprobs) {
         const int32_t got =
             recur_prefix_cache_restore(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
         if (got > 0) t->n_cached = got;
     }
     t->prefilled = t->n_cached;
     return true;
+}
+
+/* The log-probabilities (and post-sampling probabilities) of the token just sampled for c,
+ * stored at index n_out (append_token then counts it; an EOS is recorded but not counted). */
+static void record_probs(struct server *s, struct task *t, struct choice *c, recur_token tok) {
+    const int32_t k = c->n_out;
+    if (k > t->max_tokens) return;
+    if (c->lp) {
+        const float *logits = recur_get_logits_ith(s->ctx, c->row);
+        if (logits)
+            log_probs(logits, recur_model_n_vocab(s->model), tok, t->n_top,
+                      c->lp + (size_t)k * (size_t)(1 + t->n_top));
+    }
+    if (c->post) {
+        struct tok_prob *at = c->post + (size_t)k * (size_t)(1 + t->n_post);
+        recur_token ids[SERVE_MAX_PROBS];
+        float probs[SERVE_MAX_PROBS];
+        int32_t got = recur_sampler_get_probs(c->smpl, ids, probs, t->n_post);
+        if (got < 0) got = 0;
+        at[0] = (struct tok_prob){tok, recur_sampler_get_prob(c->smpl, tok)};
+        for (int32_t i = 0; i < got; i++) at[1 + i] = (struct tok_prob){ids[i], probs[i]};
+        c->post_n[k] = got;
+    }
+}
+
+/* The prompt's log-probabilities from this step's rows: the row of position p gives the
+ * distribution of the token at p + 1. */
+static void record_prompt_logprobs(struct server *s, struct task *t) {
+    const int32_t V = recur_model_n_vocab(s->model);
+    for (int32_t i = 0; i < t->chunk_n; i++) {
+        const int32_t p = t->chunk_pos + i;
+        if (p + 1 >= t->n_prompt) break;
+        const float *logits = recur_get_logits_ith(s->ctx, t->chunk_row + i);
+        if (logits)
+            log_probs(logits, V, t->prompt[p + 1], t->n_top,
+                      t->prompt_lp + (size_t)(p + 1) * (size_t)(1 + t->n_top));
+    }
 }
 
 /* After the prompt's last token was decoded: the other choices share its state. */
@@ -294,6 +429,7 @@ void *serve_sched_main(void *arg) {
         for (int32_t k = 0; k < n_tasks; k++) {
             struct task *t = tasks[k];
             prompt_row[k] = -1;
+            t->chunk_n = 0;
             if (t->state != TASK_RUNNING || t->prefilled < t->n_prompt) continue;
             for (int i = 0; i < t->n; i++) {
                 struct choice *c = &t->choice[i];
@@ -317,13 +453,16 @@ void *serve_sched_main(void *arg) {
             if (t->cache_prompt && t->prefilled < t->n_prompt - 1) end = t->n_prompt - 1;
             if (end - t->prefilled > n_batch - b.n_tokens)
                 end = t->prefilled + n_batch - b.n_tokens;
+            t->chunk_pos = t->prefilled;
+            t->chunk_row = b.n_tokens;
+            t->chunk_n = end - t->prefilled;
             for (int32_t p = t->prefilled; p < end; p++) {
                 const int32_t j = b.n_tokens++;
                 b.token[j] = t->prompt[p];
                 b.pos[j] = p;
                 b.n_seq_id[j] = 1;
                 b.seq_id[j][0] = t->choice[0].seq;
-                b.logits[j] = p == t->n_prompt - 1;
+                b.logits[j] = p == t->n_prompt - 1 || t->prompt_logprobs;
                 if (p == t->n_prompt - 1) prompt_row[k] = j;
             }
             t->prefilled = end;
@@ -341,6 +480,7 @@ void *serve_sched_main(void *arg) {
                 fail_task(s, t, recur_last_error());
                 continue;
             }
+            if (t->prompt_logprobs) record_prompt_logprobs(s, t);
             if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
                 prompt_row[k] < 0)
                 recur_prefix_cache_store(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt - 1);
@@ -364,7 +504,9 @@ void *serve_sched_main(void *arg) {
                     if (tok < 0) {
                         c->finished = true;
                         c->finish_reason = "stop";
+                        c->stop_kind = STOP_EOS;
                     } else {
+                        record_probs(s, t, c, tok);
                         append_token(s, t, c, tok);
                     }
                 }

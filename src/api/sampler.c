@@ -5,6 +5,8 @@
  * used. */
 #include "recur.h"
 
+#include <stdlib.h>
+
 #include "../core/core.h"
 #include "../sample/sample.h"
 
@@ -52,7 +54,30 @@ struct recur_sampler *recur_sampler_chain_default(const struct recur_model *mode
         .penalty_freq = params.penalty_freq,
         .penalty_present = params.penalty_present,
     };
-    return out(rsample_chain_default(&p, recur_model_n_vocab(model)));
+    if (params.n_logit_bias < 0 || (params.n_logit_bias > 0 && !params.logit_bias)) {
+        rcore_error_set("sampler params: %s", params.n_logit_bias < 0 ? "n_logit_bias is negative"
+                                                                      : "logit_bias is NULL");
+        return NULL;
+    }
+    /* recur_token is int32_t: the two bias structs have one layout, but a copy does not rely
+       on it */
+    struct rsample_logit_bias *lb = NULL;
+    if (params.n_logit_bias > 0) {
+        lb = malloc(sizeof *lb * (size_t)params.n_logit_bias);
+        if (!lb) {
+            rcore_error_set("sampler params: out of memory for %d logit biases",
+                            (int)params.n_logit_bias);
+            return NULL;
+        }
+        for (int32_t i = 0; i < params.n_logit_bias; i++)
+            lb[i] =
+                (struct rsample_logit_bias){params.logit_bias[i].token, params.logit_bias[i].bias};
+        p.n_logit_bias = params.n_logit_bias;
+        p.logit_bias = lb;
+    }
+    struct rsample *chain = rsample_chain_default(&p, recur_model_n_vocab(model));
+    free(lb);
+    return out(chain);
 }
 
 struct recur_sampler *recur_sampler_chain_init(void) {
@@ -65,6 +90,31 @@ bool recur_sampler_chain_add(struct recur_sampler *chain, struct recur_sampler *
 
 struct recur_sampler *recur_sampler_init_greedy(void) {
     return out(rsample_init_greedy());
+}
+
+struct recur_sampler *recur_sampler_init_logit_bias(int32_t n_vocab, int32_t n_bias,
+                                                    const struct recur_logit_bias *bias) {
+    if (n_bias < 0 || (n_bias > 0 && !bias)) /* checked here too: the copy below reads bias */
+        return out(rsample_init_logit_bias(n_vocab, n_bias, NULL));
+    struct rsample_logit_bias *lb = malloc(sizeof *lb * (size_t)(n_bias > 0 ? n_bias : 1));
+    if (!lb) {
+        rcore_error_set("sampler logit-bias: out of memory for %d biases", (int)n_bias);
+        return NULL;
+    }
+    for (int32_t i = 0; i < n_bias; i++)
+        lb[i] = (struct rsample_logit_bias){bias[i].token, bias[i].bias};
+    struct rsample *s = rsample_init_logit_bias(n_vocab, n_bias, lb);
+    free(lb);
+    return out(s);
+}
+
+int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recur_token *ids, float *probs,
+                                int32_t n) {
+    return rsample_get_probs(in_const(smpl), ids, probs, n);
+}
+
+float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token) {
+    return rsample_get_prob(in_const(smpl), token);
 }
 
 struct recur_sampler *recur_sampler_init_dist(uint64_t seed) {

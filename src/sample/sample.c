@@ -194,7 +194,10 @@ int32_t rsample_sample(struct rsample *smpl, const float *logits, int32_t n_voca
     }
     struct rsample_candidates cands = {
         .data = smpl->buf, .size = (size_t)n_vocab, .selected = -1, .sorted = false};
+    smpl->last_size = 0;
     if (!rsample_apply(smpl, &cands)) return -1;
+    /* the filters shrink and reorder buf in place: what is left is what the selector saw */
+    smpl->last_size = cands.data == smpl->buf ? cands.size : 0;
     if (cands.selected < 0 || (size_t)cands.selected >= cands.size) {
         rcore_error_set("sampler %s selected no token (a chain must end with greedy or dist)",
                         rsample_name(smpl));
@@ -203,6 +206,120 @@ int32_t rsample_sample(struct rsample *smpl, const float *logits, int32_t n_voca
     int32_t token = cands.data[cands.selected].id;
     rsample_accept(smpl, token);
     return token;
+}
+
+int32_t rsample_get_probs(const struct rsample *smpl, int32_t *ids, float *probs, int32_t n) {
+    if (!smpl || !ids || !probs || n < 0) {
+        rcore_error_set("sampler get_probs: %s", !smpl   ? "sampler is NULL"
+                                                 : n < 0 ? "n is negative"
+                                                         : "ids or probs is NULL");
+        return -1;
+    }
+    const struct rsample_candidates c = {
+        .data = smpl->buf, .size = smpl->last_size, .selected = -1, .sorted = false};
+    if (c.size == 0 || n == 0) return 0;
+    const float max = max_key(&c);
+    const double sum = weight_sum(&c, max);
+    int32_t got = 0;
+    /* the n best by rank, by insertion into a sorted list of indices: n is small */
+    size_t *best = malloc(sizeof(size_t) * (size_t)n);
+    if (!best) {
+        rcore_error_set("sampler get_probs: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < c.size; i++) {
+        int32_t at = got < n ? got : n;
+        while (at > 0 && ranks_before(&c.data[i], &c.data[best[at - 1]])) at--;
+        if (at >= n) continue;
+        const int32_t last = got < n ? got : n - 1;
+        memmove(best + at + 1, best + at, sizeof(size_t) * (size_t)(last - at));
+        best[at] = i;
+        if (got < n) got++;
+    }
+    for (int32_t k = 0; k < got; k++) {
+        ids[k] = c.data[best[k]].id;
+        probs[k] = (float)(weight(c.data[best[k]].logit, max) / sum);
+    }
+    free(best);
+    return got;
+}
+
+float rsample_get_prob(const struct rsample *smpl, int32_t token) {
+    if (!smpl) {
+        rcore_error_set("sampler get_prob: sampler is NULL");
+        return -1.0f;
+    }
+    const struct rsample_candidates c = {
+        .data = smpl->buf, .size = smpl->last_size, .selected = -1, .sorted = false};
+    for (size_t i = 0; i < c.size; i++)
+        if (c.data[i].id == token) {
+            const float max = max_key(&c);
+            return (float)(weight(c.data[i].logit, max) / weight_sum(&c, max));
+        }
+    return 0.0f;
+}
+
+/* ---- logit bias ------------------------------------------------------------------------- */
+
+struct logit_bias_ctx {
+    int32_t n_vocab, n;
+    struct rsample_logit_bias bias[]; /* n of them */
+};
+
+static const char *logit_bias_name(const struct rsample *smpl) {
+    (void)smpl;
+    return "logit-bias";
+}
+
+static bool logit_bias_apply(struct rsample *smpl, struct rsample_candidates *cands) {
+    const struct logit_bias_ctx *lb = smpl->ctx;
+    for (int32_t i = 0; i < lb->n; i++) {
+        const int32_t tok = lb->bias[i].token;
+        /* first in a chain the candidates are still id-ordered: data[tok] is tok */
+        struct rsample_token_data *d = NULL;
+        if ((size_t)tok < cands->size && cands->data[tok].id == tok) {
+            d = &cands->data[tok];
+        } else {
+            for (size_t k = 0; k < cands->size && !d; k++)
+                if (cands->data[k].id == tok) d = &cands->data[k];
+        }
+        if (!d) continue; /* filtered out before */
+        d->logit += lb->bias[i].bias;
+        cands->sorted = false;
+    }
+    return true;
+}
+
+static const struct rsample_ops logit_bias_ops = {logit_bias_name, NULL, logit_bias_apply, NULL,
+                                                  free_ctx};
+
+struct rsample *rsample_init_logit_bias(int32_t n_vocab, int32_t n_bias,
+                                        const struct rsample_logit_bias *bias) {
+    if (n_vocab < 1 || n_bias < 0 || (n_bias > 0 && !bias)) {
+        rcore_error_set("sampler logit-bias: %s", n_vocab < 1  ? "n_vocab must be at least 1"
+                                                  : n_bias < 0 ? "n_bias is negative"
+                                                               : "bias is NULL");
+        return NULL;
+    }
+    for (int32_t i = 0; i < n_bias; i++) {
+        if (bias[i].token < 0 || bias[i].token >= n_vocab) {
+            rcore_error_set("sampler logit-bias: bias[%d].token %d is not in 0..%d", (int)i,
+                            (int)bias[i].token, (int)n_vocab - 1);
+            return NULL;
+        }
+        if (isnan(bias[i].bias) || bias[i].bias == INFINITY) {
+            rcore_error_set("sampler logit-bias: bias[%d].bias is %s", (int)i,
+                            isnan(bias[i].bias) ? "NaN" : "+infinity");
+            return NULL;
+        }
+    }
+    struct logit_bias_ctx *lb =
+        ctx_alloc(sizeof *lb + sizeof(struct rsample_logit_bias) * (size_t)n_bias, "logit-bias");
+    if (!lb) return NULL;
+    lb->n_vocab = n_vocab;
+    lb->n = n_bias;
+    if (n_bias > 0) memcpy(lb->bias, bias, sizeof(struct rsample_logit_bias) * (size_t)n_bias);
+    return init_owning(&logit_bias_ops, lb);
 }
 
 /* ---- greedy ----------------------------------------------------------------------------- */
@@ -723,6 +840,10 @@ struct rsample *rsample_chain_default(const struct rsample_params *params, int32
     if (!chain) return NULL;
     /* the buffer is sized now so that sampling never allocates */
     bool ok = reserve_buf(chain, (size_t)n_vocab);
+    /* first, as llama.cpp: the bias is part of what the model says, penalties act on it */
+    if (params->n_logit_bias > 0)
+        ok = ok && rsample_chain_add(chain, rsample_init_logit_bias(n_vocab, params->n_logit_bias,
+                                                                    params->logit_bias));
     ok = ok && rsample_chain_add(
                    chain, rsample_init_penalties(params->penalty_last_n, params->penalty_repeat,
                                                  params->penalty_freq, params->penalty_present));

@@ -71,6 +71,9 @@ struct rsample {
        once the buffer has the vocabulary's size */
     struct rsample_token_data *buf;
     size_t buf_cap;
+    /* candidates left in buf when the selector of the last rsample_sample ran (0: none yet),
+       read by rsample_get_probs */
+    size_t last_size;
 };
 
 /* A sampler over the caller's ops and ctx (ops must outlive it). NULL on allocation failure
@@ -101,6 +104,17 @@ struct rsample *rsample_init_min_p(float min_p, size_t min_keep);
  * window. */
 struct rsample *rsample_init_penalties(int32_t last_n, float repeat, float freq, float present);
 
+/* A bias added to one token's logit (llama_logit_bias): -INFINITY bans the token. */
+struct rsample_logit_bias {
+    int32_t token;
+    float bias;
+};
+/* Adds bias[i].bias to the logit of token bias[i].token (a token named twice gets both).
+ * The array is copied. NULL with the error set when n_vocab < 1, n_bias < 0, bias is NULL
+ * with n_bias > 0, a token is outside 0 .. n_vocab-1 or a bias is NaN or +INFINITY. */
+struct rsample *rsample_init_logit_bias(int32_t n_vocab, int32_t n_bias,
+                                        const struct rsample_logit_bias *bias);
+
 /* An empty chain. */
 struct rsample *rsample_chain_init(void);
 /* Appends smpl to chain, which then owns it. smpl is owned by the chain even on failure (then
@@ -122,10 +136,12 @@ struct rsample_params {
     float min_p;
     int32_t penalty_last_n;
     float penalty_repeat, penalty_freq, penalty_present;
+    int32_t n_logit_bias;                        /* 0: no logit-bias sampler */
+    const struct rsample_logit_bias *logit_bias; /* copied by rsample_chain_default */
 };
 
-/* The chain of llama.cpp's common sampling: penalties -> top-k -> top-p -> min-p -> temp ->
- * dist; temp <= 0: penalties -> greedy (the filters cannot remove the best candidate, so
+/* The chain of llama.cpp's common sampling: [logit bias ->] penalties -> top-k -> top-p -> min-p ->
+ * temp -> dist; temp <= 0: penalties -> greedy (the filters cannot remove the best candidate, so
  * they are left out). Its candidate buffer is allocated for n_vocab tokens at once. NULL with
  * the error naming the field when a parameter is NaN or penalty_repeat <= 0. */
 struct rsample *rsample_chain_default(const struct rsample_params *params, int32_t n_vocab);
@@ -143,6 +159,16 @@ void rsample_free(struct rsample *smpl);  /* NULL is fine */
  * < 1, on allocation failure, or when the sampler selects nothing (a chain without greedy or
  * dist at its end). */
 int32_t rsample_sample(struct rsample *smpl, const float *logits, int32_t n_vocab);
+
+/* After rsample_sample: the candidates the selector drew from (those the filters kept, with
+ * the logits temperature and penalties left them), their probabilities the softmax of those
+ * logits (computed in double). Writes the n most probable (fewer when fewer were left) to
+ * ids / probs in rank order (see "Order") and returns how many; 0 before any sample, -1 with
+ * the error set when smpl, ids or probs is NULL or n < 0. */
+int32_t rsample_get_probs(const struct rsample *smpl, int32_t *ids, float *probs, int32_t n);
+/* The probability of token among those candidates (0 when it was filtered out or before any
+ * sample); -1 with the error set when smpl is NULL. */
+float rsample_get_prob(const struct rsample *smpl, int32_t token);
 
 /* ---- helpers shared with the tests ------------------------------------------------------- */
 

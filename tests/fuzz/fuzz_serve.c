@@ -1,6 +1,7 @@
 /* libFuzzer target: recur serve's request handling: any bytes as a JSON body of
- * /v1/completions and /completion (serve_parse_completion). A request is refused with a
- * message or accepted with limits the server can honour; nothing may crash or leak. */
+ * /v1/completions, /completion and /v1/chat/completions (serve_parse_request). A request is
+ * refused with a message or accepted with limits the server can honour; nothing may crash or
+ * leak. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL, recur_model_default_params());
     if (!srv.model) abort();
     srv.lim = (struct serve_limits){4, 4, 64, 128, 1 << 16, 10, -1, 0}; /* -n, -c: not given */
+    pthread_mutex_init(&srv.mu, NULL);
     return 0;
 }
 
@@ -29,23 +31,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cJSON_Delete(body);
         return 0;
     }
-    for (int llama = 0; llama < 2; llama++) {
-        struct task *t = calloc(1, sizeof *t);
-        if (!t) abort();
+    for (int api = API_OPENAI; api <= API_CHAT; api++) {
+        struct serve_request r;
         char msg[200];
-        bool stream;
-        if (serve_parse_completion(&srv, body, llama, t, &stream, msg, sizeof msg)) {
-            if (t->n_prompt < 1 || t->n_prompt > srv.lim.max_prompt || t->max_tokens < 0 ||
-                t->max_tokens > srv.lim.max_tokens || t->n < 1 || t->n > srv.lim.n_parallel ||
-                t->n_stop > SERVE_MAX_STOP)
-                abort();
-            for (int32_t i = 0; i < t->n_prompt; i++)
-                if (t->prompt[i] < 0 || t->prompt[i] >= recur_model_n_vocab(srv.model)) abort();
+        if (serve_parse_request(&srv, body, (enum task_api)api, &r, msg, sizeof msg)) {
+            if (r.n_tasks < 1 || r.n_tasks > SERVE_MAX_PROMPTS) abort();
+            for (int k = 0; k < r.n_tasks; k++) {
+                const struct task *t = r.tasks[k];
+                if (t->n_prompt < 1 || t->n_prompt > srv.lim.max_prompt || t->max_tokens < 0 ||
+                    t->max_tokens > srv.lim.max_tokens || t->n < 1 || t->n > srv.lim.n_parallel ||
+                    t->n_stop > SERVE_MAX_STOP || t->n_top < 0 || t->n_top > SERVE_MAX_PROBS ||
+                    t->n_post < 0 || t->n_post > SERVE_MAX_PROBS)
+                    abort();
+                for (int32_t i = 0; i < t->n_prompt; i++)
+                    if (t->prompt[i] < 0 || t->prompt[i] >= recur_model_n_vocab(srv.model)) abort();
+                for (int32_t i = 0; i < t->n_bias; i++)
+                    if (t->bias[i].token < 0 || t->bias[i].token >= recur_model_n_vocab(srv.model))
+                        abort();
+            }
         } else if (msg[0] == '\0') {
             abort(); /* a refusal says why */
         }
-        t->refs = 1;
-        serve_task_release(&srv, t);
+        serve_request_free(&srv, &r);
     }
     cJSON_Delete(body);
     return 0;

@@ -1,7 +1,9 @@
 // The official `openai` npm package as a real client of `recur serve`:
 //   node tests/openai/test.mjs BASE_URL API_KEY EXPECTED_TEXT_FILE
-// completions (whole and streamed) give the expected greedy text, and the server's errors
-// surface as the package's error classes.
+// completions (whole and streamed) give the expected greedy text; chat completions (whole,
+// streamed, n > 1, logprobs) answer what a completion of the same chat rendered as chatml
+// (the shipped model has no template) answers; the server's errors surface as the package's
+// error classes.
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 
@@ -37,6 +39,39 @@ try {
   check("a wrong key is refused", false);
 } catch (e) {
   check("a wrong key: AuthenticationError", e instanceof OpenAI.AuthenticationError && e.status === 401, String(e));
+}
+// chat: the expected reply is the greedy completion of the chatml text, up to its end of turn
+const question = "Tell me a fortune.";
+const chatml = `<|im_start|>user\n${question}<|im_end|>\n<|im_start|>assistant\n`;
+const raw = await client.completions.create({ model: "recur", prompt: chatml, max_tokens: 12, temperature: 0 });
+const reply = raw.choices[0].text.split("<|im_end|>")[0];
+const messages = [{ role: "user", content: question }];
+const cc = await client.chat.completions.create({ model: "recur", messages, max_tokens: 12, temperature: 0, n: 2, logprobs: true, top_logprobs: 2 });
+check("chat object", cc.object === "chat.completion" && cc.choices.length === 2);
+check("chat reply", cc.choices.every((ch) => ch.message.role === "assistant" && ch.message.content === reply),
+      JSON.stringify(cc.choices.map((ch) => ch.message)) + " vs " + JSON.stringify(reply));
+const lps = cc.choices[0].logprobs?.content ?? [];
+check("chat logprobs", lps.length === cc.usage.completion_tokens / 2 && lps.every((t) => t.logprob <= 0 &&
+      t.top_logprobs.length === 2 && t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob) &&
+      lps.map((t) => t.token).join("") === reply, JSON.stringify(lps.slice(0, 2)));
+const cs = await client.chat.completions.create({ model: "recur", messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } });
+let streamed = "", role = "", finish = "", usage = null;
+for await (const chunk of cs) {
+  if (chunk.usage) usage = chunk.usage;
+  for (const ch of chunk.choices) {
+    if (ch.delta.role) role = ch.delta.role;
+    if (ch.delta.content) streamed += ch.delta.content;
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+}
+check("streamed chat", streamed === reply && role === "assistant" && (finish === "length" || finish === "stop"),
+      JSON.stringify([streamed, role, finish]));
+check("streamed chat usage", usage && usage.prompt_tokens > 0 && usage.completion_tokens > 0, JSON.stringify(usage));
+try {
+  await client.chat.completions.create({ model: "recur", messages, response_format: { type: "json_object" } });
+  check("response_format json is refused", false);
+} catch (e) {
+  check("response_format: BadRequestError naming it", e instanceof OpenAI.BadRequestError && /response_format/.test(e.message), String(e));
 }
 console.log(`test_openai: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

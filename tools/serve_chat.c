@@ -1,0 +1,216 @@
+/*
+ * recur serve's /v1/chat/completions prompt (see serve_api.h): OpenAI's messages rendered with
+ * the chat template into the task's prompt tokens.
+ *
+ * messages: [{role, content}], role "system", "developer" (OpenAI's newer name for system
+ * instructions: rendered as system), "user" or "assistant"; content a string or an array of
+ * {"type": "text", "text": ...} parts, joined as they are. Other roles, part types and message
+ * fields (name, tool calls) change what the model would see and are refused by name.
+ *
+ * The template: --chat-template (s->chat_template), else the model's own
+ * (tokenizer.chat_template), else RECUR_CHAT_TEMPLATE_DEFAULT ("chatml"). add_generation_prompt
+ * (default true) ends the text with the start of an assistant turn. The template's end-of-turn
+ * text (what follows an assistant message, e.g. "<|im_end|>") ends generation like EOS; it is
+ * found by rendering a probe chat, so it is right for every format recur knows.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+#include "serve_api.h"
+
+#define MAX_MESSAGES 4096
+
+/* Renders chat with tmpl into a malloc'd string; NULL with p failed. */
+static char *render(struct parse *p, const char *tmpl, const struct recur_chat_message *chat,
+                    size_t n, bool add_ass) {
+    const int32_t need = recur_chat_apply_template(tmpl, chat, n, add_ass, NULL, 0);
+    if (need < 0) {
+        serve_fail(p, "the chat template: %s", recur_last_error());
+        return NULL;
+    }
+    char *text = malloc((size_t)need + 1);
+    if (!text) {
+        serve_fail(p, "out of memory for the rendered chat");
+        return NULL;
+    }
+    if (recur_chat_apply_template(tmpl, chat, n, add_ass, text, need + 1) != need) {
+        free(text);
+        serve_fail(p, "the chat template: %s", recur_last_error());
+        return NULL;
+    }
+    return text;
+}
+
+/* What the template writes after an assistant message, trimmed of white space unless it is
+ * all white space: the text that ends a turn. NULL when there is none (or on failure: p is
+ * then failed). */
+static char *end_of_turn(struct parse *p, const char *tmpl) {
+    static const char mark[] = "\x01recur-probe\x01";
+    const struct recur_chat_message probe[] = {{"user", "hi"}, {"assistant", mark}};
+    char *text = render(p, tmpl, probe, 2, false);
+    if (!text) return NULL;
+    char *at = strstr(text, mark), *eot = NULL;
+    if (at) {
+        char *b = at + strlen(mark), *e = b + strlen(b);
+        char *const b0 = b, *const e0 = e;
+        while (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t') b++;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' || e[-1] == '\t')) e--;
+        if (e == b) { /* a turn that ends in white space alone (rwkv-world's "\n\n") */
+            b = b0;
+            e = e0;
+        }
+        if (e > b) {
+            eot = malloc((size_t)(e - b) + 1);
+            if (!eot)
+                serve_fail(p, "out of memory");
+            else {
+                memcpy(eot, b, (size_t)(e - b));
+                eot[e - b] = '\0';
+            }
+        }
+    }
+    free(text);
+    return eot;
+}
+
+/* One message's content: a string, or text parts joined (malloc'd into *owned). */
+static const char *content_of(struct parse *p, const cJSON *c, int i, char **owned) {
+    *owned = NULL;
+    if (cJSON_IsString(c)) return c->valuestring;
+    if (!cJSON_IsArray(c)) {
+        serve_fail(p, "\"messages\"[%d].content must be a string or an array of text parts", i);
+        return NULL;
+    }
+    size_t len = 0;
+    int k = 0;
+    for (const cJSON *part = c->child; part; part = part->next, k++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type)) {
+            serve_fail(p, "\"messages\"[%d].content[%d] must be a {\"type\", ...} part", i, k);
+            return NULL;
+        }
+        if (strcmp(type->valuestring, "text") != 0) {
+            serve_fail(p,
+                       "\"messages\"[%d].content[%d]: parts of type \"%s\" are not supported "
+                       "(text only)",
+                       i, k, type->valuestring);
+            return NULL;
+        }
+        if (!cJSON_IsString(text) || cJSON_GetArraySize(part) != 2) {
+            serve_fail(p,
+                       "\"messages\"[%d].content[%d] must be {\"type\": \"text\", \"text\": "
+                       "string}",
+                       i, k);
+            return NULL;
+        }
+        len += strlen(text->valuestring);
+    }
+    char *out = malloc(len + 1);
+    if (!out) {
+        serve_fail(p, "out of memory");
+        return NULL;
+    }
+    size_t o = 0;
+    for (const cJSON *part = c->child; part; part = part->next) {
+        const char *text = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        memcpy(out + o, text, strlen(text));
+        o += strlen(text);
+    }
+    out[o] = '\0';
+    *owned = out;
+    return out;
+}
+
+void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+    if (p->bad) return;
+    if (!cJSON_IsArray(msgs) || !msgs->child) {
+        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
+                           : "\"messages\" is required");
+        return;
+    }
+    const int n = cJSON_GetArraySize(msgs);
+    if (n > MAX_MESSAGES) {
+        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
+        return;
+    }
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(p->body, "add_generation_prompt");
+    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp)) {
+        serve_fail(p, "\"add_generation_prompt\" must be true or false");
+        return;
+    }
+    const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
+    struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
+    char **owned = calloc((size_t)n, sizeof *owned);
+    char *text = NULL;
+    if (!chat || !owned) {
+        serve_fail(p, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+        if (!cJSON_IsObject(m)) {
+            serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
+            goto done;
+        }
+        for (const cJSON *f = m->child; f; f = f->next)
+            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
+                !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
+                serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
+                           f->string);
+                goto done;
+            }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const char *r = cJSON_IsString(role) ? role->valuestring : "";
+        if (strcmp(r, "developer") == 0) r = "system";
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
+            serve_fail(p,
+                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\" or "
+                       "\"assistant\"",
+                       i);
+            goto done;
+        }
+        chat[i].role = r;
+        chat[i].content =
+            content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
+        if (!chat[i].content) goto done;
+    }
+    const char *tmpl = s->chat_template;
+    if (!tmpl) tmpl = recur_model_chat_template(s->model, NULL);
+    if (!tmpl) tmpl = RECUR_CHAT_TEMPLATE_DEFAULT;
+    if (!(text = render(p, tmpl, chat, (size_t)n, add_ass))) goto done;
+    t->eot = end_of_turn(p, tmpl);
+    if (p->bad) goto done;
+    /* the template's special markers are special tokens where the vocabulary has them */
+    const size_t len = strlen(text);
+    if (len > (size_t)INT32_MAX / 2) {
+        serve_fail(p, "the rendered chat is too long");
+        goto done;
+    }
+    t->prompt = malloc(sizeof(recur_token) * (len + 2));
+    t->n_prompt = t->prompt ? recur_tokenize(s->model, text, (int32_t)len, t->prompt,
+                                             (int32_t)len + 2, true, true)
+                            : -1;
+    if (t->n_prompt < 0) {
+        t->n_prompt = 0;
+        serve_fail(p, "the rendered chat could not be tokenized");
+        goto done;
+    }
+    /* an end of turn that is one (special) token: its text may render as nothing */
+    t->eot_token = -1;
+    if (t->eot) {
+        recur_token one[4];
+        const int32_t k =
+            recur_tokenize(s->model, t->eot, (int32_t)strlen(t->eot), one, 4, false, true);
+        if (k == 1) t->eot_token = one[0];
+    }
+done:
+    for (int k = 0; owned && k < n; k++) free(owned[k]);
+    free(owned);
+    free(chat);
+    free(text);
+}

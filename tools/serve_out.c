@@ -1,0 +1,706 @@
+/*
+ * recur serve's answers (see serve_api.h): a request's tasks are submitted to the decode loop,
+ * then answered whole (waiting, with the client and the clock watched) or as server-sent
+ * events. Shapes:
+ *
+ *  - /v1/completions: OpenAI's text_completion; logprobs in the legacy shape {tokens,
+ *    token_logprobs, top_logprobs [{text: logprob}], text_offset (bytes)}; with echo the prompt
+ *    comes first, its first token's logprob null. Streamed: one chunk per piece of text, the
+ *    finish_reason in the last chunk of each choice; with stream_options.include_usage every
+ *    chunk has "usage": null and a last chunk with "choices": [] has the usage; then
+ *    "data: [DONE]".
+ *  - /v1/chat/completions: chat.completion / chat.completion.chunk (a first chunk per choice
+ *    with delta {role, content: ""}, content deltas, a chunk with an empty delta and the
+ *    finish_reason); logprobs {content: [{token, logprob, bytes, top_logprobs}], refusal}.
+ *  - /completion: llama-server's object (an array for several prompts or n_cmpl > 1), with
+ *    completion_probabilities {id, token, logprob, bytes, top_logprobs} or, with
+ *    post_sampling_probs, {id, token, prob, bytes, top_probs}; streamed: {content, tokens,
+ *    stop: false} chunks, then the whole object with content "" and stop true.
+ *
+ * Log-probabilities are the log-softmax of the model's raw logits (no temperature, bias or
+ * penalty), computed in double by the decode loop.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "serve.h"
+#include "serve_api.h"
+
+/* ---- waiting for the decode loop --------------------------------------------------------- */
+
+/* True when the client closed its end (a read would return 0 bytes). */
+static bool client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd pfd = {ci->connect_fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0) return false;
+    char c;
+    return (pfd.revents & (POLLHUP | POLLERR)) || recv(ci->connect_fd, &c, 1, MSG_PEEK) == 0;
+}
+
+/* Waits up to 50 ms for progress; s->mu held. */
+static void wait_progress(struct server *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->progress, &s->mu, &ts);
+}
+
+static bool timed_out(const struct server *s, const struct task *t) {
+    return s->lim.timeout_s > 0 && serve_now() - t->t_queued > s->lim.timeout_s;
+}
+
+/* ---- pieces of the answers --------------------------------------------------------------- */
+
+/* A token's text (bytes, not NUL-terminated) into buf[256]; its length. */
+static int32_t piece(const struct server *s, recur_token tok, char *buf) {
+    const int32_t n = recur_token_to_piece(s->model, tok, buf, 256, 0, false);
+    return n < 0 ? 0 : n;
+}
+
+static cJSON *bytes_json(const char *b, int32_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int32_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)b[i]));
+    return a;
+}
+
+/* Where token k of c starts in c's text. */
+static size_t tok_start(const struct choice *c, int32_t k) {
+    return k == 0 ? 0 : c->tok_end[k - 1];
+}
+
+/* The tokens of c whose text is in its first `ready` bytes: when finished, those that start
+ * before the end (a stop string may cut the last one); before, those that end by `ready`. */
+static int32_t tokens_ready(const struct choice *c, size_t ready) {
+    int32_t k = 0;
+    if (c->finished)
+        while (k < c->n_out && tok_start(c, k) < c->len) k++;
+    else
+        while (k < c->n_out && c->tok_end[k] <= ready) k++;
+    return k;
+}
+
+/* Legacy completions logprobs: arrays appended to. */
+struct legacy_lp {
+    cJSON *obj, *tokens, *token_logprobs, *top_logprobs, *text_offset;
+};
+
+static struct legacy_lp legacy_new(void) {
+    struct legacy_lp l;
+    l.obj = cJSON_CreateObject();
+    l.tokens = cJSON_AddArrayToObject(l.obj, "tokens");
+    l.token_logprobs = cJSON_AddArrayToObject(l.obj, "token_logprobs");
+    l.top_logprobs = cJSON_AddArrayToObject(l.obj, "top_logprobs");
+    l.text_offset = cJSON_AddArrayToObject(l.obj, "text_offset");
+    return l;
+}
+
+/* One token: rec NULL (the first prompt token: nothing to condition on) gives nulls. */
+static void legacy_add(const struct server *s, struct legacy_lp *l, recur_token tok,
+                       const struct tok_prob *rec, int32_t n_top, size_t offset) {
+    char b[256];
+    cJSON_AddItemToArray(l->tokens, serve_text_json(b, (size_t)piece(s, tok, b)));
+    cJSON_AddItemToArray(l->token_logprobs, rec ? cJSON_CreateNumber(rec->v) : cJSON_CreateNull());
+    if (!rec) {
+        cJSON_AddItemToArray(l->top_logprobs, cJSON_CreateNull());
+    } else {
+        cJSON *d = cJSON_CreateObject();
+        for (int32_t k = 0; k < n_top; k++) {
+            const int32_t n = piece(s, rec[1 + k].id, b);
+            cJSON *key = serve_text_json(b, (size_t)n);
+            if (key && !cJSON_GetObjectItemCaseSensitive(d, key->valuestring))
+                cJSON_AddNumberToObject(d, key->valuestring, rec[1 + k].v);
+            cJSON_Delete(key);
+        }
+        cJSON_AddItemToArray(l->top_logprobs, d);
+    }
+    cJSON_AddItemToArray(l->text_offset, cJSON_CreateNumber((double)offset));
+}
+
+/* {token, logprob, bytes} (chat) or {id, token, logprob|prob, bytes} (/completion). */
+static cJSON *tok_json(const struct server *s, const struct tok_prob *rec, bool with_id,
+                       const char *value_name) {
+    char b[256];
+    const int32_t n = piece(s, rec->id, b);
+    cJSON *o = cJSON_CreateObject();
+    if (with_id) cJSON_AddNumberToObject(o, "id", rec->id);
+    cJSON_AddItemToObject(o, "token", serve_text_json(b, (size_t)n));
+    cJSON_AddNumberToObject(o, value_name, rec->v);
+    cJSON_AddItemToObject(o, "bytes", bytes_json(b, n));
+    return o;
+}
+
+/* Chat's logprobs.content entries for tokens [from, to) of c. */
+static void chat_lp_add(const struct server *s, const struct task *t, const struct choice *c,
+                        int32_t from, int32_t to, cJSON *content) {
+    for (int32_t k = from; k < to; k++) {
+        const struct tok_prob *rec = c->lp + (size_t)k * (size_t)(1 + t->n_top);
+        cJSON *o = tok_json(s, rec, false, "logprob");
+        cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+        for (int32_t i = 0; i < t->n_top; i++)
+            cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, false, "logprob"));
+        cJSON_AddItemToArray(content, o);
+    }
+}
+
+/* /completion's completion_probabilities entries for tokens [from, to) of c. */
+static void llama_probs_add(const struct server *s, const struct task *t, const struct choice *c,
+                            int32_t from, int32_t to, cJSON *arr) {
+    for (int32_t k = from; k < to; k++) {
+        cJSON *o, *top;
+        if (c->post) {
+            const struct tok_prob *rec = c->post + (size_t)k * (size_t)(1 + t->n_post);
+            o = tok_json(s, rec, true, "prob");
+            top = cJSON_AddArrayToObject(o, "top_probs");
+            for (int32_t i = 0; i < c->post_n[k]; i++)
+                cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, true, "prob"));
+        } else {
+            const struct tok_prob *rec = c->lp + (size_t)k * (size_t)(1 + t->n_top);
+            o = tok_json(s, rec, true, "logprob");
+            top = cJSON_AddArrayToObject(o, "top_logprobs");
+            for (int32_t i = 0; i < t->n_top; i++)
+                cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, true, "logprob"));
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
+/* The legacy logprobs of choice c of t: the prompt's tokens first with echo. */
+static cJSON *legacy_logprobs(const struct server *s, const struct serve_request *r,
+                              const struct task *t, const struct choice *c, bool prompt,
+                              int32_t from, int32_t to, size_t base) {
+    struct legacy_lp l = legacy_new();
+    size_t off = 0;
+    if (prompt) {
+        char b[256];
+        for (int32_t p = 0; p < t->n_prompt; p++) {
+            const struct tok_prob *rec =
+                p == 0 ? NULL : t->prompt_lp + (size_t)p * (size_t)(1 + t->n_top);
+            legacy_add(s, &l, t->prompt[p], rec, t->n_top, off);
+            off += (size_t)piece(s, t->prompt[p], b);
+        }
+    }
+    (void)r;
+    for (int32_t k = from; k < to; k++)
+        legacy_add(s, &l, c->out[k], c->lp + (size_t)k * (size_t)(1 + t->n_top), t->n_top,
+                   base + tok_start(c, k));
+    return l.obj;
+}
+
+static void add_usage(cJSON *j, const struct serve_request *r) {
+    int32_t prompt = 0, done = 0, cached = 0;
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        const struct task *t = r->tasks[ti];
+        prompt += t->n_prompt;
+        cached += t->n_cached;
+        for (int i = 0; i < t->n; i++) done += t->choice[i].n_out;
+    }
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", done);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + done);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", cached);
+}
+
+static cJSON *openai_object(const struct server *s, const struct serve_request *r, bool chunk) {
+    cJSON *j = cJSON_CreateObject();
+    char id[48];
+    snprintf(id, sizeof id, "%s-%llu", r->api == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)r->tasks[0]->id);
+    cJSON_AddStringToObject(j, "id", id);
+    cJSON_AddStringToObject(j, "object",
+                            r->api == API_CHAT
+                                ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                : "text_completion");
+    cJSON_AddNumberToObject(j, "created", (double)time(NULL));
+    cJSON_AddStringToObject(j, "model", s->model_name ? s->model_name : "");
+    return j;
+}
+
+static const char *stop_type(enum stop_kind k) {
+    switch (k) {
+    case STOP_EOS:
+        return "eos";
+    case STOP_LIMIT:
+        return "limit";
+    case STOP_WORD:
+        return "word";
+    default:
+        return "none";
+    }
+}
+
+static double per(double a, double b) {
+    return b > 0 ? a / b : 0.0;
+}
+
+/* /completion's object for choice i of t (whole: the text; final stream event: ""). */
+static cJSON *llama_json(const struct server *s, const struct serve_request *r,
+                         const struct task *t, int i, int index, bool whole) {
+    const struct choice *c = &t->choice[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "index", index);
+    if (whole)
+        serve_add_text(j, "content", c->text, c->len);
+    else
+        cJSON_AddStringToObject(j, "content", "");
+    cJSON *toks = cJSON_AddArrayToObject(j, "tokens");
+    for (int32_t k = 0; whole && r->return_tokens && k < c->n_out; k++)
+        cJSON_AddItemToArray(toks, cJSON_CreateNumber(c->out[k]));
+    cJSON_AddNumberToObject(j, "id_slot", c->seq);
+    cJSON_AddBoolToObject(j, "stop", true);
+    cJSON_AddStringToObject(j, "model", s->model_name ? s->model_name : "");
+    cJSON_AddNumberToObject(j, "tokens_predicted", c->n_out);
+    cJSON_AddNumberToObject(j, "tokens_evaluated", t->n_prompt);
+    if (r->settings)
+        cJSON_AddItemToObject(j, "generation_settings", cJSON_Duplicate(r->settings, true));
+    if (t->prompt_text)
+        cJSON_AddItemToObject(j, "prompt", serve_text_json(t->prompt_text, strlen(t->prompt_text)));
+    cJSON_AddBoolToObject(j, "has_new_line", c->text && memchr(c->text, '\n', c->len) != NULL);
+    cJSON_AddBoolToObject(j, "truncated", c->truncated);
+    cJSON_AddStringToObject(j, "stop_type", stop_type(c->stop_kind));
+    cJSON_AddStringToObject(j, "stopping_word",
+                            c->stop_kind == STOP_WORD && c->stop_word >= 0 &&
+                                    c->stop_word < t->n_stop
+                                ? t->stop[c->stop_word]
+                                : "");
+    cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
+    cJSON *tm = cJSON_AddObjectToObject(j, "timings");
+    const double pn = t->n_prompt - t->n_cached, pms = (t->t_first - t->t_started) * 1e3;
+    const double gn = c->n_out, gms = (t->t_done - t->t_first) * 1e3;
+    cJSON_AddNumberToObject(tm, "cache_n", t->n_cached);
+    cJSON_AddNumberToObject(tm, "prompt_n", pn);
+    cJSON_AddNumberToObject(tm, "prompt_ms", pms);
+    cJSON_AddNumberToObject(tm, "prompt_per_token_ms", per(pms, pn));
+    cJSON_AddNumberToObject(tm, "prompt_per_second", per(1e3 * pn, pms));
+    cJSON_AddNumberToObject(tm, "predicted_n", gn);
+    cJSON_AddNumberToObject(tm, "predicted_ms", gms);
+    cJSON_AddNumberToObject(tm, "predicted_per_token_ms", per(gms, gn));
+    cJSON_AddNumberToObject(tm, "predicted_per_second", per(1e3 * gn, gms));
+    if (whole && r->n_probs > 0) {
+        cJSON *probs = cJSON_AddArrayToObject(j, "completion_probabilities");
+        llama_probs_add(s, t, c, 0, tokens_ready(c, c->len), probs);
+    }
+    return j;
+}
+
+/* llama-server's response_fields: only the listed paths, "a/b" moved to the top under its
+ * path. */
+static cJSON *project(cJSON *j, const cJSON *fields) {
+    cJSON *out = cJSON_CreateObject();
+    for (const cJSON *f = fields->child; f; f = f->next) {
+        const cJSON *at = j;
+        char path[256];
+        snprintf(path, sizeof path, "%s", f->valuestring);
+        for (char *part = strtok(path, "/"); part && at; part = strtok(NULL, "/"))
+            at = cJSON_IsObject(at) ? cJSON_GetObjectItemCaseSensitive(at, part) : NULL;
+        if (at && at != j && !cJSON_GetObjectItemCaseSensitive(out, f->valuestring))
+            cJSON_AddItemToObject(out, f->valuestring, cJSON_Duplicate(at, true));
+    }
+    cJSON_Delete(j);
+    return out;
+}
+
+/* The whole answer of a finished request (s->mu held). */
+static cJSON *final_json(const struct server *s, const struct serve_request *r) {
+    if (r->api == API_LLAMA) {
+        cJSON *list = cJSON_CreateArray();
+        for (int ti = 0; ti < r->n_tasks; ti++)
+            for (int i = 0; i < r->tasks[ti]->n; i++) {
+                cJSON *j = llama_json(s, r, r->tasks[ti], i, ti * r->tasks[ti]->n + i, true);
+                cJSON_AddItemToArray(list, r->response_fields ? project(j, r->response_fields) : j);
+            }
+        if (cJSON_GetArraySize(list) == 1) {
+            cJSON *one = cJSON_DetachItemFromArray(list, 0);
+            cJSON_Delete(list);
+            return one;
+        }
+        return list;
+    }
+    cJSON *j = openai_object(s, r, false), *arr = cJSON_AddArrayToObject(j, "choices");
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        const struct task *t = r->tasks[ti];
+        for (int i = 0; i < t->n; i++) {
+            const struct choice *c = &t->choice[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "index", ti * t->n + i);
+            const int32_t n_tok = tokens_ready(c, c->len);
+            if (r->api == API_CHAT) {
+                cJSON *m = cJSON_AddObjectToObject(o, "message");
+                cJSON_AddStringToObject(m, "role", "assistant");
+                serve_add_text(m, "content", c->text, c->len);
+                if (r->chat_logprobs) {
+                    cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
+                    chat_lp_add(s, t, c, 0, n_tok, cJSON_AddArrayToObject(lp, "content"));
+                    cJSON_AddNullToObject(lp, "refusal");
+                } else {
+                    cJSON_AddNullToObject(o, "logprobs");
+                }
+            } else {
+                const size_t base = r->echo && t->prompt_text ? strlen(t->prompt_text) : 0;
+                char *both = malloc(base + c->len + 1);
+                if (both) {
+                    memcpy(both, t->prompt_text ? t->prompt_text : "", base);
+                    memcpy(both + base, c->text ? c->text : "", c->len);
+                }
+                serve_add_text(o, "text", both ? both : "", both ? base + c->len : 0);
+                free(both);
+                if (r->logprobs >= 0)
+                    cJSON_AddItemToObject(o, "logprobs",
+                                          legacy_logprobs(s, r, t, c, r->echo, 0, n_tok, base));
+                else
+                    cJSON_AddNullToObject(o, "logprobs");
+            }
+            cJSON_AddStringToObject(o, "finish_reason",
+                                    c->finish_reason ? c->finish_reason : "stop");
+            cJSON_AddItemToArray(arr, o);
+        }
+    }
+    add_usage(j, r);
+    return j;
+}
+
+static char *error_text(const struct task *t, int *status) {
+    *status = strcmp(t->error, "timed out") == 0 ? 504 : 500;
+    return t->error[0] ? (char *)t->error : (char *)"the request failed";
+}
+
+/* ---- streaming: server-sent events ------------------------------------------------------- */
+
+struct sent {
+    size_t bytes;   /* text bytes sent */
+    int32_t tokens; /* tokens whose logprobs were sent */
+    bool started;   /* chat: the role chunk; echo: the prompt */
+    bool finished;  /* the finish_reason (OpenAI) or the final object (/completion) */
+};
+
+struct stream {
+    struct server *s;
+    struct serve_request *r;
+    struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
+    bool done_sent;
+    char *pending; /* an event not yet handed to MHD */
+    size_t pending_len, pending_off;
+};
+
+static char *event(cJSON *j) {
+    char *body = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!body) return NULL;
+    const size_t n = strlen(body);
+    char *ev = malloc(n + 9);
+    if (ev) snprintf(ev, n + 9, "data: %s\n\n", body);
+    free(body);
+    return ev;
+}
+
+/* An OpenAI chunk with one choice object (returned to fill in). */
+static cJSON *chunk(const struct stream *st, int index, cJSON **root) {
+    *root = openai_object(st->s, st->r, true);
+    cJSON *arr = cJSON_AddArrayToObject(*root, "choices"), *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", index);
+    cJSON_AddItemToArray(arr, o);
+    if (st->r->include_usage) cJSON_AddNullToObject(*root, "usage");
+    return o;
+}
+
+/* The next event of choice i of task t (index: its place in the answer), NULL: none yet. */
+static char *choice_event(struct stream *st, struct task *t, int i, int index, struct sent *sn) {
+    const struct server *s = st->s;
+    const struct serve_request *r = st->r;
+    struct choice *c = &t->choice[i];
+    cJSON *root = NULL, *o;
+    if (r->api == API_CHAT && !sn->started) {
+        sn->started = true;
+        o = chunk(st, index, &root);
+        cJSON *d = cJSON_AddObjectToObject(o, "delta");
+        cJSON_AddStringToObject(d, "role", "assistant");
+        cJSON_AddStringToObject(d, "content", "");
+        cJSON_AddNullToObject(o, "logprobs");
+        cJSON_AddNullToObject(o, "finish_reason");
+        return event(root);
+    }
+    const bool prompt_in = t->t_first > 0 || t->state == TASK_DONE;
+    if (r->api == API_OPENAI && r->echo && !sn->started) {
+        if (!prompt_in) return NULL; /* the prompt's logprobs are not all there yet */
+        sn->started = true;
+        o = chunk(st, index, &root);
+        const char *pt = t->prompt_text ? t->prompt_text : "";
+        serve_add_text(o, "text", pt, strlen(pt));
+        if (r->logprobs >= 0)
+            cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, r, t, c, true, 0, 0, 0));
+        else
+            cJSON_AddNullToObject(o, "logprobs");
+        cJSON_AddNullToObject(o, "finish_reason");
+        return event(root);
+    }
+    if (t->state == TASK_QUEUED) return NULL;
+    const size_t ready = c->len - (c->finished ? 0 : c->held);
+    const int32_t upto = c->tok_end ? tokens_ready(c, ready) : 0;
+    const bool more = ready > sn->bytes || upto > sn->tokens;
+    const char *piece_at = c->text ? c->text + sn->bytes : "";
+    const size_t piece_len = c->text && ready > sn->bytes ? ready - sn->bytes : 0;
+    const int32_t from = sn->tokens;
+    if (r->api == API_LLAMA) {
+        if (!more) return NULL; /* the end is the final object, sent once the task is done */
+        sn->bytes = ready > sn->bytes ? ready : sn->bytes;
+        sn->tokens = upto;
+        root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "index", index);
+        serve_add_text(root, "content", piece_at, piece_len);
+        cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
+        for (int32_t k = from; k < upto; k++)
+            cJSON_AddItemToArray(toks, cJSON_CreateNumber(c->out[k]));
+        cJSON_AddBoolToObject(root, "stop", false);
+        cJSON_AddNumberToObject(root, "id_slot", c->seq);
+        if (r->n_probs > 0)
+            llama_probs_add(s, t, c, from, upto,
+                            cJSON_AddArrayToObject(root, "completion_probabilities"));
+        return event(root);
+    }
+    const bool finish_now = c->finished && !sn->finished;
+    if (!more && !finish_now) return NULL;
+    sn->bytes = ready > sn->bytes ? ready : sn->bytes;
+    sn->tokens = upto > sn->tokens ? upto : sn->tokens;
+    o = chunk(st, index, &root);
+    if (r->api == API_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(o, "delta");
+        if (more) { /* content first; the finish comes in a chunk of its own */
+            serve_add_text(d, "content", piece_at, piece_len);
+            if (r->chat_logprobs) {
+                cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
+                chat_lp_add(s, t, c, from, upto, cJSON_AddArrayToObject(lp, "content"));
+                cJSON_AddNullToObject(lp, "refusal");
+            } else {
+                cJSON_AddNullToObject(o, "logprobs");
+            }
+            cJSON_AddNullToObject(o, "finish_reason");
+        } else {
+            sn->finished = true;
+            cJSON_AddNullToObject(o, "logprobs");
+            cJSON_AddStringToObject(o, "finish_reason",
+                                    c->finish_reason ? c->finish_reason : "stop");
+        }
+        return event(root);
+    }
+    serve_add_text(o, "text", piece_at, piece_len);
+    const size_t base = r->echo && t->prompt_text ? strlen(t->prompt_text) : 0;
+    if (r->logprobs >= 0)
+        cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, r, t, c, false, from, upto, base));
+    else
+        cJSON_AddNullToObject(o, "logprobs");
+    if (finish_now) {
+        sn->finished = true;
+        cJSON_AddStringToObject(o, "finish_reason", c->finish_reason ? c->finish_reason : "stop");
+    } else {
+        cJSON_AddNullToObject(o, "finish_reason");
+    }
+    return event(root);
+}
+
+/* The next event to send, or NULL when there is none yet; *end when the stream is over
+ * (s->mu held). */
+static char *next_event(struct stream *st, bool *end) {
+    struct serve_request *r = st->r;
+    *end = false;
+    if (st->done_sent) {
+        *end = true;
+        return NULL;
+    }
+    bool all_done = true;
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        struct task *t = r->tasks[ti];
+        if (t->state == TASK_FAILED) {
+            st->done_sent = true;
+            int status;
+            const char *why = error_text(t, &status);
+            cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+            cJSON_AddStringToObject(e, "message", why);
+            cJSON_AddStringToObject(e, "type", "server_error");
+            cJSON_AddNumberToObject(e, "code", status);
+            return event(j);
+        }
+        for (int i = 0; i < t->n; i++) {
+            struct sent *sn = &st->sent[ti][i];
+            char *ev = choice_event(st, t, i, ti * t->n + i, sn);
+            if (ev) return ev;
+            if (r->api == API_LLAMA && t->state == TASK_DONE && !sn->finished) {
+                sn->finished = true;
+                return event(llama_json(st->s, r, t, i, ti * t->n + i, false));
+            }
+            all_done &= t->state == TASK_DONE && sn->finished;
+        }
+    }
+    if (!all_done) return NULL;
+    st->done_sent = true;
+    if (r->api == API_LLAMA) {
+        *end = true;
+        return NULL;
+    }
+    char *u = NULL;
+    if (r->include_usage) {
+        cJSON *j = openai_object(st->s, r, true);
+        cJSON_AddArrayToObject(j, "choices");
+        add_usage(j, r);
+        u = event(j);
+    }
+    const char *done = "data: [DONE]\n\n";
+    char *both = malloc((u ? strlen(u) : 0) + strlen(done) + 1);
+    if (both) snprintf(both, (u ? strlen(u) : 0) + strlen(done) + 1, "%s%s", u ? u : "", done);
+    free(u);
+    return both;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct stream *st = cls;
+    struct server *s = st->s;
+    if (!st->pending) {
+        bool end = false;
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+            st->pending = next_event(st, &end);
+            if (st->pending || end) break;
+            struct task *t0 = st->r->tasks[0];
+            if (timed_out(s, t0)) {
+                for (int ti = 0; ti < st->r->n_tasks; ti++) {
+                    struct task *t = st->r->tasks[ti];
+                    if (!t->cancelled && (t->state == TASK_QUEUED || t->state == TASK_RUNNING)) {
+                        t->cancelled = true;
+                        snprintf(t->error, sizeof t->error, "timed out");
+                    }
+                }
+                pthread_cond_signal(&s->work);
+            }
+            wait_progress(s);
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (end) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->pending_len = strlen(st->pending);
+        st->pending_off = 0;
+    }
+    size_t n = st->pending_len - st->pending_off;
+    if (n > max) n = max;
+    memcpy(buf, st->pending + st->pending_off, n);
+    st->pending_off += n;
+    if (st->pending_off == st->pending_len) {
+        free(st->pending);
+        st->pending = NULL;
+    }
+    return (ssize_t)n;
+}
+
+/* Marks r's unfinished tasks cancelled (s->mu held): the decode loop drops them. */
+static void cancel_all(struct server *s, struct serve_request *r) {
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        struct task *t = r->tasks[ti];
+        if (t->state == TASK_QUEUED || t->state == TASK_RUNNING) t->cancelled = true;
+    }
+    pthread_cond_signal(&s->work);
+}
+
+/* The response is gone (sent, or the client left): the tasks are no longer wanted. */
+static void stream_free(void *cls) {
+    struct stream *st = cls;
+    struct server *s = st->s;
+    pthread_mutex_lock(&s->mu);
+    cancel_all(s, st->r);
+    pthread_mutex_unlock(&s->mu);
+    serve_request_free(s, st->r);
+    free(st->r);
+    free(st->pending);
+    free(st);
+}
+
+/* ---- the answer -------------------------------------------------------------------------- */
+
+enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
+                             struct serve_request *r) {
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        struct task *t = r->tasks[ti];
+        t->refs = 2; /* this connection and the decode loop */
+        if (!serve_submit(s, t)) {
+            t->refs = 1;
+            pthread_mutex_lock(&s->mu);
+            for (int k = 0; k < ti; k++) r->tasks[k]->cancelled = true;
+            pthread_cond_signal(&s->work);
+            pthread_mutex_unlock(&s->mu);
+            serve_request_free(s, r);
+            free(r);
+            return serve_send_error(conn, 503, "server_busy",
+                                    "every slot is busy and the queue is full; retry later");
+        }
+    }
+    if (r->stream) {
+        struct stream *st = calloc(1, sizeof *st);
+        struct MHD_Response *resp = st ? MHD_create_response_from_callback(
+                                             MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
+                                       : NULL;
+        if (!resp) {
+            free(st);
+            pthread_mutex_lock(&s->mu);
+            cancel_all(s, r);
+            pthread_mutex_unlock(&s->mu);
+            serve_request_free(s, r);
+            free(r);
+            return MHD_NO;
+        }
+        st->s = s;
+        st->r = r;
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        serve_cors_headers(conn, resp);
+        enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    /* whole answer: wait, watching the client and the clock */
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        bool running = false;
+        for (int ti = 0; ti < r->n_tasks; ti++)
+            running |= r->tasks[ti]->state == TASK_QUEUED || r->tasks[ti]->state == TASK_RUNNING;
+        if (!running) break;
+        struct task *t0 = r->tasks[0];
+        if (!t0->cancelled && (timed_out(s, t0) || client_gone(conn))) {
+            const char *why = timed_out(s, t0) ? "timed out" : "the client went away";
+            for (int ti = 0; ti < r->n_tasks; ti++)
+                if (!r->tasks[ti]->error[0])
+                    snprintf(r->tasks[ti]->error, sizeof r->tasks[ti]->error, "%s", why);
+            cancel_all(s, r);
+            t0->cancelled = true;
+        }
+        wait_progress(s);
+    }
+    const struct task *failed = NULL;
+    for (int ti = 0; ti < r->n_tasks && !failed; ti++)
+        if (r->tasks[ti]->state != TASK_DONE) failed = r->tasks[ti];
+    char *text = NULL, err[256];
+    int status = 200;
+    if (!failed) {
+        cJSON *j = final_json(s, r);
+        text = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+    } else {
+        snprintf(err, sizeof err, "%s", error_text(failed, &status));
+    }
+    pthread_mutex_unlock(&s->mu);
+    serve_request_free(s, r);
+    free(r);
+    if (failed) return serve_send_error(conn, (unsigned)status, "server_error", err);
+    return serve_send_text(conn, 200, "application/json", text, NULL);
+}
