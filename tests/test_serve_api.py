@@ -429,12 +429,11 @@ for k in range(4):
     msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
 
 # the template's end of turn ends a reply: rwkv-world's "\n\n" is text this model writes
-try:
-    world = serve_util.Server(RECUR, MODEL, "-np", "1", "--chat-template", "rwkv-world")
-except SystemExit as e:  # the flag comes with the server's flag work (serve.c)
-    world = None
-    print("SKIP: --chat-template: %s" % e, file=sys.stderr)
+world = serve_util.Server(RECUR, MODEL, "-np", "1", "--chat-template", "rwkv-world")
 if world:
+    props = world.request("GET", "/props")[1]
+    check("/props names the template given", props.get("chat_template") == "rwkv-world" and
+          props.get("chat_template_name") == "rwkv-world", props)
     rendered = "User: %s\n\nAssistant:" % USER
     raw = world.post("/v1/completions", {"prompt": rendered, "max_tokens": 60,
                                          "temperature": 0})[1]["choices"][0]["text"]

@@ -57,7 +57,9 @@ for args, want in ((["--slot-save-path", os.path.join(tmp, "missing")], "missing
                    (["--slot-save-path", a_file], "not a directory"),
                    (["-n", "100", "--max-tokens", "50"], "--max-tokens"),
                    (["--host", "not-an-address"], "not an IPv4 or IPv6 address"),
-                   (["-c", "-3"], "-c")):
+                   (["-c", "-3"], "-c"),
+                   (["--chat-template", "nosuch"],
+                    'chat template "nosuch" is not supported: neither a builtin name')):
     p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0"] + args, capture_output=True,
                        text=True, timeout=60)
     check("start refused: %s" % " ".join(args), p.returncode == 2 and want in p.stderr,
@@ -117,7 +119,10 @@ check("/props default settings: -n and /completion's sampling defaults",
       "seed" in params, params)
 check("/props slots, model, build", props.get("total_slots") == 2 and
       props.get("model_path") == MODEL and props.get("build_info", "").startswith("recur ") and
-      "chat_template" in props and props.get("is_sleeping") is False, props)
+      props.get("is_sleeping") is False, props)
+# the shipped model has no template: the default, chatml, is the one in use
+check("/props chat template: the default", props.get("chat_template") == "chatml" and
+      props.get("chat_template_name") == "chatml", props)
 r = props.get("recur", {})
 check("/props recur's own", r.get("architecture") == "mamba" and r.get("n_vocab", 0) > 0 and
       r.get("state_bytes_per_sequence", 0) > 0 and r.get("version"), r)

@@ -322,9 +322,10 @@ static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls)
             return false;
         }
     }
-    /* TODO(lead, merge): check --chat-template NAME with recur_chat_template_name() once it is
-       in main, with an error listing the supported names; until then it is only reported by
-       /props */
+    if (o->chat_template && !recur_chat_template_name(o->chat_template)) {
+        fprintf(stderr, "recur serve: --chat-template: %s\n", recur_last_error());
+        return false;
+    }
     return true;
 }
 

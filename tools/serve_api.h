@@ -89,6 +89,8 @@ void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, b
 void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
+/* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
+const char *serve_chat_template(const struct server *s);
 
 /* ---- answers (serve_out.c) -------------------------------------------------------------- */
 

@@ -125,6 +125,12 @@ static const char *content_of(struct parse *p, const cJSON *c, int i, char **own
     return out;
 }
 
+const char *serve_chat_template(const struct server *s) {
+    const char *tmpl = s->chat_template;
+    if (!tmpl) tmpl = recur_model_chat_template(s->model, NULL);
+    return tmpl ? tmpl : RECUR_CHAT_TEMPLATE_DEFAULT;
+}
+
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
     if (p->bad) return;
@@ -179,9 +185,7 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
             content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
         if (!chat[i].content) goto done;
     }
-    const char *tmpl = s->chat_template;
-    if (!tmpl) tmpl = recur_model_chat_template(s->model, NULL);
-    if (!tmpl) tmpl = RECUR_CHAT_TEMPLATE_DEFAULT;
+    const char *tmpl = serve_chat_template(s);
     if (!(text = render(p, tmpl, chat, (size_t)n, add_ass))) goto done;
     t->eot = end_of_turn(p, tmpl);
     if (p->bad) goto done;

@@ -347,12 +347,14 @@ enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
     cJSON_AddNumberToObject(j, "total_slots", s->lim.n_parallel);
     cJSON_AddStringToObject(j, "model_path", s->model_path);
     cJSON_AddStringToObject(j, "model_alias", s->model_name);
-    /* TODO(lead, merge): the template's text once recur_model_chat_template() is in main;
-       until then the name given by --chat-template, or null for the model's own */
-    if (s->chat_template)
-        cJSON_AddStringToObject(j, "chat_template", s->chat_template);
+    /* the template in use (a builtin name, or the model's text), and the format recur reads
+       it as; null when the model's own template is of a shape recur does not know */
+    const char *tmpl = serve_chat_template(s), *tmpl_name = recur_chat_template_name(tmpl);
+    cJSON_AddStringToObject(j, "chat_template", tmpl);
+    if (tmpl_name)
+        cJSON_AddStringToObject(j, "chat_template_name", tmpl_name);
     else
-        cJSON_AddNullToObject(j, "chat_template");
+        cJSON_AddNullToObject(j, "chat_template_name");
     cJSON *mod = cJSON_AddObjectToObject(j, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);
     cJSON_AddBoolToObject(mod, "audio", false);

@@ -234,7 +234,7 @@ struct rmem_layer {
 };
 /* Reads every state of layer il of the block (see the contract at the top). Layers are begun
  * and ended one at a time. False with the error set when out of memory for the gathered
- * copy, or when called out of order (no block placed, a layer still open: also an assert). */
+ * copy, or when called out of order (no block placed, a layer still open). */
 bool rmem_layer_begin(struct rmem *mem, uint32_t il, struct rmem_layer *out);
 /* Writes layer il's new states (the buffer of rmem_layer_begin) into the block's rows. */
 void rmem_layer_end(struct rmem *mem, uint32_t il);
