@@ -287,6 +287,46 @@ static void test_matmul(void) {
     rpool_free(pool);
 }
 
+/* The integer dots of block weights (one to three inputs) on the vector paths: the AVX-512
+ * path's VNNI sums and the float steps after them are the AVX2 path's, so their results are the
+ * same bits (the float64 reference above checks each path's accuracy). */
+static void test_block_dots_agree(void) {
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    int first_vec = -1;
+    for (int ii = 0; ii < n_isas; ii++)
+        if (isas[ii] != ROPS_ISA_SCALAR && first_vec < 0) first_vec = ii;
+    if (first_vec < 0 || n_isas - first_vec < 2) {
+        printf("SKIP: block dots across vector paths (fewer than two on this CPU)\n");
+        return;
+    }
+    const uint32_t types[2] = {8, 2};
+    const int64_t rows = 37, k = 4096 + 288; /* two column tiles, a partial last one */
+    float *x = malloc(sizeof(float) * (size_t)(3 * k));
+    float *y0 = malloc(sizeof(float) * (size_t)(3 * rows)),
+          *y1 = malloc(sizeof(float) * (size_t)(3 * rows));
+    REQUIRE(x && y0 && y1);
+    for (int64_t i = 0; i < 3 * k; i++) x[i] = frand();
+    for (int ti = 0; ti < 2; ti++) {
+        struct test_mat w = make_mat(types[ti], rows, k);
+        for (int64_t n = 1; n <= 3; n++) {
+            const struct rops_exec e0 = {NULL, 1, isas[first_vec], NULL, 0};
+            rops_matmul(&e0, &w.m, x, n, y0);
+            for (int ii = first_vec + 1; ii < n_isas; ii++) {
+                const struct rops_exec e1 = {NULL, 1, isas[ii], NULL, 0};
+                rops_matmul(&e1, &w.m, x, n, y1);
+                CHECK_MSG(memcmp(y0, y1, sizeof(float) * (size_t)(n * rows)) == 0,
+                          "type %u n %lld: %s and %s differ", types[ti], (long long)n,
+                          rops_isa_name(isas[first_vec]), rops_isa_name(isas[ii]));
+            }
+        }
+        free_mat(&w);
+    }
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 /* Quantizing rounds to the nearest step of each block's scale (q4_0: within one step, the
  * top value being clamped at 7 steps), and matches ggml's choice of scale. */
 static void test_quantize(void) {
@@ -592,7 +632,8 @@ static void test_ssm2(void) {
     const int64_t shapes[][6] = {/* S, T, H, P, N, G */
                                  {1, 1, 2, 8, 16, 1},
                                  {2, 5, 4, 4, 8, 2},
-                                 {3, 4, 6, 3, 12, 3}};
+                                 {3, 4, 6, 3, 12, 3},
+                                 {2, 3, 2, 5, 32, 1}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t S = shapes[si][0], T = shapes[si][1], H = shapes[si][2], P = shapes[si][3],
                       N = shapes[si][4], G = shapes[si][5], Di = H * P, stride = Di + 2 * G * N,
@@ -817,6 +858,7 @@ int main(void) {
     RUN(test_matmul);
     RUN(test_quantize);
     RUN(test_quantize_inputs);
+    RUN(test_block_dots_agree);
     RUN(test_softplus);
     RUN(test_ssm);
     RUN(test_ssm2);

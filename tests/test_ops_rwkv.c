@@ -176,12 +176,10 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
 static void test_wkv(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
-    const int64_t shapes[][4] = {/* S, T, E, head_size */
-                                 {1, 1, 8, 8},
-                                 {2, 5, 32, 8},
-                                 {3, 4, 15, 5},
-                                 {1, 7, 64, 16},
-                                 {2, 3, 128, 64}};
+    const int64_t shapes[][4] = {
+        /* S, T, E, head_size */
+        {1, 1, 8, 8},   {2, 5, 32, 8},   {3, 4, 15, 5},
+        {1, 7, 64, 16}, {2, 3, 128, 64}, {2, 3, 48, 24}}; /* a vector of 16 and a part of one */
     for (int v7 = 0; v7 <= 1; v7++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             check_wkv(pool, v7, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);

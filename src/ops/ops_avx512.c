@@ -25,6 +25,7 @@
     defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "../core/core.h"
@@ -514,6 +515,165 @@ static void matmul_q8_rows_avx512(const struct rops_q8_args *a, int64_t r0, int6
         q8_ROPS_TYPE_Q4_0(a, r0, r1);
 }
 
+/* ---- Mamba's and Mamba-2's scans, RWKV's WKV heads ------------------------------------------ */
+
+/* e^x for 16 floats, as exp8 in ops_avx2.c: x = n ln2 + r with |r| <= ln2 / 2, e^r by a
+ * degree-6 polynomial, 2^n into the exponent; inputs clamped to [-87, 88]. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* x / (1 + e^-x) */
+static inline __m512 silu16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+/* The first n lanes (0..16). */
+static inline __mmask16 lanes16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* Mamba's scan: per channel its d_state states as vectors of 16 (Mamba's d_state 16: one). */
+static void scan_channels_avx512(const struct rops_scan_args *a, int64_t c0, int64_t c1) {
+    const int64_t Di = a->d_inner, N = a->d_state;
+    if (N % 16 != 0) { /* whole vectors of states only */
+        rops_scan_channels_avx2(a, c0, c1);
+        return;
+    }
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *xt = a->x + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
+            const float *Bt = a->B + t * a->bc_stride, *Ct = a->C + t * a->bc_stride;
+            float *yt = a->y + t * Di;
+            for (int64_t c = c0; c < c1; c++) {
+                float *sc = a->state + (s * Di + c) * N;
+                const float *Ac = a->A + c * N;
+                const __m512 dt = _mm512_set1_ps(dtt[c]), dx = _mm512_set1_ps(dtt[c] * xt[c]);
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t n = 0; n < N; n += 16) {
+                    const __m512 dA = exp16(_mm512_mul_ps(dt, _mm512_loadu_ps(Ac + n)));
+                    __m512 st = _mm512_mul_ps(_mm512_loadu_ps(sc + n), dA);
+                    st = _mm512_fmadd_ps(_mm512_loadu_ps(Bt + n), dx, st);
+                    _mm512_storeu_ps(sc + n, st);
+                    acc = _mm512_fmadd_ps(st, _mm512_loadu_ps(Ct + n), acc);
+                }
+                yt[c] = _mm512_reduce_add_ps(acc) + a->D[c] * xt[c];
+            }
+            /* the gate, 16 channels at a time, the last ones masked */
+            for (int64_t c = c0; c < c1; c += 16) {
+                const __mmask16 m = lanes16(c1 - c);
+                const __m512 g = silu16(_mm512_maskz_loadu_ps(m, zt + c));
+                _mm512_mask_storeu_ps(yt + c, m,
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(m, yt + c), g));
+            }
+            float *dst = a->save ? a->save[t] : NULL;
+            if (dst)
+                memcpy(dst + c0 * N, a->state + (s * Di + c0) * N,
+                       sizeof(float) * (size_t)((c1 - c0) * N));
+        }
+    }
+}
+
+/* Mamba-2's scan: as Mamba's, one decay per head instead of one exp per state. */
+static void scan2_heads_avx512(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
+    const int64_t N = a->d_state, Di = a->d_inner, H = a->n_head, G = a->n_group, P = Di / H;
+    if (N % 16 != 0) {
+        rops_scan2_heads_avx2(a, h0, h1);
+        return;
+    }
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *x = a->xbc + t * a->xbc_stride;
+            for (int64_t h = h0; h < h1; h++) {
+                const int64_t g = h / (H / G);
+                const float *B = x + Di + g * N, *C = x + Di + G * N + g * N;
+                const float dt = a->dt[t * H + h];
+                const __m512 dA = _mm512_set1_ps(expf(dt * a->A[h]));
+                for (int64_t p = 0; p < P; p++) {
+                    const int64_t c = h * P + p;
+                    float *sc = a->state + (s * Di + c) * N;
+                    const __m512 dx = _mm512_set1_ps(dt * x[c]);
+                    __m512 acc = _mm512_setzero_ps();
+                    for (int64_t n = 0; n < N; n += 16) {
+                        __m512 st = _mm512_mul_ps(_mm512_loadu_ps(sc + n), dA);
+                        st = _mm512_fmadd_ps(_mm512_loadu_ps(B + n), dx, st);
+                        _mm512_storeu_ps(sc + n, st);
+                        acc = _mm512_fmadd_ps(st, _mm512_loadu_ps(C + n), acc);
+                    }
+                    a->y[t * Di + c] = _mm512_reduce_add_ps(acc) + a->D[h] * x[c];
+                }
+                float *dst = a->save ? a->save[t] : NULL;
+                if (dst)
+                    memcpy(dst + h * P * N, a->state + (s * Di + h * P) * N,
+                           sizeof(float) * (size_t)(P * N));
+            }
+        }
+}
+
+/* One token of one WKV6 head (see ops_impl.h): each row of the state 16 lanes at a time, the
+ * last lanes masked. */
+static void wkv6_head_avx512(float *S, const float *r, const float *k, const float *v,
+                             const float *w, const float *u, int64_t hs, float *y) {
+    for (int64_t j = 0; j < hs; j += 16)
+        _mm512_mask_storeu_ps(y + j, lanes16(hs - j), _mm512_setzero_ps());
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        const __m512 vr = _mm512_set1_ps(r[i]), vk = _mm512_set1_ps(k[i]),
+                     vw = _mm512_set1_ps(w[i]), vu = _mm512_set1_ps(u[i] * k[i]);
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            const __m512 vv = _mm512_maskz_loadu_ps(m, v + j),
+                         st = _mm512_maskz_loadu_ps(m, row + j);
+            /* y += r * (s + u k v);  s = w s + k v */
+            _mm512_mask_storeu_ps(
+                y + j, m,
+                _mm512_fmadd_ps(vr, _mm512_fmadd_ps(vu, vv, st), _mm512_maskz_loadu_ps(m, y + j)));
+            _mm512_mask_storeu_ps(row + j, m, _mm512_fmadd_ps(vw, st, _mm512_mul_ps(vk, vv)));
+        }
+    }
+}
+
+/* One token of one WKV7 head (see ops_impl.h). */
+static void wkv7_head_avx512(float *S, const float *r, const float *w, const float *k,
+                             const float *v, const float *a, const float *b, int64_t hs, float *y) {
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        __m512 vsa = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            vsa = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + j),
+                                  _mm512_maskz_loadu_ps(m, row + j), vsa);
+        }
+        const __m512 bsa = _mm512_set1_ps(_mm512_reduce_add_ps(vsa)), bvi = _mm512_set1_ps(v[i]);
+        __m512 vacc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            __m512 st =
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), _mm512_maskz_loadu_ps(m, w + j));
+            st = _mm512_fmadd_ps(bvi, _mm512_maskz_loadu_ps(m, k + j), st);
+            st = _mm512_fmadd_ps(bsa, _mm512_maskz_loadu_ps(m, b + j), st);
+            _mm512_mask_storeu_ps(row + j, m, st);
+            vacc = _mm512_fmadd_ps(st, _mm512_maskz_loadu_ps(m, r + j), vacc);
+        }
+        y[i] = _mm512_reduce_add_ps(vacc);
+    }
+}
+
 /* ---- machine probes ------------------------------------------------------------------------ */
 
 static double probe_fma_avx512(int64_t iters) {
@@ -548,14 +708,14 @@ static const struct rops_kernels table = {
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
     .conv_channels = rops_conv_channels_avx2,
-    .scan_channels = rops_scan_channels_avx2,
-    .scan2_heads = rops_scan2_heads_avx2,
+    .scan_channels = scan_channels_avx512,
+    .scan2_heads = scan2_heads_avx512,
     .ssd_mm = rops_ssd_mm_avx2,
     .ssd_decays = rops_ssd_decays_avx2,
     .ssd_scale_rows = rops_ssd_scale_rows_avx2,
     .ssd_transpose = rops_ssd_transpose_avx2,
-    .wkv6_head = rops_wkv6_head_avx2,
-    .wkv7_head = rops_wkv7_head_avx2,
+    .wkv6_head = wkv6_head_avx512,
+    .wkv7_head = wkv7_head_avx512,
     .probe_fma = probe_fma_avx512,
     .probe_sum = probe_sum_avx512,
 };
