@@ -9,7 +9,8 @@
  * Every heavy kernel takes a struct rops_exec: the thread pool and how many of its threads to
  * use, and the instruction set. Each instruction set has a table of kernels (ops_impl.h): the
  * portable C ones (ops_scalar.c), on x86-64 CPUs with AVX2, FMA and F16C vectorised ones
- * (ops_avx2.c), and with AVX-512 (F, BW, VL, DQ, VNNI) wider ones (ops_avx512.c, which takes
+ * (ops_avx2.c), with AVX-VNNI too the AVX2 ones with VNNI integer dots (ops_avxvnni.c), with
+ * AVX-512 (F, BW, VL, DQ, VNNI) wider ones (ops_avx512.c, which takes
  * the AVX2 kernels where it has none of its own). All give the same results within float
  * rounding (the tests compare each with float64 references), and the choice is made per call,
  * so tests and benchmarks can force any the CPU runs. ops_probe.c finds what the CPU runs;
@@ -25,9 +26,10 @@
 #include "../pool/pool.h"
 
 enum rops_isa {
-    ROPS_ISA_SCALAR = 0, /* portable C */
-    ROPS_ISA_AVX2 = 1,   /* x86-64 AVX2 + FMA + F16C */
-    ROPS_ISA_AVX512 = 2, /* the above + AVX-512 F, BW, VL, DQ and VNNI, ZMM state saved by the OS */
+    ROPS_ISA_SCALAR = 0,  /* portable C */
+    ROPS_ISA_AVX2 = 1,    /* x86-64 AVX2 + FMA + F16C */
+    ROPS_ISA_AVXVNNI = 2, /* AVX2 + AVX-VNNI (the integer dots by vpdpbusd), without AVX-512 */
+    ROPS_ISA_AVX512 = 3,  /* AVX2 + AVX-512 F, BW, VL, DQ and VNNI, ZMM state saved by the OS */
     ROPS_ISA_COUNT
 };
 
@@ -35,13 +37,13 @@ enum rops_isa {
 enum rops_isa rops_isa_best(void);
 /* True when this build has isa's kernels and this CPU (and its OS) runs them. */
 bool rops_isa_runs(enum rops_isa isa);
-/* "scalar", "avx2", "avx512" ("?" for another value). */
+/* "scalar", "avx2", "avxvnni", "avx512" ("?" for another value). */
 const char *rops_isa_name(enum rops_isa isa);
 /* Why isa does not run here (a sentence for messages), or NULL when it does. Static text. */
 const char *rops_isa_lacks(enum rops_isa isa);
-/* The instruction set a context uses: the environment variable RECUR_ISA (scalar, avx2 or
- * avx512) when set and not empty, else rops_isa_best(). Returns false and sets the last error
- * (rcore_error_set) when RECUR_ISA names no instruction set or one this CPU does not run. */
+/* The instruction set a context uses: the environment variable RECUR_ISA (scalar, avx2,
+ * avxvnni or avx512) when set and not empty, else rops_isa_best(). Returns false and sets the last
+ * error (rcore_error_set) when RECUR_ISA names no instruction set or one this CPU does not run. */
 bool rops_isa_from_env(enum rops_isa *out);
 
 /* How a kernel runs: on n_threads threads of pool (pool NULL or n_threads 1: on the caller

@@ -13,10 +13,10 @@
  * - more (prompts): a panel of 32 weight rows x ROPS_GEMM512_KT columns converted to f32 once
  *   (column-major), then 8 inputs x 32 rows at a time on 16 accumulators that are the outputs
  *   themselves: per column two panel loads and eight broadcasts feed 16 FMAs.
- * - q8_0 / q4_0 weights with one to three inputs: integer dots by VNNI (vpdpbusd: four byte
- *   products summed into each int32 lane in one instruction, where AVX2 takes vpmaddubsw and
- *   vpmaddwd); the int32 sums and the float steps after them are the AVX2 kernel's, so the two
- *   paths give the same bits.
+ * - q8_0 / q4_0 weights with one to three inputs: integer dots by VNNI (ops_vnni.h: vpdpbusd,
+ *   four byte products summed into each int32 lane in one instruction, where AVX2 takes
+ *   vpmaddubsw and vpmaddwd); the int32 sums and the float steps after them are the AVX2
+ *   kernel's, so the paths give the same bits.
  */
 #include "ops_impl.h"
 
@@ -36,13 +36,6 @@
 #define GEMM_KT 128
 /* Inputs per kernel call of the prompt path (accumulators: 8 x 2 vectors). */
 #define GEMM_NB 8
-
-static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* ---- weights to f32 ------------------------------------------------------------------------ */
 
@@ -429,91 +422,10 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
 
 /* ---- integer dot products by VNNI (q8_0 / q4_0 weights, quantized inputs) ------------------ */
 
-/* The 32 quants of weight block b of a row as signed bytes, and its scale. */
-static inline __attribute__((always_inline)) __m256i
-block_bytes(enum rops_type type, const uint8_t *row, int64_t b, float *d) {
-    if (type == ROPS_TYPE_Q8_0) {
-        const struct rops_block_q8_0 *blk = (const struct rops_block_q8_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        return _mm256_loadu_si256((const __m256i *)blk->qs);
-    }
-    const struct rops_block_q4_0 *blk = (const struct rops_block_q4_0 *)row + b;
-    *d = _cvtsh_ss(blk->d);
-    const __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs), mask = _mm_set1_epi8(15);
-    const __m256i nib =
-        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
-    return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
-}
-
-/* Eight int32 sums of four products each of signed bytes w and x: vpdpbusd takes an unsigned
- * operand, so |w| times x with w's sign (|w| <= 128 fits a byte unsigned; the quantized inputs
- * are within +-127, so negating them does not overflow). The sums are exact, and the same as
- * the AVX2 kernel's vpmaddubsw + vpmaddwd (at most 4 x 128 x 127 per lane, no saturation). */
-static inline __m256i dot_bytes(__m256i aw, __m256i w, __m256i x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(x, w));
-}
-
-static inline __attribute__((always_inline)) void
-q8_rows(enum rops_type type, const struct rops_q8_args *a, int NB, int RB, int64_t r0, int64_t r1) {
-    const struct rops_mat *w = a->w;
-    const int64_t m = w->n_rows;
-    for (int64_t r = r0; r < r1; r += RB) {
-        const int64_t rb = r1 - r < RB ? r1 - r : RB;
-        const uint8_t *rows[8];
-        for (int64_t j = 0; j < RB; j++)
-            rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
-        __m256 acc[8][3];
-        for (int j = 0; j < RB; j++)
-            for (int i = 0; i < NB; i++) acc[j][i] = _mm256_setzero_ps();
-        const uint8_t *next = rows[0] + (size_t)RB * w->row_bytes;
-        const int64_t next_end = r + 2 * RB <= r1 ? (int64_t)RB * (int64_t)w->row_bytes : 0;
-        const int64_t per_step = ((next_end + a->nb - 1) / a->nb + 63) & ~(int64_t)63;
-        for (int64_t b = 0; b < a->nb; b++) {
-            for (int64_t o = b * per_step; o < (b + 1) * per_step && o < next_end; o += 64)
-                _mm_prefetch((const char *)next + o, _MM_HINT_T0);
-            __m256i xv[3];
-            float dx[3];
-            for (int i = 0; i < NB; i++) {
-                const struct rops_xq8 *xb = &a->xq[i * a->nb + b];
-                xv[i] = _mm256_loadu_si256((const __m256i *)xb->qs);
-                dx[i] = xb->d;
-            }
-            for (int j = 0; j < RB; j++) {
-                float dw;
-                const __m256i wq = block_bytes(type, rows[j], a->b0 + b, &dw);
-                const __m256i aw = _mm256_sign_epi8(wq, wq);
-                for (int i = 0; i < NB; i++)
-                    acc[j][i] =
-                        _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[i]),
-                                        _mm256_cvtepi32_ps(dot_bytes(aw, wq, xv[i])), acc[j][i]);
-            }
-        }
-        for (int64_t j = 0; j < rb; j++)
-            for (int i = 0; i < NB; i++) {
-                float *dst = &a->y[i * m + r + j];
-                *dst = a->accumulate ? *dst + hsum256(acc[j][i]) : hsum256(acc[j][i]);
-            }
-    }
-}
-
-#define Q8_FOR_TYPE(T)                                                                             \
-    static void q8_##T(const struct rops_q8_args *a, int64_t r0, int64_t r1) {                     \
-        if (a->n == 1)                                                                             \
-            q8_rows(T, a, 1, 8, r0, r1);                                                           \
-        else if (a->n == 2)                                                                        \
-            q8_rows(T, a, 2, 4, r0, r1);                                                           \
-        else                                                                                       \
-            q8_rows(T, a, 3, 4, r0, r1);                                                           \
-    }
-Q8_FOR_TYPE(ROPS_TYPE_Q8_0)
-Q8_FOR_TYPE(ROPS_TYPE_Q4_0)
-
-static void matmul_q8_rows_avx512(const struct rops_q8_args *a, int64_t r0, int64_t r1) {
-    if (a->w->type == ROPS_TYPE_Q8_0)
-        q8_ROPS_TYPE_Q8_0(a, r0, r1);
-    else
-        q8_ROPS_TYPE_Q4_0(a, r0, r1);
-}
+/* the EVEX form of vpdpbusd on 256-bit registers (AVX512-VNNI + VL) */
+#define ROPS_VNNI_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define ROPS_VNNI_NAME              matmul_q8_rows_avx512
+#include "ops_vnni.h"
 
 /* ---- Mamba's and Mamba-2's scans, RWKV's WKV heads ------------------------------------------ */
 

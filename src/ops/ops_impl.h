@@ -125,6 +125,7 @@ struct rops_kernels {
  * (another architecture, or a compiler without the flags). ops_probe.c checks the CPU. */
 extern const struct rops_kernels rops_kernels_scalar;
 const struct rops_kernels *rops_kernels_avx2(void);
+const struct rops_kernels *rops_kernels_avxvnni(void);
 const struct rops_kernels *rops_kernels_avx512(void);
 /* The table of isa (one this CPU runs: see rops_isa_runs); the portable one for another. */
 const struct rops_kernels *rops_kernels_of(enum rops_isa isa);
@@ -143,7 +144,7 @@ uint16_t rops_q8_block(const float *x, int8_t *qs);
 void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out);
 
 /* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C): the entries of its table,
- * which the AVX-512 table takes where it has no wider kernel. */
+ * which the AVX-VNNI and AVX-512 tables take where they have no kernel of their own. */
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1);
 void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);

@@ -20,11 +20,11 @@
 /* ---- instruction sets ---------------------------------------------------------------------- */
 
 struct cpu_features {
-    bool avx2, avx512; /* the CPU has the instructions and the OS saves their registers */
+    bool avx2, avxvnni, avx512; /* the CPU has the instructions and the OS saves their registers */
 };
 
 static struct cpu_features cpu_features(void) {
-    struct cpu_features f = {false, false};
+    struct cpu_features f = {false, false, false};
 #ifdef HAVE_CPUID
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
@@ -40,11 +40,16 @@ static struct cpu_features cpu_features(void) {
     const bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xe6) == 0xe6;
     if (__get_cpuid_max(0, NULL) < 7) return f;
     __cpuid_count(7, 0, a, b, c, d);
+    const unsigned max_subleaf = a;
     const bool avx2 = b & (1u << 5);
     const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) &&
                         (b & (1u << 31)) && (c & (1u << 11)); /* F, DQ, BW, VL; VNNI */
     f.avx2 = ymm && avx2 && fma && f16c;
     f.avx512 = f.avx2 && zmm && avx512;
+    if (max_subleaf >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        f.avxvnni = f.avx2 && (a & (1u << 4)); /* leaf 7 subleaf 1, EAX bit 4: AVX-VNNI */
+    }
 #endif
     return f;
 }
@@ -61,6 +66,9 @@ const char *rops_isa_lacks(enum rops_isa isa) {
     case ROPS_ISA_AVX2:
         if (!rops_kernels_avx2()) return "this build has no AVX2 kernels (not x86-64)";
         return f.avx2 ? NULL : "the CPU (or its OS) lacks AVX2, FMA or F16C";
+    case ROPS_ISA_AVXVNNI:
+        if (!rops_kernels_avxvnni()) return "this build has no AVX-VNNI kernels";
+        return f.avxvnni ? NULL : "the CPU lacks AVX-VNNI (or AVX2, FMA, F16C)";
     case ROPS_ISA_AVX512:
         if (!rops_kernels_avx512()) return "this build has no AVX-512 kernels";
         return f.avx512 ? NULL
@@ -77,7 +85,7 @@ enum rops_isa rops_isa_best(void) {
     return ROPS_ISA_SCALAR;
 }
 
-static const char *const isa_names[ROPS_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+static const char *const isa_names[ROPS_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512"};
 
 const char *rops_isa_name(enum rops_isa isa) {
     return (unsigned)isa < ROPS_ISA_COUNT ? isa_names[isa] : "?";
@@ -99,13 +107,15 @@ bool rops_isa_from_env(enum rops_isa *out) {
         *out = (enum rops_isa)isa;
         return true;
     }
-    rcore_error_set("RECUR_ISA=%.40s: not an instruction set (scalar, avx2 or avx512)", env);
+    rcore_error_set("RECUR_ISA=%.40s: not an instruction set (scalar, avx2, avxvnni or avx512)",
+                    env);
     return false;
 }
 
 const struct rops_kernels *rops_kernels_of(enum rops_isa isa) {
     const struct rops_kernels *k = NULL;
     if (isa == ROPS_ISA_AVX2) k = rops_kernels_avx2();
+    if (isa == ROPS_ISA_AVXVNNI) k = rops_kernels_avxvnni();
     if (isa == ROPS_ISA_AVX512) k = rops_kernels_avx512();
     return k ? k : &rops_kernels_scalar;
 }
