@@ -1,5 +1,5 @@
 /* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
- * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avx512.c) share. Each kernel
+ * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c) share. Each kernel
  * does one thread's share of a call; each instruction set has a table of its kernels
  * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
  * new file with its table, and an entry in ops_probe.c. */
@@ -15,9 +15,9 @@
  * threads' row split for one to three inputs. */
 #define ROPS_KT 1024
 #define ROPS_RB 4
-/* Inputs per pass over a thread's rows (AVX2, four or more inputs): they stay in L2 (96 x 1536
- * columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple of the 6
- * inputs of the kernel. 96 rather than 48: the weights are converted half as often (f16
+/* Inputs per pass over a thread's rows (AVX2 and AVX-512, four or more inputs): they stay in L2
+ * (96 x 1536 columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple
+ * of the 6 inputs of the AVX2 kernel and the 8 of the AVX-512 one. 96 rather than 48: the weights are converted half as often (f16
  * 3072 x 768 x 512 inputs: 186 -> 199 GFLOP/s); 144 overflowed L2 at 1536 columns. */
 #define ROPS_NI 96
 /* The AVX2 prompt matmul (four or more inputs): panels of 16 weight rows x ROPS_GEMM_KT
