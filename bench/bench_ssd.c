@@ -61,12 +61,23 @@ struct call {
 static void run_call(const struct call *c) {
     const int64_t Di = c->sh->d_inner, N = c->sh->d_state, G = c->sh->n_group;
     const int64_t stride = Di + 2 * G * N;
+    const struct rops_scan2_args a = {.state = c->state,
+                                      .xbc = c->xbc,
+                                      .xbc_stride = stride,
+                                      .dt = c->dt,
+                                      .A = c->A,
+                                      .D = c->D,
+                                      .n_seqs = c->n_seqs,
+                                      .n_tok = c->n_tok,
+                                      .d_inner = Di,
+                                      .d_state = N,
+                                      .n_head = c->sh->n_head,
+                                      .n_group = G,
+                                      .y = c->y};
     if (c->chunked)
-        rops_ssm_scan2_chunked(c->ex, c->state, c->xbc, stride, c->dt, c->A, c->D, c->n_seqs,
-                               c->n_tok, Di, N, c->sh->n_head, G, c->y, NULL);
+        rops_ssm_scan2_chunked(c->ex, &a);
     else
-        rops_ssm_scan2(c->ex, c->state, c->xbc, stride, c->dt, c->A, c->D, c->n_seqs, c->n_tok, Di,
-                       N, c->sh->n_head, G, c->y, NULL);
+        rops_ssm_scan2(c->ex, &a);
 }
 
 /* Seconds per call of one run: as many calls as take ~20 ms (at least one). */

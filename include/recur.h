@@ -91,8 +91,11 @@ RECUR_API void recur_model_free(struct recur_model *model);
 
 /* A context: the state memory for n_seq_max sequences, buffers for decoding, and
  * max(n_threads, n_threads_batch) - 1 worker threads (they spin briefly after each kernel,
- * then sleep). NULL on failure: invalid parameters (the message names the field), memory or
- * threads that cannot be had. */
+ * then sleep). Its kernels use the widest instruction set the CPU runs (AVX-512, AVX2 with
+ * AVX-VNNI, AVX2 or portable C), or the one the environment variable RECUR_ISA names (avx512,
+ * avxvnni, avx2 or scalar).
+ * NULL on failure: invalid parameters (the message names the field), memory or threads that
+ * cannot be had, a RECUR_ISA that names no instruction set or one this CPU does not run. */
 RECUR_API struct recur_context *recur_init_from_model(struct recur_model *model,
                                                       struct recur_context_params params);
 RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */

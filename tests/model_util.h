@@ -38,8 +38,8 @@ static struct recur_context *new_ctx_with(struct recur_model *m, uint32_t n_seq,
     p.n_seq_max = n_seq;
     p.n_batch = 512;
     p.n_ubatch = n_ubatch;
-    /* ctest runs these tests with 1 thread and with several (RECUR_TEST_THREADS), and with
-       the portable kernels (RECUR_ISA=scalar) as well as the best the CPU has */
+    /* ctest runs these tests with 1 thread and with several (RECUR_TEST_THREADS), and on
+       every kernel path (RECUR_ISA: scalar, avx2, avxvnni, avx512) */
     const char *threads = getenv("RECUR_TEST_THREADS");
     if (threads) p.n_threads = p.n_threads_batch = atoi(threads);
     struct recur_context *ctx = recur_init_from_model(m, p);

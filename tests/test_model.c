@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "ops/ops.h"
 #include "recur.h"
 #define TEST_LAST_ERROR recur_last_error
 #include "test.h"
@@ -726,6 +727,20 @@ static int run_detokenize(const char *path, const char *ids) {
 }
 
 int main(int argc, char **argv) {
+    /* a kernel path (RECUR_ISA) this CPU lacks: skipped (ctest's SKIP_RETURN_CODE), not passed;
+       a name that is no path fails in recur_init_from_model */
+    const char *isa = getenv("RECUR_ISA");
+    for (int i = 0; isa && i < ROPS_ISA_COUNT; i++)
+        if (strcmp(isa, rops_isa_name((enum rops_isa)i)) == 0 && rops_isa_lacks((enum rops_isa)i)) {
+            printf("SKIP: RECUR_ISA=%s (%s)\n", isa, rops_isa_lacks((enum rops_isa)i));
+            return 77;
+        }
+    if (argc == 2 && strcmp(argv[1], "isa") == 0) { /* the check above, and the name's */
+        enum rops_isa chosen;
+        if (rops_isa_from_env(&chosen)) return 0;
+        fprintf(stderr, "%s\n", recur_last_error());
+        return 1;
+    }
     if (argc == 5 && strcmp(argv[1], "greedy") == 0)
         return run_greedy(argv[2], argv[3], atoi(argv[4]), false);
     if (argc == 5 && strcmp(argv[1], "greedy-ids") == 0)
@@ -736,6 +751,6 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "malformed") == 0) return run_malformed(argv[2]);
     if (argc == 4 && strcmp(argv[1], "detokenize") == 0) return run_detokenize(argv[2], argv[3]);
     fprintf(stderr, "usage: test_model ref MODEL REF.bin TOL SEQ... | api MODEL OTHER | "
-                    "malformed MODEL | greedy[-ids] MODEL PROMPT N | detokenize MODEL IDS\n");
+                    "malformed MODEL | greedy[-ids] MODEL PROMPT N | detokenize MODEL IDS | isa\n");
     return 2;
 }

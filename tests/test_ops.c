@@ -15,6 +15,7 @@
 #include "ops/ops.h"
 #include "ops/ops_impl.h"
 #include "pool/pool.h"
+#include "ops_util.h"
 #include "test.h"
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ull;
@@ -205,9 +206,9 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
         for (int64_t c = 0; c < k; c++) same &= row[c] == (float)w.exact[r * k + c];
         CHECK_MSG(same, "get_row: type %u row %lld", w.m.type, (long long)r);
     }
-    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-    for (int ii = 0; ii < 2; ii++) {
-        if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++) {
         /* threads 1 and 2 with the scratch the call wants; 2 threads with a scratch for
            5 inputs (groups of 5, then the rest) and with none (three at a time) */
         for (int run = 0; run < 4; run++) {
@@ -286,6 +287,46 @@ static void test_matmul(void) {
     rpool_free(pool);
 }
 
+/* The integer dots of block weights (one to three inputs) on the vector paths: the AVX-512
+ * path's VNNI sums and the float steps after them are the AVX2 path's, so their results are the
+ * same bits (the float64 reference above checks each path's accuracy). */
+static void test_block_dots_agree(void) {
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    int first_vec = -1;
+    for (int ii = 0; ii < n_isas; ii++)
+        if (isas[ii] != ROPS_ISA_SCALAR && first_vec < 0) first_vec = ii;
+    if (first_vec < 0 || n_isas - first_vec < 2) {
+        printf("SKIP: block dots across vector paths (fewer than two on this CPU)\n");
+        return;
+    }
+    const uint32_t types[2] = {8, 2};
+    const int64_t rows = 37, k = 4096 + 288; /* two column tiles, a partial last one */
+    float *x = malloc(sizeof(float) * (size_t)(3 * k));
+    float *y0 = malloc(sizeof(float) * (size_t)(3 * rows)),
+          *y1 = malloc(sizeof(float) * (size_t)(3 * rows));
+    REQUIRE(x && y0 && y1);
+    for (int64_t i = 0; i < 3 * k; i++) x[i] = frand();
+    for (int ti = 0; ti < 2; ti++) {
+        struct test_mat w = make_mat(types[ti], rows, k);
+        for (int64_t n = 1; n <= 3; n++) {
+            const struct rops_exec e0 = {NULL, 1, isas[first_vec], NULL, 0};
+            rops_matmul(&e0, &w.m, x, n, y0);
+            for (int ii = first_vec + 1; ii < n_isas; ii++) {
+                const struct rops_exec e1 = {NULL, 1, isas[ii], NULL, 0};
+                rops_matmul(&e1, &w.m, x, n, y1);
+                CHECK_MSG(memcmp(y0, y1, sizeof(float) * (size_t)(n * rows)) == 0,
+                          "type %u n %lld: %s and %s differ", types[ti], (long long)n,
+                          rops_isa_name(isas[first_vec]), rops_isa_name(isas[ii]));
+            }
+        }
+        free_mat(&w);
+    }
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 /* Quantizing rounds to the nearest step of each block's scale (q4_0: within one step, the
  * top value being clamped at 7 steps), and matches ggml's choice of scale. */
 static void test_quantize(void) {
@@ -340,20 +381,23 @@ static void test_quantize_inputs(void) {
             if (b == 5) xb[7] = nextafterf(0.5f * d, 0.0f); /* 0.49999997 steps */
             if (b == 6) memset(xb, 0, 32 * sizeof(float));
         }
-        rops_quantize_x_scalar(x, NB, qs);
-        if (rops_isa_best() == ROPS_ISA_AVX2)
-            rops_quantize_x_avx2(x, NB, qv);
-        else
-            memcpy(qv, qs, sizeof qs); /* one path on this CPU: nothing to compare */
-        REQUIRE(rops_quantize_row(8, x, NB * 32, ref));
+        rops_kernels_scalar.quantize_x(x, NB, qs);
         int diff = 0, off_ref = 0;
+        /* every vector path against the portable one */
+        enum rops_isa isas[ROPS_ISA_COUNT];
+        const int n_isas = test_isas(isas);
+        for (int ii = 1; ii < n_isas; ii++) {
+            rops_kernels_of(isas[ii])->quantize_x(x, NB, qv);
+            for (int b = 0; b < NB; b++)
+                diff += memcmp(qs[b].qs, qv[b].qs, 32) != 0 || qs[b].d != qv[b].d;
+        }
+        REQUIRE(rops_quantize_row(8, x, NB * 32, ref));
         for (int b = 0; b < NB; b++) {
-            diff += memcmp(qs[b].qs, qv[b].qs, 32) != 0 || qs[b].d != qv[b].d;
             const uint16_t dh = (uint16_t)(ref[34 * b] | ref[34 * b + 1] << 8);
             off_ref +=
                 memcmp(qs[b].qs, ref + 34 * b + 2, 32) != 0 || qs[b].d != rcore_f16_to_f32(dh);
         }
-        CHECK_MSG(diff == 0, "rep %d: %d blocks differ between the scalar and AVX2 paths", rep,
+        CHECK_MSG(diff == 0, "rep %d: %d blocks differ between the scalar and a vector path", rep,
                   diff);
         CHECK_MSG(off_ref == 0, "rep %d: %d blocks differ from rops_quantize_row", rep, off_ref);
     }
@@ -364,8 +408,9 @@ static void test_softplus(void) {
     enum { ROWS = 3, COLS = 347 };
     static float x[ROWS * COLS], bias[COLS], y[ROWS * COLS];
     for (int c = 0; c < COLS; c++) bias[c] = frand() * 0.5f;
-    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-    for (int ii = 0; ii < 2; ii++) {
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++) {
         for (int i = 0; i < ROWS * COLS; i++)
             x[i] = y[i] = -40.0f + 80.0f * (float)i / (ROWS * COLS);
         rops_softplus_bias(isas[ii], y, bias, ROWS, COLS);
@@ -462,9 +507,9 @@ static void test_ssm(void) {
                 for (int64_t q = 0; q < N; q++) rssm[(s * Di + c) * N + q] = st[q];
             }
 
-        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-        for (int ii = 0; ii < 2; ii++) {
-            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+        enum rops_isa isas[ROPS_ISA_COUNT];
+        const int n_isas = test_isas(isas);
+        for (int ii = 0; ii < n_isas; ii++) {
             for (int nth = 1; nth <= 2; nth++) {
                 const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
                 memcpy(conv, conv0, sizeof(float) * (size_t)(S * Di * (K - 1)));
@@ -472,9 +517,33 @@ static void test_ssm(void) {
                 const bool save = nth == 2; /* with and without saves */
                 memset(sk, 0xff, sizeof(float) * (size_t)(n * kc));
                 memset(sv, 0xff, sizeof(float) * (size_t)(n * ks));
-                rops_ssm_conv(&ex, conv, xz, 2 * Di, S, T, Di, K, w, b, xc, save ? save_k : NULL);
-                rops_ssm_scan(&ex, ssm, xc, dt, A, BC, BC + N, 2 * N, D, xz + Di, 2 * Di, S, T, Di,
-                              N, y, save ? save_v : NULL);
+                rops_ssm_conv(&ex, &(struct rops_conv_args){.state = conv,
+                                                            .x = xz,
+                                                            .x_stride = 2 * Di,
+                                                            .n_seqs = S,
+                                                            .n_tok = T,
+                                                            .d_inner = Di,
+                                                            .d_conv = K,
+                                                            .w = w,
+                                                            .b = b,
+                                                            .xc = xc,
+                                                            .save = save ? save_k : NULL});
+                rops_ssm_scan(&ex, &(struct rops_scan_args){.state = ssm,
+                                                            .x = xc,
+                                                            .dt = dt,
+                                                            .A = A,
+                                                            .B = BC,
+                                                            .C = BC + N,
+                                                            .bc_stride = 2 * N,
+                                                            .D = D,
+                                                            .z = xz + Di,
+                                                            .z_stride = 2 * Di,
+                                                            .n_seqs = S,
+                                                            .n_tok = T,
+                                                            .d_inner = Di,
+                                                            .d_state = N,
+                                                            .y = y,
+                                                            .save = save ? save_v : NULL});
                 if (save) {
                     /* each save is the state after its token; the last ones are the final
                        states bit for bit; tokens without a save leave their buffer alone */
@@ -563,7 +632,8 @@ static void test_ssm2(void) {
     const int64_t shapes[][6] = {/* S, T, H, P, N, G */
                                  {1, 1, 2, 8, 16, 1},
                                  {2, 5, 4, 4, 8, 2},
-                                 {3, 4, 6, 3, 12, 3}};
+                                 {3, 4, 6, 3, 12, 3},
+                                 {2, 3, 2, 5, 32, 1}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t S = shapes[si][0], T = shapes[si][1], H = shapes[si][2], P = shapes[si][3],
                       N = shapes[si][4], G = shapes[si][5], Di = H * P, stride = Di + 2 * G * N,
@@ -585,13 +655,26 @@ static void test_ssm2(void) {
         for (int64_t i = 0; i < S * Di * N; i++) s0[i] = frand(), rs[i] = s0[i];
         for (int64_t t = 0; t < n; t++) save[t] = t % 2 ? sv + t * Di * N : NULL;
         ref_scan2(S, T, H, P, N, G, xbc, dt, A, D, rs, ry, NULL);
-        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-        for (int ii = 0; ii < 2; ii++) {
-            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+        enum rops_isa isas[ROPS_ISA_COUNT];
+        const int n_isas = test_isas(isas);
+        for (int ii = 0; ii < n_isas; ii++) {
             for (int nth = 1; nth <= 2; nth++) {
                 const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
                 memcpy(st, s0, sizeof(float) * (size_t)(S * Di * N));
-                rops_ssm_scan2(&ex, st, xbc, stride, dt, A, D, S, T, Di, N, H, G, y, save);
+                rops_ssm_scan2(&ex, &(struct rops_scan2_args){.state = st,
+                                                              .xbc = xbc,
+                                                              .xbc_stride = stride,
+                                                              .dt = dt,
+                                                              .A = A,
+                                                              .D = D,
+                                                              .n_seqs = S,
+                                                              .n_tok = T,
+                                                              .d_inner = Di,
+                                                              .d_state = N,
+                                                              .n_head = H,
+                                                              .n_group = G,
+                                                              .y = y,
+                                                              .save = save});
                 double ey = 0, es = 0;
                 for (int64_t i = 0; i < n * Di; i++)
                     ey = fmax(ey, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
@@ -668,13 +751,26 @@ static void test_ssm2_chunked(void) {
             save[t] = want ? sv + t * ns : NULL;
         }
         ref_scan2(S, T, H, P, N, G, xbc, dt, A, D, rs, ry, rsv);
-        const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-        for (int ii = 0; ii < 2; ii++) {
-            if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+        enum rops_isa isas[ROPS_ISA_COUNT];
+        const int n_isas = test_isas(isas);
+        for (int ii = 0; ii < n_isas; ii++) {
             /* the plain scan in float, for the comparison between the two */
             const struct rops_exec ex1 = {.pool = pool, .n_threads = 1, .isa = isas[ii]};
             memcpy(sp, s0, sizeof(float) * (size_t)(S * ns));
-            rops_ssm_scan2(&ex1, sp, xbc, stride, dt, A, D, S, T, Di, N, H, G, yp, NULL);
+            rops_ssm_scan2(&ex1, &(struct rops_scan2_args){.state = sp,
+                                                           .xbc = xbc,
+                                                           .xbc_stride = stride,
+                                                           .dt = dt,
+                                                           .A = A,
+                                                           .D = D,
+                                                           .n_seqs = S,
+                                                           .n_tok = T,
+                                                           .d_inner = Di,
+                                                           .d_state = N,
+                                                           .n_head = H,
+                                                           .n_group = G,
+                                                           .y = yp,
+                                                           .save = NULL});
             if (getenv("RECUR_TEST_VERBOSE")) {
                 double e1 = 0, e2 = 0;
                 for (int64_t i = 0; i < n * Di; i++)
@@ -698,8 +794,21 @@ static void test_ssm2_chunked(void) {
                     for (int with_saves = 0; with_saves < 2; with_saves++) {
                         memcpy(st, s0, sizeof(float) * (size_t)(S * ns));
                         memset(sv, 0xff, sizeof(float) * (size_t)(n * ns)); /* NaN */
-                        rops_ssm_scan2_chunked(&ex, st, xbc, stride, dt, A, D, S, T, Di, N, H, G, y,
-                                               with_saves ? save : NULL);
+                        rops_ssm_scan2_chunked(
+                            &ex, &(struct rops_scan2_args){.state = st,
+                                                           .xbc = xbc,
+                                                           .xbc_stride = stride,
+                                                           .dt = dt,
+                                                           .A = A,
+                                                           .D = D,
+                                                           .n_seqs = S,
+                                                           .n_tok = T,
+                                                           .d_inner = Di,
+                                                           .d_state = N,
+                                                           .n_head = H,
+                                                           .n_group = G,
+                                                           .y = y,
+                                                           .save = with_saves ? save : NULL});
                         double ey = 0, es = 0, eyp = 0, esp = 0, esv = 0;
                         for (int64_t i = 0; i < n * Di; i++) {
                             ey = fmax(ey, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
@@ -749,6 +858,7 @@ int main(void) {
     RUN(test_matmul);
     RUN(test_quantize);
     RUN(test_quantize_inputs);
+    RUN(test_block_dots_agree);
     RUN(test_softplus);
     RUN(test_ssm);
     RUN(test_ssm2);

@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "ops/ops.h"
 #include "pool/pool.h"
+#include "ops_util.h"
 #include "test.h"
 
 static unsigned long long rng = 0x51afd7ed558ccd25ull;
@@ -79,11 +80,11 @@ static void check_batch(struct rpool *pool, const char *what, const struct shape
     }
     void *scratch = malloc(scratch_full);
     REQUIRE(scratch);
-    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
     /* all of it; about a fifth (several calls, the prompts' tiles in smaller groups); none */
     const size_t scratches[3] = {scratch_full, scratch_full / 5, 0};
-    for (int ii = 0; ii < 2; ii++) {
-        if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+    for (int ii = 0; ii < n_isas; ii++) {
         for (int nth = 1; nth <= 3; nth++)
             for (int si = 0; si < 3; si++) {
                 const struct rops_exec ex = {pool, nth, isas[ii], scratches[si] ? scratch : NULL,

@@ -14,6 +14,7 @@
 
 #include "ops/ops.h"
 #include "pool/pool.h"
+#include "ops_util.h"
 #include "test.h"
 
 static unsigned long long rng = 0x2545f4914f6cdd1dull;
@@ -112,17 +113,40 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
     for (int64_t t = 0; t < n; t++) save[t] = t % 3 == 1 || t % T == T - 1 ? sv + t * ns : NULL;
     ref_wkv(v7, S, T, E, hs, r, k, v, w, u, a, b, rs, ry);
 
-    const enum rops_isa isas[2] = {ROPS_ISA_SCALAR, rops_isa_best()};
-    for (int ii = 0; ii < 2; ii++) {
-        if (ii == 1 && isas[1] == ROPS_ISA_SCALAR) break;
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++) {
         for (int nth = 1; nth <= 2; nth++) {
             const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
             memcpy(st, s0, sizeof(float) * (size_t)(S * ns));
             memset(sv, 0, sizeof(float) * (size_t)(n * ns));
             if (v7)
-                rops_wkv7(&ex, st, r, w, k, v, a, b, S, T, E, hs, y, save);
+                rops_wkv7(&ex, &(struct rops_wkv_args){.state = st,
+                                                       .r = r,
+                                                       .w = w,
+                                                       .k = k,
+                                                       .v = v,
+                                                       .a = a,
+                                                       .b = b,
+                                                       .n_seqs = S,
+                                                       .n_tok = T,
+                                                       .n_embd = E,
+                                                       .head_size = hs,
+                                                       .y = y,
+                                                       .save = save});
             else
-                rops_wkv6(&ex, st, r, k, v, w, u, S, T, E, hs, y, save);
+                rops_wkv6(&ex, &(struct rops_wkv_args){.state = st,
+                                                       .r = r,
+                                                       .k = k,
+                                                       .v = v,
+                                                       .w = w,
+                                                       .u = u,
+                                                       .n_seqs = S,
+                                                       .n_tok = T,
+                                                       .n_embd = E,
+                                                       .head_size = hs,
+                                                       .y = y,
+                                                       .save = save});
             double ey = 0, es = 0;
             for (int64_t i = 0; i < n * E; i++)
                 ey = fmax(ey, fabs(y[i] - ry[i]) / (1 + fabs(ry[i])));
@@ -152,12 +176,10 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
 static void test_wkv(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
-    const int64_t shapes[][4] = {/* S, T, E, head_size */
-                                 {1, 1, 8, 8},
-                                 {2, 5, 32, 8},
-                                 {3, 4, 15, 5},
-                                 {1, 7, 64, 16},
-                                 {2, 3, 128, 64}};
+    const int64_t shapes[][4] = {
+        /* S, T, E, head_size */
+        {1, 1, 8, 8},   {2, 5, 32, 8},   {3, 4, 15, 5},
+        {1, 7, 64, 16}, {2, 3, 128, 64}, {2, 3, 48, 24}}; /* a vector of 16 and a part of one */
     for (int v7 = 0; v7 <= 1; v7++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             check_wkv(pool, v7, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);

@@ -247,7 +247,11 @@ int cmd_bench(int argc, char **argv) {
     }
 
     /* the machine, on the same threads and ISA as the model */
-    const enum rops_isa isa = rops_isa_best();
+    enum rops_isa isa;
+    if (!rops_isa_from_env(&isa)) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        goto done;
+    }
     const struct rops_exec ex = {.pool = pool, .n_threads = o.n_threads, .isa = isa};
     for (size_t i = 0; i < probe_bytes / sizeof(float); i++) probe_buf[i] = (float)(i & 1023);
     const double gflops = rops_probe_gflops(&ex);

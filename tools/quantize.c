@@ -64,7 +64,8 @@ static bool converts(const struct rgguf_tensor *t, const struct qtype *q) {
 static void *convert(const struct rgguf_tensor *t, const struct qtype *q, size_t *nbytes) {
     const int64_t k = t->ne[0], rows = t->ne[1];
     const size_t out_row = rops_row_bytes(q->ggml_type, k);
-    const struct rops_mat src = {t->data, t->type, k, rows, t->nbytes / (size_t)rows};
+    const struct rops_mat src = {t->data, (enum rops_type)t->type, k, rows,
+                                 t->nbytes / (size_t)rows};
     uint8_t *out = malloc(out_row * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)k);
     if (!out || !row) {

@@ -105,14 +105,6 @@ recur_token recur_token_eos(const struct recur_model *model) {
 
 /* ---- contexts ---------------------------------------------------------------------------- */
 
-/* The kernels' instruction set: the best the CPU has, unless RECUR_ISA=scalar asks for the
- * portable path (for comparisons and tests; read once per context). */
-static enum rops_isa context_isa(void) {
-    const char *env = getenv("RECUR_ISA");
-    if (env && strcmp(env, "scalar") == 0) return ROPS_ISA_SCALAR;
-    return rops_isa_best();
-}
-
 static bool check_context_params(const struct recur_context_params *p) {
     const char *bad = NULL;
     if (p->n_batch == 0 || p->n_batch > (1u << 24))
@@ -143,6 +135,10 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
         return NULL;
     }
     if (!check_context_params(&params)) return NULL;
+    /* the kernels' instruction set: the best the CPU has, unless RECUR_ISA forces one (for
+       comparisons and tests; read once per context) */
+    enum rops_isa isa;
+    if (!rops_isa_from_env(&isa)) return NULL;
     struct recur_context *ctx = calloc(1, sizeof *ctx);
     const uint32_t n_layer = (uint32_t)rmodel_n_layer(model->m);
     uint32_t *rows = calloc(2 * (size_t)n_layer, sizeof(uint32_t));
@@ -165,7 +161,7 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
                                    params.n_seq_max};
     ctx->mem = rmem_create(&mp);
     free(rows);
-    ctx->isa = context_isa();
+    ctx->isa = isa;
     const int32_t n_pool =
         params.n_threads > params.n_threads_batch ? params.n_threads : params.n_threads_batch;
     if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch, params.n_seq_max)) ||

@@ -29,7 +29,7 @@ const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dim
     for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
     float *dst = malloc(n * sizeof(float));
     if (!dst) goto oom;
-    struct rops_mat as_mat = {t->data, t->type, (int64_t)n, 1, t->nbytes};
+    struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes};
     rops_get_row(&as_mat, 0, dst);
     m->small[m->n_small++] = dst;
     return dst;
@@ -48,7 +48,7 @@ bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n
                         rgguf_type_name(t->type), (long long)n_cols);
         return false;
     }
-    *out = (struct rops_mat){t->data, t->type, n_cols, n_rows,
+    *out = (struct rops_mat){t->data, (enum rops_type)t->type, n_cols, n_rows,
                              t->nbytes / (size_t)(n_rows ? n_rows : 1)};
     return true;
 }

@@ -141,8 +141,17 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t t = 0; t < n; t++)
         rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
-    rops_ssm_conv(ex, w->conv, w->xz, 2 * Di, n_seqs, nst, Di, K, L->conv_w, L->conv_b, w->xc,
-                  save_conv);
+    rops_ssm_conv(ex, &(struct rops_conv_args){.state = w->conv,
+                                               .x = w->xz,
+                                               .x_stride = 2 * Di,
+                                               .n_seqs = n_seqs,
+                                               .n_tok = nst,
+                                               .d_inner = Di,
+                                               .d_conv = K,
+                                               .w = L->conv_w,
+                                               .b = L->conv_b,
+                                               .xc = w->xc,
+                                               .save = save_conv});
     rops_matmul(ex, &L->ssm_x, w->xc, n, w->xdb);
     for (int64_t t = 0; t < n; t++) {
         float *dbc = w->xdb + t * W;
@@ -156,8 +165,22 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     rops_matmul(ex, &L->ssm_dt, w->dtr, n, w->dt);
     rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, Di);
 
-    rops_ssm_scan(ex, w->ssm, w->xc, w->dt, L->A, w->xdb + R, w->xdb + R + N, W, L->D, w->xz + Di,
-                  2 * Di, n_seqs, nst, Di, N, w->y, save_ssm);
+    rops_ssm_scan(ex, &(struct rops_scan_args){.state = w->ssm,
+                                               .x = w->xc,
+                                               .dt = w->dt,
+                                               .A = L->A,
+                                               .B = w->xdb + R,
+                                               .C = w->xdb + R + N,
+                                               .bc_stride = W,
+                                               .D = L->D,
+                                               .z = w->xz + Di,
+                                               .z_stride = 2 * Di,
+                                               .n_seqs = n_seqs,
+                                               .n_tok = nst,
+                                               .d_inner = Di,
+                                               .d_state = N,
+                                               .y = w->y,
+                                               .save = save_ssm});
     rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }

@@ -84,19 +84,41 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
     /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
-    rops_ssm_conv(ex, w->conv, w->xz + Di, P, n_seqs, nst, Cd, hp->d_conv, L->conv_w, L->conv_b,
-                  w->xc, save_conv);
+    rops_ssm_conv(ex, &(struct rops_conv_args){.state = w->conv,
+                                               .x = w->xz + Di,
+                                               .x_stride = P,
+                                               .n_seqs = n_seqs,
+                                               .n_tok = nst,
+                                               .d_inner = Cd,
+                                               .d_conv = hp->d_conv,
+                                               .w = L->conv_w,
+                                               .b = L->conv_b,
+                                               .xc = w->xc,
+                                               .save = save_conv});
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++) w->dt[t * H + h] = w->xz[t * P + 2 * Di + 2 * G * N + h];
     rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, H);
-    /* the chunked (SSD) scan from SSD_MIN_TOKENS tokens per sequence on AVX2, where it
-       measured faster; the plain recurrence below that and on the portable path */
-    if (nst >= SSD_MIN_TOKENS && ex->isa == ROPS_ISA_AVX2)
-        rops_ssm_scan2_chunked(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G,
-                               w->y, save_ssm);
+    /* the chunked (SSD) scan from SSD_MIN_TOKENS tokens per sequence on the vector paths
+       (AVX2 and up), where it measured faster; the plain recurrence below that and on the
+       portable path */
+    const struct rops_scan2_args sa = {.state = w->ssm,
+                                       .xbc = w->xc,
+                                       .xbc_stride = Cd,
+                                       .dt = w->dt,
+                                       .A = L->A,
+                                       .D = L->D,
+                                       .n_seqs = n_seqs,
+                                       .n_tok = nst,
+                                       .d_inner = Di,
+                                       .d_state = N,
+                                       .n_head = H,
+                                       .n_group = G,
+                                       .y = w->y,
+                                       .save = save_ssm};
+    if (nst >= SSD_MIN_TOKENS && ex->isa != ROPS_ISA_SCALAR)
+        rops_ssm_scan2_chunked(ex, &sa);
     else
-        rops_ssm_scan2(ex, w->ssm, w->xc, Cd, w->dt, L->A, L->D, n_seqs, nst, Di, N, H, G, w->y,
-                       save_ssm);
+        rops_ssm_scan2(ex, &sa);
     /* gate, then RMSNorm per group */
     const int64_t gs = Di / G;
     for (int64_t t = 0; t < n; t++) {

@@ -32,7 +32,7 @@ static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int
     const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
     for (int64_t i = 0; i < n_mats; i++)
         out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,
-                                   t->type, n_cols, n_rows, row_bytes};
+                                   (enum rops_type)t->type, n_cols, n_rows, row_bytes};
     return true;
 }
 
@@ -102,8 +102,18 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         for (int64_t c = 0; c < E; c++)
             w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
     /* (14)-(16) */
-    rops_wkv6(ex, io->v, w->r, w->k, w->v, w->w, L->first, io->n_seqs, io->nst, E,
-              m->rwkv.head_size, w->y, io->save_v);
+    rops_wkv6(ex, &(struct rops_wkv_args){.state = io->v,
+                                          .r = w->r,
+                                          .k = w->k,
+                                          .v = w->v,
+                                          .w = w->w,
+                                          .u = L->first,
+                                          .n_seqs = io->n_seqs,
+                                          .n_tok = io->nst,
+                                          .n_embd = E,
+                                          .head_size = m->rwkv.head_size,
+                                          .y = w->y,
+                                          .save = io->save_v});
     rrwkv_group_norm(m, L, n, w->y);
     for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);

@@ -110,8 +110,19 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         w->sx[i] = -w->kk[i];
         w->ia[i] *= w->kk[i];
     }
-    rops_wkv7(ex, io->v, w->r, w->w, w->k, w->v, w->sx, w->ia, io->n_seqs, io->nst, E, hs, w->y,
-              io->save_v);
+    rops_wkv7(ex, &(struct rops_wkv_args){.state = io->v,
+                                          .r = w->r,
+                                          .w = w->w,
+                                          .k = w->k,
+                                          .v = w->v,
+                                          .a = w->sx,
+                                          .b = w->ia,
+                                          .n_seqs = io->n_seqs,
+                                          .n_tok = io->nst,
+                                          .n_embd = E,
+                                          .head_size = hs,
+                                          .y = w->y,
+                                          .save = io->save_v});
     /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) gate and output */
     rrwkv_group_norm(m, L, n, w->y);
     for (int64_t t = 0; t < n; t++)

@@ -7,10 +7,14 @@
  * when the model is loaded.
  *
  * Every heavy kernel takes a struct rops_exec: the thread pool and how many of its threads to
- * use, and the instruction set. Each kernel has a portable C path and, on x86-64 CPUs with
- * AVX2, FMA and F16C, a vectorised one (ops_avx2.c); both give the same results within float
- * rounding (the tests compare them), and the choice is made per call, so tests and benchmarks
- * can force either.
+ * use, and the instruction set. Each instruction set has a table of kernels (ops_impl.h): the
+ * portable C ones (ops_scalar.c), on x86-64 CPUs with AVX2, FMA and F16C vectorised ones
+ * (ops_avx2.c), with AVX-VNNI too the AVX2 ones with VNNI integer dots (ops_avxvnni.c), with
+ * AVX-512 (F, BW, VL, DQ, VNNI) wider ones (ops_avx512.c, which takes
+ * the AVX2 kernels where it has none of its own). All give the same results within float
+ * rounding (the tests compare each with float64 references), and the choice is made per call,
+ * so tests and benchmarks can force any the CPU runs. ops_probe.c finds what the CPU runs;
+ * ops.c, ops_rwkv.c and ops_ssd.c share the work out among the threads and call the table.
  */
 #ifndef RECUR_OPS_H
 #define RECUR_OPS_H
@@ -22,13 +26,25 @@
 #include "../pool/pool.h"
 
 enum rops_isa {
-    ROPS_ISA_SCALAR = 0, /* portable C */
-    ROPS_ISA_AVX2 = 1,   /* x86-64 AVX2 + FMA + F16C */
+    ROPS_ISA_SCALAR = 0,  /* portable C */
+    ROPS_ISA_AVX2 = 1,    /* x86-64 AVX2 + FMA + F16C */
+    ROPS_ISA_AVXVNNI = 2, /* AVX2 + AVX-VNNI (the integer dots by vpdpbusd), without AVX-512 */
+    ROPS_ISA_AVX512 = 3,  /* AVX2 + AVX-512 F, BW, VL, DQ and VNNI, ZMM state saved by the OS */
+    ROPS_ISA_COUNT
 };
 
-/* The best instruction set this CPU runs (CPU detection at run time). */
+/* The best instruction set this CPU runs (CPU detection at run time, once per call). */
 enum rops_isa rops_isa_best(void);
+/* True when this build has isa's kernels and this CPU (and its OS) runs them. */
+bool rops_isa_runs(enum rops_isa isa);
+/* "scalar", "avx2", "avxvnni", "avx512" ("?" for another value). */
 const char *rops_isa_name(enum rops_isa isa);
+/* Why isa does not run here (a sentence for messages), or NULL when it does. Static text. */
+const char *rops_isa_lacks(enum rops_isa isa);
+/* The instruction set a context uses: the environment variable RECUR_ISA (scalar, avx2,
+ * avxvnni or avx512) when set and not empty, else rops_isa_best(). Returns false and sets the last
+ * error (rcore_error_set) when RECUR_ISA names no instruction set or one this CPU does not run. */
+bool rops_isa_from_env(enum rops_isa *out);
 
 /* How a kernel runs: on n_threads threads of pool (pool NULL or n_threads 1: on the caller
  * alone) with instruction set isa (one this CPU runs). scratch (scratch_bytes, or NULL
@@ -42,18 +58,29 @@ struct rops_exec {
     size_t scratch_bytes;
 };
 
+/* The weight types the kernels take, numbered as ggml / GGUF number them, so that a file's
+ * tensor type that rops_type_supported() accepts converts as it is. */
+enum rops_type {
+    ROPS_TYPE_F32 = 0,
+    ROPS_TYPE_F16 = 1,
+    ROPS_TYPE_Q4_0 = 2,
+    ROPS_TYPE_Q8_0 = 8,
+    ROPS_TYPE_BF16 = 30,
+};
+
 /* A weight matrix of n_rows rows of n_cols elements (GGUF {n_cols, n_rows}). */
 struct rops_mat {
     const void *data;
-    uint32_t type; /* ggml type: 0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16 */
+    enum rops_type type;
     int64_t n_cols;
     int64_t n_rows;
     size_t row_bytes;
 };
 
-/* True when the kernels can use weights of this ggml type with rows of n_cols elements
- * (the block types need n_cols to be a multiple of their 32-element block). */
-int rops_type_supported(uint32_t type, int64_t n_cols);
+/* True when the kernels can use weights of this ggml type (any number, as a file holds it) with
+ * rows of n_cols elements (the block types need n_cols to be a multiple of their 32-element
+ * block); the type is then an enum rops_type. */
+int rops_type_supported(uint32_t ggml_type, int64_t n_cols);
 
 /* Row r of W, converted to f32 (n_cols values). */
 void rops_get_row(const struct rops_mat *w, int64_t r, float *out);
@@ -62,9 +89,9 @@ void rops_get_row(const struct rops_mat *w, int64_t r, float *out);
  * (rops_quant_row_bytes(type, n) bytes), rounding as ggml's reference quantizers do:
  * q8_0 d = max|x| / 127, q = round(x / d); q4_0 d = x_m / -8 for the x_m of largest magnitude,
  * q = min(15, trunc(x / d + 8.5)). Returns false (nothing written) for another type or n. */
-bool rops_quantize_row(uint32_t type, const float *src, int64_t n, void *dst);
+bool rops_quantize_row(enum rops_type type, const float *src, int64_t n, void *dst);
 /* Bytes of a row of n values in type (f32, f16, bf16, q8_0, q4_0); 0 when not supported. */
-size_t rops_row_bytes(uint32_t type, int64_t n);
+size_t rops_row_bytes(enum rops_type type, int64_t n);
 
 /* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows). The rows of W
  * are shared out among the threads; each block of weight rows is converted to f32 once and
@@ -136,9 +163,16 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
  * t]) NULL or where to copy that sequence's state as it is after token t, in the layout of one
  * sequence's state (the snapshots of a rollback).
  */
-void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x, int64_t x_stride,
-                   int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_conv, const float *w,
-                   const float *b, float *xc, float *const *save);
+struct rops_conv_args {
+    float *state; /* conv_state above */
+    const float *x;
+    int64_t x_stride;
+    int64_t n_seqs, n_tok, d_inner, d_conv;
+    const float *w, *b; /* d_inner x d_conv weights, d_inner biases */
+    float *xc;
+    float *const *save;
+};
+void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a);
 
 /*
  * The scan. s: per sequence a d_inner x d_state state (s[c*d_state + n]), sequence s's at
@@ -148,10 +182,17 @@ void rops_ssm_conv(const struct rops_exec *ex, float *conv_state, const float *x
  * x, dt, y: tokens x d_inner (stride d_inner); z: tokens x d_inner (stride z_stride); B, C:
  * tokens x d_state (stride bc_stride).
  */
-void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x, const float *dt,
-                   const float *A, const float *B, const float *C, int64_t bc_stride,
-                   const float *D, const float *z, int64_t z_stride, int64_t n_seqs, int64_t n_tok,
-                   int64_t d_inner, int64_t d_state, float *y, float *const *save);
+struct rops_scan_args {
+    float *state; /* ssm_state above */
+    const float *x, *dt, *A, *B, *C;
+    int64_t bc_stride;
+    const float *D, *z;
+    int64_t z_stride;
+    int64_t n_seqs, n_tok, d_inner, d_state;
+    float *y;
+    float *const *save;
+};
+void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a);
 
 /*
  * Mamba-2's scan (docs/mamba2.md (7)-(9)): n_head heads of head_dim = d_inner / n_head
@@ -161,10 +202,16 @@ void rops_ssm_scan(const struct rops_exec *ex, float *ssm_state, const float *x,
  * (s[c * d_state + n], c = h * head_dim + p), sequence s's at ssm_state + s * d_inner * d_state;
  * y: tokens x d_inner, y = s · C + D * x (no gate). save as for rops_ssm_scan.
  */
-void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *xbc,
-                    int64_t xbc_stride, const float *dt, const float *A, const float *D,
-                    int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state, int64_t n_head,
-                    int64_t n_group, float *y, float *const *save);
+struct rops_scan2_args {
+    float *state; /* ssm_state above */
+    const float *xbc;
+    int64_t xbc_stride;
+    const float *dt, *A, *D;
+    int64_t n_seqs, n_tok, d_inner, d_state, n_head, n_group;
+    float *y;
+    float *const *save;
+};
+void rops_ssm_scan2(const struct rops_exec *ex, const struct rops_scan2_args *a);
 
 /*
  * The same scan as rops_ssm_scan2 (same arguments, state layout and saves) by chunks: the
@@ -187,10 +234,7 @@ void rops_ssm_scan2(const struct rops_exec *ex, float *ssm_state, const float *x
 /* 48: 8 row tiles of the 6-row kernel, none left over; on the 130m shape (512 tokens, AVX2)
  * chunks of 36-48 took 5.4-5.7 ms, 64 5.6-6.1, 128 6.7 (bench_ssd, RESULTS.md). */
 #define ROPS_SSD_CHUNK 48
-void rops_ssm_scan2_chunked(const struct rops_exec *ex, float *ssm_state, const float *xbc,
-                            int64_t xbc_stride, const float *dt, const float *A, const float *D,
-                            int64_t n_seqs, int64_t n_tok, int64_t d_inner, int64_t d_state,
-                            int64_t n_head, int64_t n_group, float *y, float *const *save);
+void rops_ssm_scan2_chunked(const struct rops_exec *ex, const struct rops_scan2_args *a);
 size_t rops_ssm_scan2_chunked_scratch_bytes(int n_threads, int64_t n_tok, int64_t d_inner,
                                             int64_t d_state, int64_t n_head);
 
@@ -209,9 +253,16 @@ void rops_layernorm(const float *x, const float *w, const float *b, int64_t k, f
  *   y[j] = sum_i r[i] (S[i][j] + u[i] k[i] v[j]);   S[i][j] = w[i] S[i][j] + k[i] v[j]
  * save as for rops_ssm_scan (the whole state after that token).
  */
-void rops_wkv6(const struct rops_exec *ex, float *state, const float *r, const float *k,
-               const float *v, const float *w, const float *u, int64_t n_seqs, int64_t n_tok,
-               int64_t n_embd, int64_t head_size, float *y, float *const *save);
+struct rops_wkv_args {
+    float *state;
+    const float *r, *k, *v, *w;
+    const float *u;     /* RWKV-6's bonus (n_embd); NULL for RWKV-7 */
+    const float *a, *b; /* RWKV-7's state-update vectors (tokens x n_embd); NULL for RWKV-6 */
+    int64_t n_seqs, n_tok, n_embd, head_size;
+    float *y;
+    float *const *save;
+};
+void rops_wkv6(const struct rops_exec *ex, const struct rops_wkv_args *a);
 
 /*
  * RWKV-7's WKV (docs/rwkv7.md (14)), shapes as rops_wkv6; state [n_head][value i][key j]. Per
@@ -220,8 +271,6 @@ void rops_wkv6(const struct rops_exec *ex, float *state, const float *r, const f
  *   y[i] = sum_j S[i][j] r[j]
  * (the model passes a = -kk, b = kk * iclr).
  */
-void rops_wkv7(const struct rops_exec *ex, float *state, const float *r, const float *w,
-               const float *k, const float *v, const float *a, const float *b, int64_t n_seqs,
-               int64_t n_tok, int64_t n_embd, int64_t head_size, float *y, float *const *save);
+void rops_wkv7(const struct rops_exec *ex, const struct rops_wkv_args *a);
 
 #endif /* RECUR_OPS_H */

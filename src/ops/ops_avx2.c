@@ -1,6 +1,8 @@
 /*
  * The AVX2 + FMA + F16C kernels (see ops.h). This file alone is compiled with -mavx2 -mfma
- * -mf16c; nothing in it runs unless rops_isa_best() found those on the CPU.
+ * -mf16c; nothing in it runs unless ops_probe.c found those on the CPU. Its table,
+ * rops_kernels_avx2(), is at the end; the AVX-512 table takes the kernels it has no wider
+ * version of from here.
  *
  * Matmul, four or more inputs: a block of 16 weight rows, ROPS_GEMM_KT columns at a time, is
  * converted to f32 once (f16 with vcvtph2ps, bf16 by a shift, q8_0 / q4_0 by scale x integer)
@@ -23,10 +25,6 @@
 
 #include "../core/core.h"
 
-bool rops_have_avx2_kernels(void) {
-    return true;
-}
-
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -39,12 +37,12 @@ static inline float hsum(__m256 v) {
 /* ---- matmul -------------------------------------------------------------------------------- */
 
 /* 8 weights of a row from column c (c a multiple of 8), as f32. */
-static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const uint8_t *row,
+static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, const uint8_t *row,
                                                           int64_t c) {
     switch (type) {
-    case TYPE_F16:
+    case ROPS_TYPE_F16:
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
-    case TYPE_BF16: {
+    case ROPS_TYPE_BF16: {
         __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     }
@@ -56,7 +54,8 @@ static inline __attribute__((always_inline)) __m256 load8(uint32_t type, const u
 /* One to three inputs (generation): each weight is used by at most three FMAs, so it is
  * converted in registers on its way to them rather than through a panel in L1; the rows of
  * a block are streamed side by side. */
-static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const struct rops_mat *w,
+static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
+                                                            const struct rops_mat *w,
                                                             const float *x, int NB, int RB,
                                                             float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
@@ -87,8 +86,8 @@ static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const
                 float s = hsum(acc[j][i]);
                 /* the last k % 8 columns (float types only: block rows are whole blocks) */
                 for (int64_t c = k8; c < k; c++) {
-                    const float wc = type == TYPE_F32 ? ((const float *)rows[j])[c]
-                                     : type == TYPE_F16
+                    const float wc = type == ROPS_TYPE_F32 ? ((const float *)rows[j])[c]
+                                     : type == ROPS_TYPE_F16
                                          ? rcore_f16_to_f32(((const uint16_t *)rows[j])[c])
                                          : rcore_bf16_to_f32(((const uint16_t *)rows[j])[c]);
                     s += wc * x[i * k + c];
@@ -103,7 +102,8 @@ static inline __attribute__((always_inline)) void gemv_rows(uint32_t type, const
  * cache as they are needed (eight of them would not fit in registers with the accumulators).
  * The panel path converts the weights through memory instead, which for so few inputs costs
  * as much as the products. */
-static inline __attribute__((always_inline)) void gemv_many(uint32_t type, const struct rops_mat *w,
+static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
+                                                            const struct rops_mat *w,
                                                             const float *x, int NB, float *y,
                                                             int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
@@ -122,9 +122,10 @@ static inline __attribute__((always_inline)) void gemv_many(uint32_t type, const
         for (int i = 0; i < NB; i++) {
             float s = hsum(acc[i]);
             for (int64_t c = k8; c < k; c++) {
-                const float wc = type == TYPE_F32   ? ((const float *)row)[c]
-                                 : type == TYPE_F16 ? rcore_f16_to_f32(((const uint16_t *)row)[c])
-                                                    : rcore_bf16_to_f32(((const uint16_t *)row)[c]);
+                const float wc = type == ROPS_TYPE_F32 ? ((const float *)row)[c]
+                                 : type == ROPS_TYPE_F16
+                                     ? rcore_f16_to_f32(((const uint16_t *)row)[c])
+                                     : rcore_bf16_to_f32(((const uint16_t *)row)[c]);
                 s += wc * x[i * k + c];
             }
             y[i * m + r] = s;
@@ -142,9 +143,9 @@ static inline __attribute__((always_inline)) void gemv_many(uint32_t type, const
         else                                                                                       \
             gemv_rows(T, w, x, 3, 4, y, r0, r1);                                                   \
     }
-GEMV_FOR_TYPE(TYPE_F32)
-GEMV_FOR_TYPE(TYPE_F16)
-GEMV_FOR_TYPE(TYPE_BF16)
+GEMV_FOR_TYPE(ROPS_TYPE_F32)
+GEMV_FOR_TYPE(ROPS_TYPE_F16)
+GEMV_FOR_TYPE(ROPS_TYPE_BF16)
 
 #define GEMV_MANY_FOR_TYPE(T)                                                                      \
     static void gemv_many_##T(const struct rops_mat *w, const float *x, int NB, float *y,          \
@@ -164,23 +165,23 @@ GEMV_FOR_TYPE(TYPE_BF16)
             break;                                                                                 \
         }                                                                                          \
     }
-GEMV_MANY_FOR_TYPE(TYPE_F32)
-GEMV_MANY_FOR_TYPE(TYPE_F16)
-GEMV_MANY_FOR_TYPE(TYPE_BF16)
+GEMV_MANY_FOR_TYPE(ROPS_TYPE_F32)
+GEMV_MANY_FOR_TYPE(ROPS_TYPE_F16)
+GEMV_MANY_FOR_TYPE(ROPS_TYPE_BF16)
 
 /* ---- prompt matmul: packed panels ---------------------------------------------------------- */
 
 /* 8 weights of a row from column c (c a multiple of 8) as f32, any weight type; q8_0 / q4_0
  * scaled as d * q, one rounding, as the scalar path does. */
-static inline __attribute__((always_inline)) __m256 load8_any(uint32_t type, const uint8_t *row,
-                                                              int64_t c) {
-    if (type == TYPE_Q8_0) {
+static inline __attribute__((always_inline)) __m256 load8_any(enum rops_type type,
+                                                              const uint8_t *row, int64_t c) {
+    if (type == ROPS_TYPE_Q8_0) {
         const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
         const __m256 q = _mm256_cvtepi32_ps(
             _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + c % 32))));
         return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
     }
-    if (type == TYPE_Q4_0) {
+    if (type == ROPS_TYPE_Q4_0) {
         const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
         const int64_t o = c % 32;
         __m128i raw = _mm_loadl_epi64((const __m128i *)(b->qs + (o & 15)));
@@ -192,11 +193,11 @@ static inline __attribute__((always_inline)) __m256 load8_any(uint32_t type, con
     return load8(type, row, c);
 }
 
-static inline float weight_at(uint32_t type, const uint8_t *row, int64_t c) {
+static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
     switch (type) {
-    case TYPE_F32:
+    case ROPS_TYPE_F32:
         return ((const float *)row)[c];
-    case TYPE_F16:
+    case ROPS_TYPE_F16:
         return rcore_f16_to_f32(((const uint16_t *)row)[c]);
     default:
         return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
@@ -226,7 +227,7 @@ static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
  * panel[c * ROPS_GEMM_RB + j] = w[r + j][k0 + c], rows past rb up to a multiple of 8 zero.
  * Converting 8 columns of 8 rows and transposing them in registers keeps every row a sequential
  * stream. */
-static inline __attribute__((always_inline)) void pack_panel(uint32_t type,
+static inline __attribute__((always_inline)) void pack_panel(enum rops_type type,
                                                              const struct rops_mat *w, int64_t r,
                                                              int64_t rb, int64_t k0, int64_t kt,
                                                              float *panel) {
@@ -325,14 +326,14 @@ static const gemm_fn gemm_kernels[2][6] = {
 };
 
 /* Bytes of the first c columns of a row (c a multiple of 32 for the block types). */
-static inline int64_t col_bytes(uint32_t type, int64_t c) {
+static inline int64_t col_bytes(enum rops_type type, int64_t c) {
     switch (type) {
-    case TYPE_F32:
+    case ROPS_TYPE_F32:
         return 4 * c;
-    case TYPE_F16:
-    case TYPE_BF16:
+    case ROPS_TYPE_F16:
+    case ROPS_TYPE_BF16:
         return 2 * c;
-    case TYPE_Q8_0:
+    case ROPS_TYPE_Q8_0:
         return c / 32 * (int64_t)sizeof(struct rops_block_q8_0);
     default:
         return c / 32 * (int64_t)sizeof(struct rops_block_q4_0);
@@ -341,7 +342,8 @@ static inline int64_t col_bytes(uint32_t type, int64_t c) {
 
 /* Four or more inputs: per block of ROPS_GEMM_RB rows and ROPS_GEMM_KT columns, the weights
  * converted once into a panel in L1, then 6 inputs x 16 rows at a time. */
-static inline __attribute__((always_inline)) void gemm_rows(uint32_t type, const struct rops_mat *w,
+static inline __attribute__((always_inline)) void gemm_rows(enum rops_type type,
+                                                            const struct rops_mat *w,
                                                             const float *x, int64_t n, float *y,
                                                             int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows;
@@ -391,25 +393,25 @@ static inline __attribute__((always_inline)) void gemm_rows(uint32_t type, const
                          int64_t r0, int64_t r1) {                                                 \
         gemm_rows(T, w, x, n, y, r0, r1);                                                          \
     }
-GEMM_FOR_TYPE(TYPE_F32)
-GEMM_FOR_TYPE(TYPE_F16)
-GEMM_FOR_TYPE(TYPE_BF16)
-GEMM_FOR_TYPE(TYPE_Q8_0)
-GEMM_FOR_TYPE(TYPE_Q4_0)
+GEMM_FOR_TYPE(ROPS_TYPE_F32)
+GEMM_FOR_TYPE(ROPS_TYPE_F16)
+GEMM_FOR_TYPE(ROPS_TYPE_BF16)
+GEMM_FOR_TYPE(ROPS_TYPE_Q8_0)
+GEMM_FOR_TYPE(ROPS_TYPE_Q4_0)
 
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1) {
     const int64_t m = w->n_rows;
     if (n <= 3) {
         switch (w->type) {
-        case TYPE_F32:
-            gemv_TYPE_F32(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_F32:
+            gemv_ROPS_TYPE_F32(w, x, (int)n, y, r0, r1);
             return;
-        case TYPE_F16:
-            gemv_TYPE_F16(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_F16:
+            gemv_ROPS_TYPE_F16(w, x, (int)n, y, r0, r1);
             return;
-        case TYPE_BF16:
-            gemv_TYPE_BF16(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_BF16:
+            gemv_ROPS_TYPE_BF16(w, x, (int)n, y, r0, r1);
             return;
         default: /* q8_0 / q4_0 inputs this few take rops_matmul_q8_rows_avx2 */
             break;
@@ -417,34 +419,34 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
     }
     if (n <= 7) { /* gemv_many measured faster than the packed kernel up to 6-7 inputs */
         switch (w->type) {
-        case TYPE_F32:
-            gemv_many_TYPE_F32(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_F32:
+            gemv_many_ROPS_TYPE_F32(w, x, (int)n, y, r0, r1);
             return;
-        case TYPE_F16:
-            gemv_many_TYPE_F16(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_F16:
+            gemv_many_ROPS_TYPE_F16(w, x, (int)n, y, r0, r1);
             return;
-        case TYPE_BF16:
-            gemv_many_TYPE_BF16(w, x, (int)n, y, r0, r1);
+        case ROPS_TYPE_BF16:
+            gemv_many_ROPS_TYPE_BF16(w, x, (int)n, y, r0, r1);
             return;
         default: /* block weights: the panel below */
             break;
         }
     }
     switch (w->type) {
-    case TYPE_F32:
-        gemm_TYPE_F32(w, x, n, y, r0, r1);
+    case ROPS_TYPE_F32:
+        gemm_ROPS_TYPE_F32(w, x, n, y, r0, r1);
         break;
-    case TYPE_F16:
-        gemm_TYPE_F16(w, x, n, y, r0, r1);
+    case ROPS_TYPE_F16:
+        gemm_ROPS_TYPE_F16(w, x, n, y, r0, r1);
         break;
-    case TYPE_BF16:
-        gemm_TYPE_BF16(w, x, n, y, r0, r1);
+    case ROPS_TYPE_BF16:
+        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
         break;
-    case TYPE_Q8_0:
-        gemm_TYPE_Q8_0(w, x, n, y, r0, r1);
+    case ROPS_TYPE_Q8_0:
+        gemm_ROPS_TYPE_Q8_0(w, x, n, y, r0, r1);
         break;
-    case TYPE_Q4_0:
-        gemm_TYPE_Q4_0(w, x, n, y, r0, r1);
+    case ROPS_TYPE_Q4_0:
+        gemm_ROPS_TYPE_Q4_0(w, x, n, y, r0, r1);
         break;
     default:
         for (int64_t i = 0; i < n; i++)
@@ -493,9 +495,9 @@ void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out
 }
 
 /* The 32 quants of weight block b of a row as signed bytes, and its scale. */
-static inline __attribute__((always_inline)) __m256i block_bytes(uint32_t type, const uint8_t *row,
-                                                                 int64_t b, float *d) {
-    if (type == TYPE_Q8_0) {
+static inline __attribute__((always_inline)) __m256i
+block_bytes(enum rops_type type, const uint8_t *row, int64_t b, float *d) {
+    if (type == ROPS_TYPE_Q8_0) {
         const struct rops_block_q8_0 *blk = (const struct rops_block_q8_0 *)row + b;
         *d = _cvtsh_ss(blk->d);
         return _mm256_loadu_si256((const __m256i *)blk->qs);
@@ -516,7 +518,7 @@ static inline __m256i dot_bytes(__m256i aw, __m256i w, __m256i x) {
 }
 
 static inline __attribute__((always_inline)) void
-q8_rows(uint32_t type, const struct rops_q8_args *a, int NB, int RB, int64_t r0, int64_t r1) {
+q8_rows(enum rops_type type, const struct rops_q8_args *a, int NB, int RB, int64_t r0, int64_t r1) {
     const struct rops_mat *w = a->w;
     const int64_t m = w->n_rows;
     for (int64_t r = r0; r < r1; r += RB) {
@@ -570,14 +572,14 @@ q8_rows(uint32_t type, const struct rops_q8_args *a, int NB, int RB, int64_t r0,
         else                                                                                       \
             q8_rows(T, a, 3, 2, r0, r1);                                                           \
     }
-Q8_FOR_TYPE(TYPE_Q8_0)
-Q8_FOR_TYPE(TYPE_Q4_0)
+Q8_FOR_TYPE(ROPS_TYPE_Q8_0)
+Q8_FOR_TYPE(ROPS_TYPE_Q4_0)
 
 void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1) {
-    if (a->w->type == TYPE_Q8_0)
-        q8_TYPE_Q8_0(a, r0, r1);
+    if (a->w->type == ROPS_TYPE_Q8_0)
+        q8_ROPS_TYPE_Q8_0(a, r0, r1);
     else
-        q8_TYPE_Q4_0(a, r0, r1);
+        q8_ROPS_TYPE_Q4_0(a, r0, r1);
 }
 
 /* ---- the scan ------------------------------------------------------------------------------ */
@@ -636,7 +638,7 @@ void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_
 
 /* The conv for 8 channels at a time: their states and weights are turned lag-major into
  * registers, the window slides over the tokens in registers, and the states go back. */
-void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
     const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner;
     if (K > 8 || K < 2) { /* windows this long or short are not Mamba's; keep the plain path */
         rops_conv_channels_scalar(a, c0, c1);
@@ -647,12 +649,12 @@ void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
         __m256 wk[8];
         float tmp[8][8];
         for (int64_t k = 0; k < K; k++) {
-            for (int j = 0; j < 8; j++) tmp[k][j] = a->conv_w[(c + j) * K + k];
+            for (int j = 0; j < 8; j++) tmp[k][j] = a->w[(c + j) * K + k];
             wk[k] = _mm256_loadu_ps(tmp[k]);
         }
-        const __m256 bias = _mm256_loadu_ps(a->conv_b + c);
+        const __m256 bias = _mm256_loadu_ps(a->b + c);
         for (int64_t s = 0; s < a->n_seqs; s++) {
-            float *st = a->conv_state + (s * Di + c) * n_prev;
+            float *st = a->state + (s * Di + c) * n_prev;
             __m256 win[8]; /* win[k]: input at lag n_prev - k, oldest first */
             for (int64_t k = 0; k < n_prev; k++) {
                 for (int j = 0; j < 8; j++) tmp[k][j] = st[j * n_prev + k];
@@ -683,7 +685,7 @@ void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
     if (c < c1) rops_conv_channels_scalar(a, c, c1);
 }
 
-void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
+void rops_scan_channels_avx2(const struct rops_scan_args *a, int64_t c0, int64_t c1) {
     const int64_t Di = a->d_inner, N = a->d_state;
     if (N % 8 != 0) { /* the vector path takes whole vectors of states */
         rops_scan_channels_scalar(a, c0, c1);
@@ -691,11 +693,11 @@ void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
     }
     for (int64_t s = 0; s < a->n_seqs; s++) {
         for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
-            const float *xt = a->u + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
+            const float *xt = a->x + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
             const float *Bt = a->B + t * a->bc_stride, *Ct = a->C + t * a->bc_stride;
             float *yt = a->y + t * Di;
             for (int64_t c = c0; c < c1; c++) {
-                float *sc = a->ssm_state + (s * Di + c) * N;
+                float *sc = a->state + (s * Di + c) * N;
                 const float *Ac = a->A + c * N;
                 const __m256 dt = _mm256_set1_ps(dtt[c]), dx = _mm256_set1_ps(dtt[c] * xt[c]);
                 __m256 acc = _mm256_setzero_ps();
@@ -716,7 +718,7 @@ void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t 
             for (; c < c1; c++) yt[c] *= rops_silu(zt[c]);
             float *dst = a->save ? a->save[t] : NULL;
             if (dst)
-                memcpy(dst + c0 * N, a->ssm_state + (s * Di + c0) * N,
+                memcpy(dst + c0 * N, a->state + (s * Di + c0) * N,
                        sizeof(float) * (size_t)((c1 - c0) * N));
         }
     }
@@ -752,22 +754,23 @@ float rops_probe_sum_avx2(const float *p, size_t n) {
 /* Mamba-2's scan: per channel its d_state states as vectors, as the Mamba-1 scan, with one
  * decay per head instead of one exp per state. */
 void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
-    if (a->N % 8 != 0) { /* whole vectors of states only */
+    if (a->d_state % 8 != 0) { /* whole vectors of states only */
         rops_scan2_heads_scalar(a, h0, h1);
         return;
     }
-    const int64_t P = a->Di / a->H, N = a->N;
+    const int64_t P = a->d_inner / a->n_head, N = a->d_state;
     for (int64_t s = 0; s < a->n_seqs; s++)
         for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
-            const float *x = a->xbc + t * a->stride;
+            const float *x = a->xbc + t * a->xbc_stride;
             for (int64_t h = h0; h < h1; h++) {
-                const int64_t g = h / (a->H / a->G);
-                const float *B = x + a->Di + g * N, *C = x + a->Di + a->G * N + g * N;
-                const float dt = a->dt[t * a->H + h];
+                const int64_t g = h / (a->n_head / a->n_group);
+                const float *B = x + a->d_inner + g * N,
+                            *C = x + a->d_inner + a->n_group * N + g * N;
+                const float dt = a->dt[t * a->n_head + h];
                 const __m256 dA = _mm256_set1_ps(expf(dt * a->A[h]));
                 for (int64_t p = 0; p < P; p++) {
                     const int64_t c = h * P + p;
-                    float *sc = a->ssm + (s * a->Di + c) * N;
+                    float *sc = a->state + (s * a->d_inner + c) * N;
                     const __m256 dx = _mm256_set1_ps(dt * x[c]);
                     __m256 acc = _mm256_setzero_ps();
                     for (int64_t n = 0; n < N; n += 8) {
@@ -776,11 +779,11 @@ void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t 
                         _mm256_storeu_ps(sc + n, st);
                         acc = _mm256_fmadd_ps(st, _mm256_loadu_ps(C + n), acc);
                     }
-                    a->y[t * a->Di + c] = hsum(acc) + a->D[h] * x[c];
+                    a->y[t * a->d_inner + c] = hsum(acc) + a->D[h] * x[c];
                 }
                 float *dst = a->save ? a->save[t] : NULL;
                 if (dst)
-                    memcpy(dst + h * P * N, a->ssm + (s * a->Di + h * P) * N,
+                    memcpy(dst + h * P * N, a->state + (s * a->d_inner + h * P) * N,
                            sizeof(float) * (size_t)(P * N));
             }
         }
@@ -946,68 +949,92 @@ void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64
         for (int64_t j = i < r8 ? c8 : 0; j < cols; j++) dst[j * ldd + i] = src[i * lds + j];
 }
 
-#else /* no AVX2 kernels in this build: never called, rops_isa_best() says scalar */
+/* ---- RWKV's WKV heads (ops_rwkv.c) -------------------------------------------------------- */
 
-bool rops_have_avx2_kernels(void) {
-    return false;
+/* Every inner loop runs over a contiguous row of the state: the portable loop eight lanes at a
+ * time, with a scalar tail for head sizes that are not multiples of 8. */
+
+void rops_wkv6_head_avx2(float *S, const float *r, const float *k, const float *v, const float *w,
+                         const float *u, int64_t hs, float *y) {
+    const int64_t hv = hs / 8 * 8;
+    for (int64_t j = 0; j < hs; j++) y[j] = 0.0f;
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        const float ri = r[i], ki = k[i], wi = w[i], uki = u[i] * k[i];
+        const __m256 vr = _mm256_set1_ps(ri), vk = _mm256_set1_ps(ki), vw = _mm256_set1_ps(wi),
+                     vu = _mm256_set1_ps(uki);
+        for (int64_t j = 0; j < hv; j += 8) {
+            const __m256 vv = _mm256_loadu_ps(v + j), s = _mm256_loadu_ps(row + j);
+            /* y += r * (s + u k v);  s = w s + k v */
+            _mm256_storeu_ps(
+                y + j, _mm256_fmadd_ps(vr, _mm256_fmadd_ps(vu, vv, s), _mm256_loadu_ps(y + j)));
+            _mm256_storeu_ps(row + j, _mm256_fmadd_ps(vw, s, _mm256_mul_ps(vk, vv)));
+        }
+        for (int64_t j = hv; j < hs; j++) {
+            y[j] += ri * (row[j] + uki * v[j]);
+            row[j] = wi * row[j] + ki * v[j];
+        }
+    }
 }
 
-void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
-                           int64_t r0, int64_t r1) {
-    rops_matmul_rows_scalar(w, x, n, y, r0, r1);
+/* ---- WKV7 ---------------------------------------------------------------------------------- */
+
+void rops_wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
+                         const float *a, const float *b, int64_t hs, float *y) {
+    const int64_t hv = hs / 8 * 8;
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        __m256 vsa = _mm256_setzero_ps();
+        for (int64_t j = 0; j < hv; j += 8)
+            vsa = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(row + j), vsa);
+        float sa = hsum(vsa);
+        for (int64_t j = hv; j < hs; j++) sa += a[j] * row[j];
+        const float vi = v[i];
+        const __m256 bsa = _mm256_set1_ps(sa), bvi = _mm256_set1_ps(vi);
+        __m256 vacc = _mm256_setzero_ps();
+        for (int64_t j = 0; j < hv; j += 8) {
+            __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(w + j));
+            s = _mm256_fmadd_ps(bvi, _mm256_loadu_ps(k + j), s);
+            s = _mm256_fmadd_ps(bsa, _mm256_loadu_ps(b + j), s);
+            _mm256_storeu_ps(row + j, s);
+            vacc = _mm256_fmadd_ps(s, _mm256_loadu_ps(r + j), vacc);
+        }
+        float acc = hsum(vacc);
+        for (int64_t j = hv; j < hs; j++) {
+            row[j] = row[j] * w[j] + vi * k[j] + sa * b[j];
+            acc += row[j] * r[j];
+        }
+        y[i] = acc;
+    }
 }
 
-void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
-    rops_scan_channels_scalar(a, c0, c1);
+static const struct rops_kernels table = {
+    .isa = ROPS_ISA_AVX2,
+    .matmul_rows = rops_matmul_rows_avx2,
+    .q8_rows = rops_matmul_q8_rows_avx2,
+    .quantize_x = rops_quantize_x_avx2,
+    .softplus_bias = rops_softplus_bias_avx2,
+    .conv_channels = rops_conv_channels_avx2,
+    .scan_channels = rops_scan_channels_avx2,
+    .scan2_heads = rops_scan2_heads_avx2,
+    .ssd_mm = rops_ssd_mm_avx2,
+    .ssd_decays = rops_ssd_decays_avx2,
+    .ssd_scale_rows = rops_ssd_scale_rows_avx2,
+    .ssd_transpose = rops_ssd_transpose_avx2,
+    .wkv6_head = rops_wkv6_head_avx2,
+    .wkv7_head = rops_wkv7_head_avx2,
+    .probe_fma = rops_probe_fma_avx2,
+    .probe_sum = rops_probe_sum_avx2,
+};
+
+const struct rops_kernels *rops_kernels_avx2(void) {
+    return &table;
 }
 
-void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
-    rops_scan2_heads_scalar(a, h0, h1);
-}
+#else /* no AVX2 kernels in this build */
 
-void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out) {
-    rops_quantize_x_scalar(x, n_blocks, out);
-}
-
-void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1) {
-    rops_matmul_q8_rows_scalar(a, r0, r1);
-}
-
-void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1) {
-    rops_conv_channels_scalar(a, c0, c1);
-}
-
-void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols) {
-    for (int64_t i = 0; i < n_rows; i++)
-        for (int64_t c = 0; c < n_cols; c++)
-            x[i * n_cols + c] = rops_softplus(x[i * n_cols + c] + bias[c]);
-}
-
-double rops_probe_fma_avx2(int64_t iters) {
-    return rops_probe_fma_scalar(iters);
-}
-
-float rops_probe_sum_avx2(const float *p, size_t n) {
-    return rops_probe_sum_scalar(p, n);
-}
-
-void rops_ssd_mm_avx2(const struct rops_ssd_mm *p) {
-    rops_ssd_mm_scalar(p);
-}
-
-void rops_ssd_decays_avx2(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
-                          const float *dts, float d, float *m, float *ein, float *eout) {
-    rops_ssd_decays_scalar(len, ld, g, cs, cl, dts, d, m, ein, eout);
-}
-
-void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds,
-                              const float *scale, float *dst, int64_t ldd) {
-    rops_ssd_scale_rows_scalar(rows, cols, src, lds, scale, dst, ldd);
-}
-
-void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
-                             int64_t ldd) {
-    rops_ssd_transpose_scalar(rows, cols, src, lds, dst, ldd);
+const struct rops_kernels *rops_kernels_avx2(void) {
+    return NULL;
 }
 
 #endif

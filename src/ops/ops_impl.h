@@ -1,5 +1,8 @@
-/* What ops.c (dispatch, threading, portable kernels) and ops_avx2.c (vectorised kernels)
- * share. Each kernel here does one thread's share of a call. */
+/* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
+ * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c) share. Each kernel
+ * does one thread's share of a call; each instruction set has a table of its kernels
+ * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
+ * new file with its table, and an entry in ops_probe.c. */
 #ifndef RECUR_OPS_IMPL_H
 #define RECUR_OPS_IMPL_H
 
@@ -7,16 +10,14 @@
 
 #include "ops.h"
 
-enum { TYPE_F32 = 0, TYPE_F16 = 1, TYPE_Q4_0 = 2, TYPE_Q8_0 = 8, TYPE_BF16 = 30 };
-
 /* The portable matmul's tiles: ROPS_RB weight rows, ROPS_KT columns (a multiple of the
  * 32-element quant block) converted to f32 at a time. ROPS_RB is also the grain of the
  * threads' row split for one to three inputs. */
 #define ROPS_KT 1024
 #define ROPS_RB 4
-/* Inputs per pass over a thread's rows (AVX2, four or more inputs): they stay in L2 (96 x 1536
- * columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple of the 6
- * inputs of the kernel. 96 rather than 48: the weights are converted half as often (f16
+/* Inputs per pass over a thread's rows (AVX2 and AVX-512, four or more inputs): they stay in L2
+ * (96 x 1536 columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple
+ * of the 6 inputs of the AVX2 kernel and the 8 of the AVX-512 one. 96 rather than 48: the weights are converted half as often (f16
  * 3072 x 768 x 512 inputs: 186 -> 199 GFLOP/s); 144 overflowed L2 at 1536 columns. */
 #define ROPS_NI 96
 /* The AVX2 prompt matmul (four or more inputs): panels of 16 weight rows x ROPS_GEMM_KT
@@ -42,10 +43,6 @@ struct rops_xq8 {
     float d;
     int8_t qs[32];
 };
-/* Quantizes n_blocks blocks of x (see rops_matmul); both paths give the same bits. */
-void rops_quantize_x_scalar(const float *x, int64_t n_blocks, struct rops_xq8 *out);
-void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
-
 /* Integer dot products for n <= 3 inputs with q8_0 / q4_0 weights, over the weight blocks
  * [b0, b0 + nb): rows [r0, r1) of y = W xq, or y += W xq when accumulate (a later tile of
  * columns). xq: n x nb blocks. */
@@ -56,45 +53,6 @@ struct rops_q8_args {
     bool accumulate;
     float *y;
 };
-void rops_matmul_q8_rows_scalar(const struct rops_q8_args *a, int64_t r0, int64_t r1);
-void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
-
-/* Rows [r0, r1) of y = W x (see rops_matmul). */
-void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
-                             int64_t r0, int64_t r1);
-void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
-                           int64_t r0, int64_t r1);
-
-/* The arguments of rops_ssm_conv / rops_ssm_scan, for one thread's channels [c0, c1). */
-struct rops_ssm_args {
-    float *conv_state, *ssm_state;
-    const float *x;
-    int64_t x_stride;
-    const float *conv_w, *conv_b;
-    float *xc;
-    const float *u; /* the scan's input: the conv's output */
-    const float *dt, *A, *B, *C, *D, *z;
-    int64_t bc_stride, z_stride;
-    int64_t n_seqs, n_tok, d_inner, d_conv, d_state;
-    float *y;
-    float *const *save; /* per token (s * n_tok + t), NULL or where its state goes (ops.h) */
-};
-void rops_conv_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
-void rops_conv_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
-void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
-void rops_scan_channels_scalar(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
-void rops_scan_channels_avx2(const struct rops_ssm_args *a, int64_t c0, int64_t c1);
-
-/* The arguments of rops_ssm_scan2 (ops.h), for one thread's heads [h0, h1). */
-struct rops_scan2_args {
-    float *ssm;
-    const float *xbc, *dt, *A, *D;
-    int64_t stride, n_seqs, n_tok, Di, N, H, G;
-    float *y;
-    float *const *save;
-};
-void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
-void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
 
 /* The block products of the chunked scan (ops_ssd.c), on one thread:
  *   acc[i][j] = sum_{kk < k} a[i * lda + kk] * b[kk * ldb + j]      i < m, j < n
@@ -114,43 +72,99 @@ struct rops_ssd_mm {
     float beta;
     bool accumulate, tril_a, tril_c;
 };
-void rops_ssd_mm_scalar(const struct rops_ssd_mm *p);
-void rops_ssd_mm_avx2(const struct rops_ssd_mm *p);
 
-/* One head's decays over a chunk of len tokens, ld (a multiple of 8, >= len) the row length.
- * The prefix of the segment sums, sum_{tau <= t} dt_tau A, is cs[t] + cl[t] (a float and the
- * float of the rest: a difference of two prefixes is then exact to float precision however
- * large they grow); cs, cl and dts (dt) are readable up to ld, zero past len. With
- * e(t, s) = exp((cs[t] - cs[s]) + (cl[t] - cl[s])):
- *   m[t * ld + s] = g[t * ld + s] * e(t, s) * dts[s] (+ d where s == t) for s <= t,
- *   0 for t < s < ld (whatever g holds there, NaN included);
- *   ein[s] = exp(cs[s] + cl[s]),  eout[s] = e(len - 1, s) * dts[s]  for s < ld. */
-void rops_ssd_decays_scalar(int64_t len, int64_t ld, const float *g, const float *cs,
-                            const float *cl, const float *dts, float d, float *m, float *ein,
-                            float *eout);
+/* One instruction set's kernels. Every entry is set (an instruction set without its own kernel
+ * for a job takes a narrower set's); the arguments are those of the public call (ops.h) unless
+ * said otherwise. */
+struct rops_kernels {
+    enum rops_isa isa;
+    /* Rows [r0, r1) of y = W x (see rops_matmul); for q8_0 / q4_0 weights only with four
+       or more inputs (fewer take q8_rows). */
+    void (*matmul_rows)(const struct rops_mat *w, const float *x, int64_t n, float *y, int64_t r0,
+                        int64_t r1);
+    void (*q8_rows)(const struct rops_q8_args *a, int64_t r0, int64_t r1);
+    /* Quantizes n_blocks blocks of x (see rops_matmul): every table gives the same bits. */
+    void (*quantize_x)(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+    void (*softplus_bias)(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+    /* Mamba's conv and scan for the channels [c0, c1) */
+    void (*conv_channels)(const struct rops_conv_args *a, int64_t c0, int64_t c1);
+    void (*scan_channels)(const struct rops_scan_args *a, int64_t c0, int64_t c1);
+    /* Mamba-2's scan for the heads [h0, h1) */
+    void (*scan2_heads)(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
+    /* The chunked scan's pieces (ops_ssd.c). decays: one head's decays over a chunk of len
+     * tokens, ld (a multiple of 8, >= len) the row length. The prefix of the segment sums,
+     * sum_{tau <= t} dt_tau A, is cs[t] + cl[t] (a float and the float of the rest: a difference
+     * of two prefixes is then exact to float precision however large they grow); cs, cl and dts
+     * (dt) are readable up to ld, zero past len. With e(t, s) = exp((cs[t] - cs[s]) + (cl[t] -
+     * cl[s])):
+     *   m[t * ld + s] = g[t * ld + s] * e(t, s) * dts[s] (+ d where s == t) for s <= t,
+     *   0 for t < s < ld (whatever g holds there, NaN included);
+     *   ein[s] = exp(cs[s] + cl[s]),  eout[s] = e(len - 1, s) * dts[s]  for s < ld.
+     * scale_rows: dst[i * ldd + j] = scale[i] * src[i * lds + j] for i < rows, j < cols.
+     * transpose: dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
+    void (*ssd_mm)(const struct rops_ssd_mm *p);
+    void (*ssd_decays)(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
+                       const float *dts, float d, float *m, float *ein, float *eout);
+    void (*ssd_scale_rows)(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                           const float *scale, float *dst, int64_t ldd);
+    void (*ssd_transpose)(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                          int64_t ldd);
+    /* One token of one WKV head (ops_rwkv.c): the state S (hs x hs) and the output y (hs);
+       u is the head's bonus (WKV6). */
+    void (*wkv6_head)(float *S, const float *r, const float *k, const float *v, const float *w,
+                      const float *u, int64_t hs, float *y);
+    void (*wkv7_head)(float *S, const float *r, const float *w, const float *k, const float *v,
+                      const float *a, const float *b, int64_t hs, float *y);
+    /* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats
+       (the result keeps the compiler from skipping the reads). */
+    double (*probe_fma)(int64_t iters);
+    float (*probe_sum)(const float *p, size_t n_floats);
+};
+
+/* The tables: the portable one always; the others NULL when this build has no such kernels
+ * (another architecture, or a compiler without the flags). ops_probe.c checks the CPU. */
+extern const struct rops_kernels rops_kernels_scalar;
+const struct rops_kernels *rops_kernels_avx2(void);
+const struct rops_kernels *rops_kernels_avxvnni(void);
+const struct rops_kernels *rops_kernels_avx512(void);
+/* The table of isa (one this CPU runs: see rops_isa_runs); the portable one for another. */
+const struct rops_kernels *rops_kernels_of(enum rops_isa isa);
+
+/* Portable kernels the vector ones fall back on for shapes they do not take (ops_scalar.c),
+ * and the AVX2 kernels the AVX-512 table reuses (ops_avx2.c). */
+void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                             int64_t r0, int64_t r1);
+void rops_conv_channels_scalar(const struct rops_conv_args *a, int64_t c0, int64_t c1);
+void rops_scan_channels_scalar(const struct rops_scan_args *a, int64_t c0, int64_t c1);
+void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
+/* One q8_0 block of x as ggml's reference quantizer makes it: the quants into qs, the scale
+ * (f16) returned. */
+uint16_t rops_q8_block(const float *x, int8_t *qs);
+/* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt multiples of 32. */
+void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out);
+
+/* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C): the entries of its table,
+ * which the AVX-VNNI and AVX-512 tables take where they have no kernel of their own. */
+void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1);
+void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
+void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1);
+void rops_scan_channels_avx2(const struct rops_scan_args *a, int64_t c0, int64_t c1);
+void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
+void rops_ssd_mm_avx2(const struct rops_ssd_mm *p);
 void rops_ssd_decays_avx2(int64_t len, int64_t ld, const float *g, const float *cs, const float *cl,
                           const float *dts, float d, float *m, float *ein, float *eout);
-
-/* dst[i * ldd + j] = scale[i] * src[i * lds + j] for i < rows, j < cols. */
-void rops_ssd_scale_rows_scalar(int64_t rows, int64_t cols, const float *src, int64_t lds,
-                                const float *scale, float *dst, int64_t ldd);
 void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds,
                               const float *scale, float *dst, int64_t ldd);
-
-/* dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
-void rops_ssd_transpose_scalar(int64_t rows, int64_t cols, const float *src, int64_t lds,
-                               float *dst, int64_t ldd);
 void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                              int64_t ldd);
-
-/* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats (the
- * result keeps the compiler from skipping the reads). */
-double rops_probe_fma_scalar(int64_t iters);
+void rops_wkv6_head_avx2(float *S, const float *r, const float *k, const float *v, const float *w,
+                         const float *u, int64_t hs, float *y);
+void rops_wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
+                         const float *a, const float *b, int64_t hs, float *y);
 double rops_probe_fma_avx2(int64_t iters);
-float rops_probe_sum_scalar(const float *p, size_t n_floats);
 float rops_probe_sum_avx2(const float *p, size_t n_floats);
-
-/* True when this build has the AVX2 kernels (x86-64 with a compiler that takes -mavx2). */
-bool rops_have_avx2_kernels(void);
 
 #endif /* RECUR_OPS_IMPL_H */

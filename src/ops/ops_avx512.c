@@ -1,0 +1,645 @@
+/*
+ * The AVX-512 kernels (see ops.h). This file alone is compiled with -mavx512f -mavx512bw
+ * -mavx512vl -mavx512dq -mavx512vnni (and AVX2, FMA, F16C); nothing in it runs unless
+ * ops_probe.c found those on the CPU and that the OS saves the ZMM registers. Its table,
+ * rops_kernels_avx512(), is at the end: the jobs it has no kernel of its own for take the AVX2
+ * ones (ops_avx2.c), which every CPU with AVX-512 runs.
+ *
+ * The products, as the AVX2 ones (ops_avx2.c) with 16 lanes:
+ * - one to three inputs (generation): each weight converted in registers on its way to its
+ *   FMAs (f16 by vcvtph2ps, bf16 by a shift), the rows of a block side by side, the next
+ *   block prefetched while the current one computes;
+ * - four to seven: one weight row at a time, 16 weights converted once and used by every input;
+ * - more (prompts): a panel of 32 weight rows x ROPS_GEMM512_KT columns converted to f32 once
+ *   (column-major), then 8 inputs x 32 rows at a time on 16 accumulators that are the outputs
+ *   themselves: per column two panel loads and eight broadcasts feed 16 FMAs.
+ * - q8_0 / q4_0 weights with one to three inputs: integer dots by VNNI (ops_vnni.h: vpdpbusd,
+ *   four byte products summed into each int32 lane in one instruction, where AVX2 takes
+ *   vpmaddubsw and vpmaddwd); the int32 sums and the float steps after them are the AVX2
+ *   kernel's, so the paths give the same bits.
+ */
+#include "ops_impl.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) &&                        \
+    defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__) &&                   \
+    defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+/* Prompt panels: 32 rows (two vectors) x 128 columns of f32, 16 KiB, in L1 beside the inputs'
+ * columns. */
+#define GEMM_RB 32
+#define GEMM_KT 128
+/* Inputs per kernel call of the prompt path (accumulators: 8 x 2 vectors). */
+#define GEMM_NB 8
+
+/* ---- weights to f32 ------------------------------------------------------------------------ */
+
+/* 16 weights of a float-type row from column c, as f32. */
+static inline __attribute__((always_inline)) __m512 load16(enum rops_type type, const uint8_t *row,
+                                                           int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * c)));
+    case ROPS_TYPE_BF16: {
+        const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * c)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    }
+    default:
+        return _mm512_loadu_ps((const float *)row + c);
+    }
+}
+
+static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_F32:
+        return ((const float *)row)[c];
+    case ROPS_TYPE_F16:
+        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
+    default:
+        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
+    }
+}
+
+/* ---- one to three inputs ------------------------------------------------------------------- */
+
+static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
+                                                            const struct rops_mat *w,
+                                                            const float *x, int NB, int RB,
+                                                            float *y, int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
+    for (int64_t r = r0; r < r1; r += RB) {
+        const int64_t rb = r1 - r < RB ? r1 - r : RB;
+        const uint8_t *rows[8];
+        for (int64_t j = 0; j < RB; j++)
+            rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
+        __m512 acc[8][3];
+        for (int j = 0; j < RB; j++)
+            for (int i = 0; i < NB; i++) acc[j][i] = _mm512_setzero_ps();
+        /* the next block of rows, a share per step (short row streams side by side are too
+           short for the hardware prefetcher; see ops_avx2.c) */
+        const uint8_t *next = rows[0] + (size_t)RB * w->row_bytes;
+        const int64_t next_end = r + 2 * RB <= r1 ? (int64_t)RB * (int64_t)w->row_bytes : 0;
+        const int64_t steps = k16 / 16 > 0 ? k16 / 16 : 1;
+        const int64_t per_step = ((next_end + steps - 1) / steps + 63) & ~(int64_t)63;
+        for (int64_t c = 0; c < k16; c += 16) {
+            for (int64_t o = c / 16 * per_step; o < (c / 16 + 1) * per_step && o < next_end;
+                 o += 64)
+                _mm_prefetch((const char *)next + o, _MM_HINT_T0);
+            __m512 xv[3];
+            for (int i = 0; i < NB; i++) xv[i] = _mm512_loadu_ps(x + i * k + c);
+            for (int j = 0; j < RB; j++) {
+                const __m512 wv = load16(type, rows[j], c);
+                for (int i = 0; i < NB; i++) acc[j][i] = _mm512_fmadd_ps(wv, xv[i], acc[j][i]);
+            }
+        }
+        for (int64_t j = 0; j < rb; j++)
+            for (int i = 0; i < NB; i++) {
+                float s = _mm512_reduce_add_ps(acc[j][i]);
+                for (int64_t c = k16; c < k; c++) s += weight_at(type, rows[j], c) * x[i * k + c];
+                y[i * m + r + j] = s;
+            }
+    }
+}
+
+/* ---- four to seven inputs ------------------------------------------------------------------ */
+
+static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
+                                                            const struct rops_mat *w,
+                                                            const float *x, int NB, float *y,
+                                                            int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        if (r + 4 < m) /* a few rows ahead: one row is a stream too short to prefetch itself */
+            for (size_t o = 0; o < w->row_bytes; o += 64)
+                _mm_prefetch((const char *)row + 4 * w->row_bytes + o, _MM_HINT_T0);
+        __m512 acc[8];
+        for (int i = 0; i < NB; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < k16; c += 16) {
+            const __m512 wv = load16(type, row, c);
+            for (int i = 0; i < NB; i++)
+                acc[i] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * k + c), acc[i]);
+        }
+        for (int i = 0; i < NB; i++) {
+            float s = _mm512_reduce_add_ps(acc[i]);
+            for (int64_t c = k16; c < k; c++) s += weight_at(type, row, c) * x[i * k + c];
+            y[i * m + r] = s;
+        }
+    }
+}
+
+#define GEMV_FOR_TYPE(T)                                                                           \
+    static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
+                         int64_t r1) {                                                             \
+        switch (NB) {                                                                              \
+        case 1:                                                                                    \
+            gemv_rows(T, w, x, 1, 8, y, r0, r1);                                                   \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            gemv_rows(T, w, x, 2, 4, y, r0, r1);                                                   \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            gemv_rows(T, w, x, 3, 4, y, r0, r1);                                                   \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            gemv_many(T, w, x, 4, y, r0, r1);                                                      \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            gemv_many(T, w, x, 5, y, r0, r1);                                                      \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            gemv_many(T, w, x, 6, y, r0, r1);                                                      \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv_many(T, w, x, 7, y, r0, r1);                                                      \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+GEMV_FOR_TYPE(ROPS_TYPE_F32)
+GEMV_FOR_TYPE(ROPS_TYPE_F16)
+GEMV_FOR_TYPE(ROPS_TYPE_BF16)
+
+/* ---- prompt matmul: packed panels ---------------------------------------------------------- */
+
+/* 8 weights of a row from column c (c a multiple of 8) as f32, any weight type; q8_0 / q4_0
+ * scaled as d * q, one rounding, as the other paths do. */
+static inline __attribute__((always_inline)) __m256 load8_any(enum rops_type type,
+                                                              const uint8_t *row, int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_Q8_0: {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
+        const __m256 q = _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + c % 32))));
+        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
+    }
+    case ROPS_TYPE_Q4_0: {
+        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
+        const int64_t o = c % 32;
+        __m128i raw = _mm_loadl_epi64((const __m128i *)(b->qs + (o & 15)));
+        if (o >= 16) raw = _mm_srli_epi16(raw, 4);
+        const __m128i q8 = _mm_sub_epi8(_mm_and_si128(raw, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
+    }
+    case ROPS_TYPE_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
+    case ROPS_TYPE_BF16: {
+        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * c)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+    default:
+        return _mm256_loadu_ps((const float *)row + c);
+    }
+}
+
+static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    v[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    v[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    v[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    v[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    v[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    v[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    v[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Rows [r, r + rb) (rb <= GEMM_RB), columns [k0, k0 + kt) as f32, column-major:
+ * panel[c * GEMM_RB + j] = w[r + j][k0 + c]; rows past rb up to a multiple of 16 are zero. */
+static inline __attribute__((always_inline)) void pack_panel(enum rops_type type,
+                                                             const struct rops_mat *w, int64_t r,
+                                                             int64_t rb, int64_t k0, int64_t kt,
+                                                             float *panel) {
+    const int64_t kt8 = kt & ~(int64_t)7, rows16 = (rb + 15) & ~(int64_t)15;
+    for (int64_t g = 0; g < rows16; g += 8) {
+        if (g >= rb) { /* a zero group, so that the 16-row vector it belongs to is defined */
+            for (int64_t c = 0; c < kt; c++)
+                _mm256_store_ps(panel + c * GEMM_RB + g, _mm256_setzero_ps());
+            continue;
+        }
+        const uint8_t *rows[8];
+        for (int64_t j = 0; j < 8; j++)
+            rows[j] =
+                (const uint8_t *)w->data + (size_t)(r + g + (g + j < rb ? j : 0)) * w->row_bytes;
+        for (int64_t c = 0; c < kt8; c += 8) {
+            __m256 v[8];
+            for (int j = 0; j < 8; j++)
+                v[j] = g + j < rb ? load8_any(type, rows[j], k0 + c) : _mm256_setzero_ps();
+            transpose8(v);
+            for (int t = 0; t < 8; t++) _mm256_store_ps(panel + (c + t) * GEMM_RB + g, v[t]);
+        }
+        /* the last kt % 8 columns (float types only: block rows are whole blocks) */
+        for (int64_t c = kt8; c < kt; c++)
+            for (int64_t j = 0; j < 8; j++)
+                panel[c * GEMM_RB + g + j] = g + j < rb ? weight_at(type, rows[j], k0 + c) : 0.0f;
+    }
+}
+
+/* y[i][0 .. 16 NV) (+)= the panel's rows times inputs x[i], i < NB, over kt columns (x and y
+ * already offset to the tile). */
+static inline __attribute__((always_inline)) void gemm_kernel(int NV, int NB, const float *panel,
+                                                              int64_t kt, const float *x, int64_t k,
+                                                              float *y, int64_t m, int64_t rb,
+                                                              bool first) {
+    /* named accumulators: gcc keeps an indexed array of them in memory across the loop */
+    __m512 a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
+    a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = _mm512_setzero_ps();
+    a40 = a41 = a50 = a51 = a60 = a61 = a70 = a71 = _mm512_setzero_ps();
+#define GEMM_STEP(I)                                                                               \
+    if (NB > I) {                                                                                  \
+        const __m512 xb = _mm512_set1_ps(x[I * k + c]);                                            \
+        a##I##0 = _mm512_fmadd_ps(w0, xb, a##I##0);                                                \
+        if (NV == 2) a##I##1 = _mm512_fmadd_ps(w1, xb, a##I##1);                                   \
+    }
+    for (int64_t c = 0; c < kt; c++) {
+        const __m512 w0 = _mm512_load_ps(panel + c * GEMM_RB);
+        const __m512 w1 = NV == 2 ? _mm512_load_ps(panel + c * GEMM_RB + 16) : w0;
+        GEMM_STEP(0)
+        GEMM_STEP(1)
+        GEMM_STEP(2)
+        GEMM_STEP(3)
+        GEMM_STEP(4)
+        GEMM_STEP(5)
+        GEMM_STEP(6)
+        GEMM_STEP(7)
+    }
+#undef GEMM_STEP
+    const __m512 acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                              {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+    /* whole vectors of rows in place; a last partial vector by a mask */
+    for (int v = 0; v < NV; v++) {
+        const int64_t left = rb - 16 * v;
+        const __mmask16 mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        for (int i = 0; i < NB; i++) {
+            float *dst = y + i * m + 16 * v;
+            const __m512 r =
+                first ? acc[i][v] : _mm512_add_ps(_mm512_maskz_loadu_ps(mask, dst), acc[i][v]);
+            _mm512_mask_storeu_ps(dst, mask, r);
+        }
+    }
+}
+
+#define GEMM_KERNEL(NV, NB)                                                                        \
+    static void gemm_##NV##_##NB(const float *panel, int64_t kt, const float *x, int64_t k,        \
+                                 float *y, int64_t m, int64_t rb, bool first) {                    \
+        gemm_kernel(NV, NB, panel, kt, x, k, y, m, rb, first);                                     \
+    }
+#define GEMM_KERNELS(NV)                                                                           \
+    GEMM_KERNEL(NV, 1)                                                                             \
+    GEMM_KERNEL(NV, 2)                                                                             \
+    GEMM_KERNEL(NV, 3)                                                                             \
+    GEMM_KERNEL(NV, 4)                                                                             \
+    GEMM_KERNEL(NV, 5)                                                                             \
+    GEMM_KERNEL(NV, 6)                                                                             \
+    GEMM_KERNEL(NV, 7)                                                                             \
+    GEMM_KERNEL(NV, 8)
+GEMM_KERNELS(1)
+GEMM_KERNELS(2)
+#undef GEMM_KERNELS
+#undef GEMM_KERNEL
+
+typedef void (*gemm_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t, int64_t,
+                        bool);
+static const gemm_fn gemm_kernels[2][GEMM_NB] = {
+    {gemm_1_1, gemm_1_2, gemm_1_3, gemm_1_4, gemm_1_5, gemm_1_6, gemm_1_7, gemm_1_8},
+    {gemm_2_1, gemm_2_2, gemm_2_3, gemm_2_4, gemm_2_5, gemm_2_6, gemm_2_7, gemm_2_8},
+};
+
+/* Bytes of the first c columns of a row (c a multiple of 32 for the block types). */
+static inline int64_t col_bytes(enum rops_type type, int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_F32:
+        return 4 * c;
+    case ROPS_TYPE_F16:
+    case ROPS_TYPE_BF16:
+        return 2 * c;
+    case ROPS_TYPE_Q8_0:
+        return c / 32 * (int64_t)sizeof(struct rops_block_q8_0);
+    default:
+        return c / 32 * (int64_t)sizeof(struct rops_block_q4_0);
+    }
+}
+
+static inline __attribute__((always_inline)) void gemm_rows(enum rops_type type,
+                                                            const struct rops_mat *w,
+                                                            const float *x, int64_t n, float *y,
+                                                            int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows;
+    float panel[GEMM_KT * GEMM_RB] __attribute__((aligned(64)));
+    /* ROPS_NI inputs at a time, so that their tiles stay in L2 while every row block of the
+       thread passes over them */
+    for (int64_t i0 = 0; i0 < n; i0 += ROPS_NI) {
+        const int64_t i1 = n - i0 < ROPS_NI ? n : i0 + ROPS_NI;
+        for (int64_t r = r0; r < r1; r += GEMM_RB) {
+            const int64_t rb = r1 - r < GEMM_RB ? r1 - r : GEMM_RB;
+            const int nv = rb > 16 ? 2 : 1;
+            for (int64_t k0 = 0; k0 < k; k0 += GEMM_KT) {
+                const int64_t kt = k - k0 < GEMM_KT ? k - k0 : GEMM_KT;
+                pack_panel(type, w, r, rb, k0, kt, panel);
+                /* the next panel's weights (next columns, else next rows), a few rows per
+                   group of inputs */
+                int64_t pr = r, pk = k0 + GEMM_KT;
+                if (pk >= k) {
+                    pr = r + GEMM_RB;
+                    pk = 0;
+                }
+                const int64_t prb = pr < r1 ? (r1 - pr < GEMM_RB ? r1 - pr : GEMM_RB) : 0;
+                const int64_t pkt = k - pk < GEMM_KT ? k - pk : GEMM_KT;
+                const int64_t pbytes = col_bytes(type, pk + pkt) - col_bytes(type, pk);
+                const int64_t groups = (i1 - i0 + GEMM_NB - 1) / GEMM_NB;
+                int64_t g = 0;
+                for (int64_t i = i0; i < i1; i += GEMM_NB) {
+                    const int nb = i1 - i < GEMM_NB ? (int)(i1 - i) : GEMM_NB;
+                    for (int64_t j = prb * g / groups; j < prb * (g + 1) / groups; j++) {
+                        const char *p = (const char *)w->data + (size_t)(pr + j) * w->row_bytes +
+                                        col_bytes(type, pk);
+                        for (int64_t o = 0; o < pbytes + 63; o += 64)
+                            _mm_prefetch(p + o, _MM_HINT_T1);
+                    }
+                    g++;
+                    gemm_kernels[nv - 1][nb - 1](panel, kt, x + i * k + k0, k, y + i * m + r, m, rb,
+                                                 k0 == 0);
+                }
+            }
+        }
+    }
+}
+
+#define GEMM_FOR_TYPE(T)                                                                           \
+    static void gemm_##T(const struct rops_mat *w, const float *x, int64_t n, float *y,            \
+                         int64_t r0, int64_t r1) {                                                 \
+        gemm_rows(T, w, x, n, y, r0, r1);                                                          \
+    }
+GEMM_FOR_TYPE(ROPS_TYPE_F32)
+GEMM_FOR_TYPE(ROPS_TYPE_F16)
+GEMM_FOR_TYPE(ROPS_TYPE_BF16)
+GEMM_FOR_TYPE(ROPS_TYPE_Q8_0)
+GEMM_FOR_TYPE(ROPS_TYPE_Q4_0)
+
+static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                               int64_t r0, int64_t r1) {
+    const bool floats =
+        w->type == ROPS_TYPE_F32 || w->type == ROPS_TYPE_F16 || w->type == ROPS_TYPE_BF16;
+    if (n <= 7 && floats) { /* in registers: faster than the panel for so few inputs */
+        if (w->type == ROPS_TYPE_F32)
+            gemv_ROPS_TYPE_F32(w, x, (int)n, y, r0, r1);
+        else if (w->type == ROPS_TYPE_F16)
+            gemv_ROPS_TYPE_F16(w, x, (int)n, y, r0, r1);
+        else
+            gemv_ROPS_TYPE_BF16(w, x, (int)n, y, r0, r1);
+        return;
+    }
+    switch (w->type) {
+    case ROPS_TYPE_F32:
+        gemm_ROPS_TYPE_F32(w, x, n, y, r0, r1);
+        break;
+    case ROPS_TYPE_F16:
+        gemm_ROPS_TYPE_F16(w, x, n, y, r0, r1);
+        break;
+    case ROPS_TYPE_BF16:
+        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
+        break;
+    case ROPS_TYPE_Q8_0:
+        gemm_ROPS_TYPE_Q8_0(w, x, n, y, r0, r1);
+        break;
+    default:
+        gemm_ROPS_TYPE_Q4_0(w, x, n, y, r0, r1);
+        break;
+    }
+}
+
+/* ---- integer dot products by VNNI (q8_0 / q4_0 weights, quantized inputs) ------------------ */
+
+/* the EVEX form of vpdpbusd on 256-bit registers (AVX512-VNNI + VL) */
+#define ROPS_VNNI_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define ROPS_VNNI_NAME              matmul_q8_rows_avx512
+#include "ops_vnni.h"
+
+/* ---- Mamba's and Mamba-2's scans, RWKV's WKV heads ------------------------------------------ */
+
+/* e^x for 16 floats, as exp8 in ops_avx2.c: x = n ln2 + r with |r| <= ln2 / 2, e^r by a
+ * degree-6 polynomial, 2^n into the exponent; inputs clamped to [-87, 88]. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* x / (1 + e^-x) */
+static inline __m512 silu16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+/* The first n lanes (0..16). */
+static inline __mmask16 lanes16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* Mamba's scan: per channel its d_state states as vectors of 16 (Mamba's d_state 16: one). */
+static void scan_channels_avx512(const struct rops_scan_args *a, int64_t c0, int64_t c1) {
+    const int64_t Di = a->d_inner, N = a->d_state;
+    if (N % 16 != 0) { /* whole vectors of states only */
+        rops_scan_channels_avx2(a, c0, c1);
+        return;
+    }
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *xt = a->x + t * Di, *dtt = a->dt + t * Di, *zt = a->z + t * a->z_stride;
+            const float *Bt = a->B + t * a->bc_stride, *Ct = a->C + t * a->bc_stride;
+            float *yt = a->y + t * Di;
+            for (int64_t c = c0; c < c1; c++) {
+                float *sc = a->state + (s * Di + c) * N;
+                const float *Ac = a->A + c * N;
+                const __m512 dt = _mm512_set1_ps(dtt[c]), dx = _mm512_set1_ps(dtt[c] * xt[c]);
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t n = 0; n < N; n += 16) {
+                    const __m512 dA = exp16(_mm512_mul_ps(dt, _mm512_loadu_ps(Ac + n)));
+                    __m512 st = _mm512_mul_ps(_mm512_loadu_ps(sc + n), dA);
+                    st = _mm512_fmadd_ps(_mm512_loadu_ps(Bt + n), dx, st);
+                    _mm512_storeu_ps(sc + n, st);
+                    acc = _mm512_fmadd_ps(st, _mm512_loadu_ps(Ct + n), acc);
+                }
+                yt[c] = _mm512_reduce_add_ps(acc) + a->D[c] * xt[c];
+            }
+            /* the gate, 16 channels at a time, the last ones masked */
+            for (int64_t c = c0; c < c1; c += 16) {
+                const __mmask16 m = lanes16(c1 - c);
+                const __m512 g = silu16(_mm512_maskz_loadu_ps(m, zt + c));
+                _mm512_mask_storeu_ps(yt + c, m,
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(m, yt + c), g));
+            }
+            float *dst = a->save ? a->save[t] : NULL;
+            if (dst)
+                memcpy(dst + c0 * N, a->state + (s * Di + c0) * N,
+                       sizeof(float) * (size_t)((c1 - c0) * N));
+        }
+    }
+}
+
+/* Mamba-2's scan: as Mamba's, one decay per head instead of one exp per state. */
+static void scan2_heads_avx512(const struct rops_scan2_args *a, int64_t h0, int64_t h1) {
+    const int64_t N = a->d_state, Di = a->d_inner, H = a->n_head, G = a->n_group, P = Di / H;
+    if (N % 16 != 0) {
+        rops_scan2_heads_avx2(a, h0, h1);
+        return;
+    }
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        for (int64_t t = s * a->n_tok; t < (s + 1) * a->n_tok; t++) {
+            const float *x = a->xbc + t * a->xbc_stride;
+            for (int64_t h = h0; h < h1; h++) {
+                const int64_t g = h / (H / G);
+                const float *B = x + Di + g * N, *C = x + Di + G * N + g * N;
+                const float dt = a->dt[t * H + h];
+                const __m512 dA = _mm512_set1_ps(expf(dt * a->A[h]));
+                for (int64_t p = 0; p < P; p++) {
+                    const int64_t c = h * P + p;
+                    float *sc = a->state + (s * Di + c) * N;
+                    const __m512 dx = _mm512_set1_ps(dt * x[c]);
+                    __m512 acc = _mm512_setzero_ps();
+                    for (int64_t n = 0; n < N; n += 16) {
+                        __m512 st = _mm512_mul_ps(_mm512_loadu_ps(sc + n), dA);
+                        st = _mm512_fmadd_ps(_mm512_loadu_ps(B + n), dx, st);
+                        _mm512_storeu_ps(sc + n, st);
+                        acc = _mm512_fmadd_ps(st, _mm512_loadu_ps(C + n), acc);
+                    }
+                    a->y[t * Di + c] = _mm512_reduce_add_ps(acc) + a->D[h] * x[c];
+                }
+                float *dst = a->save ? a->save[t] : NULL;
+                if (dst)
+                    memcpy(dst + h * P * N, a->state + (s * Di + h * P) * N,
+                           sizeof(float) * (size_t)(P * N));
+            }
+        }
+}
+
+/* One token of one WKV6 head (see ops_impl.h): each row of the state 16 lanes at a time, the
+ * last lanes masked. */
+static void wkv6_head_avx512(float *S, const float *r, const float *k, const float *v,
+                             const float *w, const float *u, int64_t hs, float *y) {
+    for (int64_t j = 0; j < hs; j += 16)
+        _mm512_mask_storeu_ps(y + j, lanes16(hs - j), _mm512_setzero_ps());
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        const __m512 vr = _mm512_set1_ps(r[i]), vk = _mm512_set1_ps(k[i]),
+                     vw = _mm512_set1_ps(w[i]), vu = _mm512_set1_ps(u[i] * k[i]);
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            const __m512 vv = _mm512_maskz_loadu_ps(m, v + j),
+                         st = _mm512_maskz_loadu_ps(m, row + j);
+            /* y += r * (s + u k v);  s = w s + k v */
+            _mm512_mask_storeu_ps(
+                y + j, m,
+                _mm512_fmadd_ps(vr, _mm512_fmadd_ps(vu, vv, st), _mm512_maskz_loadu_ps(m, y + j)));
+            _mm512_mask_storeu_ps(row + j, m, _mm512_fmadd_ps(vw, st, _mm512_mul_ps(vk, vv)));
+        }
+    }
+}
+
+/* One token of one WKV7 head (see ops_impl.h). */
+static void wkv7_head_avx512(float *S, const float *r, const float *w, const float *k,
+                             const float *v, const float *a, const float *b, int64_t hs, float *y) {
+    for (int64_t i = 0; i < hs; i++) {
+        float *row = S + i * hs;
+        __m512 vsa = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            vsa = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + j),
+                                  _mm512_maskz_loadu_ps(m, row + j), vsa);
+        }
+        const __m512 bsa = _mm512_set1_ps(_mm512_reduce_add_ps(vsa)), bvi = _mm512_set1_ps(v[i]);
+        __m512 vacc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hs; j += 16) {
+            const __mmask16 m = lanes16(hs - j);
+            __m512 st =
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), _mm512_maskz_loadu_ps(m, w + j));
+            st = _mm512_fmadd_ps(bvi, _mm512_maskz_loadu_ps(m, k + j), st);
+            st = _mm512_fmadd_ps(bsa, _mm512_maskz_loadu_ps(m, b + j), st);
+            _mm512_mask_storeu_ps(row + j, m, st);
+            vacc = _mm512_fmadd_ps(st, _mm512_maskz_loadu_ps(m, r + j), vacc);
+        }
+        y[i] = _mm512_reduce_add_ps(vacc);
+    }
+}
+
+/* ---- machine probes ------------------------------------------------------------------------ */
+
+static double probe_fma_avx512(int64_t iters) {
+    /* 12 independent vector chains: FMA latency (4 cycles) x 2 ports, and some slack */
+    __m512 a[12];
+    const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps(1.0f + (float)j);
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], b, c);
+    __m512 s = a[0];
+    for (int j = 1; j < 12; j++) s = _mm512_add_ps(s, a[j]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return (double)iters * 12 * 16 * 2;
+}
+
+static float probe_sum_avx512(const float *p, size_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p + i));
+        s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + i + 16));
+        s2 = _mm512_add_ps(s2, _mm512_loadu_ps(p + i + 32));
+        s3 = _mm512_add_ps(s3, _mm512_loadu_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+static const struct rops_kernels table = {
+    .isa = ROPS_ISA_AVX512,
+    .matmul_rows = matmul_rows_avx512,
+    .q8_rows = matmul_q8_rows_avx512,
+    .quantize_x = rops_quantize_x_avx2,
+    .softplus_bias = rops_softplus_bias_avx2,
+    .conv_channels = rops_conv_channels_avx2,
+    .scan_channels = scan_channels_avx512,
+    .scan2_heads = scan2_heads_avx512,
+    .ssd_mm = rops_ssd_mm_avx2,
+    .ssd_decays = rops_ssd_decays_avx2,
+    .ssd_scale_rows = rops_ssd_scale_rows_avx2,
+    .ssd_transpose = rops_ssd_transpose_avx2,
+    .wkv6_head = wkv6_head_avx512,
+    .wkv7_head = wkv7_head_avx512,
+    .probe_fma = probe_fma_avx512,
+    .probe_sum = probe_sum_avx512,
+};
+
+const struct rops_kernels *rops_kernels_avx512(void) {
+    return &table;
+}
+
+#else /* no AVX-512 kernels in this build */
+
+const struct rops_kernels *rops_kernels_avx512(void) {
+    return NULL;
+}
+
+#endif
