@@ -357,6 +357,39 @@ RECUR_API struct recur_sampler *recur_sampler_init_min_p(float min_p, size_t min
 RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, float repeat,
                                                              float freq, float present);
 
+/* Structured output. A grammar sampler removes every candidate token that the GBNF grammar
+ * (llama.cpp's syntax: rules `name ::= ...`, alternatives `|`, groups, strings, character
+ * classes `[a-z]` `[^...]`, `.`, `* + ? {m} {m,} {m,n}`, escapes \x \u \U \t \r \n, `#`
+ * comments; not token references `<...>`) cannot accept next, and allows the end-of-sequence
+ * token only where the root rule is complete. Put it first in a chain, so that the other
+ * samplers see only allowed tokens. It follows the text through recur_sampler_accept, which
+ * it needs for every generated token (recur_sampler_sample does it), but NOT for the prompt's
+ * tokens: accept those into the other samplers before adding this one to a chain, or keep it
+ * apart. A token may end inside a UTF-8 character or span several grammar symbols.
+ * recur_sampler_reset goes back to the grammar's start.
+ *
+ * grammar: NUL-terminated GBNF text (copied); root: the start rule (NULL: "root"). The model
+ * must outlive the sampler. NULL with the error set when the grammar is invalid ("grammar:
+ * line L, column C: what"), names an undefined rule, defines one twice, is left-recursive
+ * (a rule that reaches itself before matching a character), lacks the root, or on allocation
+ * failure. Sampling fails (-1, error set) when no candidate can continue the grammar, or
+ * after a token the grammar rejects was accepted. Cost per step follows the part of the
+ * vocabulary the grammar allows there (a walk of the vocabulary's byte trie), not the whole
+ * vocabulary times the grammar's work per token. */
+RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
+                                                           const char *grammar, const char *root);
+/* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
+ * malloc'd NUL-terminated string the caller frees with free(). The subset: type (object,
+ * array, string, number, integer, boolean, null, or a list of them), properties, required,
+ * additionalProperties (false or a schema; absent or true: any extra JSON value), items,
+ * prefixItems, minItems, maxItems, enum, const, minLength, maxLength, minimum, maximum,
+ * exclusiveMinimum, exclusiveMaximum (integers), pattern (^...$ regexes of literals, ., [...]
+ * classes, groups, |, and the quantifiers * + ? {m,n}), anyOf, oneOf, allOf of one schema,
+ * $ref to "#/$defs/NAME" or "#/definitions/NAME", and the annotations title, description,
+ * $schema, $id, default, examples, $comment (ignored). Anything else is refused: NULL with
+ * the error naming the keyword and where it is (a JSON pointer). */
+RECUR_API char *recur_json_schema_to_grammar(const char *schema);
+
 /* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:
  * idx < 0 counts from the end), accepts the token (penalties remember it) and returns it.
  * -1 with the error set when there are no such logits, or when the sampler selects nothing
