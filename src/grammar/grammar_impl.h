@@ -62,4 +62,61 @@ static inline bool rgram_set_meets(const struct rgram *g, const struct rgram_set
     return true;
 }
 
+/* ---- the matcher's state (match.c), used by the masks (trie.c) ---------------------------- */
+
+/* A stack node, interned: equal (el, parent) pairs are one node, so equal stacks are one id
+ * and equal sets of stacks are one set id. */
+struct rgram_node {
+    uint32_t el;    /* the element to match (a SET) or to resume at */
+    int32_t parent; /* the node below, -1: none */
+};
+
+/* A set of stacks: ids pool[off .. off + len), sorted; -1 is the empty stack (complete). */
+struct rgram_setrec {
+    uint32_t off, len;
+    uint64_t loop[2]; /* ASCII bytes that lead back to this set (valid when loop_known) */
+    bool loop_known;
+};
+
+#define RGRAM_DEAD (-1)  /* a transition to no stack */
+#define RGRAM_ERROR (-2) /* a limit or allocation failure (error set) */
+#define RGRAM_UNKNOWN (-3)
+
+struct rgram_state {
+    const struct rgram *g;
+    struct rgram_node *nodes;
+    size_t n_nodes, cap_nodes;
+    int32_t *node_hash; /* open addressing over node ids, -1 empty */
+    size_t cap_node_hash;
+    int32_t *pool; /* set members */
+    size_t n_pool, cap_pool;
+    struct rgram_setrec *sets;
+    size_t n_sets, cap_sets;
+    int32_t *set_hash;
+    size_t cap_set_hash;
+    int32_t *trans; /* [set * 128 + byte]: the set after an ASCII byte, or RGRAM_UNKNOWN */
+    size_t cap_trans;
+    uint64_t *cp_key; /* the other code points' transitions: (set << 21 | cp) + 1, 0 empty */
+    int32_t *cp_val;
+    size_t n_cp, cap_cp;
+    int32_t *scratch; /* a set being built */
+    size_t n_scratch, cap_scratch;
+    int32_t cur;     /* the state's set */
+    uint32_t part;   /* bits of a partial UTF-8 character */
+    uint32_t remain; /* its continuation bytes still to come (0: none) */
+};
+
+/* The set after code point cp from set (cached): a set id, RGRAM_DEAD or RGRAM_ERROR. With
+ * cached false, computed again (the naive mask's cost model). */
+int32_t rgram_advance(struct rgram_state *s, int32_t set, uint32_t cp, bool cached);
+/* The ASCII bytes that lead from set back to itself (computed once per set). */
+const uint64_t *rgram_loop_mask(struct rgram_state *s, int32_t set);
+/* A partial character (part, remain bytes to come) can still match a stack of set. */
+bool rgram_partial_ok(const struct rgram_state *s, int32_t set, uint32_t part, uint32_t remain);
+/* One byte from (set, part, remain), updated in place: 1 alive, 0 dead, -1 error. */
+int rgram_step_byte(struct rgram_state *s, int32_t *set, uint32_t *part, uint32_t *remain,
+                    uint8_t c, bool cached);
+/* Drops the caches when they have grown too large (keeps the state's set). */
+bool rgram_state_collect(struct rgram_state *s);
+
 #endif
