@@ -54,10 +54,13 @@ static bool g_apply(struct rsample *smpl, struct rsample_candidates *cands) {
     if (rgram_mask(c->st, c->trie, c->allowed) < 0) return false;
     const bool eos_ok = rgram_state_complete(c->st);
     size_t k = 0;
-    for (size_t i = 0; i < cands->size; i++) {
-        const int32_t id = cands->data[i].id;
-        bool ok = id >= 0 && id < c->n_vocab && (id == c->eos ? eos_ok : c->allowed[id]);
-        if (ok) cands->data[k++] = cands->data[i];
+    /* the end-of-sequence token's own text is empty, so the mask never allows it */
+    for (size_t i = 0; i < cands->size; i++) { /* branch-free: most candidates pass or fail */
+        const struct rsample_token_data d = cands->data[i];
+        const bool in = (uint32_t)d.id < (uint32_t)c->n_vocab;
+        const bool ok = in && (d.id == c->eos ? eos_ok : c->allowed[in ? d.id : 0] != 0);
+        cands->data[k] = d;
+        k += ok;
     }
     if (k == 0) {
         rcore_error_set("grammar: no candidate token can continue the grammar here");

@@ -5,19 +5,24 @@
 #include "../core/core.h"
 #include "grammar_impl.h"
 
+/* One node, all its fields together: a walk touches one cache line per node. */
+struct tnode {
+    uint64_t below[2];  /* the ASCII bytes of the strict descendants */
+    uint32_t end;       /* subtree end */
+    uint32_t tok_lo;    /* tokens ending here: ids[tok_lo .. tok_hi) */
+    uint32_t tok_hi;
+    uint32_t sub_lo;    /* tokens of the whole subtree: ids[sub_lo .. sub_hi) */
+    uint32_t sub_hi;
+    uint8_t byte;       /* of the edge into the node */
+    uint8_t below_high; /* some strict descendant has a byte >= 0x80 */
+};
+
 struct rgram_trie {
     int32_t n_tokens;
     size_t n_nodes;
-    uint8_t *byte;    /* of the edge into the node */
-    uint32_t *end;    /* subtree end */
-    uint32_t *tok_lo; /* tokens ending here: ids[tok_lo .. tok_hi) */
-    uint32_t *tok_hi;
-    uint32_t *sub_lo; /* tokens of the whole subtree: ids[sub_lo .. sub_hi) */
-    uint32_t *sub_hi;
-    uint64_t *below;  /* [2 * node]: the ASCII bytes of the strict descendants */
-    uint8_t *below_high; /* some strict descendant has a byte >= 0x80 */
-    int32_t *ids;     /* token ids sorted by bytes */
-    size_t *off;      /* token i's bytes: bytes[off[i] .. off[i + 1]) */
+    struct tnode *nd;
+    int32_t *ids;  /* token ids sorted by bytes */
+    size_t *off;   /* token i's bytes: bytes[off[i] .. off[i + 1]) */
     char *bytes;
 };
 
@@ -39,14 +44,7 @@ static int cmp_keyed(const void *x, const void *y) {
 
 void rgram_trie_free(struct rgram_trie *t) {
     if (!t) return;
-    free(t->byte);
-    free(t->end);
-    free(t->tok_lo);
-    free(t->tok_hi);
-    free(t->sub_lo);
-    free(t->sub_hi);
-    free(t->below);
-    free(t->below_high);
+    free(t->nd);
     free(t->ids);
     free(t->off);
     free(t->bytes);
@@ -71,18 +69,9 @@ struct rgram_trie *rgram_trie_new(int32_t n, const char *bytes, const size_t *of
     t->n_tokens = n;
     t->off = malloc(((size_t)n + 1) * sizeof *t->off);
     t->bytes = malloc(total ? total : 1);
-    t->sub_lo = malloc((total + 1) * sizeof *t->sub_lo);
-    t->sub_hi = malloc((total + 1) * sizeof *t->sub_hi);
-    t->below = calloc(2 * (total + 1), sizeof *t->below);
-    t->below_high = calloc(total + 1, 1);
-    t->byte = malloc(total + 1);
-    t->end = malloc((total + 1) * sizeof *t->end);
-    t->tok_lo = malloc((total + 1) * sizeof *t->tok_lo);
-    t->tok_hi = malloc((total + 1) * sizeof *t->tok_hi);
+    t->nd = calloc(total + 1, sizeof *t->nd);
     t->ids = malloc((size_t)n * sizeof *t->ids);
-    if (!t->off || !t->bytes || !t->byte || !t->end || !t->tok_lo || !t->tok_hi || !t->ids ||
-        !t->sub_lo || !t->sub_hi || !t->below || !t->below_high)
-        goto oom;
+    if (!t->off || !t->bytes || !t->nd || !t->ids) goto oom;
     memcpy(t->off, off, ((size_t)n + 1) * sizeof *off);
     memcpy(t->bytes, bytes, total);
     size_t m = 0;
@@ -92,8 +81,8 @@ struct rgram_trie *rgram_trie_new(int32_t n, const char *bytes, const size_t *of
     qsort(k, m, sizeof *k, cmp_keyed);
     /* preorder: the path of open nodes; a new string closes those past the common prefix */
     size_t nn = 1, depth = 0;
-    t->byte[0] = 0;
-    t->tok_lo[0] = t->tok_hi[0] = 0;
+    t->nd[0].byte = 0;
+    t->nd[0].tok_lo = t->nd[0].tok_hi = 0;
     path[0] = 0;
     for (size_t i = 0; i < m; i++) {
         size_t lcp = 0;
@@ -102,37 +91,37 @@ struct rgram_trie *rgram_trie_new(int32_t n, const char *bytes, const size_t *of
             while (lcp < lim && k[i - 1].p[lcp] == k[i].p[lcp]) lcp++;
         }
         while (depth > lcp) {
-            t->sub_hi[path[depth]] = (uint32_t)i;
-            t->end[path[depth--]] = (uint32_t)nn;
+            t->nd[path[depth]].sub_hi = (uint32_t)i;
+            t->nd[path[depth--]].end = (uint32_t)nn;
         }
         for (size_t d = lcp; d < k[i].len; d++) {
-            t->byte[nn] = k[i].p[d];
-            t->tok_lo[nn] = t->tok_hi[nn] = 0;
-            t->sub_lo[nn] = (uint32_t)i;
+            t->nd[nn].byte = k[i].p[d];
+            t->nd[nn].tok_lo = t->nd[nn].tok_hi = 0;
+            t->nd[nn].sub_lo = (uint32_t)i;
             parent[nn] = (uint32_t)path[depth];
             path[++depth] = nn++;
         }
         size_t at = path[depth];
-        if (t->tok_hi[at] == t->tok_lo[at]) t->tok_lo[at] = (uint32_t)i;
-        t->tok_hi[at] = (uint32_t)i + 1;
+        if (t->nd[at].tok_hi == t->nd[at].tok_lo) t->nd[at].tok_lo = (uint32_t)i;
+        t->nd[at].tok_hi = (uint32_t)i + 1;
         t->ids[i] = k[i].id;
     }
     while (depth > 0) {
-        t->sub_hi[path[depth]] = (uint32_t)m;
-        t->end[path[depth--]] = (uint32_t)nn;
+        t->nd[path[depth]].sub_hi = (uint32_t)m;
+        t->nd[path[depth--]].end = (uint32_t)nn;
     }
-    t->end[0] = (uint32_t)nn;
-    t->sub_lo[0] = 0;
-    t->sub_hi[0] = (uint32_t)m;
+    t->nd[0].end = (uint32_t)nn;
+    t->nd[0].sub_lo = 0;
+    t->nd[0].sub_hi = (uint32_t)m;
     t->n_nodes = nn;
     /* children come after their parents: fold the descendants' bytes upwards */
     for (size_t c = nn; c-- > 1;) {
         const uint32_t p = parent[c];
-        const uint8_t b = t->byte[c];
-        if (b < 0x80) t->below[2 * p + (b >> 6)] |= 1ull << (b & 63);
-        t->below[2 * p] |= t->below[2 * c];
-        t->below[2 * p + 1] |= t->below[2 * c + 1];
-        t->below_high[p] |= (uint8_t)(b >= 0x80 || t->below_high[c]);
+        const uint8_t b = t->nd[c].byte;
+        if (b < 0x80) t->nd[p].below[b >> 6] |= 1ull << (b & 63);
+        t->nd[p].below[0] |= t->nd[c].below[0];
+        t->nd[p].below[1] |= t->nd[c].below[1];
+        t->nd[p].below_high |= (uint8_t)(b >= 0x80 || t->nd[c].below_high);
     }
     free(k);
     free(path);
@@ -166,25 +155,25 @@ static void allow_range(struct walk *w, uint32_t lo, uint32_t hi) {
 static bool walk(struct walk *w, uint32_t ti, int32_t set, uint32_t part, uint32_t remain) {
     struct rgram_state *s = w->s;
     const struct rgram_trie *t = w->t;
-    for (uint32_t c = ti + 1; c < t->end[ti]; c = t->end[c]) {
+    for (uint32_t c = ti + 1; c < t->nd[ti].end; c = t->nd[c].end) {
         int32_t ns = set;
         uint32_t np = part, nr = remain;
-        int r = rgram_step_byte(s, &ns, &np, &nr, t->byte[c], true);
+        int r = rgram_step_byte(s, &ns, &np, &nr, t->nd[c].byte, true);
         if (r < 0) return false;
         if (r == 0) continue;
-        if (t->end[c] == c + 1) { /* a leaf */
-            allow_range(w, t->tok_lo[c], t->tok_hi[c]);
+        if (t->nd[c].end == c + 1) { /* a leaf */
+            allow_range(w, t->nd[c].tok_lo, t->nd[c].tok_hi);
             continue;
         }
-        if (nr == 0 && !t->below_high[c]) {
+        if (nr == 0 && !t->nd[c].below_high) {
             const uint64_t *loop = rgram_loop_mask(s, ns);
             if (!loop) return false;
-            if ((t->below[2 * c] & ~loop[0]) == 0 && (t->below[2 * c + 1] & ~loop[1]) == 0) {
-                allow_range(w, t->sub_lo[c], t->sub_hi[c]);
+            if ((t->nd[c].below[0] & ~loop[0]) == 0 && (t->nd[c].below[1] & ~loop[1]) == 0) {
+                allow_range(w, t->nd[c].sub_lo, t->nd[c].sub_hi);
                 continue;
             }
         }
-        allow_range(w, t->tok_lo[c], t->tok_hi[c]);
+        allow_range(w, t->nd[c].tok_lo, t->nd[c].tok_hi);
         if (!walk(w, c, ns, np, nr)) return false;
     }
     return true;
