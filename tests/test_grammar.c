@@ -173,6 +173,17 @@ static void test_match(void) {
         {"root ::= [\xE3\x81\x81-\xE3\x82\x9F]", "\xE3\x81", 0},
         {"root ::= [\xE3\x81\x81-\xE3\x82\x9F]", "\xE3\x83", -1},
         {"root ::= \"a\"", "\x80", -1},
+        /* overlong encodings, surrogates and code points past U+10FFFF are not characters */
+        {"root ::= [^x]*", "\xF0\x80\x80\xAC", -1},
+        {"root ::= [^x]*", "\xF0\x80", -1},
+        {"root ::= [^x]*", "\xC0\xAC", -1},
+        {"root ::= [^x]*", "\xC1", -1},
+        {"root ::= [^x]*", "\xE0\x80", -1},
+        {"root ::= [^x]*", "\xED\xA0", -1},
+        {"root ::= [^x]*", "\xED\x9F\xBF", 1},
+        {"root ::= [^x]*", "\xF4\x90", -1},
+        {"root ::= [^x]*", "\xF4\x8F\xBF\xBF", 1},
+        {"root ::= [^x]*", "\xE0\xA0\x80", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int r = match(cases[i].grammar, cases[i].text);

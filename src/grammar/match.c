@@ -258,9 +258,15 @@ const uint64_t *rgram_loop_mask(struct rgram_state *s, int32_t set) {
     return s->sets[set].loop;
 }
 
-bool rgram_partial_ok(const struct rgram_state *s, int32_t set, uint32_t part, uint32_t remain) {
+/* A partial character: its length in bytes in bits 28-29 of part, the bits so far below. */
+#define PART_BITS 0x1FFFFFu
+
+/* The smallest code point of each encoded length: shorter (overlong) encodings, surrogates
+ * and code points past U+10FFFF are not characters, so no grammar matches them. */
+static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+
+static bool set_meets_any(const struct rgram_state *s, int32_t set, uint32_t lo, uint32_t hi) {
     const struct rgram *g = s->g;
-    const uint32_t lo = part << (6 * remain), hi = lo | ((1u << (6 * remain)) - 1);
     const struct rgram_setrec r = s->sets[set];
     for (uint32_t k = 0; k < r.len; k++) {
         int32_t top = s->pool[r.off + k];
@@ -268,6 +274,19 @@ bool rgram_partial_ok(const struct rgram_state *s, int32_t set, uint32_t part, u
             return true;
     }
     return false;
+}
+
+bool rgram_partial_ok(const struct rgram_state *s, int32_t set, uint32_t part, uint32_t remain) {
+    const uint32_t n = part >> 28, bits = part & PART_BITS;
+    uint32_t lo = bits << (6 * remain), hi = lo | ((1u << (6 * remain)) - 1);
+    if (lo < min_cp[n]) lo = min_cp[n];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo > hi) return false;
+    /* around the surrogates */
+    bool ok = false;
+    if (lo < 0xD800) ok = set_meets_any(s, set, lo, hi < 0xD7FF ? hi : 0xD7FF);
+    if (!ok && hi > 0xDFFF) ok = set_meets_any(s, set, lo > 0xE000 ? lo : 0xE000, hi);
+    return ok;
 }
 
 int rgram_step_byte(struct rgram_state *s, int32_t *set, uint32_t *part, uint32_t *remain,
@@ -279,16 +298,18 @@ int rgram_step_byte(struct rgram_state *s, int32_t *set, uint32_t *part, uint32_
         } else {
             int n = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
             if (n == 0) return 0;
-            *part = c & (0x3Fu >> n);
+            *part = (uint32_t)(n + 1) << 28 | (c & (0x3Fu >> n));
             *remain = (uint32_t)n;
             return rgram_partial_ok(s, *set, *part, *remain);
         }
     } else {
         if ((c & 0xC0) != 0x80) return 0;
-        *part = *part << 6 | (c & 0x3Fu);
+        *part = (*part & ~PART_BITS) | (((*part & PART_BITS) << 6 | (c & 0x3Fu)) & PART_BITS);
         if (--*remain > 0) return rgram_partial_ok(s, *set, *part, *remain);
-        cp = *part;
+        cp = *part & PART_BITS;
+        const uint32_t n = *part >> 28;
         *part = 0;
+        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     }
     int32_t r = rgram_advance(s, *set, cp, cached);
     if (r == RGRAM_ERROR) return -1;
