@@ -155,6 +155,7 @@ int main(int argc, char **argv) {
     const double t_trie = now_s() - t0;
     uint8_t *m1 = malloc((size_t)n_vocab), *m2 = malloc((size_t)n_vocab);
     double *tm = malloc(sizeof(double) * (size_t)n_tok), *tn = malloc(sizeof(double) * (size_t)n_tok);
+    double *tw = malloc(sizeof(double) * (size_t)n_tok);
     int nn = 0;
     int64_t allowed_sum = 0;
     for (int i = 0; i < n_tok; i++) {
@@ -163,6 +164,13 @@ int main(int argc, char **argv) {
         double b = now_s();
         tm[i] = b - a;
         allowed_sum += k1;
+        a = now_s();
+        int64_t k3 = rgram_mask_walk(st, trie, m2);
+        tw[i] = now_s() - a;
+        if (k3 != k1 || memcmp(m1, m2, (size_t)n_vocab) != 0) {
+            fprintf(stderr, "bench_grammar: the cached and walked masks differ at step %d\n", i);
+            return 1;
+        }
         if (i < n_naive) {
             a = now_s();
             int64_t k2 = rgram_mask_naive(st, trie, m2);
@@ -179,6 +187,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    double sum_g = 0, sum_p = 0, sum_d = 0;
+    for (int i = 0; i < n_tok; i++) sum_g += tg[i], sum_p += tp[i], sum_d += td[i];
+    const double mean_added = (sum_g - sum_p) / n_tok * 1e6, mean_base = (sum_d + sum_p) / n_tok * 1e6;
+    const double mw = median(tw, n_tok) * 1e6;
     const double md = median(td, n_tok) * 1e6, mp = median(tp, n_tok) * 1e6,
                  mg = median(tg, n_tok) * 1e6, mm = median(tm, n_tok) * 1e6,
                  mn = median(tn, nn) * 1e6;
@@ -192,10 +204,15 @@ int main(int argc, char **argv) {
            md, mp, mg);
     printf("| grammar's addition | %.1f (%.1f%% of decode + sample) |\n", added,
            100.0 * added / base);
-    printf("| trie mask alone | %.1f |\n| naive mask alone (%d steps) | %.1f |\n", mm, nn, mn);
+    printf("| grammar's addition, mean | %.1f (%.1f%% of decode + sample) |\n", mean_added,
+           100.0 * mean_added / mean_base);
+    printf("| trie mask alone (with its cache of recent states) | %.1f |\n", mm);
+    printf("| trie walk alone (no cache) | %.1f |\n| naive mask alone (%d steps) | %.1f |\n", mw,
+           nn, mn);
     printf("{\"n_vocab\": %d, \"decode_us\": %.2f, \"sample_us\": %.2f, \"sample_grammar_us\": "
-           "%.2f, \"added_pct\": %.2f, \"trie_mask_us\": %.2f, \"naive_mask_us\": %.2f}\n",
-           n_vocab, md, mp, mg, 100.0 * added / base, mm, mn);
+           "%.2f, \"added_pct\": %.2f, \"added_mean_pct\": %.2f, \"trie_mask_us\": %.2f, "
+           "\"trie_walk_us\": %.2f, \"naive_mask_us\": %.2f}\n",
+           n_vocab, md, mp, mg, 100.0 * added / base, 100.0 * mean_added / mean_base, mm, mw, mn);
     rgram_trie_free(trie);
     rgram_state_free(st);
     rgram_free(g);
@@ -203,6 +220,7 @@ int main(int argc, char **argv) {
     free(m2);
     free(tm);
     free(tn);
+    free(tw);
     free(bytes);
     free(off);
     free(out);

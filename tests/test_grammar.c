@@ -285,14 +285,16 @@ static void walk_grammar(const char *name, const char *text, const struct vocab_
     REQUIRE(g);
     struct rgram_state *s = rgram_state_new(g);
     REQUIRE(s);
-    uint8_t *m1 = malloc((size_t)vb->n), *m2 = malloc((size_t)vb->n);
+    uint8_t *m1 = malloc((size_t)vb->n), *m2 = malloc((size_t)vb->n), *m3 = malloc((size_t)vb->n);
     int32_t *allowed = malloc(sizeof(int32_t) * (size_t)vb->n);
     REQUIRE(m1 && m2 && allowed);
     int bad_masks = 0, stuck = 0, rejected = 0, restarts = 0;
     for (int step = 0; step < steps; step++) {
         int64_t k1 = rgram_mask(s, trie, m1), k2 = rgram_mask_naive(s, trie, m2);
-        REQUIRE(k1 >= 0 && k2 >= 0);
+        int64_t k3 = rgram_mask_walk(s, trie, m3);
+        REQUIRE(k1 >= 0 && k2 >= 0 && k3 >= 0);
         if (k1 != k2 || memcmp(m1, m2, (size_t)vb->n) != 0) bad_masks++;
+        if (k3 != k2 || memcmp(m3, m2, (size_t)vb->n) != 0) bad_masks++;
         if (k1 == 0 && rgram_state_can_continue(s)) stuck++;
         int32_t n = 0;
         for (int32_t i = 0; i < vb->n; i++)
@@ -314,6 +316,7 @@ static void walk_grammar(const char *name, const char *text, const struct vocab_
     (void)restarts;
     free(m1);
     free(m2);
+    free(m3);
     free(allowed);
     rgram_state_free(s);
     rgram_free(g);

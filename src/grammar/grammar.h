@@ -28,6 +28,13 @@
  *    follows the part of the trie the grammar allows, not the vocabulary's size times the
  *    token length, and shared prefixes are advanced once. rgram_mask_naive checks each token
  *    on its own (llama.cpp's approach), for tests and the benchmark.
+ *  - Caches, all in the state: stacks and sets of stacks are interned (hash tables), so each
+ *    set has an id and its transitions by ASCII bytes are a table (other code points: a hash
+ *    map), filled on first use: the matcher becomes a lazily built automaton. A set's "loop
+ *    mask" (the ASCII bytes that lead back to it) lets the walk allow a whole trie subtree at
+ *    once when every byte below it loops (the inside of a string). The masks of the last
+ *    RGRAM_MASK_CACHE states are kept. Past fixed sizes the caches are dropped and rebuilt
+ *    from the current set (rgram_state_collect), so memory stays bounded.
  *
  * Limits, so that no grammar hangs or exhausts memory: a grammar has at most 1 << 20
  * elements; a state at most RGRAM_MAX_STACKS stacks (more is an error naming the limit).
@@ -81,6 +88,9 @@ size_t rgram_trie_n_nodes(const struct rgram_trie *t);
  * of a character), 0 otherwise (allowed has the trie's n entries). Returns the number allowed,
  * -1 with the error set on allocation failure or too many stacks. */
 int64_t rgram_mask(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed);
+/* The same without the state's cache of recent masks (the last RGRAM_MASK_CACHE states'
+ * masks are kept, per trie content: a state that comes back costs a copy). */
+int64_t rgram_mask_walk(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed);
 /* The same, checking each token separately. */
 int64_t rgram_mask_naive(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed);
 

@@ -82,8 +82,24 @@ struct rgram_setrec {
 #define RGRAM_ERROR (-2) /* a limit or allocation failure (error set) */
 #define RGRAM_UNKNOWN (-3)
 
+/* Masks already computed, by trie content and state: a state that comes back (the inside of a
+ * string, the space between values) is not walked again. */
+#define RGRAM_MASK_CACHE 8
+struct rgram_mask_entry {
+    uint64_t trie;   /* the trie's fingerprint; 0: empty entry */
+    uint64_t gen;    /* the state's generation (set ids change when caches are collected) */
+    int32_t set;
+    uint32_t part, remain;
+    int64_t count;
+    uint8_t *mask;
+    size_t cap;
+};
+
 struct rgram_state {
     const struct rgram *g;
+    struct rgram_mask_entry masks[RGRAM_MASK_CACHE];
+    unsigned next_mask; /* the entry to replace next */
+    uint64_t gen;
     struct rgram_node *nodes;
     size_t n_nodes, cap_nodes;
     int32_t *node_hash; /* open addressing over node ids, -1 empty */

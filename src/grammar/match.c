@@ -367,6 +367,7 @@ bool rgram_state_collect(struct rgram_state *s) {
     free(tops);
     if (id < 0) return false;
     s->cur = id;
+    s->gen++;
     return true;
 }
 
@@ -412,6 +413,7 @@ void rgram_state_free(struct rgram_state *s) {
     free(s->cp_key);
     free(s->cp_val);
     free(s->scratch);
+    for (int i = 0; i < RGRAM_MASK_CACHE; i++) free(s->masks[i].mask);
     free(s);
 }
 

@@ -18,6 +18,7 @@ struct tnode {
 };
 
 struct rgram_trie {
+    uint64_t fingerprint; /* of the tokens' bytes: equal tries, equal masks */
     int32_t n_tokens;
     size_t n_nodes;
     struct tnode *nd;
@@ -74,6 +75,10 @@ struct rgram_trie *rgram_trie_new(int32_t n, const char *bytes, const size_t *of
     if (!t->off || !t->bytes || !t->nd || !t->ids) goto oom;
     memcpy(t->off, off, ((size_t)n + 1) * sizeof *off);
     memcpy(t->bytes, bytes, total);
+    uint64_t fp = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    for (size_t i = 0; i < total; i++) fp = (fp ^ (uint8_t)bytes[i]) * 0x100000001B3ull;
+    for (int32_t i = 0; i <= n; i++) fp = (fp ^ off[i]) * 0x100000001B3ull;
+    t->fingerprint = fp | 1; /* never 0, the empty entry */
     size_t m = 0;
     for (int32_t i = 0; i < n; i++)
         if (off[i + 1] > off[i])
@@ -179,11 +184,43 @@ static bool walk(struct walk *w, uint32_t ti, int32_t set, uint32_t part, uint32
     return true;
 }
 
-int64_t rgram_mask(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed) {
+int64_t rgram_mask_walk(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed) {
     if (!rgram_state_collect(s)) return -1;
     memset(allowed, 0, (size_t)t->n_tokens);
     struct walk w = {s, t, allowed, 0};
     return walk(&w, 0, s->cur, s->part, s->remain) ? w.count : -1;
+}
+
+int64_t rgram_mask(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed) {
+    if (!rgram_state_collect(s)) return -1;
+    const size_t n = (size_t)t->n_tokens;
+    for (int i = 0; i < RGRAM_MASK_CACHE; i++) {
+        const struct rgram_mask_entry *e = &s->masks[i];
+        if (e->trie == t->fingerprint && e->gen == s->gen && e->set == s->cur &&
+            e->part == s->part && e->remain == s->remain) {
+            memcpy(allowed, e->mask, n);
+            return e->count;
+        }
+    }
+    const int64_t count = rgram_mask_walk(s, t, allowed);
+    if (count < 0) return -1;
+    /* remember it (a failed allocation only skips the cache) */
+    struct rgram_mask_entry *e = &s->masks[s->next_mask];
+    if (e->cap < n) {
+        uint8_t *m = realloc(e->mask, n);
+        if (!m) return count;
+        e->mask = m;
+        e->cap = n;
+    }
+    memcpy(e->mask, allowed, n);
+    e->trie = t->fingerprint;
+    e->gen = s->gen;
+    e->set = s->cur;
+    e->part = s->part;
+    e->remain = s->remain;
+    e->count = count;
+    s->next_mask = (s->next_mask + 1) % RGRAM_MASK_CACHE;
+    return count;
 }
 
 int64_t rgram_mask_naive(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed) {
