@@ -190,9 +190,9 @@ static int cmp_range(const void *a, const void *b) {
 
 /* A set from ranges[first ..] (sorted and merged here), as one SET element. */
 static bool add_set(struct parser *ps, struct vec *v, size_t first, bool neg) {
-    struct rgram_range *r = ps->ranges + first;
     size_t n = ps->n_ranges - first, m = 0;
-    qsort(r, n, sizeof *r, cmp_range);
+    struct rgram_range *r = n ? ps->ranges + first : NULL; /* none yet: ranges may be NULL */
+    if (n) qsort(r, n, sizeof *r, cmp_range);
     for (size_t i = 0; i < n; i++) {
         if (m > 0 && r[i].lo <= r[m - 1].hi + 1) {
             if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
