@@ -137,6 +137,16 @@ def test_cli(recur, model, data):
     g = gbnf_earley.Grammar(open(os.path.join(data, "grammars", "chess.gbnf")).read())
     check(r.returncode == 0 and out.startswith("Q:") and g.viable_prefix(out[2:].rstrip("\n")),
           "run --grammar-file --lookup: %d %r" % (r.returncode, out))
+    # with the prompt cache: the second run restores the prompt's state, same grammar, same text
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "p.cache")
+        args = ["--temp", "0", "--grammar", 'root ::= [a-z ]+ "."', "--prompt-cache", cache]
+        r1, r2 = run(recur, model, *args), run(recur, model, *args)
+        o1, o2 = r1.stdout.decode(errors="replace"), r2.stdout.decode(errors="replace")
+        check(r1.returncode == 0 and r2.returncode == 0 and o1 == o2 and
+              gbnf_earley.Grammar('root ::= [a-z ]+ "."').viable_prefix(o1[2:].rstrip("\n")) and
+              "(1 reused)" in r2.stderr.decode(), "run --grammar --prompt-cache: %r %r %r"
+              % (o1, o2, r2.stderr))
     schema = '{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}'
     r = run(recur, model, "-n", "64", "--json-schema", schema)
     out = r.stdout.decode(errors="replace")

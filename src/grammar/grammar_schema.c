@@ -1001,7 +1001,30 @@ static const char *visit(struct conv *c, const cJSON *s, const char *path, const
     return r;
 }
 
+/* The offset of the first byte that is not part of a well-formed UTF-8 character, or len. */
+static size_t utf8_bad(const unsigned char *s, size_t len) {
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    for (size_t i = 0; i < len;) {
+        const unsigned n = s[i] < 0x80 ? 1 : (s[i] & 0xE0) == 0xC0 ? 2 : (s[i] & 0xF0) == 0xE0 ? 3
+                         : (s[i] & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0 || n > len - i) return i;
+        uint32_t cp = n == 1 ? s[i] : s[i] & (0x7Fu >> n);
+        for (unsigned k = 1; k < n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+            cp = cp << 6 | (s[i + k] & 0x3Fu);
+        }
+        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += n;
+    }
+    return len;
+}
+
 char *rgram_json_schema(const char *schema, size_t len) {
+    const size_t bad = utf8_bad((const unsigned char *)schema, len);
+    if (bad < len) {
+        rcore_error_set("json schema: invalid UTF-8 at byte %zu", bad);
+        return NULL;
+    }
     const char *endp = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(schema, len, &endp, false);
     if (!doc) {
