@@ -16,6 +16,7 @@
 #include "core/core.h"
 #include "gguf/gguf.h"
 #include "grammar/grammar.h"
+#include "sample/sample.h"
 #include "vocab/vocab.h"
 
 #include "test.h"
@@ -417,6 +418,63 @@ static void test_sampler(void) {
     recur_model_free(m);
 }
 
+/* The sampler's own filtering along random walks on the shipped model, against a matcher fed
+ * the same tokens: some candidate always survives, end of sequence survives exactly where the
+ * parse is complete, and every survivor is a token the matcher accepts. */
+static void test_sampler_property(void) {
+    struct recur_model *m = recur_model_load_from_file(model_path, recur_model_default_params());
+    REQUIRE(m);
+    const int32_t nv = recur_model_n_vocab(m);
+    const recur_token eos = recur_token_eos(m);
+    struct rsample_token_data *cand = malloc(sizeof *cand * (size_t)nv);
+    REQUIRE(cand);
+    static const char *const names[] = {"json_arr", "arithmetic", "list"};
+    uint64_t seed = 99;
+    for (size_t gi = 0; gi < 3; gi++) {
+        char *text = grammar_file(names[gi]);
+        struct rsample *smpl = (struct rsample *)(void *)recur_sampler_init_grammar(m, text, NULL);
+        struct rgram *g = rgram_parse(text, strlen(text), "root");
+        struct rgram_state *mirror = g ? rgram_state_new(g) : NULL;
+        REQUIRE(smpl && mirror);
+        int empty = 0, eos_wrong = 0, bad = 0, ends = 0;
+        char piece[256];
+        for (int step = 0; step < 150; step++) {
+            for (int32_t i = 0; i < nv; i++)
+                cand[i] = (struct rsample_token_data){i, (float)(rng_next(&seed) % 1000) / 100.0f, 0};
+            struct rsample_candidates c = {cand, (size_t)nv, -1, false};
+            if (!rsample_apply(smpl, &c) || c.size == 0) {
+                empty++;
+                break;
+            }
+            bool has_eos = false;
+            for (size_t i = 0; i < c.size; i++) has_eos |= c.data[i].id == eos;
+            if (has_eos != rgram_state_complete(mirror)) eos_wrong++;
+            /* a random survivor; end of sequence starts over */
+            const int32_t t = c.data[rng_next(&seed) % c.size].id;
+            if (t == eos) {
+                ends++;
+                rsample_reset(smpl);
+                rgram_state_reset(mirror);
+                continue;
+            }
+            int32_t k = recur_token_to_piece(m, t, piece, sizeof piece, 0, false);
+            if (k <= 0 || !rgram_state_accept(mirror, piece, (size_t)k)) bad++;
+            rsample_accept(smpl, t);
+        }
+        CHECK_MSG(empty == 0, "%s: every candidate removed", names[gi]);
+        CHECK_MSG(eos_wrong == 0, "%s: %d steps where end of sequence was allowed iff not complete",
+                  names[gi], eos_wrong);
+        CHECK_MSG(bad == 0, "%s: %d survivors the matcher rejects", names[gi], bad);
+        printf("%s: 150 steps, %d ends\n", names[gi], ends);
+        rgram_state_free(mirror);
+        rgram_free(g);
+        rsample_free(smpl);
+        free(text);
+    }
+    free(cand);
+    recur_model_free(m);
+}
+
 /* ---- JSON schema ------------------------------------------------------------------------ */
 
 static int schema_match(const char *schema, const char *json) {
@@ -630,6 +688,7 @@ int main(int argc, char **argv) {
     RUN(test_schema_integers);
     RUN(test_schema_errors);
     RUN(test_sampler);
+    RUN(test_sampler_property);
     RUN(test_masks);
     return test_finish("test_grammar");
 }
