@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
     const int32_t n_vocab = recur_model_n_vocab(model);
     const recur_token eos = recur_token_eos(model), bos = recur_token_bos(model);
     recur_token *out = malloc(sizeof(recur_token) * (size_t)n_tok);
-    double *td = malloc(sizeof(double) * (size_t)n_tok), *tp = malloc(sizeof(double) * (size_t)n_tok),
+    double *td = malloc(sizeof(double) * (size_t)n_tok),
+           *tp = malloc(sizeof(double) * (size_t)n_tok),
            *tg = malloc(sizeof(double) * (size_t)n_tok);
     if (!out || !td || !tp || !tg) return 1;
     recur_token t = bos >= 0 ? bos : 0;
@@ -154,7 +155,8 @@ int main(int argc, char **argv) {
     struct rgram_trie *trie = rgram_trie_new(n_vocab, bytes, off);
     const double t_trie = now_s() - t0;
     uint8_t *m1 = malloc((size_t)n_vocab), *m2 = malloc((size_t)n_vocab);
-    double *tm = malloc(sizeof(double) * (size_t)n_tok), *tn = malloc(sizeof(double) * (size_t)n_tok);
+    double *tm = malloc(sizeof(double) * (size_t)n_tok),
+           *tn = malloc(sizeof(double) * (size_t)n_tok);
     double *tw = malloc(sizeof(double) * (size_t)n_tok);
     int nn = 0;
     int64_t allowed_sum = 0;
@@ -189,7 +191,8 @@ int main(int argc, char **argv) {
     }
     double sum_g = 0, sum_p = 0, sum_d = 0;
     for (int i = 0; i < n_tok; i++) sum_g += tg[i], sum_p += tp[i], sum_d += td[i];
-    const double mean_added = (sum_g - sum_p) / n_tok * 1e6, mean_base = (sum_d + sum_p) / n_tok * 1e6;
+    const double mean_added = (sum_g - sum_p) / n_tok * 1e6,
+                 mean_base = (sum_d + sum_p) / n_tok * 1e6;
     const double mw = median(tw, n_tok) * 1e6;
     const double md = median(td, n_tok) * 1e6, mp = median(tp, n_tok) * 1e6,
                  mg = median(tg, n_tok) * 1e6, mm = median(tm, n_tok) * 1e6,
@@ -200,8 +203,8 @@ int main(int argc, char **argv) {
            n_vocab, rgram_trie_n_nodes(trie), t_trie * 1e3, t_build * 1e3, n_tok, n_restart,
            (double)allowed_sum / n_tok);
     printf("| per token (median) | µs |\n|---|---:|\n");
-    printf("| decode | %.1f |\n| sample, no grammar | %.1f |\n| sample with grammar | %.1f |\n",
-           md, mp, mg);
+    printf("| decode | %.1f |\n| sample, no grammar | %.1f |\n| sample with grammar | %.1f |\n", md,
+           mp, mg);
     printf("| grammar's addition | %.1f (%.1f%% of decode + sample) |\n", added,
            100.0 * added / base);
     printf("| grammar's addition, mean | %.1f (%.1f%% of decode + sample) |\n", mean_added,

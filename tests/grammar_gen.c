@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
             struct recur_sampler *inner = recur_sampler_chain_default(model, sp);
             smpl[i] = recur_sampler_chain_init();
             if (!inner || !smpl[i] ||
-                !recur_sampler_chain_add(smpl[i], recur_sampler_init_grammar(model, grammar, NULL)) ||
+                !recur_sampler_chain_add(smpl[i],
+                                         recur_sampler_init_grammar(model, grammar, NULL)) ||
                 !recur_sampler_chain_add(smpl[i], inner))
                 return fail("sampler");
             out[i] = malloc((size_t)n_tok * sizeof piece);

@@ -218,7 +218,8 @@ static void test_match(void) {
     rgram_free(g);
     free(json);
     /* an ambiguous grammar whose parses multiply: an error, not a hang */
-    const char *amb = "root ::= x*\nx ::= \"a\" | \"a\" \"a\" | \"a\" \"a\" \"a\" | y\ny ::= \"a\"+";
+    const char *amb =
+        "root ::= x*\nx ::= \"a\" | \"a\" \"a\" | \"a\" \"a\" \"a\" | y\ny ::= \"a\"+";
     g = rgram_parse(amb, strlen(amb), "root");
     REQUIRE(g);
     char many[200];
@@ -333,8 +334,9 @@ static void test_masks(void) {
         free(t);
     }
     /* characters that GPT-2 splits over tokens, and a token that spans many symbols */
-    walk_grammar("utf8", "root ::= ([\xC3\xA0-\xC3\xBF] | [\xE3\x81\x81-\xE3\x82\x9F] | "
-                         "\"\xF0\x9F\x98\x80\" | \" the\")+",
+    walk_grammar("utf8",
+                 "root ::= ([\xC3\xA0-\xC3\xBF] | [\xE3\x81\x81-\xE3\x82\x9F] | "
+                 "\"\xF0\x9F\x98\x80\" | \" the\")+",
                  &vb, trie, 40, 7);
     static const char js[] =
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},"
@@ -372,10 +374,12 @@ static void test_sampler(void) {
 
     /* end of sequence is the model's favourite: chosen exactly where the parse is complete */
     struct recur_sampler *chain = recur_sampler_chain_init();
-    REQUIRE(chain && recur_sampler_chain_add(chain, recur_sampler_init_grammar(
-                                                        m, "root ::= \"ab\" | \"abc\" \"d\"+", NULL)) &&
+    REQUIRE(chain &&
+            recur_sampler_chain_add(
+                chain, recur_sampler_init_grammar(m, "root ::= \"ab\" | \"abc\" \"d\"+", NULL)) &&
             recur_sampler_chain_add(chain, recur_sampler_init_greedy()));
-    const int32_t ta = find_piece(m, "a", 1), tb = find_piece(m, "b", 1), tz = find_piece(m, "z", 1);
+    const int32_t ta = find_piece(m, "a", 1), tb = find_piece(m, "b", 1),
+                  tz = find_piece(m, "z", 1);
     REQUIRE(ta >= 0 && tb >= 0 && tz >= 0);
     for (int32_t i = 0; i < nv; i++) logits[i] = 0.0f;
     logits[eos] = 100.0f;
@@ -399,8 +403,9 @@ static void test_sampler(void) {
         printf("SKIP: the shipped vocabulary has no single-byte tokens for U+00E9\n");
     } else {
         chain = recur_sampler_chain_init();
-        REQUIRE(chain && recur_sampler_chain_add(chain, recur_sampler_init_grammar(
-                                                            m, "root ::= \"\xC3\xA9\" \"!\"", NULL)) &&
+        REQUIRE(chain &&
+                recur_sampler_chain_add(
+                    chain, recur_sampler_init_grammar(m, "root ::= \"\xC3\xA9\" \"!\"", NULL)) &&
                 recur_sampler_chain_add(chain, recur_sampler_init_greedy()));
         for (int32_t i = 0; i < nv; i++) logits[i] = 0.0f;
         logits[eos] = 100.0f;
@@ -410,7 +415,8 @@ static void test_sampler(void) {
         CHECK(recur_sampler_sample_logits(chain, logits, nv) == a9);
         recur_token t = recur_sampler_sample_logits(chain, logits, nv);
         char buf[16];
-        CHECK(t >= 0 && recur_token_to_piece(m, t, buf, sizeof buf, 0, false) == 1 && buf[0] == '!');
+        CHECK(t >= 0 && recur_token_to_piece(m, t, buf, sizeof buf, 0, false) == 1 &&
+              buf[0] == '!');
         CHECK(recur_sampler_sample_logits(chain, logits, nv) == eos);
         recur_sampler_free(chain);
     }
@@ -440,7 +446,8 @@ static void test_sampler_property(void) {
         char piece[256];
         for (int step = 0; step < 150; step++) {
             for (int32_t i = 0; i < nv; i++)
-                cand[i] = (struct rsample_token_data){i, (float)(rng_next(&seed) % 1000) / 100.0f, 0};
+                cand[i] =
+                    (struct rsample_token_data){i, (float)(rng_next(&seed) % 1000) / 100.0f, 0};
             struct rsample_candidates c = {cand, (size_t)nv, -1, false};
             if (!rsample_apply(smpl, &c) || c.size == 0) {
                 empty++;
@@ -562,8 +569,8 @@ static void test_schema(void) {
 /* Integer bounds: every value near and inside the range, against plain comparisons. */
 static void test_schema_integers(void) {
     static const long long ranges[][2] = {
-        {0, 9},      {1, 1},      {7, 123},  {-5, 5},   {-130, -17}, {0, 1000},
-        {99, 1001},  {-1, 0},     {10, 10},  {-999, 99}, {250, 7000}, {-7, -7},
+        {0, 9},     {1, 1},  {7, 123}, {-5, 5},    {-130, -17}, {0, 1000},
+        {99, 1001}, {-1, 0}, {10, 10}, {-999, 99}, {250, 7000}, {-7, -7},
     };
     char schema[256], text[32];
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
@@ -618,7 +625,8 @@ static void test_schema_errors(void) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"date\"}}}",
          "at '/properties/a': keyword 'format' is not supported"},
         {"{\"not\":{}}", "keyword 'not' is not supported"},
-        {"{\"type\":\"number\",\"minimum\":0}", "keyword 'minimum' is not supported with type number"},
+        {"{\"type\":\"number\",\"minimum\":0}",
+         "keyword 'minimum' is not supported with type number"},
         {"{\"$ref\":\"http://example.com/s\"}", "'$ref' must be"},
         {"{\"$ref\":\"#/$defs/nope\"}", "points at nothing"},
         {"{\"type\":\"strin\"}", "unknown type 'strin'"},
@@ -638,7 +646,8 @@ static void test_schema_errors(void) {
         {"{\"anyOf\":[{}],\"type\":\"string\"}", "keyword 'type' is not supported with anyOf"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":true}",
          "'additionalProperties' other than false"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'required' names"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}",
+         "'required' names"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "no integer lies between"},
         {"{\"type\":\"integer\",\"minimum\":1e20}", "within +-1e15"},
         {"{\"minimum\":1}", "'minimum' without \"type\": \"integer\""},
@@ -651,8 +660,8 @@ static void test_schema_errors(void) {
         char *g = recur_json_schema_to_grammar(cases[i].schema);
         CHECK_MSG(g == NULL, "case %zu converted", i);
         free(g);
-        CHECK_MSG(strstr(recur_last_error(), cases[i].error) != NULL, "case %zu: \"%s\", not \"%s\"",
-                  i, recur_last_error(), cases[i].error);
+        CHECK_MSG(strstr(recur_last_error(), cases[i].error) != NULL,
+                  "case %zu: \"%s\", not \"%s\"", i, recur_last_error(), cases[i].error);
     }
     /* a $ref cycle with nothing in between converts, and the grammar is refused, not run */
     char *g = recur_json_schema_to_grammar(

@@ -368,9 +368,12 @@ int gen_add_grammar(const struct recur_model *model, const char *grammar,
     }
     struct recur_sampler *outer = recur_sampler_chain_init();
     bool ok = outer != NULL;
-    if (!ok) recur_sampler_free(g);
-    else if (!(ok = recur_sampler_chain_add(outer, g))) recur_sampler_free(*chain);
-    else ok = recur_sampler_chain_add(outer, *chain); /* owns *chain from here, even failing */
+    if (!ok)
+        recur_sampler_free(g);
+    else if (!(ok = recur_sampler_chain_add(outer, g)))
+        recur_sampler_free(*chain);
+    else
+        ok = recur_sampler_chain_add(outer, *chain); /* owns *chain from here, even failing */
     if (!ok) {
         if (!outer) recur_sampler_free(*chain);
         recur_sampler_free(outer);

@@ -22,6 +22,12 @@
  * the first that differs is replaced by the sampled token and the memory rolls back to before
  * it (n_rollback). Every emitted token is sampled from the same logits, with the same sampler
  * calls, as without --lookup, so the output is the same, whatever the sampler.
+ *
+ * With --grammar, --grammar-file or --json-schema, a grammar sampler goes in front of the
+ * chain (recur_sampler_init_grammar) once the prompt's tokens have gone to the penalties: the
+ * output follows the grammar from its first token, and end of sequence, which stops the
+ * output, is allowed only where the grammar is complete (the output may also stop at -n, a
+ * prefix). A bad grammar or schema exits with status 2, its line and column on stderr.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +40,7 @@
      GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
      GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT) |      \
-     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP) | GBIT(G_GRAMMAR) |                 \
+     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP) | GBIT(G_GRAMMAR) |                  \
      GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA))
 
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of the last g tokens

@@ -36,7 +36,8 @@ static void g_accept(struct rsample *smpl, int32_t token) {
         msg = "grammar: an accepted token is out of the vocabulary";
     else if (c->off[token + 1] == c->off[token])
         msg = "grammar: an accepted token has no text the grammar could match";
-    else if (!rgram_state_accept(c->st, c->bytes + c->off[token], c->off[token + 1] - c->off[token]))
+    else if (!rgram_state_accept(c->st, c->bytes + c->off[token],
+                                 c->off[token + 1] - c->off[token]))
         msg = rcore_error_get();
     if (msg) {
         size_t n = strlen(msg);

@@ -40,8 +40,10 @@ static inline bool rgram_set_has(const struct rgram *g, const struct rgram_set *
     size_t lo = 0, hi = s->n;
     while (lo < hi) { /* the first range whose hi >= cp */
         size_t mid = (lo + hi) / 2;
-        if (r[mid].hi < cp) lo = mid + 1;
-        else hi = mid;
+        if (r[mid].hi < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     const bool in = lo < s->n && r[lo].lo <= cp;
     return in != s->neg;
@@ -78,16 +80,16 @@ struct rgram_setrec {
     bool loop_known;
 };
 
-#define RGRAM_DEAD (-1)  /* a transition to no stack */
-#define RGRAM_ERROR (-2) /* a limit or allocation failure (error set) */
+#define RGRAM_DEAD    (-1) /* a transition to no stack */
+#define RGRAM_ERROR   (-2) /* a limit or allocation failure (error set) */
 #define RGRAM_UNKNOWN (-3)
 
 /* Masks already computed, by trie content and state: a state that comes back (the inside of a
  * string, the space between values) is not walked again. */
 #define RGRAM_MASK_CACHE 8
 struct rgram_mask_entry {
-    uint64_t trie;   /* the trie's fingerprint; 0: empty entry */
-    uint64_t gen;    /* the state's generation (set ids change when caches are collected) */
+    uint64_t trie; /* the trie's fingerprint; 0: empty entry */
+    uint64_t gen;  /* the state's generation (set ids change when caches are collected) */
     int32_t set;
     uint32_t part, remain;
     int64_t count;

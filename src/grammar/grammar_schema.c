@@ -64,7 +64,7 @@ struct conv {
     size_t n_rules, cap_rules;
     struct {
         char *ref, *name;
-    } *refs;
+    } * refs;
     size_t n_refs, cap_refs;
     bool failed, oom;
     int depth;
@@ -225,8 +225,8 @@ static const char *make(struct conv *c, const char *hint, struct sb *b) {
 
 /* ---- keywords ----------------------------------------------------------------------------*/
 
-static const char *const annotations[] = {"title",    "description", "$schema", "$id",
-                                          "default",  "examples",    "$comment", "$defs",
+static const char *const annotations[] = {"title",       "description", "$schema",  "$id",
+                                          "default",     "examples",    "$comment", "$defs",
                                           "definitions", NULL};
 
 static bool in_list(const char *k, const char *const *list) {
@@ -236,8 +236,8 @@ static bool in_list(const char *k, const char *const *list) {
 }
 
 /* Every key of s is an annotation or in allowed. */
-static bool check_keys(struct conv *c, const cJSON *s, const char *path,
-                       const char *const *allowed, const char *what) {
+static bool check_keys(struct conv *c, const cJSON *s, const char *path, const char *const *allowed,
+                       const char *what) {
     for (const cJSON *k = s->child; k; k = k->next)
         if (!in_list(k->string, annotations) && !in_list(k->string, allowed))
             return cfail(c, path, "keyword '%s' is not supported%s%s", k->string,
@@ -262,8 +262,10 @@ static void repeat_sep(struct sb *b, const char *item, const char *sep, long min
     if (min == 0) sb_puts(b, "(");
     sb_printf(b, "%s", item);
     long lo = min > 0 ? min - 1 : 0;
-    if (max < 0) sb_printf(b, " (%s %s){%ld,}", sep, item, lo);
-    else if (max - 1 > 0 || lo > 0) sb_printf(b, " (%s %s){%ld,%ld}", sep, item, lo, max - 1);
+    if (max < 0)
+        sb_printf(b, " (%s %s){%ld,}", sep, item, lo);
+    else if (max - 1 > 0 || lo > 0)
+        sb_printf(b, " (%s %s){%ld,%ld}", sep, item, lo, max - 1);
     if (min == 0) sb_puts(b, ")?");
 }
 
@@ -322,13 +324,15 @@ static void nonneg_range(struct sb *b, long long lo, long long hi) {
     sb_puts(b, "(");
     for (int len = la; len <= lz; len++) {
         char l[24], h[24];
-        if (len == la) memcpy(l, a, (size_t)la + 1);
+        if (len == la)
+            memcpy(l, a, (size_t)la + 1);
         else {
             l[0] = '1';
             memset(l + 1, '0', (size_t)len - 1);
             l[len] = 0;
         }
-        if (hi >= 0 && len == lz) memcpy(h, z, (size_t)lz + 1);
+        if (hi >= 0 && len == lz)
+            memcpy(h, z, (size_t)lz + 1);
         else {
             memset(h, '9', (size_t)len);
             h[len] = 0;
@@ -340,8 +344,8 @@ static void nonneg_range(struct sb *b, long long lo, long long hi) {
     sb_puts(b, ")");
 }
 
-static bool int_bound(struct conv *c, const cJSON *s, const char *key, const char *path,
-                      int dir, bool *has, long long *v) {
+static bool int_bound(struct conv *c, const cJSON *s, const char *key, const char *path, int dir,
+                      bool *has, long long *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!x) return true;
     if (!cJSON_IsNumber(x) || fabs(x->valuedouble) > 1e15)
@@ -397,10 +401,14 @@ struct rx {
 
 /* one decoded character cp as the JSON string text that encodes it */
 static void rx_char(struct sb *b, uint32_t cp) {
-    if (cp == '"') sb_puts(b, "\"\\\\\\\"\"");
-    else if (cp == '\\') sb_puts(b, "\"\\\\\\\\\"");
-    else if (cp < 0x20 || cp == 0x7F) sb_printf(b, "\"\\\\u%04X\"", (unsigned)cp);
-    else sb_printf(b, "[\\U%08X]", (unsigned)cp);
+    if (cp == '"')
+        sb_puts(b, "\"\\\\\\\"\"");
+    else if (cp == '\\')
+        sb_puts(b, "\"\\\\\\\\\"");
+    else if (cp < 0x20 || cp == 0x7F)
+        sb_printf(b, "\"\\\\u%04X\"", (unsigned)cp);
+    else
+        sb_printf(b, "[\\U%08X]", (unsigned)cp);
 }
 
 static bool rx_fail(struct rx *r, const char *what) {
@@ -411,8 +419,11 @@ static bool rx_alt(struct rx *r);
 
 static bool rx_utf8(struct rx *r, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)r->p;
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-                        : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    int n = s[0] < 0x80             ? 1
+            : (s[0] & 0xE0) == 0xC0 ? 2
+            : (s[0] & 0xF0) == 0xE0 ? 3
+            : (s[0] & 0xF8) == 0xF0 ? 4
+                                    : 0;
     if (n == 0 || r->end - r->p < n) return rx_fail(r, "invalid UTF-8");
     uint32_t v = n == 1 ? s[0] : s[0] & (0x7Fu >> n);
     for (int i = 1; i < n; i++) v = v << 6 | (s[i] & 0x3Fu);
@@ -423,9 +434,12 @@ static bool rx_utf8(struct rx *r, uint32_t *cp) {
 
 /* A class escape (\d \w \s) as ranges text into b (inside [...]); false: not one. */
 static bool rx_class_escape(char e, struct sb *b) {
-    if (e == 'd') sb_puts(b, "0-9");
-    else if (e == 'w') sb_puts(b, "0-9A-Za-z_");
-    else return false;
+    if (e == 'd')
+        sb_puts(b, "0-9");
+    else if (e == 'w')
+        sb_puts(b, "0-9A-Za-z_");
+    else
+        return false;
     return true;
 }
 
@@ -433,9 +447,12 @@ static bool rx_escape_char(struct rx *r, uint32_t *cp) {
     char e = *r->p++;
     static const char ctl_from[] = "tnrfv", ctl_to[] = "\t\n\r\f\v";
     const char *k = strchr(ctl_from, e);
-    if (e && k) *cp = (unsigned char)ctl_to[k - ctl_from];
-    else if (e && strchr("\\.^$*+?()[]{}|/-\"", e)) *cp = (unsigned char)e;
-    else return rx_fail(r, "unsupported escape");
+    if (e && k)
+        *cp = (unsigned char)ctl_to[k - ctl_from];
+    else if (e && strchr("\\.^$*+?()[]{}|/-\"", e))
+        *cp = (unsigned char)e;
+    else
+        return rx_fail(r, "unsupported escape");
     return true;
 }
 
@@ -444,8 +461,10 @@ static bool rx_atom(struct rx *r) {
     char ch = *r->p;
     if (ch == '(') {
         r->p++;
-        if (r->end - r->p >= 2 && r->p[0] == '?' && r->p[1] == ':') r->p += 2;
-        else if (r->p < r->end && *r->p == '?') return rx_fail(r, "lookarounds are not supported");
+        if (r->end - r->p >= 2 && r->p[0] == '?' && r->p[1] == ':')
+            r->p += 2;
+        else if (r->p < r->end && *r->p == '?')
+            return rx_fail(r, "lookarounds are not supported");
         if (++r->depth > 32) return rx_fail(r, "groups nested too deeply");
         sb_puts(b, "(");
         if (!rx_alt(r)) return false;
@@ -564,7 +583,8 @@ static bool rx_seq(struct rx *r) {
             const char *q = r->p + 1;
             long m = 0, n = -1;
             int k = 0;
-            while (q < r->end && isdigit((unsigned char)*q) && k < 6) m = m * 10 + (*q++ - '0'), k++;
+            while (q < r->end && isdigit((unsigned char)*q) && k < 6)
+                m = m * 10 + (*q++ - '0'), k++;
             if (k == 0) return rx_fail(r, "bad repetition");
             if (q < r->end && *q == ',') {
                 q++;
@@ -579,8 +599,10 @@ static bool rx_seq(struct rx *r) {
             if (q >= r->end || *q != '}' || (n >= 0 && n < m) || m > 1000 || n > 1000)
                 return rx_fail(r, "bad repetition (at most {1000})");
             r->p = q + 1;
-            if (n < 0) sb_printf(r->b, "{%ld,}", m);
-            else sb_printf(r->b, "{%ld,%ld}", m, n);
+            if (n < 0)
+                sb_printf(r->b, "{%ld,}", m);
+            else
+                sb_printf(r->b, "{%ld,%ld}", m, n);
         }
         if (r->p < r->end && (*r->p == '?' || *r->p == '+' || *r->p == '*' || *r->p == '{'))
             return rx_fail(r, "lazy or stacked quantifiers are not supported");
@@ -624,8 +646,7 @@ static void subpath(char *out, size_t cap, const char *path, const char *a, cons
     snprintf(out, cap, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
 }
 
-static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
-                               const char *hint) {
+static const char *object_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
     static const char *const keys[] = {"type", "properties", "required", "additionalProperties",
                                        NULL};
     if (!check_keys(c, s, path, keys, "type object")) return NULL;
@@ -649,9 +670,8 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
     const bool no_extra = add && cJSON_IsFalse(add);
     if (!props || !props->child) {
         if (no_extra) return prim(c, "empty-object", "\"{\" space \"}\" space");
-        const char *val = (add && !cJSON_IsTrue(add))
-                              ? visit(c, add, path, "additional")
-                              : p_value(c);
+        const char *val =
+            (add && !cJSON_IsTrue(add)) ? visit(c, add, path, "additional") : p_value(c);
         if (!val) return NULL;
         p_string(c);
         struct sb b = {0};
@@ -663,8 +683,9 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
         return make(c, hint, &b);
     }
     if (add && !no_extra) {
-        cfail(c, path, "'additionalProperties' other than false together with 'properties' is "
-                       "not supported");
+        cfail(c, path,
+              "'additionalProperties' other than false together with 'properties' is "
+              "not supported");
         return NULL;
     }
     /* one kv rule per property, in the schema's order */
@@ -704,8 +725,10 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
     for (size_t k = n; k-- > 0;) {
         if (required[k]) continue;
         struct sb ob = {0};
-        if (opt_next) sb_printf(&ob, "%s (\",\" space %s)? | %s", kv[k], opt_next, opt_next);
-        else sb_puts(&ob, kv[k]);
+        if (opt_next)
+            sb_printf(&ob, "%s (\",\" space %s)? | %s", kv[k], opt_next, opt_next);
+        else
+            sb_puts(&ob, kv[k]);
         char h[160];
         snprintf(h, sizeof h, "%s-opt", hint);
         if (!(opt_next = make(c, h, &ob))) goto done;
@@ -728,8 +751,7 @@ done:
     return res;
 }
 
-static const char *array_rule(struct conv *c, const cJSON *s, const char *path,
-                              const char *hint) {
+static const char *array_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
     static const char *const keys[] = {"type", "items", "minItems", "maxItems", NULL};
     if (!check_keys(c, s, path, keys, "type array")) return NULL;
     long min = 0, max = -1;
@@ -753,8 +775,7 @@ static const char *array_rule(struct conv *c, const cJSON *s, const char *path,
     return make(c, hint, &b);
 }
 
-static const char *string_rule(struct conv *c, const cJSON *s, const char *path,
-                               const char *hint) {
+static const char *string_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
     static const char *const keys[] = {"type", "minLength", "maxLength", "pattern", NULL};
     if (!check_keys(c, s, path, keys, "type string")) return NULL;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
@@ -779,26 +800,27 @@ static const char *string_rule(struct conv *c, const cJSON *s, const char *path,
     }
     p_char(c), p_space(c);
     struct sb b = {0};
-    if (max < 0) sb_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", min);
-    else sb_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", min, max);
+    if (max < 0)
+        sb_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", min);
+    else
+        sb_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", min, max);
     return make(c, hint, &b);
 }
 
 static const char *type_rule(struct conv *c, const cJSON *s, const char *type, const char *path,
                              const char *hint) {
     static const char *const none[] = {"type", NULL};
-    static const char *const ints[] = {"type", "minimum", "maximum", "exclusiveMinimum",
-                                       "exclusiveMaximum", NULL};
+    static const char *const ints[] = {
+        "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
     if (strcmp(type, "object") == 0) return object_rule(c, s, path, hint);
     if (strcmp(type, "array") == 0) return array_rule(c, s, path, hint);
     if (strcmp(type, "string") == 0) return string_rule(c, s, path, hint);
     if (strcmp(type, "integer") == 0)
-        return check_keys(c, s, path, ints, "type integer") ? integer_rule(c, s, path, hint)
-                                                             : NULL;
+        return check_keys(c, s, path, ints, "type integer") ? integer_rule(c, s, path, hint) : NULL;
     const char *(*fn)(struct conv *) = strcmp(type, "number") == 0    ? p_number
                                        : strcmp(type, "boolean") == 0 ? p_boolean
                                        : strcmp(type, "null") == 0    ? p_null
-                                                                       : NULL;
+                                                                      : NULL;
     if (!fn) {
         cfail(c, path, "unknown type '%s'", type);
         return NULL;
@@ -850,7 +872,7 @@ static const char *ref_rule(struct conv *c, const cJSON *s, const char *path) {
     const char *rs = cJSON_IsString(ref) ? ref->valuestring : "";
     for (size_t i = 0; i < c->n_refs; i++)
         if (strcmp(c->refs[i].ref, rs) == 0) return c->refs[i].name;
-    const char *sect = strncmp(rs, "#/$defs/", 8) == 0         ? "$defs"
+    const char *sect = strncmp(rs, "#/$defs/", 8) == 0          ? "$defs"
                        : strncmp(rs, "#/definitions/", 14) == 0 ? "definitions"
                                                                 : NULL;
     if (!sect) {
@@ -903,8 +925,7 @@ static const char *ref_rule(struct conv *c, const cJSON *s, const char *path) {
     return c->rules[r].name;
 }
 
-static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
-                               const char *hint) {
+static const char *visit_inner(struct conv *c, const cJSON *s, const char *path, const char *hint) {
     if (cJSON_IsTrue(s)) return p_value(c);
     if (!cJSON_IsObject(s)) {
         cfail(c, path, "a schema must be an object or true");
@@ -923,8 +944,7 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(s, "enum"))) {
         static const char *const keys[] = {"enum", "type", NULL};
-        return check_keys(c, s, path, keys, "enum") ? alternatives(c, x, "enum", path, hint)
-                                                    : NULL;
+        return check_keys(c, s, path, keys, "enum") ? alternatives(c, x, "enum", path, hint) : NULL;
     }
     static const char *const comb[] = {"anyOf", "oneOf", "allOf"};
     for (int i = 0; i < 3; i++) {
@@ -979,8 +999,7 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
     for (size_t i = 0; i < sizeof infer / sizeof infer[0]; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, infer[i].key)) {
             if (strcmp(infer[i].type, "integer") == 0) {
-                cfail(c, path, "'%s' without \"type\": \"integer\" is not supported",
-                      infer[i].key);
+                cfail(c, path, "'%s' without \"type\": \"integer\" is not supported", infer[i].key);
                 return NULL;
             }
             return type_rule(c, s, infer[i].type, path, hint);
@@ -1005,8 +1024,11 @@ static const char *visit(struct conv *c, const cJSON *s, const char *path, const
 static size_t utf8_bad(const unsigned char *s, size_t len) {
     static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
     for (size_t i = 0; i < len;) {
-        const unsigned n = s[i] < 0x80 ? 1 : (s[i] & 0xE0) == 0xC0 ? 2 : (s[i] & 0xF0) == 0xE0 ? 3
-                         : (s[i] & 0xF8) == 0xF0 ? 4 : 0;
+        const unsigned n = s[i] < 0x80             ? 1
+                           : (s[i] & 0xE0) == 0xC0 ? 2
+                           : (s[i] & 0xF0) == 0xE0 ? 3
+                           : (s[i] & 0xF8) == 0xF0 ? 4
+                                                   : 0;
         if (n == 0 || n > len - i) return i;
         uint32_t cp = n == 1 ? s[i] : s[i] & (0x7Fu >> n);
         for (unsigned k = 1; k < n; k++) {

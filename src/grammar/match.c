@@ -8,9 +8,9 @@
 
 /* Caches beyond these are dropped (rgram_state_collect), keeping only the current set. */
 #define MAX_NODES (1u << 20)
-#define MAX_SETS (1u << 15)
-#define MAX_POOL (1u << 22)
-#define MAX_CP (1u << 18)
+#define MAX_SETS  (1u << 15)
+#define MAX_POOL  (1u << 22)
+#define MAX_CP    (1u << 18)
 
 static bool grow(void **a, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return true;
@@ -171,8 +171,8 @@ static int32_t intern_scratch(struct rgram_state *s) {
         !grow((void **)&s->trans, &s->cap_trans, (s->n_sets + 1) * 128, sizeof *s->trans))
         return RGRAM_ERROR;
     memcpy(s->pool + s->n_pool, s->scratch, s->n_scratch * sizeof *s->scratch);
-    s->sets[s->n_sets] = (struct rgram_setrec){.off = (uint32_t)s->n_pool,
-                                               .len = (uint32_t)s->n_scratch};
+    s->sets[s->n_sets] =
+        (struct rgram_setrec){.off = (uint32_t)s->n_pool, .len = (uint32_t)s->n_scratch};
     for (size_t b = 0; b < 128; b++) s->trans[s->n_sets * 128 + b] = RGRAM_UNKNOWN;
     s->n_pool += s->n_scratch;
     s->set_hash[i] = (int32_t)s->n_sets;

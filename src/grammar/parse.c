@@ -72,8 +72,7 @@ static bool grow(void **a, size_t *cap, size_t need, size_t size) {
 
 static bool push(struct parser *ps, struct vec *v, uint32_t type, uint32_t value) {
     if (ps->total >= RGRAM_MAX_ELEMS)
-        return fail(ps, ps->p, "the grammar is too large (more than %u elements)",
-                    RGRAM_MAX_ELEMS);
+        return fail(ps, ps->p, "the grammar is too large (more than %u elements)", RGRAM_MAX_ELEMS);
     if (!grow((void **)&v->a, &v->cap, v->n + 1, sizeof *v->a))
         return fail(ps, ps->p, "out of memory");
     v->a[v->n++] = (struct rgram_elem){type, value};
@@ -114,8 +113,8 @@ static int64_t gen_rule(struct parser *ps, uint32_t parent) {
 }
 
 static bool is_word(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /* Spaces, tabs and comments; newlines too when newline_ok. */
@@ -143,8 +142,11 @@ static int hexval(char c) {
 static bool decode_utf8(struct parser *ps, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)ps->p;
     size_t left = (size_t)(ps->end - ps->p);
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-                        : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    int n = s[0] < 0x80             ? 1
+            : (s[0] & 0xE0) == 0xC0 ? 2
+            : (s[0] & 0xF0) == 0xE0 ? 3
+            : (s[0] & 0xF8) == 0xF0 ? 4
+                                    : 0;
     if (n == 0 || (size_t)n > left) return fail(ps, ps->p, "invalid UTF-8 in the grammar");
     uint32_t v = n == 1 ? s[0] : s[0] & (0x7Fu >> n);
     for (int i = 1; i < n; i++) {
@@ -238,8 +240,8 @@ static bool append(struct parser *ps, struct vec *v, const struct rgram_elem *e,
 static bool repeat(struct parser *ps, uint32_t rule, struct vec *out, size_t start, long min,
                    long max, const char *at) {
     const size_t len = out->n - start;
-    const uint64_t cost = (uint64_t)len * (uint64_t)min +
-                          (uint64_t)(len + 4) * (uint64_t)(max < 0 ? 1 : max - min);
+    const uint64_t cost =
+        (uint64_t)len * (uint64_t)min + (uint64_t)(len + 4) * (uint64_t)(max < 0 ? 1 : max - min);
     if (ps->total + cost > RGRAM_MAX_ELEMS)
         return fail(ps, at, "the grammar is too large (more than %u elements)", RGRAM_MAX_ELEMS);
     struct rgram_elem *sym = malloc(len * sizeof *sym);
@@ -291,7 +293,8 @@ static bool parse_sequence(struct parser *ps, uint32_t rule, struct vec *out, bo
             while (ps->p < ps->end && *ps->p != '"') {
                 uint32_t cp;
                 size_t first = ps->n_ranges;
-                if (!parse_char(ps, &cp) || !add_range(ps, cp, cp) || !add_set(ps, out, first, false))
+                if (!parse_char(ps, &cp) || !add_range(ps, cp, cp) ||
+                    !add_set(ps, out, first, false))
                     return false;
             }
             if (ps->p >= ps->end) return fail(ps, at, "unterminated string");
@@ -345,8 +348,7 @@ static bool parse_sequence(struct parser *ps, uint32_t rule, struct vec *out, bo
             last = out->n;
             if (!push(ps, out, RG_REF, (uint32_t)r)) return false;
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-            if (last == (size_t)-1)
-                return fail(ps, at, "'%c' must follow a symbol to repeat", c);
+            if (last == (size_t)-1) return fail(ps, at, "'%c' must follow a symbol to repeat", c);
             ps->p++;
             long min = 0, max = -1;
             if (c == '+') min = 1;
@@ -402,7 +404,8 @@ static bool parse_rule(struct parser *ps) {
     if (ps->rules[r].def_at) return fail(ps, at, "rule '%s' is defined twice", ps->rules[r].name);
     ps->rules[r].def_at = at;
     skip_space(ps, false);
-    if (ps->end - ps->p < 3 || memcmp(ps->p, "::=", 3) != 0) return fail(ps, ps->p, "expected '::='");
+    if (ps->end - ps->p < 3 || memcmp(ps->p, "::=", 3) != 0)
+        return fail(ps, ps->p, "expected '::='");
     ps->p += 3;
     skip_space(ps, true);
     struct vec body = {0};

@@ -7,11 +7,11 @@
 
 /* One node, all its fields together: a walk touches one cache line per node. */
 struct tnode {
-    uint64_t below[2];  /* the ASCII bytes of the strict descendants */
-    uint32_t end;       /* subtree end */
-    uint32_t tok_lo;    /* tokens ending here: ids[tok_lo .. tok_hi) */
+    uint64_t below[2]; /* the ASCII bytes of the strict descendants */
+    uint32_t end;      /* subtree end */
+    uint32_t tok_lo;   /* tokens ending here: ids[tok_lo .. tok_hi) */
     uint32_t tok_hi;
-    uint32_t sub_lo;    /* tokens of the whole subtree: ids[sub_lo .. sub_hi) */
+    uint32_t sub_lo; /* tokens of the whole subtree: ids[sub_lo .. sub_hi) */
     uint32_t sub_hi;
     uint8_t byte;       /* of the edge into the node */
     uint8_t below_high; /* some strict descendant has a byte >= 0x80 */
@@ -22,11 +22,10 @@ struct rgram_trie {
     int32_t n_tokens;
     size_t n_nodes;
     struct tnode *nd;
-    int32_t *ids;  /* token ids sorted by bytes */
-    size_t *off;   /* token i's bytes: bytes[off[i] .. off[i + 1]) */
+    int32_t *ids; /* token ids sorted by bytes */
+    size_t *off;  /* token i's bytes: bytes[off[i] .. off[i + 1]) */
     char *bytes;
 };
-
 
 struct keyed {
     const unsigned char *p;
@@ -82,7 +81,8 @@ struct rgram_trie *rgram_trie_new(int32_t n, const char *bytes, const size_t *of
     size_t m = 0;
     for (int32_t i = 0; i < n; i++)
         if (off[i + 1] > off[i])
-            k[m++] = (struct keyed){(const unsigned char *)t->bytes + off[i], off[i + 1] - off[i], i};
+            k[m++] =
+                (struct keyed){(const unsigned char *)t->bytes + off[i], off[i + 1] - off[i], i};
     qsort(k, m, sizeof *k, cmp_keyed);
     /* preorder: the path of open nodes; a new string closes those past the common prefix */
     size_t nn = 1, depth = 0;
@@ -140,7 +140,6 @@ oom:
     rgram_trie_free(t);
     return NULL;
 }
-
 
 struct walk {
     struct rgram_state *s;

@@ -19,9 +19,10 @@ static char tok_bytes[4096];
 static size_t tok_off[400];
 
 static void build_vocab(void) {
-    static const char *const words[] = {"\"", "\":", "{\"", "\"}", " the", "true", "null", "12",
-                                        "\xC3", "\xA9", "\xC3\xA9", "\xE3\x81", "\x81",
-                                        "\xF0\x9F\x98\x80", "\\n", "[{", "}]", ", ", "ab", "- "};
+    static const char *const words[] = {
+        "\"",  "\":",  "{\"",  "\"}",      " the",     "true", "null",
+        "12",  "\xC3", "\xA9", "\xC3\xA9", "\xE3\x81", "\x81", "\xF0\x9F\x98\x80",
+        "\\n", "[{",   "}]",   ", ",       "ab",       "- "};
     size_t len = 0;
     for (int i = 0; i < 256; i++) {
         tok_off[n_tok++] = len;
@@ -58,7 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct rgram *g = rgram_parse(text, tlen, "root");
     if (!g) {
         if (owned && !strstr(rcore_error_get(), "left recursion")) {
-            fprintf(stderr, "a converted schema does not parse: %s\n%s\n", rcore_error_get(), owned);
+            fprintf(stderr, "a converted schema does not parse: %s\n%s\n", rcore_error_get(),
+                    owned);
             abort();
         }
         free(owned);
@@ -82,7 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int32_t pick = feed[i] % n_tok, seen = 0;
         for (int32_t t = 0; t < n_tok && k1 > 0; t++)
             if (m1[t] && seen++ == feed[i] % k1) pick = t;
-        bool ok = rgram_state_accept(s, tok_bytes + tok_off[pick], tok_off[pick + 1] - tok_off[pick]);
+        bool ok =
+            rgram_state_accept(s, tok_bytes + tok_off[pick], tok_off[pick + 1] - tok_off[pick]);
         if (k1 > 0 && !ok && !strstr(rcore_error_get(), "ambiguous")) {
             fprintf(stderr, "an allowed token was rejected: %s\n", rcore_error_get());
             abort();
