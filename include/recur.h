@@ -379,15 +379,27 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
 RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                            const char *grammar, const char *root);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
- * malloc'd NUL-terminated string the caller frees with free(). The subset: type (object,
- * array, string, number, integer, boolean, null, or a list of them), properties, required,
- * additionalProperties (false or a schema; absent or true: any extra JSON value), items,
- * prefixItems, minItems, maxItems, enum, const, minLength, maxLength, minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum (integers), pattern (^...$ regexes of literals, ., [...]
- * classes, groups, |, and the quantifiers * + ? {m,n}), anyOf, oneOf, allOf of one schema,
- * $ref to "#/$defs/NAME" or "#/definitions/NAME", and the annotations title, description,
- * $schema, $id, default, examples, $comment (ignored). Anything else is refused: NULL with
- * the error naming the keyword and where it is (a JSON pointer). */
+ * malloc'd NUL-terminated string the caller frees with free(). The subset (that of llama.cpp's
+ * converter and OpenAI's strict mode):
+ *  - type: object, array, string, number, integer, boolean, null, or a list of them (then
+ *    with no other keyword); without type, it is inferred from properties / items / minLength
+ *    and the like, and a schema of annotations only (or true) is any JSON value;
+ *  - objects: properties (written in the schema's order; the required ones always, the others
+ *    as any ordered subset), required, additionalProperties: false, or, without properties, a
+ *    schema for every value (absent or true: any value). With properties, extra properties are
+ *    not generated (as llama.cpp, and as strict mode demands), so additionalProperties true or
+ *    a schema together with properties is refused;
+ *  - arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters), or
+ *    pattern: a regex anchored with ^ and $ made of literals, ., [...] and [^...] classes,
+ *    \d \w \s, groups (also (?:...)), | and the quantifiers * + ? {m} {m,} {m,n};
+ *  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (up to 1e15);
+ *  - enum, const (of any JSON values), anyOf, oneOf (as anyOf: exclusivity is not checked),
+ *    allOf of one schema, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed);
+ *  - annotations, ignored: title, description, $schema, $id, default, examples, $comment.
+ * Anything else (format, not, prefixItems, uniqueItems, patternProperties, minimum on a
+ * number, ...) is refused: NULL with the error naming the keyword and where it is ("json
+ * schema: at '/properties/a': keyword 'format' is not supported with type string"), as are
+ * text that is not JSON or not UTF-8, and schemas nested more than 64 deep. */
 RECUR_API char *recur_json_schema_to_grammar(const char *schema);
 
 /* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:
