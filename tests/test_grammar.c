@@ -542,6 +542,11 @@ static void test_schema(void) {
         {"{\"type\":\"string\",\"pattern\":\"^a.b$\"}", "\"a\\\"b\"", 1},
         {"{\"type\":\"string\",\"pattern\":\"^a.b$\"}", "\"a\\nb\"", -1},
         {"{\"type\":\"string\",\"pattern\":\"^[^a]\\\\s$\"}", "\"\\\\\\t\"", 1},
+        /* a class longer than any fixed buffer */
+        {"{\"type\":\"string\",\"pattern\":\"^["
+         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
+         "123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!]+$\"}",
+         "\"Zz9!\"", 1},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "42", 1},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "4.5", -1},
         {"{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"boolean\"}]}", "false", 1},

@@ -46,12 +46,31 @@ static void sb_puts(struct sb *b, const char *t) {
 
 static void sb_printf(struct sb *b, const char *fmt, ...) RCORE_PRINTF(2, 3);
 static void sb_printf(struct sb *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (k > 0) sb_add(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+    if (k > 0) {
+        sb_add(b, "", 0); /* make sure there is a buffer */
+        size_t need = b->n + (size_t)k + 1;
+        if (!b->oom && need > b->cap) {
+            size_t c = b->cap;
+            while (c < need) c *= 2;
+            char *t = realloc(b->s, c);
+            if (t) {
+                b->s = t;
+                b->cap = c;
+            } else {
+                b->oom = true;
+            }
+        }
+        if (!b->oom) {
+            vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap2);
+            b->n += (size_t)k;
+        }
+    }
+    va_end(ap2);
 }
 
 struct rule {
