@@ -203,6 +203,15 @@ static void test_match(void) {
     CHECK(rgram_state_accept(s, "x", 1) && rgram_state_complete(s));
     CHECK(!rgram_state_can_continue(s));
     CHECK(!rgram_state_accept(s, "x", 1) && rgram_state_complete(s));
+    rgram_state_free(s);
+    rgram_free(g);
+    /* an empty class: the parse cannot go on, though a stack is left */
+    g = rgram_parse("root ::= \"a\" []", 15, "root");
+    REQUIRE(g);
+    s = rgram_state_new(g);
+    REQUIRE(s);
+    CHECK(rgram_state_accept(s, "a", 1) && !rgram_state_can_continue(s) &&
+          !rgram_state_complete(s));
     CHECK(rgram_state_reset(s) && !rgram_state_complete(s));
     rgram_state_free(s);
     rgram_free(g);
@@ -542,6 +551,7 @@ static void test_schema(void) {
         {"{\"type\":\"string\",\"pattern\":\"^a.b$\"}", "\"a\\\"b\"", 1},
         {"{\"type\":\"string\",\"pattern\":\"^a.b$\"}", "\"a\\nb\"", -1},
         {"{\"type\":\"string\",\"pattern\":\"^[^a]\\\\s$\"}", "\"\\\\\\t\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[]a]+$\"}", "\"]a]\"", 1},
         /* a class longer than any fixed buffer */
         {"{\"type\":\"string\",\"pattern\":\"^["
          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"

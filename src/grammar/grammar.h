@@ -75,7 +75,8 @@ bool rgram_state_reset(struct rgram_state *s);
 bool rgram_state_accept(struct rgram_state *s, const char *bytes, size_t len);
 /* The root rule is complete here (end of generation may follow); false inside a character. */
 bool rgram_state_complete(const struct rgram_state *s);
-/* Some text may still follow (false when only the end may). */
+/* Some text may still follow: false when only the end may, or when every way on needs a
+ * character that no set holds (an empty class "[]"). */
 bool rgram_state_can_continue(const struct rgram_state *s);
 
 /* Token bytes: n tokens, token i's bytes at bytes + off[i], off[i+1] - off[i] long. Tokens of

@@ -502,7 +502,8 @@ static bool rx_atom(struct rx *r) {
         if (neg) r->p++;
         struct sb cls = {0};
         bool has_quote = false, has_bs = false;
-        while (r->p < r->end && *r->p != ']') {
+        /* a ']' first in the class is a literal (as in Python's re, which validates) */
+        for (bool first = true; r->p < r->end && (*r->p != ']' || first); first = false) {
             uint32_t lo, hi;
             if (*r->p == '\\') {
                 r->p++;

@@ -441,6 +441,7 @@ bool rgram_state_complete(const struct rgram_state *s) {
 }
 
 bool rgram_state_can_continue(const struct rgram_state *s) {
-    const struct rgram_setrec r = s->sets[s->cur];
-    return r.len > 0 && s->pool[r.off + r.len - 1] >= 0;
+    if (s->remain) return true; /* inside a character that some stack can take */
+    /* a stack whose next set holds some character (not "[]", nor only surrogates) */
+    return set_meets_any(s, s->cur, 0, 0xD7FF) || set_meets_any(s, s->cur, 0xE000, 0x10FFFF);
 }
