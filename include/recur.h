@@ -439,6 +439,51 @@ RECUR_API struct recur_sampler *recur_sampler_init_min_p(float min_p, size_t min
 RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, float repeat,
                                                              float freq, float present);
 
+/* Structured output. A grammar sampler removes every candidate token that the GBNF grammar
+ * (llama.cpp's syntax: rules `name ::= ...`, alternatives `|`, groups, strings, character
+ * classes `[a-z]` `[^...]`, `.`, `* + ? {m} {m,} {m,n}`, escapes \x \u \U \t \r \n, `#`
+ * comments; not token references `<...>`) cannot accept next, and allows the end-of-sequence
+ * token only where the root rule is complete. Put it first in a chain, so that the other
+ * samplers see only allowed tokens. It follows the text through recur_sampler_accept, which
+ * it needs for every generated token (recur_sampler_sample does it), but NOT for the prompt's
+ * tokens: accept those into the other samplers before adding this one to a chain, or keep it
+ * apart. A token may end inside a UTF-8 character or span several grammar symbols.
+ * recur_sampler_reset goes back to the grammar's start.
+ *
+ * grammar: NUL-terminated GBNF text (copied); root: the start rule (NULL: "root"). The model
+ * must outlive the sampler. NULL with the error set when the grammar is invalid ("grammar:
+ * line L, column C: what"), names an undefined rule, defines one twice, is left-recursive
+ * (a rule that reaches itself before matching a character), lacks the root, or on allocation
+ * failure. Sampling fails (-1, error set) when no candidate can continue the grammar, or
+ * after a token the grammar rejects was accepted. Cost per step follows the part of the
+ * vocabulary the grammar allows there (a walk of the vocabulary's byte trie), not the whole
+ * vocabulary times the grammar's work per token. */
+RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
+                                                           const char *grammar, const char *root);
+/* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
+ * malloc'd NUL-terminated string the caller frees with free(). The subset (that of llama.cpp's
+ * converter and OpenAI's strict mode):
+ *  - type: object, array, string, number, integer, boolean, null, or a list of them (then
+ *    with no other keyword); without type, it is inferred from properties / items / minLength
+ *    and the like, and a schema of annotations only (or true) is any JSON value;
+ *  - objects: properties (written in the schema's order; the required ones always, the others
+ *    as any ordered subset), required, additionalProperties: false, or, without properties, a
+ *    schema for every value (absent or true: any value). With properties, extra properties are
+ *    not generated (as llama.cpp, and as strict mode demands), so additionalProperties true or
+ *    a schema together with properties is refused;
+ *  - arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters), or
+ *    pattern: a regex anchored with ^ and $ made of literals, ., [...] and [^...] classes,
+ *    \d \w \s, groups (also (?:...)), | and the quantifiers * + ? {m} {m,} {m,n};
+ *  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (up to 1e15);
+ *  - enum, const (of any JSON values), anyOf, oneOf (as anyOf: exclusivity is not checked),
+ *    allOf of one schema, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed);
+ *  - annotations, ignored: title, description, $schema, $id, default, examples, $comment.
+ * Anything else (format, not, prefixItems, uniqueItems, patternProperties, minimum on a
+ * number, ...) is refused: NULL with the error naming the keyword and where it is ("json
+ * schema: at '/properties/a': keyword 'format' is not supported with type string"), as are
+ * text that is not JSON or not UTF-8, and schemas nested more than 64 deep. */
+RECUR_API char *recur_json_schema_to_grammar(const char *schema);
+
 /* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:
  * idx < 0 counts from the end), accepts the token (penalties remember it) and returns it.
  * -1 with the error set when there are no such logits, or when the sampler selects nothing

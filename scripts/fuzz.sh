@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-40}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf state tokenizer batch serve chat)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf state tokenizer batch serve chat grammar)
 
 if ! command -v clang >/dev/null 2>&1 || [ "$(dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null)" != "install ok installed" ]; then
     echo "fuzz: installing clang and its libFuzzer runtime" >&2

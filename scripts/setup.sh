@@ -10,13 +10,14 @@ shift 2
 
 # gcc, ninja and cmake build it; libxxhash-dev gives the checksums of state streams
 # (compiled in from its header); libpcre2-dev the tokenizer's pre-tokenizer pattern (linked:
-# libpcre2-8); libmicrohttpd-dev and libcjson-dev recur serve's HTTP and JSON; python3-numpy
-# runs the reference of the model tests; python3-jinja2 renders the real chat templates that the
-# chat template test compares recur with; python3-regex the independent reference of the
-# 'default' pre-tokenizer (tests/gen_vocab_default.py, run by ctest); node and npm the openai
-# client of the server tests.
+# libpcre2-8); libmicrohttpd-dev recur serve's HTTP; libcjson-dev the JSON of recur serve and
+# of the library's JSON schemas; python3-numpy runs the reference of the model tests;
+# python3-jinja2 renders the real chat templates that the chat template test compares recur
+# with; python3-regex the independent reference of the 'default' pre-tokenizer
+# (tests/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
+# JSON outputs; node and npm the openai client of the server tests.
 packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
-    libcjson-dev python3 python3-numpy python3-jinja2 python3-regex)
+    libcjson-dev python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
 # Node.js may come from elsewhere than Debian (the machines here have it); only when there is
 # none are Debian's packages installed.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

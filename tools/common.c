@@ -81,6 +81,11 @@ static const struct flag_spec specs[G_COUNT] = {
                          "template's text; default the model's, else chatml"},
     [G_SYSTEM_PROMPT] = {"-sys", "--system-prompt", "TEXT",
                          "a system message that starts the conversation"},
+    [G_GRAMMAR] = {NULL, "--grammar", "GBNF",
+                   "constrain the output to a GBNF grammar (llama.cpp's syntax; rule root)"},
+    [G_GRAMMAR_FILE] = {NULL, "--grammar-file", "FILE", "the GBNF grammar from FILE"},
+    [G_JSON_SCHEMA] = {NULL, "--json-schema", "JSON",
+                       "constrain the output to JSON that matches the schema"},
 };
 
 static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const char *summary) {
@@ -289,6 +294,15 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
         case G_PRESENCE_PENALTY:
             if ((ok = parse_float(v, -100, 100, &x))) sp->penalty_present = x;
             break;
+        case G_GRAMMAR:
+            o->grammar = v;
+            break;
+        case G_GRAMMAR_FILE:
+            o->grammar_file = v;
+            break;
+        case G_JSON_SCHEMA:
+            o->json_schema = v;
+            break;
         case G_COUNT:
             break;
         }
@@ -297,6 +311,9 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     if (!o->model) o->model = gen_default_model();
     if ((accepted & GBIT(G_PROMPT)) && !o->prompt == !o->prompt_file)
         return usage_error(cmd, accepted, summary, "give the prompt with -p or -f (one of them)");
+    if ((o->grammar != NULL) + (o->grammar_file != NULL) + (o->json_schema != NULL) > 1)
+        return usage_error(cmd, accepted, summary,
+                           "give at most one of --grammar, --grammar-file and --json-schema");
     if (o->n_ubatch > o->n_batch)
         return usage_error(cmd, accepted, summary, "--ubatch-size must not exceed --batch-size");
     return -1;
@@ -312,20 +329,10 @@ const char *gen_default_model(void) {
 #endif
 }
 
-char *gen_prompt_text(const struct gen_opts *o, size_t *len) {
-    if (o->prompt) {
-        *len = strlen(o->prompt);
-        char *copy = malloc(*len + 1);
-        if (!copy) {
-            fprintf(stderr, "recur: out of memory\n");
-            return NULL;
-        }
-        memcpy(copy, o->prompt, *len + 1);
-        return copy;
-    }
-    FILE *f = fopen(o->prompt_file, "rb");
+char *gen_read_file(const char *path, const char *what, size_t *len) {
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "recur: %s: %s\n", o->prompt_file, strerror(errno));
+        fprintf(stderr, "recur: %s: %s\n", path, strerror(errno));
         return NULL;
     }
     size_t cap = 4096, n = 0;
@@ -345,14 +352,81 @@ char *gen_prompt_text(const struct gen_opts *o, size_t *len) {
     bool bad = !buf || ferror(f);
     fclose(f);
     if (bad) {
-        fprintf(stderr, "recur: %s: cannot read the prompt (or it is over 1 GiB)\n",
-                o->prompt_file);
+        fprintf(stderr, "recur: %s: cannot read the %s (or it is over 1 GiB)\n", path, what);
         free(buf);
         return NULL;
     }
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+char *gen_prompt_text(const struct gen_opts *o, size_t *len) {
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        char *copy = malloc(*len + 1);
+        if (!copy) {
+            fprintf(stderr, "recur: out of memory\n");
+            return NULL;
+        }
+        memcpy(copy, o->prompt, *len + 1);
+        return copy;
+    }
+    return gen_read_file(o->prompt_file, "prompt", len);
+}
+
+int gen_grammar_text(const struct gen_opts *o, char **out) {
+    size_t len;
+    *out = NULL;
+    if (o->grammar_file) {
+        if (!(*out = gen_read_file(o->grammar_file, "grammar", &len))) return TOOL_FAIL;
+        if (strlen(*out) != len) {
+            fprintf(stderr, "recur: %s: the grammar contains a NUL byte\n", o->grammar_file);
+            free(*out);
+            *out = NULL;
+            return TOOL_USAGE;
+        }
+    } else if (o->grammar) {
+        len = strlen(o->grammar);
+        if (!(*out = malloc(len + 1))) {
+            fprintf(stderr, "recur: out of memory\n");
+            return TOOL_FAIL;
+        }
+        memcpy(*out, o->grammar, len + 1);
+    } else if (o->json_schema) {
+        if (!(*out = recur_json_schema_to_grammar(o->json_schema))) {
+            fprintf(stderr, "recur: --json-schema: %s\n", recur_last_error());
+            return TOOL_USAGE;
+        }
+    }
+    return TOOL_OK;
+}
+
+int gen_add_grammar(const struct recur_model *model, const char *grammar,
+                    struct recur_sampler **chain) {
+    if (!grammar) return TOOL_OK;
+    struct recur_sampler *g = recur_sampler_init_grammar(model, grammar, "root");
+    if (!g) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        return TOOL_USAGE;
+    }
+    struct recur_sampler *outer = recur_sampler_chain_init();
+    bool ok = outer != NULL;
+    if (!ok)
+        recur_sampler_free(g);
+    else if (!(ok = recur_sampler_chain_add(outer, g)))
+        recur_sampler_free(*chain);
+    else
+        ok = recur_sampler_chain_add(outer, *chain); /* owns *chain from here, even failing */
+    if (!ok) {
+        if (!outer) recur_sampler_free(*chain);
+        recur_sampler_free(outer);
+        *chain = NULL;
+        fprintf(stderr, "recur: out of memory\n");
+        return TOOL_FAIL;
+    }
+    *chain = outer;
+    return TOOL_OK;
 }
 
 recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,

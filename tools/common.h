@@ -53,6 +53,9 @@ enum gen_flag {
     G_SLOT_SAVE_PATH,
     G_CHAT_TEMPLATE,
     G_SYSTEM_PROMPT,
+    G_GRAMMAR,
+    G_GRAMMAR_FILE,
+    G_JSON_SCHEMA,
     G_COUNT
 };
 
@@ -75,6 +78,10 @@ struct gen_opts {
     const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
     int32_t cache_mb;         /* its budget */
     int32_t lookup;           /* draft tokens per step (prompt lookup decoding), 0: off */
+    /* structured output: at most one of them */
+    const char *grammar;      /* GBNF text (--grammar) */
+    const char *grammar_file; /* GBNF file (--grammar-file) */
+    const char *json_schema;  /* JSON schema text (--json-schema) */
     /* recur serve */
     const char *hosts[GEN_MAX_HOSTS]; /* --host, repeatable */
     int n_hosts;                      /* 0: 127.0.0.1 */
@@ -107,6 +114,21 @@ bool gen_parse_long(const char *s, long min, long max, long *out);
 /* The prompt text (from -p or -f), malloc'd and NUL-terminated; NULL with a message on stderr.
  * *len gets its length. */
 char *gen_prompt_text(const struct gen_opts *o, size_t *len);
+
+/* A whole file, malloc'd and NUL-terminated (what names it in messages); NULL with a message
+ * on stderr. *len gets its length. */
+char *gen_read_file(const char *path, const char *what, size_t *len);
+
+/* The grammar that --grammar, --grammar-file or --json-schema ask for (malloc'd GBNF text), in
+ * *out; *out is NULL when none was given. Returns TOOL_OK, or TOOL_FAIL (file unreadable) /
+ * TOOL_USAGE (a schema recur cannot convert) with a message on stderr. */
+int gen_grammar_text(const struct gen_opts *o, char **out);
+
+/* Puts a grammar sampler for grammar (GBNF, NULL: none) in front of chain, which must already
+ * have accepted the prompt's tokens: *chain becomes a new chain [grammar, old chain]. Returns
+ * TOOL_OK, or TOOL_USAGE for a bad grammar (its line and column on stderr) / TOOL_FAIL. */
+int gen_add_grammar(const struct recur_model *model, const char *grammar,
+                    struct recur_sampler **chain);
 
 /* Tokens of text (with BOS when the model asks for it), malloc'd; NULL with a message. */
 recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,

@@ -22,6 +22,12 @@
  * the first that differs is replaced by the sampled token and the memory rolls back to before
  * it (n_rollback). Every emitted token is sampled from the same logits, with the same sampler
  * calls, as without --lookup, so the output is the same, whatever the sampler.
+ *
+ * With --grammar, --grammar-file or --json-schema, a grammar sampler goes in front of the
+ * chain (recur_sampler_init_grammar) once the prompt's tokens have gone to the penalties: the
+ * output follows the grammar from its first token, and end of sequence, which stops the
+ * output, is allowed only where the grammar is complete (the output may also stop at -n, a
+ * prefix). A bad grammar or schema exits with status 2, its line and column on stderr.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +40,8 @@
      GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
      GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT) |      \
-     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP))
+     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP) | GBIT(G_GRAMMAR) |                  \
+     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA))
 
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of the last g tokens
  * of hist[0..n) (g = 3, 2, 1: the longest that occurs), at most max of them into out. */
@@ -113,10 +120,16 @@ int cmd_run(int argc, char **argv) {
     struct recur_model *model;
     struct recur_context *ctx;
     size_t len;
+    char *grammar;
+    if ((st = gen_grammar_text(&o, &grammar)) != TOOL_OK) return st;
     char *text = gen_prompt_text(&o, &len);
-    if (!text) return TOOL_FAIL;
+    if (!text) {
+        free(grammar);
+        return TOOL_FAIL;
+    }
     if (!gen_load(&o, 1, &model, &ctx)) {
         free(text);
+        free(grammar);
         return TOOL_FAIL;
     }
     int ret = TOOL_FAIL;
@@ -134,6 +147,12 @@ int cmd_run(int argc, char **argv) {
     }
     if (!(smpl = recur_sampler_chain_default(model, o.sampling))) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
+        goto done;
+    }
+    /* the prompt's tokens go to the penalties, not to the grammar, which starts at the output */
+    for (int32_t i = 0; i < n_prompt; i++) recur_sampler_accept(smpl, tokens[i]);
+    if ((st = gen_add_grammar(model, grammar, &smpl)) != TOOL_OK) {
+        ret = st;
         goto done;
     }
 
@@ -158,7 +177,6 @@ int cmd_run(int argc, char **argv) {
         goto done;
     double t1 = gen_now_s();
     if (o.prompt_cache) gen_cache_store(ctx, 0, tokens, n_prompt);
-    for (int32_t i = 0; i < n_prompt; i++) recur_sampler_accept(smpl, tokens[i]);
 
     /* one step: decode the last sampled token and its drafts, then sample at each place */
     const int32_t n_draft_max = o.lookup;
@@ -259,6 +277,7 @@ done:
     recur_sampler_free(smpl);
     free(tokens);
     free(text);
+    free(grammar);
     recur_free(ctx);
     recur_model_free(model);
     return ret;
