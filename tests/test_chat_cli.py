@@ -346,6 +346,22 @@ def pty_session():
     os.close(fd)
 
 
+# ---- a grammar: every reply is one text of it, from its start (the conversation's tokens
+# never reach the grammar), with sampling at a temperature
+yes_no = 'root ::= ("yes" | "no") "."'
+st, out, err = chat([L1, L2, L3], "--grammar", yes_no, "--temp", "1.5", "--seed", "3", n=20)
+replies = [l for l in out.split("\n") if l.strip()]
+check(st == 0 and len(turns(err)) == 3, "--grammar: three turns (%d, %r)" % (st, err[-300:]))
+check(all(r.split("> ")[-1] in ("yes.", "no.") for r in replies) and len(replies) >= 3,
+      "--grammar: every reply is a text of the grammar (%r)" % out)
+st, out, err = chat([L1], "--grammar", "root ::= [a-")
+check(st == 2 and "line 1, column 10" in err, "a bad --grammar: exit 2, line and column (%d, %r)" %
+      (st, err[-300:]))
+st, out, err = chat([L1], "--json-schema", '{"type": "string", "format": "date"}')
+check(st == 2 and "keyword 'format'" in err, "an unsupported --json-schema: exit 2 (%d, %r)" %
+      (st, err[-300:]))
+
+
 pty_session()
 
 print("test_chat_cli: %d passed, %d failed" % (passed, failed))

@@ -274,8 +274,10 @@ check("streamed /completion: tokens, probabilities, a final object",
 
 # refused and accepted llama-server fields
 for field, value in (("mirostat", 2), ("typical_p", 0.5), ("dry_multiplier", 0.8),
-                     ("xtc_probability", 0.5), ("dynatemp_range", 0.5), ("grammar", "root ::= x"),
-                     ("json_schema", {"type": "object"}), ("id_slot", 2), ("n_indent", 4),
+                     ("xtc_probability", 0.5), ("dynatemp_range", 0.5),
+                     ("grammar", "root ::= x"),  # a bad grammar: its undefined rule
+                     ("json_schema", {"type": "object", "not": {}}),  # outside the subset
+                     ("id_slot", 2), ("n_indent", 4),
                      ("min_keep", 2), ("lora", [{"id": 0, "scale": 1}]), ("top_n_sigma", 1),
                      ("t_max_predict_ms", 100), ("timings_per_token", True)):
     refused(field, "/completion", {"prompt": PROMPT, field: value}, field)
@@ -392,7 +394,7 @@ refused("top_logprobs without logprobs", "/v1/chat/completions",
 refused("top_logprobs over 20", "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 21},
         "top_logprobs")
-for field, value in (("response_format", {"type": "json_object"}), ("grammar", "root ::= x"),
+for field, value in (("response_format", {"type": "xml"}), ("grammar", "root ::= x"),
                      ("tools", [{"type": "function", "function": {"name": "f"}}]),
                      ("tool_choice", "auto"), ("functions", [{"name": "f"}]),
                      ("stop", 3), ("frobnicate", 1), ("n_probs", 2)):
@@ -446,6 +448,76 @@ if world:
           b["usage"]["prompt_tokens"] == len(tokenize(rendered)), (b, raw))
     world.proc.terminate()
     world.proc.wait(timeout=30)
+
+# ---- structured output: grammar, json_schema, response_format ---------------------------------
+# a grammar with two sentences: every choice of every endpoint is one of them, ended by the
+# grammar (EOS is allowed only where the grammar is complete)
+yes_no = 'root ::= ("yes" | "no") "."'
+st, b, _ = srv.post("/v1/completions", {"prompt": "Say:", "max_tokens": 10, "n": 3,
+                                        "temperature": 1.5, "seed": 11, "grammar": yes_no})
+check("grammar: every choice follows it and ends there",
+      st == 200 and len(b["choices"]) == 3 and
+      all(c["text"] in ("yes.", "no.") and c["finish_reason"] == "stop" for c in b["choices"]), b)
+st, b, _ = srv.post("/completion", {"prompt": "Say:", "n_predict": 10, "grammar": yes_no,
+                                    "temperature": 1.5, "seed": 12})
+check("grammar on /completion", st == 200 and b["content"] in ("yes.", "no.") and
+      b["stop_type"] == "eos", b)
+# a stop string inside the grammar's text still stops it
+st, b, _ = srv.post("/v1/completions", {"prompt": "Say:", "max_tokens": 10, "stop": ["cd"],
+                                        "grammar": 'root ::= "ab" "cd" "ef"'})
+check("grammar with a stop string", st == 200 and b["choices"][0]["text"] == "ab" and
+      b["choices"][0]["finish_reason"] == "stop", b)
+# a JSON schema: what ends is valid JSON of the schema; what the length cut holds only the
+# characters the schema allows
+schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
+          "required": ["answer"], "additionalProperties": False}
+allowed = set('{}":answeryno \t\n\r')
+outs = []
+st, b, _ = srv.post("/v1/chat/completions", {
+    "messages": [{"role": "user", "content": "yes or no?"}], "max_tokens": 40, "n": 3,
+    "temperature": 1, "seed": 1,
+    "response_format": {"type": "json_schema",
+                        "json_schema": {"name": "a", "strict": True, "schema": schema}}})
+outs += [(c["message"]["content"], c["finish_reason"]) for c in b.get("choices", [])]
+st2, b2, _ = srv.post("/completion", {"prompt": "Answer:", "n_predict": 40, "json_schema": schema,
+                                      "temperature": 1, "seed": 2})
+outs.append((b2.get("content"), "stop" if b2.get("stop_type") == "eos" else "length"))
+check("json_schema: answers", st == 200 and st2 == 200 and len(outs) == 4, (b, b2))
+for text, why in outs:
+    check("json_schema: only the schema's characters", text is not None and
+          set(text) <= allowed and text.lstrip().startswith("{"), text)
+    if why == "stop":
+        try:
+            v = json.loads(text)
+        except ValueError:
+            v = None
+        check("json_schema: a finished answer is the schema's JSON",
+              v in ({"answer": "yes"}, {"answer": "no"}), text)
+st, b, _ = srv.post("/v1/completions", {"prompt": "{", "max_tokens": 30, "temperature": 1,
+                                        "seed": 4, "response_format": {"type": "json_object"}})
+text = b["choices"][0]["text"] if st == 200 else None
+check("json_object: the answer starts an object", text is not None and
+      text.lstrip().startswith("{"), b)
+if text is not None and b["choices"][0]["finish_reason"] == "stop":
+    check("json_object: a finished answer is a JSON object", isinstance(json.loads(text), dict), text)
+# refusals, each a 400 naming what is wrong
+for path, body, want in (
+        ("/completion", {"prompt": "x", "grammar": "root ::= [a-"},
+         "grammar: line 1, column 10: unterminated character class"),
+        ("/completion", {"prompt": "x", "grammar": "root ::= undefined-rule"}, "undefined-rule"),
+        ("/completion", {"prompt": "x", "json_schema": {"type": "string", "format": "date"}},
+         "keyword 'format' is not supported"),
+        ("/v1/completions", {"prompt": "x", "response_format": {"type": "xml"}},
+         'type "xml" is not one of'),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                  "response_format": {"type": "json_schema"}},
+         'needs "json_schema": {"schema": ...}'),
+        ("/v1/completions", {"prompt": "x", "grammar": "root ::= [a-c]+", "json_schema": {}},
+         'give one of "grammar", "json_schema" and "response_format"'),
+        ("/completion", {"prompt": "x", "grammar": 3}, '"grammar" must be a string')):
+    st, b, _ = srv.post(path, body)
+    check("structured output refused: %s" % want, st == 400 and
+          want in b.get("error", {}).get("message", ""), (st, b))
 
 check("the server is still healthy", srv.healthy())
 srv.proc.terminate()

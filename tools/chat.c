@@ -46,7 +46,8 @@
     (GBIT(G_MODEL) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) |        \
      GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) | GBIT(G_MIN_P) | GBIT(G_SEED) |                 \
      GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) | GBIT(G_FREQ_PENALTY) |                       \
-     GBIT(G_PRESENCE_PENALTY) | GBIT(G_CHAT_TEMPLATE) | GBIT(G_SYSTEM_PROMPT))
+     GBIT(G_PRESENCE_PENALTY) | GBIT(G_CHAT_TEMPLATE) | GBIT(G_SYSTEM_PROMPT) | GBIT(G_GRAMMAR) |  \
+     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA))
 
 /* Set by SIGINT: a signal handler can only set a flag, and this program has one main thread. */
 static volatile sig_atomic_t interrupted;
@@ -80,7 +81,10 @@ static bool str_add(struct str *b, const char *s, size_t n) {
 struct chat {
     struct recur_model *model;
     struct recur_context *ctx;
-    struct recur_sampler *smpl;
+    struct recur_sampler *smpl;    /* what replies are sampled with: [grammar,] base */
+    struct recur_sampler *base;    /* the sampling chain; its penalties see the whole chat */
+    struct recur_sampler *grammar; /* --grammar etc. (NULL: none), in smpl; every reply follows
+                                      it from its start, the conversation's tokens never go in */
     const struct gen_opts *o;
     const char *tmpl;      /* a template text or a builtin name */
     const char *tmpl_name; /* the builtin name it resolves to */
@@ -253,7 +257,7 @@ static int32_t sync_to(struct chat *c, const char *r, size_t len, int32_t *reuse
         return -1;
     }
     for (int32_t i = 0; i < n; i++)
-        recur_sampler_accept(c->smpl, c->toks[c->n_toks - (size_t)n + (size_t)i]);
+        recur_sampler_accept(c->base, c->toks[c->n_toks - (size_t)n + (size_t)i]);
     return n;
 }
 
@@ -295,6 +299,7 @@ static bool turn(struct chat *c, const char *line, size_t line_len) {
             reused);
 
     /* the reply: its text (control tokens rendered, so that an end-of-turn token is seen) */
+    if (c->grammar) recur_sampler_reset(c->grammar); /* each reply is one text of the grammar */
     struct str reply = {0};
     size_t printed = 0, content_len = SIZE_MAX;
     const recur_token eos = recur_token_eos(c->model);
@@ -536,7 +541,7 @@ static void cmd_load(struct chat *c, const char *path) {
     msgs = NULL;
     n_msgs = 0;
     recur_sampler_reset(c->smpl);
-    for (size_t i = 0; i < c->n_toks; i++) recur_sampler_accept(c->smpl, c->toks[i]);
+    for (size_t i = 0; i < c->n_toks; i++) recur_sampler_accept(c->base, c->toks[i]);
     if (strcmp(name, c->tmpl_name) != 0)
         fprintf(stderr,
                 "recur chat: note: %s was saved with the %s template, this chat uses %s (the "
@@ -616,6 +621,8 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "recur chat: --chat-template: %s\n", recur_last_error());
         return TOOL_USAGE;
     }
+    char *grammar = NULL; /* --grammar, --grammar-file or --json-schema as GBNF */
+    if ((st = gen_grammar_text(&o, &grammar)) != TOOL_OK) return st;
     struct chat c = {0};
     c.o = &o;
     /* two sequences: the conversation, and a place to load a saved one into before it
@@ -630,7 +637,10 @@ int cmd_chat(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &sigint, &old_mask);
     const bool loaded = gen_load_params(&o, cp, &c.model, &c.ctx);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    if (!loaded) return TOOL_FAIL;
+    if (!loaded) {
+        free(grammar);
+        return TOOL_FAIL;
+    }
     int ret = TOOL_FAIL;
     char *line = NULL;
     c.tmpl = o.chat_template ? o.chat_template : recur_model_chat_template(c.model, NULL);
@@ -641,9 +651,16 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     if (!(c.eot = find_eot(c.tmpl))) goto done;
-    if (!(c.smpl = recur_sampler_chain_default(c.model, o.sampling))) {
+    if (!(c.smpl = c.base = recur_sampler_chain_default(c.model, o.sampling))) {
         fprintf(stderr, "recur chat: %s\n", recur_last_error());
         goto done;
+    }
+    if (grammar) { /* in front of the chain, for the replies only */
+        /* on failure c.smpl is the chain as it was, or NULL when it was freed */
+        if ((st = gen_add_grammar(c.model, grammar, &c.grammar, &c.smpl)) != TOOL_OK) {
+            ret = st;
+            goto done;
+        }
     }
     if (o.system_prompt && !add_msg(&c, "system", o.system_prompt, strlen(o.system_prompt))) {
         fprintf(stderr, "recur chat: out of memory\n");
@@ -700,6 +717,7 @@ int cmd_chat(int argc, char **argv) {
     }
 done:
     free(line);
+    free(grammar);
     free(c.eot);
     msgs_free(c.msgs, c.n_msgs);
     free(c.toks);

@@ -403,7 +403,7 @@ int gen_grammar_text(const struct gen_opts *o, char **out) {
 }
 
 int gen_add_grammar(const struct recur_model *model, const char *grammar,
-                    struct recur_sampler **chain) {
+                    struct recur_sampler **grammar_out, struct recur_sampler **chain) {
     if (!grammar) return TOOL_OK;
     struct recur_sampler *g = recur_sampler_init_grammar(model, grammar, "root");
     if (!g) {
@@ -426,6 +426,7 @@ int gen_add_grammar(const struct recur_model *model, const char *grammar,
         return TOOL_FAIL;
     }
     *chain = outer;
+    if (grammar_out) *grammar_out = g;
     return TOOL_OK;
 }
 

@@ -125,10 +125,11 @@ char *gen_read_file(const char *path, const char *what, size_t *len);
 int gen_grammar_text(const struct gen_opts *o, char **out);
 
 /* Puts a grammar sampler for grammar (GBNF, NULL: none) in front of chain, which must already
- * have accepted the prompt's tokens: *chain becomes a new chain [grammar, old chain]. Returns
+ * have accepted the prompt's tokens: *chain becomes a new chain [grammar, old chain], and
+ * *grammar_out (when not NULL) the grammar sampler in it (owned by the chain). Returns
  * TOOL_OK, or TOOL_USAGE for a bad grammar (its line and column on stderr) / TOOL_FAIL. */
 int gen_add_grammar(const struct recur_model *model, const char *grammar,
-                    struct recur_sampler **chain);
+                    struct recur_sampler **grammar_out, struct recur_sampler **chain);
 
 /* Tokens of text (with BOS when the model asks for it), malloc'd; NULL with a message. */
 recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,

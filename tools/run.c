@@ -151,7 +151,7 @@ int cmd_run(int argc, char **argv) {
     }
     /* the prompt's tokens go to the penalties, not to the grammar, which starts at the output */
     for (int32_t i = 0; i < n_prompt; i++) recur_sampler_accept(smpl, tokens[i]);
-    if ((st = gen_add_grammar(model, grammar, &smpl)) != TOOL_OK) {
+    if ((st = gen_add_grammar(model, grammar, NULL, &smpl)) != TOOL_OK) {
         ret = st;
         goto done;
     }

@@ -83,6 +83,8 @@ struct task {
                               most SERVE_MAX_PROBS) */
     bool prompt_logprobs;  /* echo with logprobs: every prompt position's logits are asked for
                               (the prefix cache is then not restored from) */
+    char *grammar;         /* GBNF text every choice's output follows (root rule "root"),
+                              from grammar, json_schema or response_format; NULL: none */
     char *eot;             /* a chat template's end-of-turn text: ends a choice like a stop
                               string, not reported as one; NULL: none */
     recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read

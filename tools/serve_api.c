@@ -390,6 +390,7 @@ static struct task *clone_task(const struct task *t) {
     c->prompt_logprobs = t->prompt_logprobs;
     c->refs = 1;
     bool ok = true;
+    if (t->grammar) ok = (c->grammar = strdup(t->grammar));
     for (int i = 0; i < t->n_stop; i++) ok = ok && (c->stop[c->n_stop++] = strdup(t->stop[i]));
     if (ok && t->eot) ok = (c->eot = strdup(t->eot));
     if (ok && t->n_bias > 0) {
@@ -401,6 +402,7 @@ static struct task *clone_task(const struct task *t) {
         for (int i = 0; i < c->n_stop; i++) free(c->stop[i]);
         c->n_stop = 0;
         free(c->eot);
+        free(c->grammar);
         free(c->bias);
         free(c);
         return NULL;
@@ -583,6 +585,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     stream_options_field(&p, r);
     stop_field(&p, t);
     serve_logit_bias_field(&p, s, t, llama);
+    serve_grammar_field(&p, s, t);
 
     /* what the answer reports */
     if (llama) {
@@ -603,13 +606,6 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
             serve_fail(&p, "\"top_logprobs\" needs \"logprobs\": true");
         t->logprobs = r->chat_logprobs;
         t->n_top = top > 0 ? (int32_t)top : 0;
-        const cJSON *rf = serve_field(&p, "response_format");
-        const cJSON *type = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
-        if (!p.bad && rf &&
-            !(cJSON_IsObject(rf) && cJSON_GetArraySize(rf) == 1 && cJSON_IsString(type) &&
-              strcmp(type->valuestring, "text") == 0))
-            serve_fail(&p, "\"response_format\" is not supported by recur: only {\"type\": "
-                           "\"text\"} (no structured output)");
     } else {
         r->logprobs = (int)num_field(&p, "logprobs", -1, 0, 5, true);
         r->echo = bool_field(&p, "echo", false);

@@ -85,6 +85,11 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
 void serve_check_fields(struct parse *p, enum task_api api);
 /* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */
 void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, bool llama);
+/* serve_fields.c: structured output into t->grammar (GBNF text, checked): llama-server's
+ * `grammar` (GBNF) or `json_schema`, OpenAI's `response_format` ({"type": "text"},
+ * {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": ...}}); at most
+ * one of them. */
+void serve_grammar_field(struct parse *p, struct server *s, struct task *t);
 /* serve_fields.c: llama-server's samplers list, as changes to sp. */
 void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */

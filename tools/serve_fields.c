@@ -2,8 +2,8 @@
  * recur serve's field tables (see serve_api.h): every field of /v1/completions, /completion
  * and /v1/chat/completions is in its endpoint's table, as honoured, as accepted without
  * effect on the output (with why), or as refused unless it has its default value; a field in
- * no table is refused by name. Also the two fields with their own grammar: logit_bias and
- * llama-server's samplers.
+ * no table is refused by name. Also the fields with their own grammar: logit_bias,
+ * llama-server's samplers, and structured output (grammar, json_schema, response_format).
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -49,6 +49,9 @@ static const struct field openai_fields[] = {
     {"top_k", F_USED, 0},
     {"min_p", F_USED, 0},
     {"cache_prompt", F_USED, 0},
+    {"response_format", F_USED, 0},
+    {"grammar", F_USED, 0},
+    {"json_schema", F_USED, 0},
     {"suffix", F_OFF_SET, 0}, /* insertion: recur has no fill-in-the-middle */
     {"model", F_HARMLESS, 0}, /* one model is served, whatever the name */
     {"user", F_HARMLESS, 0},  /* an end-user id for abuse monitoring */
@@ -88,8 +91,8 @@ static const struct field llama_fields[] = {
     {"n_indent", F_OFF_NUM, 0},
     {"min_keep", F_OFF_NUM, 0},
     {"t_max_predict_ms", F_OFF_NUM, 0},
-    {"grammar", F_OFF_SET, 0},
-    {"json_schema", F_OFF_SET, 0},
+    {"grammar", F_USED, 0},
+    {"json_schema", F_USED, 0},
     {"lora", F_OFF_SET, 0},
     {"timings_per_token", F_OFF_SET, 0},
     {"return_progress", F_OFF_SET, 0},
@@ -130,9 +133,9 @@ static const struct field chat_fields[] = {
     {"min_p", F_USED, 0},
     {"cache_prompt", F_USED, 0},
     {"add_generation_prompt", F_USED, 0},
-    {"response_format", F_USED, 0}, /* {"type": "text"} only: structured output is refused */
-    {"grammar", F_OFF_SET, 0},
-    {"json_schema", F_OFF_SET, 0},
+    {"response_format", F_USED, 0},
+    {"grammar", F_USED, 0},
+    {"json_schema", F_USED, 0},
     {"tools", F_OFF_SET, 0},
     {"tool_choice", F_OFF_SET, 0},
     {"functions", F_OFF_SET, 0},
@@ -325,4 +328,92 @@ void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp) {
     if (!seen[2]) sp->top_p = 1.0f;
     if (!seen[3]) sp->min_p = 0.0f;
     if (!seen[4] && sp->temp > 0.0f) sp->temp = 1.0f;
+}
+
+/* ---- structured output ------------------------------------------------------------------- */
+
+/* The GBNF of a JSON schema (p fails with the converter's message, naming what). */
+static char *schema_grammar(struct parse *p, const cJSON *schema, const char *what) {
+    char *text = cJSON_PrintUnformatted(schema);
+    char *g = text ? recur_json_schema_to_grammar(text) : NULL;
+    if (!g) serve_fail(p, "%s: %s", what, text ? recur_last_error() : "out of memory");
+    free(text);
+    return g;
+}
+
+void serve_grammar_field(struct parse *p, struct server *s, struct task *t) {
+    if (p->bad) return;
+    const cJSON *gr = serve_field(p, "grammar"), *js = serve_field(p, "json_schema"),
+                *rf = serve_field(p, "response_format");
+    if (cJSON_IsNull(gr) || (cJSON_IsString(gr) && gr->valuestring[0] == '\0')) gr = NULL;
+    if (cJSON_IsNull(js)) js = NULL;
+    if (cJSON_IsNull(rf)) rf = NULL;
+    char *g = NULL;
+    if (rf) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type)) {
+            serve_fail(p, "\"response_format\" must be an object with a \"type\"");
+            return;
+        }
+        const char *ty = type->valuestring;
+        const cJSON *inner = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+        const cJSON *schema = cJSON_GetObjectItemCaseSensitive(rf, "schema"); /* llama-server */
+        if (strcmp(ty, "text") == 0) {
+            rf = NULL;
+        } else if (strcmp(ty, "json_object") == 0) {
+            /* any JSON object, or llama-server's schema beside the type */
+            if (schema) {
+                g = schema_grammar(p, schema, "\"response_format\".\"schema\"");
+            } else {
+                cJSON *any = cJSON_CreateObject();
+                if (any) cJSON_AddStringToObject(any, "type", "object");
+                g = any ? schema_grammar(p, any, "\"response_format\"") : NULL;
+                if (!any) serve_fail(p, "out of memory");
+                cJSON_Delete(any);
+            }
+        } else if (strcmp(ty, "json_schema") == 0) {
+            if (cJSON_IsObject(inner)) schema = cJSON_GetObjectItemCaseSensitive(inner, "schema");
+            if (!schema) {
+                serve_fail(p, "\"response_format\": type \"json_schema\" needs "
+                              "\"json_schema\": {\"schema\": ...}");
+                return;
+            }
+            g = schema_grammar(p, schema, "\"response_format\".\"json_schema\".\"schema\"");
+        } else {
+            serve_fail(p,
+                       "\"response_format\": type \"%.40s\" is not one of \"text\", "
+                       "\"json_object\", \"json_schema\"",
+                       ty);
+            return;
+        }
+    }
+    if ((gr != NULL) + (js != NULL) + (rf != NULL) > 1) {
+        free(g);
+        serve_fail(p, "give one of \"grammar\", \"json_schema\" and \"response_format\"");
+        return;
+    }
+    if (gr) {
+        if (!cJSON_IsString(gr)) {
+            serve_fail(p, "\"grammar\" must be a string of GBNF");
+            return;
+        }
+        if (!(g = strdup(gr->valuestring))) serve_fail(p, "out of memory");
+    } else if (js) {
+        g = schema_grammar(p, js, "\"json_schema\"");
+    }
+    if (!g) return;
+    /* checked here, so that a bad grammar is a 400 with its line and column, not a failed
+       task */
+    struct recur_sampler *check = recur_sampler_init_grammar(s->model, g, "root");
+    if (!check) {
+        serve_fail(p, "\"%s\": %s",
+                   gr   ? "grammar"
+                   : js ? "json_schema"
+                        : "response_format",
+                   recur_last_error());
+        free(g);
+        return;
+    }
+    recur_sampler_free(check);
+    t->grammar = g;
 }

@@ -47,6 +47,7 @@ static void task_free(struct task *t) {
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->prompt);
     free(t->eot);
+    free(t->grammar);
     free(t->bias);
     free(t->prompt_text);
     free(t->prompt_lp);
@@ -282,6 +283,26 @@ static void append_token(struct server *s, struct task *t, struct choice *c, rec
     c->held = held_back(t, c);
 }
 
+/* Puts a grammar sampler of t's grammar in front of c's chain; false with t->error set. */
+static bool add_grammar(struct server *s, struct task *t, struct choice *c) {
+    struct recur_sampler *g = recur_sampler_init_grammar(s->model, t->grammar, "root");
+    struct recur_sampler *outer = g ? recur_sampler_chain_init() : NULL;
+    if (!outer || !recur_sampler_chain_add(outer, g)) {
+        snprintf(t->error, sizeof t->error, "grammar: %s", recur_last_error());
+        if (!outer) recur_sampler_free(g);
+        recur_sampler_free(outer);
+        return false;
+    }
+    if (!recur_sampler_chain_add(outer, c->smpl)) { /* the chain owns c->smpl even failing */
+        c->smpl = NULL;
+        recur_sampler_free(outer);
+        snprintf(t->error, sizeof t->error, "out of memory for a grammar");
+        return false;
+    }
+    c->smpl = outer;
+    return true;
+}
+
 /* Sets up a newly admitted task: samplers, the prefix cache. Outside s->mu (the scheduler
  * owns the context). False with t->error set. */
 static bool start_task(struct server *s, struct task *t) {
@@ -312,6 +333,9 @@ static bool start_task(struct server *s, struct task *t) {
         }
         for (int32_t j = 0; j < t->n_prompt; j++)
             recur_sampler_accept(t->choice[i].smpl, t->prompt[j]);
+        /* the grammar goes in front once the prompt went to the penalties: it follows the
+           output only (the request's grammar was checked when it was parsed) */
+        if (t->grammar && !add_grammar(s, t, c)) return false;
         t->choice[i].row = -1;
     }
     /* a slot keeps its last conversation between tasks: every sequence starts empty */

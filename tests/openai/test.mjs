@@ -67,9 +67,19 @@ for await (const chunk of cs) {
 check("streamed chat", streamed === reply && role === "assistant" && (finish === "length" || finish === "stop"),
       JSON.stringify([streamed, role, finish]));
 check("streamed chat usage", usage && usage.prompt_tokens > 0 && usage.completion_tokens > 0, JSON.stringify(usage));
+// structured output: the answer holds only what the schema allows (a cut one is a prefix)
+const schema = { type: "object", properties: { answer: { enum: ["yes", "no"] } }, required: ["answer"], additionalProperties: false };
+const sj = await client.chat.completions.create({
+  model: "recur", messages, max_tokens: 40, seed: 1,
+  response_format: { type: "json_schema", json_schema: { name: "a", strict: true, schema } } });
+const sjText = sj.choices[0].message.content;
+check("response_format json_schema: the schema's characters only",
+      /^[{}":answeryno \t\n\r]*$/.test(sjText) && sjText.trimStart().startsWith("{"), JSON.stringify(sjText));
+if (sj.choices[0].finish_reason === "stop")
+  check("response_format json_schema: a finished answer parses", ["yes", "no"].includes(JSON.parse(sjText).answer), sjText);
 try {
-  await client.chat.completions.create({ model: "recur", messages, response_format: { type: "json_object" } });
-  check("response_format json is refused", false);
+  await client.chat.completions.create({ model: "recur", messages, response_format: { type: "xml" } });
+  check("an unknown response_format is refused", false);
 } catch (e) {
   check("response_format: BadRequestError naming it", e instanceof OpenAI.BadRequestError && /response_format/.test(e.message), String(e));
 }
