@@ -240,6 +240,7 @@ static bool append(struct parser *ps, struct vec *v, const struct rgram_elem *e,
 static bool repeat(struct parser *ps, uint32_t rule, struct vec *out, size_t start, long min,
                    long max, const char *at) {
     const size_t len = out->n - start;
+    if (len == 0) return true; /* repeating nothing (an empty group) is nothing */
     const uint64_t cost =
         (uint64_t)len * (uint64_t)min + (uint64_t)(len + 4) * (uint64_t)(max < 0 ? 1 : max - min);
     if (ps->total + cost > RGRAM_MAX_ELEMS)
