@@ -146,6 +146,24 @@ static char *utf8_valid(const char *text, size_t n) {
 }
 
 /* cJSON_AddStringToObject with the text made valid UTF-8. */
+void serve_add_sampling(cJSON *obj, const struct recur_sampler_params *sp) {
+    const struct {
+        const char *name;
+        double v;
+    } rows[] = {
+        {"temperature", sp->temp},
+        {"top_k", sp->top_k},
+        {"top_p", sp->top_p},
+        {"min_p", sp->min_p},
+        {"repeat_last_n", sp->penalty_last_n},
+        {"repeat_penalty", sp->penalty_repeat},
+        {"presence_penalty", sp->penalty_present},
+        {"frequency_penalty", sp->penalty_freq},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        cJSON_AddNumberToObject(obj, rows[i].name, rows[i].v);
+}
+
 void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n) {
     char *v = utf8_valid(text ? text : "", text ? n : 0);
     cJSON_AddStringToObject(obj, name, v ? v : "");
@@ -446,14 +464,7 @@ static cJSON *settings_json(struct server *s, const struct task *t, const struct
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "n_predict", t->max_tokens);
     cJSON_AddNumberToObject(g, "seed", (double)sp->seed);
-    cJSON_AddNumberToObject(g, "temperature", sp->temp);
-    cJSON_AddNumberToObject(g, "top_k", sp->top_k);
-    cJSON_AddNumberToObject(g, "top_p", sp->top_p);
-    cJSON_AddNumberToObject(g, "min_p", sp->min_p);
-    cJSON_AddNumberToObject(g, "repeat_last_n", sp->penalty_last_n);
-    cJSON_AddNumberToObject(g, "repeat_penalty", sp->penalty_repeat);
-    cJSON_AddNumberToObject(g, "presence_penalty", sp->penalty_present);
-    cJSON_AddNumberToObject(g, "frequency_penalty", sp->penalty_freq);
+    serve_add_sampling(g, sp);
     /* the samplers recur does not have, all off */
     cJSON_AddNumberToObject(g, "dynatemp_range", 0);
     cJSON_AddNumberToObject(g, "typical_p", 1);

@@ -33,6 +33,10 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
                         int32_t *n, char *msg, size_t msg_len);
 /* Adds text (n bytes, any bytes) to obj as a JSON string, invalid UTF-8 bytes as U+FFFD. */
 void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n);
+/* Adds the sampling settings of sp to obj under llama-server's names (temperature, top_k,
+ * top_p, min_p, repeat_last_n, repeat_penalty, presence_penalty, frequency_penalty): what
+ * /completion's generation_settings and /slots' params share. */
+void serve_add_sampling(cJSON *obj, const struct recur_sampler_params *sp);
 /* The same as a new JSON string (NULL without memory). */
 cJSON *serve_text_json(const char *text, size_t n);
 

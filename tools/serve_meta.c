@@ -244,14 +244,7 @@ static cJSON *params_json(const struct server *s, const struct task *t, int32_t 
     cJSON_AddNumberToObject(p, "n_predict", n_predict);
     /* llama-server's 4294967295: a new seed per request */
     cJSON_AddNumberToObject(p, "seed", default_seed ? 4294967295.0 : (double)sp->seed);
-    cJSON_AddNumberToObject(p, "temperature", sp->temp);
-    cJSON_AddNumberToObject(p, "top_k", sp->top_k);
-    cJSON_AddNumberToObject(p, "top_p", sp->top_p);
-    cJSON_AddNumberToObject(p, "min_p", sp->min_p);
-    cJSON_AddNumberToObject(p, "repeat_last_n", sp->penalty_last_n);
-    cJSON_AddNumberToObject(p, "repeat_penalty", sp->penalty_repeat);
-    cJSON_AddNumberToObject(p, "presence_penalty", sp->penalty_present);
-    cJSON_AddNumberToObject(p, "frequency_penalty", sp->penalty_freq);
+    serve_add_sampling(p, sp);
     cJSON *stop = cJSON_AddArrayToObject(p, "stop");
     for (int i = 0; i < t->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(t->stop[i]));
     cJSON_AddNumberToObject(p, "max_tokens", default_seed ? s->lim.max_tokens : t->max_tokens);
