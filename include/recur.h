@@ -51,7 +51,9 @@ enum recur_type {
 };
 
 struct recur_model_params {
-    bool use_mmap; /* map the file (default true); false reads it into memory */
+    bool use_mmap;  /* map the file (default true); false reads it into memory */
+    bool use_mlock; /* lock the weights in memory (default false); when the system refuses
+                       (RLIMIT_MEMLOCK) the model still loads, with a warning */
 };
 
 struct recur_context_params {
@@ -88,6 +90,14 @@ RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
                                                          struct recur_model_params params);
 /* Frees the model; every context made from it must be freed first. NULL is fine. */
 RECUR_API void recur_model_free(struct recur_model *model);
+/* Whether the model's file is mapped (use_mmap), and where: *addr and *size the mapping.
+ * A mapped file must not be written in place while the model lives: its pages are read when
+ * used, so the weights would change under it, and a file cut shorter makes reading them raise
+ * SIGBUS. A program may catch SIGBUS and test its si_addr against this range to say so;
+ * replacing the file by rename is harmless. False (*addr NULL, *size 0) when the model was
+ * read into memory. */
+RECUR_API bool recur_model_mapping(const struct recur_model *model, const void **addr,
+                                   size_t *size);
 
 /* A context: the state memory for n_seq_max sequences, buffers for decoding, and
  * max(n_threads, n_threads_batch) - 1 worker threads (they spin briefly after each kernel,
@@ -266,6 +276,16 @@ RECUR_API int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_
                                            const recur_token *tokens, int32_t n_tokens);
 RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
                                              const recur_token *tokens, int32_t n_tokens);
+/* The same within one tenant (store and restore above are tenant 0): entries stored under a
+ * tenant are found only by restores of the same tenant, so that one user's prompts (a server's
+ * API key, hashed) never speed up, or show up in, another's. The cache file keeps each
+ * entry's tenant. */
+RECUR_API int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
+                                                  recur_seq_id seq, const recur_token *tokens,
+                                                  int32_t n_tokens);
+RECUR_API int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
+                                                    recur_seq_id seq, const recur_token *tokens,
+                                                    int32_t n_tokens);
 
 struct recur_prefix_cache_stats {
     uint64_t bytes;       /* held now */

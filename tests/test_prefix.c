@@ -32,37 +32,37 @@ static void test_store(void) {
     const float *got;
     struct rpfx *c = rpfx_create(1 << 20, SF);
     REQUIRE(c);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 0 && got == NULL); /* empty */
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 0 && got == NULL); /* empty */
     state_for(st, 10);
-    CHECK(rpfx_put(c, a, 3, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 3, st) == 1);
     state_for(st, 20);
-    CHECK(rpfx_put(c, a, 6, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 6, st) == 1);
     state_for(st, 30);
-    CHECK(rpfx_put(c, b, 4, st) == 1);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 6 && got[0] == 20); /* the longest */
-    CHECK(rpfx_find(c, a, 8, 5, &got) == 3 && got[0] == 10); /* within max_len */
-    CHECK(rpfx_find(c, a, 6, 6, &got) == 6);                 /* a prefix of its own length */
-    CHECK(rpfx_find(c, b, 3, 3, &got) == 0);                 /* b's entry is longer than that */
-    CHECK(rpfx_find(c, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_put(c, 0, b, 4, st) == 1);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20); /* the longest */
+    CHECK(rpfx_find(c, 0, a, 8, 5, &got) == 3 && got[0] == 10); /* within max_len */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 6);                 /* a prefix of its own length */
+    CHECK(rpfx_find(c, 0, b, 3, 3, &got) == 0);                 /* b's entry is longer than that */
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
     const int32_t d[] = {1, 2, 3, 7};
-    CHECK(rpfx_find(c, d, 4, 4, &got) == 3); /* diverges after 3 */
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3); /* diverges after 3 */
     state_for(st, 40);
-    CHECK(rpfx_put(c, a, 3, st) == 1); /* the same prefix again: replaced, not added */
+    CHECK(rpfx_put(c, 0, a, 3, st) == 1); /* the same prefix again: replaced, not added */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 3 &&
           s.bytes == rpfx_entry_bytes(c, 3) + rpfx_entry_bytes(c, 6) + rpfx_entry_bytes(c, 4));
-    CHECK(rpfx_find(c, a, 4, 4, &got) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 4, 4, &got) == 3 && got[0] == 40);
     rpfx_get_stats(c, &s);
     CHECK(s.hits == 6 && s.misses == 2 && s.tokens_reused == 6 + 3 + 6 + 4 + 3 + 3);
 
     /* every hash equal: the tokens decide, never a wrong state */
     rpfx_debug_hash_mask(c, 0);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 6 && got[0] == 20);
-    CHECK(rpfx_find(c, b, 4, 4, &got) == 4 && got[0] == 30);
-    CHECK(rpfx_find(c, d, 4, 4, &got) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20);
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3 && got[0] == 40);
     const int32_t e[] = {5, 5, 5, 5, 5, 5};
-    CHECK(rpfx_find(c, e, 6, 6, &got) == 0);
+    CHECK(rpfx_find(c, 0, e, 6, 6, &got) == 0);
     rpfx_debug_hash_mask(c, ~(uint64_t)0);
 
     /* streams: round trip; a corrupt or foreign stream changes nothing */
@@ -75,8 +75,8 @@ static void test_store(void) {
     struct rio_reader r;
     rio_reader_buffer(&r, buf, w.n_done);
     CHECK(rpfx_read(c2, &r));
-    CHECK(rpfx_find(c2, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
-    CHECK(rpfx_find(c2, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
+    CHECK(rpfx_find(c2, 0, b, 4, 4, &got) == 4 && got[0] == 30);
     buf[w.n_done / 2] ^= 0x10;
     struct rpfx *c3 = rpfx_create(1 << 20, SF);
     REQUIRE(c3);
@@ -100,14 +100,14 @@ static void test_store(void) {
     struct rpfx *small = rpfx_create(3 * rpfx_entry_bytes(c, 4) + 8, SF);
     REQUIRE(small);
     const int32_t p[4][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
-    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, p[i], 4, st) == 1);
-    CHECK(rpfx_find(small, p[0], 4, 4, &got) == 4); /* 0 is now the most recent: 1 goes */
-    CHECK(rpfx_put(small, p[3], 4, st) == 1);
+    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st) == 1);
+    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got) == 4); /* 0 is now the most recent: 1 goes */
+    CHECK(rpfx_put(small, 0, p[3], 4, st) == 1);
     rpfx_get_stats(small, &s);
     CHECK(s.n_entries == 3 && s.evictions == 1 && s.bytes <= s.max_bytes);
-    CHECK(rpfx_find(small, p[1], 4, 4, &got) == 0 && rpfx_find(small, p[0], 4, 4, &got) == 4);
+    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got) == 0 && rpfx_find(small, 0, p[0], 4, 4, &got) == 4);
     const int32_t big[64] = {0}; /* one entry larger than the whole budget: refused */
-    CHECK(rpfx_entry_bytes(small, 64) > s.max_bytes && rpfx_put(small, big, 64, st) == 0);
+    CHECK(rpfx_entry_bytes(small, 64) > s.max_bytes && rpfx_put(small, 0, big, 64, st) == 0);
     struct rpfx_stats s2;
     rpfx_get_stats(small, &s2);
     CHECK(s2.n_entries == 3 && s2.bytes == s.bytes);
@@ -118,6 +118,64 @@ static void test_store(void) {
     rpfx_free(c2);
     rpfx_free(c);
     rpfx_free(NULL);
+}
+
+/* Tenants: the same tokens under two tenants are two entries, each found only by its own
+ * tenant; a stream keeps them; a version 1 stream (no tenants) reads as tenant 0. */
+static void test_tenants(void) {
+    const int32_t a[] = {1, 2, 3, 4, 5, 6};
+    float st[SF];
+    const float *got;
+    struct rpfx *c = rpfx_create(1 << 20, SF);
+    REQUIRE(c);
+    state_for(st, 10);
+    CHECK(rpfx_put(c, 7, a, 4, st) == 1);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 0 && got == NULL); /* another tenant: a miss */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 0);                /* nor tenant 0 */
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    state_for(st, 20);
+    CHECK(rpfx_put(c, 8, a, 4, st) == 1); /* the same tokens, tenant 8: a second entry */
+    struct rpfx_stats s;
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 2);
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 4 && got[0] == 20);
+
+    uint8_t buf[4096];
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rpfx_write(c, &w));
+    struct rpfx *c2 = rpfx_create(1 << 20, SF);
+    REQUIRE(c2);
+    struct rio_reader r;
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(rpfx_read(c2, &r));
+    CHECK(rpfx_find(c2, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c2, 8, a, 6, 6, &got) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c2, 9, a, 6, 6, &got) == 0);
+
+    /* a version 1 stream, written by hand: magic, version, floats, one entry, digest */
+    rio_writer_buffer(&w, buf, sizeof buf);
+    rio_writer_digest_reset(&w);
+    bool ok = rio_write_u32(&w, 0x58465052u) && rio_write_u32(&w, 1) && rio_write_u64(&w, SF) &&
+              rio_write_u32(&w, 1) && rio_write_u32(&w, 3);
+    for (int i = 0; ok && i < 3; i++) ok = rio_write_i32(&w, a[i]);
+    for (int i = 0; ok && i < SF; i++) {
+        const float v = 30.0f + (float)i;
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        ok = rio_write_u32(&w, bits);
+    }
+    CHECK(ok && rio_write_u64(&w, rio_writer_digest(&w)));
+    struct rpfx *c3 = rpfx_create(1 << 20, SF);
+    REQUIRE(c3);
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(rpfx_read(c3, &r));
+    CHECK(rpfx_find(c3, 0, a, 6, 6, &got) == 3 && got[0] == 30);
+    CHECK(rpfx_find(c3, 7, a, 6, 6, &got) == 0);
+    rpfx_free(c3);
+    rpfx_free(c2);
+    rpfx_free(c);
 }
 
 /* ---- through the API ----------------------------------------------------------------------- */
@@ -170,6 +228,16 @@ static void test_reuse(void) {
     memcpy(turn2, t, sizeof(int32_t) * (np + 5));
     random_tokens(turn2 + np + 5, 6, V);
     reuse(ctx, 2, turn2, np + 11, np + 5, "next turn");
+
+    /* another tenant finds none of it; its own store is found by it alone */
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 42, 2, turn2, np + 11) == 0);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 0, 2, turn2, np + 11) == np + 5); /* = tenant 0 */
+    CHECK(recur_prefix_cache_store_tenant(ctx, 42, 2, turn2, np + 5) >= 1);
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 42, 2, turn2, np + 11) == np + 5);
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 43, 2, turn2, np + 11) == 0);
 
     /* bad calls */
     CHECK(recur_prefix_cache_store(ctx, 0, t, 7) == -1);
@@ -256,6 +324,7 @@ int main(int argc, char **argv) {
     REQUIRE(model);
     V = recur_model_n_vocab(model);
     RUN(test_store);
+    RUN(test_tenants);
     RUN(test_reuse);
     RUN(test_budget);
     recur_model_free(model);

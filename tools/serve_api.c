@@ -664,7 +664,10 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
 void serve_request_free(struct server *s, struct serve_request *r) {
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < r->n_tasks; i++)
-        if (r->tasks[i]) serve_task_release(s, r->tasks[i]);
+        if (r->tasks[i]) {
+            r->tasks[i]->park = NULL;
+            serve_task_release(s, r->tasks[i]);
+        }
     pthread_mutex_unlock(&s->mu);
     r->n_tasks = 0;
     cJSON_Delete(r->response_fields);
@@ -673,14 +676,15 @@ void serve_request_free(struct server *s, struct serve_request *r) {
 }
 
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, enum task_api api) {
+                                        const struct serve_req *rq, enum task_api api) {
     struct serve_request *r = malloc(sizeof *r);
     if (!r) return serve_send_error(conn, 500, "server_error", "out of memory");
     char msg[200];
-    if (!serve_parse_request(s, body, api, r, msg, sizeof msg)) {
+    if (!serve_parse_request(s, rq->body, api, r, msg, sizeof msg)) {
         serve_request_free(s, r);
         free(r);
         return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
-    return serve_answer(s, conn, r);
+    for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->tenant = rq->tenant;
+    return serve_answer(s, conn, r, rq->cont);
 }

@@ -26,8 +26,9 @@ static bool seq_in_range(const struct recur_context *ctx, recur_seq_id seq) {
     return false;
 }
 
-int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
-                                 const recur_token *tokens, int32_t n_tokens) {
+int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
+                                        recur_seq_id seq, const recur_token *tokens,
+                                        int32_t n_tokens) {
     if (!have_cache(ctx) || !seq_in_range(ctx, seq)) return -1;
     const int32_t pos = rmem_seq_pos_max(ctx->mem, seq);
     if (!tokens || n_tokens < 1 || n_tokens != pos + 1) {
@@ -38,31 +39,42 @@ int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
     }
     if (!rmem_seq_state_f32(ctx->mem, seq, ctx->block)) return -1;
     int32_t stored = 0;
-    int r = rpfx_put(ctx->prefix, tokens, n_tokens, ctx->block);
+    int r = rpfx_put(ctx->prefix, tenant, tokens, n_tokens, ctx->block);
     if (r < 0) return -1;
     stored += r;
     /* the snapshots it keeps, under the prefixes they end (positions are token indices) */
     for (uint32_t i = 0; i < rmem_snap_count(ctx->mem, seq); i++) {
         const int32_t p = rmem_snap_pos(ctx->mem, seq, i);
         if (p >= pos) continue; /* the current state, stored above */
-        r = rpfx_put(ctx->prefix, tokens, p + 1, rmem_snap_data(ctx->mem, seq, i));
+        r = rpfx_put(ctx->prefix, tenant, tokens, p + 1, rmem_snap_data(ctx->mem, seq, i));
         if (r < 0) return -1;
         stored += r;
     }
     return stored;
 }
 
-int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
-                                   const recur_token *tokens, int32_t n_tokens) {
+int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
+                                          recur_seq_id seq, const recur_token *tokens,
+                                          int32_t n_tokens) {
     if (!have_cache(ctx) || !seq_in_range(ctx, seq)) return -1;
     if (!tokens || n_tokens < 0) {
         rcore_error_set("prefix cache restore: %d tokens", n_tokens);
         return -1;
     }
     const float *state = NULL;
-    const int32_t n = rpfx_find(ctx->prefix, tokens, n_tokens, n_tokens - 1, &state);
+    const int32_t n = rpfx_find(ctx->prefix, tenant, tokens, n_tokens, n_tokens - 1, &state);
     if (n <= 0) return n;
     return rmem_seq_set_state_f32(ctx->mem, seq, state, n - 1) ? n : -1;
+}
+
+int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
+                                 const recur_token *tokens, int32_t n_tokens) {
+    return recur_prefix_cache_store_tenant(ctx, 0, seq, tokens, n_tokens);
+}
+
+int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
+                                   const recur_token *tokens, int32_t n_tokens) {
+    return recur_prefix_cache_restore_tenant(ctx, 0, seq, tokens, n_tokens);
 }
 
 bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
