@@ -572,6 +572,12 @@ int cmd_serve(int argc, char **argv) {
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     struct recur_prefix_cache_stats cs;
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
+    for (recur_token t = 0; t < recur_model_n_vocab(s.model); t++) {
+        char piece[256];
+        const int32_t n = recur_token_to_piece(s.model, t, piece, sizeof piece, 0, true);
+        const int32_t len = n < 0 ? -n : n; /* a negative count: the room it needs */
+        if (len > s.max_piece) s.max_piece = len;
+    }
     const void *map_addr;
     size_t map_size;
     const bool mapped = recur_model_mapping(s.model, &map_addr, &map_size);

@@ -197,6 +197,7 @@ struct server {
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
+    int32_t max_piece;          /* the longest token's text in bytes (0: not known) */
 
     pthread_mutex_t mu;
     pthread_cond_t work;     /* the scheduler: a task arrived, or stop */

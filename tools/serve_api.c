@@ -256,11 +256,65 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
     return true;
 }
 
+/* Bytes counted at a time by serve_check_length, and the tokens one cut may change: a cut
+ * falls before a space that starts a word (where the pre-tokenizers split anyway) when there
+ * is one, else anywhere, and tokenizing the two sides apart can differ from the whole by a
+ * merge or two. */
+#define COUNT_CHUNK     (64 * 1024)
+#define COUNT_CUT_SLACK 8
+
+bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
+                        const char *what) {
+    const int32_t max = s->lim.max_prompt;
+    /* no token is longer than max_piece bytes: text of more than max of them cannot fit */
+    if (s->max_piece > 0 && len > (size_t)max * (size_t)s->max_piece) {
+        serve_fail(p,
+                   "%s has %zu bytes: more than %d tokens (the most accepted), as no token of this "
+                   "model is longer than %d bytes",
+                   what, len, max, s->max_piece);
+        return false;
+    }
+    if (len <= COUNT_CHUNK) return true; /* tokenized whole anyway */
+    /* a long text is counted a chunk at a time, and refused as soon as it is surely too long,
+       so that a huge prompt costs the tokenizer about max tokens, not all of its bytes */
+    recur_token *scratch = malloc(sizeof(recur_token) * (COUNT_CHUNK + 2));
+    if (!scratch) return true; /* the whole tokenization that follows decides */
+    int64_t counted = 0, cuts = 0;
+    size_t at = 0;
+    bool over = false;
+    while (at < len && !over) {
+        size_t n = len - at < COUNT_CHUNK ? len - at : COUNT_CHUNK;
+        if (at + n < len) {
+            size_t cut = n;
+            while (cut > n / 2 && !(text[at + cut] == ' ' && text[at + cut - 1] != ' ')) cut--;
+            if (cut == n / 2) /* no word boundary: any UTF-8 character boundary */
+                for (cut = n; cut > 1 && ((unsigned char)text[at + cut] & 0xc0) == 0x80; cut--) {
+                }
+            n = cut;
+            cuts++;
+        }
+        const int32_t got = recur_tokenize(s->model, text + at, (int32_t)n, scratch,
+                                           COUNT_CHUNK + 2, false, false);
+        if (got < 0) break; /* the whole tokenization reports it */
+        counted += got;
+        over = counted - COUNT_CUT_SLACK * cuts > max;
+        at += n;
+    }
+    free(scratch);
+    if (over)
+        serve_fail(p,
+                   "%s has more than %d tokens (counted in its first %zu of %zu bytes), at most %d "
+                   "are accepted",
+                   what, max, at, len, max);
+    return !over;
+}
+
 /* One prompt: a string, or an array of token ids (and, /completion, strings) into t. */
 static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool llama,
                        struct task *t, const char *what) {
     int32_t cap = 0;
     if (cJSON_IsString(f)) {
+        if (!serve_check_length(p, s, f->valuestring, strlen(f->valuestring), what)) return;
         if (!serve_tokenize_into(s, f->valuestring, true, false, &t->prompt, &t->n_prompt, &cap))
             serve_fail(p, "%s could not be tokenized", what);
         return;
@@ -273,6 +327,7 @@ static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool l
     int i = 0;
     for (const cJSON *e = f->child; e && !p->bad; e = e->next, i++) {
         if (llama && cJSON_IsString(e)) { /* llama-server's mixed prompts */
+            if (!serve_check_length(p, s, e->valuestring, strlen(e->valuestring), what)) return;
             if (!serve_tokenize_into(s, e->valuestring, i == 0, false, &t->prompt, &t->n_prompt,
                                      &cap))
                 serve_fail(p, "%s[%d] could not be tokenized", what, i);

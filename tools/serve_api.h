@@ -88,6 +88,12 @@ const cJSON *serve_field(const struct parse *p, const char *name);
 /* Appends the tokens of text to *toks (*n of *cap used; grown as needed); false on failure. */
 bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
                          recur_token **toks, int32_t *n, int32_t *cap);
+/* False (the parse failed, naming what) when text[0..len) is surely more than max_prompt
+ * tokens: from its bytes and the longest token's length, then, for a long text, counted a
+ * chunk at a time and refused as soon as the count passes the limit, before the whole text is
+ * tokenized. True does not promise it fits: the caller still counts its tokens. */
+bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
+                        const char *what);
 /* serve_fields.c: every field of the body is in api's table and refused features are off. */
 void serve_check_fields(struct parse *p, enum task_api api);
 /* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */

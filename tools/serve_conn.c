@@ -53,6 +53,7 @@ struct serve_conns {
     pthread_mutex_t mu; /* the list and stop */
     pthread_cond_t cv;  /* the watcher's sleep, cut short by stop */
     struct conn *head;
+    int64_t n_open;
     bool stop, started;
     pthread_t watcher;
     struct server *s;
@@ -122,6 +123,7 @@ void serve_conn_notify(void *cls, struct MHD_Connection *c, void **socket_contex
         k->next = cs->head;
         if (cs->head) cs->head->prev = k;
         cs->head = k;
+        cs->n_open++;
         pthread_mutex_unlock(&cs->mu);
         *socket_context = k;
         return;
@@ -134,9 +136,18 @@ void serve_conn_notify(void *cls, struct MHD_Connection *c, void **socket_contex
     else
         cs->head = k->next;
     if (k->next) k->next->prev = k->prev;
+    cs->n_open--;
     pthread_mutex_unlock(&cs->mu);
     free(k);
     *socket_context = NULL;
+}
+
+int64_t serve_conns_open(struct server *s) {
+    if (!s->conns) return 0;
+    pthread_mutex_lock(&s->conns->mu);
+    const int64_t n = s->conns->n_open;
+    pthread_mutex_unlock(&s->conns->mu);
+    return n;
 }
 
 void serve_conn_request_read(struct server *s, struct MHD_Connection *c) {

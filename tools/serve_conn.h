@@ -22,6 +22,8 @@ void serve_conns_stop(struct server *s);
 /* MHD_OPTION_NOTIFY_CONNECTION (cls: the server): records and forgets connections. */
 void serve_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                        enum MHD_ConnectionNotificationCode code);
+/* Connections open now. */
+int64_t serve_conns_open(struct server *s);
 /* The request on c has arrived whole: the read deadline no longer applies to it. */
 void serve_conn_request_read(struct server *s, struct MHD_Connection *c);
 /* The answer on c is done: the next request of a kept-alive connection starts its clock. */

@@ -11,6 +11,7 @@
 
 #include "serve.h"
 #include "serve_api.h"
+#include "serve_conn.h"
 #include "serve_endpoints.h"
 
 #ifndef RECUR_VERSION_STRING
@@ -414,6 +415,7 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
     for (int32_t q = 0; q < s->lim.n_parallel; q++) processing += s->active[q] != NULL;
     pthread_mutex_unlock(&s->mu);
     const double processed = (double)(m.prompt_tokens - m.prompt_tokens_cached);
+    const double n_open = (double)serve_conns_open(s);
     struct {
         const char *name, *type, *help;
         double v;
@@ -475,11 +477,12 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
         {"recur_clients_gone_total", "counter",
          "Waiting requests whose client went away (their work cancelled).",
          (double)m.clients_gone},
+        {"recur_connections_open", "gauge", "HTTP connections open now.", n_open},
         {"recur_decode_retries_total", "counter",
          "Shared decodes that failed and were retried request by request.",
          (double)m.decode_retries},
     };
-    const size_t cap = 8192;
+    const size_t cap = 16384;
     char *out = malloc(cap);
     if (!out) return serve_send_error(conn, 500, "server_error", "out of memory");
     size_t off = 0;

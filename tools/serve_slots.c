@@ -41,6 +41,7 @@ struct slot_action {
     char path[PATH_MAX];
     const char *filename; /* in path: what the client named */
     uint64_t tenant;      /* the caller's API key partition */
+    bool in_key_dir;      /* path is in that key's folder, made by the first save */
     struct serve_park park;
     /* the result, set by the scheduler */
     bool done;
@@ -143,6 +144,16 @@ static void run_one(struct server *s, struct slot_action *a) {
         if (n == 0) {
             fail(a, 400, "the slot holds no conversation to save", "");
             return;
+        }
+        if (a->in_key_dir) { /* the key's folder: path up to the file's name */
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%.*s", (int)(a->filename - 1 - a->path), a->path);
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+                free(tokens);
+                fail(a, 500, "could not save the slot: cannot make the key's folder: ",
+                     strerror(errno));
+                return;
+            }
         }
         a->n_bytes = recur_state_seq_save_file(s->ctx, a->path, q, tokens, (size_t)n);
         free(tokens);
@@ -328,12 +339,7 @@ enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
             return bad(conn, "invalid filename: the path is too long");
         }
         a->filename = a->path + strlen(dir) + 1;
-        if (rq->tenant && verb == SLOT_SAVE && mkdir(dir, 0700) != 0 && errno != EEXIST) {
-            snprintf(msg, sizeof msg, "could not save the slot: cannot make the key's folder: %s",
-                     strerror(errno));
-            free(a);
-            return serve_send_error(conn, 500, "server_error", msg);
-        }
+        a->in_key_dir = rq->tenant != 0;
     }
     a->tenant = rq->tenant;
     a->park = (struct serve_park){.conn = conn, .owner = a}; /* no deadline: actions are short */
