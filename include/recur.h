@@ -295,7 +295,41 @@ struct recur_prefix_cache_stats {
     uint64_t hits, misses;
     uint64_t tokens_reused; /* prompt tokens restores saved from decoding */
     uint64_t evictions;
+    /* the second tier (recur_prefix_cache_set_store) */
+    uint64_t store_hits;    /* restores that took a longer prefix from it */
+    uint64_t store_refused; /* entries it gave that were corrupt, foreign or not the prompt's */
+    uint64_t store_puts;    /* entries handed to it */
 };
+
+/*
+ * A second tier for the prefix cache, outside the process: a shared store (Redis) or a folder
+ * that outlives it, supplied by the caller, so that a conversation resumes with one restore on
+ * another process or machine. The library keeps its in-process cache as the first tier and
+ * calls the store:
+ *  - put: for every entry stored (recur_prefix_cache_store_tenant: the state after the tokens,
+ *    and its checkpoints), with the entry serialized as blob: the model's fingerprint, the
+ *    tenant, the tokens, the state and a checksum. The store keeps it under (model, tenant,
+ *    tokens[0..n)) as it likes; the call must not block (queue the write) and cannot fail.
+ *  - get: on a restore whose first-tier hit is shorter than min_len tokens (or none), the
+ *    longest stored prefix of tokens[0..n) of that model and tenant with min_len <= length <=
+ *    max_len: its length, and *blob (malloc'd; the library frees it) of *len bytes; 0 for none,
+ *    which is also the answer of a store that failed or timed out.
+ * A blob is checked before use: one that is corrupt, of another model or tenant, or of other
+ * tokens (a key collision) is refused with a warning (recur_log_set's callback) and the
+ * restore goes on as a miss; a good one enters the first tier too. Either function may be
+ * NULL. user is passed back to both; it must outlive the context or the next set_store.
+ */
+struct recur_prefix_store {
+    void *user;
+    void (*put)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                int32_t n, const void *blob, size_t len);
+    int32_t (*get)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                   int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len);
+};
+/* Sets (or, with NULL, removes) ctx's second tier; the struct is copied. False (error set)
+ * when ctx has no prefix cache. */
+RECUR_API bool recur_prefix_cache_set_store(struct recur_context *ctx,
+                                            const struct recur_prefix_store *store);
 /* False (error set) when the context has no cache. */
 RECUR_API bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
                                             struct recur_prefix_cache_stats *out);

@@ -246,7 +246,8 @@ static void test_reuse(void) {
     CHECK(recur_prefix_cache_restore(ctx, -1, t, 7) == -1);
     struct recur_prefix_cache_stats s;
     CHECK(recur_prefix_cache_get_stats(ctx, &s));
-    CHECK(s.hits == 3 && s.misses == 2 && s.tokens_reused == (uint64_t)(np - 1 + 16 + np + 5));
+    CHECK(s.hits == 5 && s.misses == 4 &&
+          s.tokens_reused == (uint64_t)(np - 1 + 16 + 3 * (np + 5)));
     CHECK(s.bytes <= s.max_bytes && s.entry_bytes > 0);
 
     /* a cache file: another context gets the same reuse; another model's or a corrupt file is
@@ -295,6 +296,123 @@ static void test_reuse(void) {
     recur_free(ctx);
 }
 
+/* ---- the second tier -------------------------------------------------------------------- */
+
+/* A store in memory: every entry put; get the longest that matches, or, to see the library
+ * refuse them, a corrupt copy, or one of any model or tenant. */
+struct fake_store {
+    struct {
+        uint64_t model, tenant;
+        int32_t n;
+        recur_token tokens[64];
+        void *blob;
+        size_t len;
+    } e[64];
+    int n;
+    bool corrupt, any_model, any_tenant;
+};
+
+static void fake_put(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens,
+                     int32_t n, const void *blob, size_t len) {
+    struct fake_store *f = user;
+    if (f->n == 64 || n > 64) return;
+    f->e[f->n].model = fp;
+    f->e[f->n].tenant = tenant;
+    f->e[f->n].n = n;
+    memcpy(f->e[f->n].tokens, tokens, sizeof(recur_token) * (size_t)n);
+    f->e[f->n].blob = malloc(len);
+    REQUIRE(f->e[f->n].blob);
+    memcpy(f->e[f->n].blob, blob, len);
+    f->e[f->n].len = len;
+    f->n++;
+}
+
+static int32_t fake_get(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens,
+                        int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len) {
+    struct fake_store *f = user;
+    int best = -1;
+    for (int i = 0; i < f->n; i++)
+        if ((f->any_model || f->e[i].model == fp) && (f->any_tenant || f->e[i].tenant == tenant) &&
+            f->e[i].n >= min_len && f->e[i].n <= max_len && f->e[i].n <= n &&
+            memcmp(f->e[i].tokens, tokens, sizeof(recur_token) * (size_t)f->e[i].n) == 0 &&
+            (best < 0 || f->e[i].n > f->e[best].n))
+            best = i;
+    if (best < 0) return 0;
+    *blob = malloc(f->e[best].len);
+    REQUIRE(*blob);
+    memcpy(*blob, f->e[best].blob, f->e[best].len);
+    if (f->corrupt) ((uint8_t *)*blob)[f->e[best].len / 2] ^= 0x20;
+    *len = f->e[best].len;
+    return f->e[best].n;
+}
+
+static void test_second_tier(void) {
+    static struct fake_store f; /* large: not on the stack */
+    memset(&f, 0, sizeof f);
+    const struct recur_prefix_store store = {&f, fake_put, fake_get};
+    int32_t t[40];
+    random_tokens(t, 40, V);
+    const int32_t np = 30;
+    struct recur_context *a = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(a, &store));
+    reuse(a, 0, t, np, 0, "cold");
+    const int32_t stored = recur_prefix_cache_store(a, 0, t, np);
+    CHECK(stored == 5 && f.n == 5); /* every entry went to the store too */
+    struct recur_prefix_cache_stats s;
+    CHECK(recur_prefix_cache_get_stats(a, &s) && s.store_puts == 5);
+
+    /* another context (another process, as far as it knows): the store gives the prompt
+       minus one token, and the logits match a run alone */
+    struct recur_context *b = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(b, &store));
+    reuse(b, 0, t, np, np - 1, "from the second tier");
+    CHECK(recur_prefix_cache_get_stats(b, &s) && s.store_hits == 1 && s.store_refused == 0);
+    reuse(b, 1, t, np, np - 1, "then from the first"); /* it entered b's first tier */
+    CHECK(recur_prefix_cache_get_stats(b, &s) && s.store_hits == 1 && s.hits == 1);
+
+    /* a corrupt entry, one of another model, one of another tenant: refused, a miss */
+    struct recur_context *c = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(c, &store));
+    f.corrupt = true;
+    recur_memory_seq_rm(recur_get_memory(c), 0, -1, -1);
+    CHECK(recur_prefix_cache_restore(c, 0, t, np) == 0);
+    CHECK(recur_memory_seq_pos_max(recur_get_memory(c), 0) == -1);
+    CHECK(recur_prefix_cache_get_stats(c, &s) && s.store_refused == 1 && s.store_hits == 0);
+    f.corrupt = false;
+    f.any_tenant = true;
+    CHECK(recur_prefix_cache_restore_tenant(c, 77, 0, t, np) == 0);
+    CHECK(recur_prefix_cache_get_stats(c, &s) && s.store_refused == 2);
+    f.any_tenant = false;
+    struct recur_model *other = recur_model_load_from_file(other_path, recur_model_default_params());
+    REQUIRE(other);
+    struct recur_context_params p = recur_context_default_params();
+    p.prefix_cache_bytes = (uint64_t)64 << 20;
+    struct recur_context *d = new_ctx_with(other, 1, 512, &p);
+    CHECK(recur_prefix_cache_set_store(d, &store));
+    /* tokens both vocabularies have, stored by a's model, asked for by the other's */
+    const int32_t Vo = recur_model_n_vocab(other), Vmin = Vo < V ? Vo : V;
+    int32_t tt[40];
+    for (int i = 0; i < 40; i++) tt[i] = t[i] % Vmin;
+    reuse(a, 2, tt, np, 0, "cold, tokens of both models");
+    CHECK(recur_prefix_cache_store(a, 2, tt, np) >= 1);
+    f.any_model = true;
+    CHECK(recur_prefix_cache_restore(d, 0, tt, np) == 0);
+    CHECK(recur_prefix_cache_get_stats(d, &s) && s.store_refused == 1);
+    f.any_model = false;
+    CHECK(recur_prefix_cache_set_store(a, NULL)); /* removed: puts stop */
+    recur_memory_seq_rm(recur_get_memory(a), 0, -1, -1);
+    reuse(a, 0, t, np, np - 1, "first tier after the store is gone");
+    const int before = f.n;
+    CHECK(recur_prefix_cache_store(a, 0, t, np) >= 1 && f.n == before);
+    CHECK(!recur_prefix_cache_set_store(NULL, &store));
+    recur_free(d);
+    recur_model_free(other);
+    recur_free(c);
+    recur_free(b);
+    recur_free(a);
+    for (int i = 0; i < f.n; i++) free(f.e[i].blob);
+}
+
 static void test_budget(void) {
     /* room for about three states: storing many keeps the budget */
     struct recur_context *probe = cache_ctx(1 << 20);
@@ -327,6 +445,7 @@ int main(int argc, char **argv) {
     RUN(test_tenants);
     RUN(test_reuse);
     RUN(test_budget);
+    RUN(test_second_tier);
     recur_model_free(model);
     return test_finish("test_prefix");
 }

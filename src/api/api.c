@@ -78,7 +78,7 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         if (mlock(base, size) != 0) /* as llama.cpp: a warning, the model still works */
             rcore_log(RCORE_LOG_WARN,
                       "%s: could not lock the %zu bytes of weights in memory (%s); raise "
-                      "RLIMIT_MEMLOCK (ulimit -l) to use mlock",
+                      "RLIMIT_MEMLOCK (ulimit -l) to use mlock\n",
                       path, size, strerror(errno));
     }
     return model;
