@@ -76,6 +76,13 @@ static const struct flag_spec specs[G_COUNT] = {
                         "however slowly they trickle in (default 30; then 408)"},
     [G_IDLE_TIMEOUT] = {NULL, "--idle-timeout", "S",
                         "seconds an idle kept-alive connection stays open (default 10)"},
+    [G_PREFIX_STORE] = {NULL, "--prefix-cache-store", "URL",
+                        "a second tier for the prefix cache, shared or lasting: "
+                        "redis://HOST:PORT[/DB] or a folder"},
+    [G_PREFIX_TTL] = {NULL, "--prefix-cache-ttl", "S",
+                      "seconds an entry of the second tier lives (default 86400)"},
+    [G_PREFIX_STORE_MB] = {NULL, "--prefix-cache-store-mb", "N",
+                           "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
@@ -175,6 +182,8 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     o->conn_per_ip = 128;
     o->read_s = 30;
     o->idle_s = 10;
+    o->prefix_ttl_s = 86400;
+    o->prefix_store_mb = 4096;
     o->sampling = recur_sampler_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -271,6 +280,15 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             break;
         case G_IDLE_TIMEOUT:
             if ((ok = gen_parse_long(v, 1, 86400, &n))) o->idle_s = (double)n;
+            break;
+        case G_PREFIX_STORE:
+            if ((ok = v[0] != '\0')) o->prefix_store = v;
+            break;
+        case G_PREFIX_TTL:
+            if ((ok = gen_parse_long(v, 1, 365L * 86400, &n))) o->prefix_ttl_s = n;
+            break;
+        case G_PREFIX_STORE_MB:
+            if ((ok = gen_parse_long(v, 1, 1L << 30, &n))) o->prefix_store_mb = n;
             break;
         case G_NO_MMAP: /* switches, handled above */
         case G_MLOCK:

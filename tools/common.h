@@ -66,6 +66,10 @@ enum gen_flag {
     G_CONN_PER_IP,
     G_READ_TIMEOUT,
     G_IDLE_TIMEOUT,
+    /* the prefix cache's second tier */
+    G_PREFIX_STORE,
+    G_PREFIX_TTL,
+    G_PREFIX_STORE_MB,
     G_COUNT
 };
 
@@ -111,6 +115,9 @@ struct gen_opts {
     int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
     double read_s;        /* the most seconds a request's headers and body may take */
     double idle_s;        /* an idle kept-alive connection is closed after this */
+    const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
+    int64_t prefix_ttl_s;
+    int64_t prefix_store_mb;
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
