@@ -260,6 +260,42 @@ check("once Redis is up, writes go through",
 D.stop()
 red.stop()
 
+print("recur run and recur chat use the same store")
+import re  # noqa: E402
+cli = os.path.join(tmp, "cli-tier")
+prompt = "Once upon a time there was a little house by the sea, and an old woman lived in it"
+outs = []
+for _ in range(2):
+    p = subprocess.run([recur, "run", "-m", model, "-p", prompt, "-n", "8", "--temp", "0",
+                        "--prefix-cache-store", cli], capture_output=True, text=True, timeout=120)
+    m = re.search(r"prompt (\d+) tokens \((\d+) reused\)", p.stderr)
+    outs.append((p.returncode, p.stdout, int(m.group(1)) if m else -1, int(m.group(2)) if m else -1))
+check("run: the first decodes the prompt", outs[0][0] == 0 and outs[0][3] == 0, outs[0])
+check("run: the second (another process) restores all but one token",
+      outs[1][0] == 0 and outs[1][3] == outs[1][2] - 1, outs[1])
+check("run: the same text", outs[0][1] == outs[1][1])
+
+
+def chat(lines):
+    p = subprocess.run([recur, "chat", "-m", model, "--temp", "0", "-n", "32",
+                        "--prefix-cache-store", cli], input="".join(l + "\n" for l in lines),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout.splitlines(), p.stderr
+
+
+save = os.path.join(tmp, "conv")
+rc, out, err = chat(["Tell me a fortune.", "Another one.", "/save " + save])
+check("chat: two turns saved", rc == 0 and os.path.exists(save + ".chat"), err[-300:])
+n_saved = int(re.search(r"saved 4 messages and (\d+) tokens", err).group(1)) if rc == 0 else -1
+os.remove(save)  # only the messages travel to the other machine
+rc, out2, err2 = chat(["/load " + save, "And a third."])
+m = re.search(r"turn 1: decoded (\d+) tokens \((\d+) reused\)", err2)
+check("chat: the loaded messages' state comes from the store",
+      rc == 0 and m and int(m.group(2)) == n_saved, err2[-400:])
+rc, out3, err3 = chat(["Tell me a fortune.", "Another one.", "And a third."])
+check("chat: the third reply is the one an unbroken chat gives",
+      rc == 0 and out2 and out3 and out2[-1] == out3[-1], (out2[-1:], out3[-1:]))
+
 print("bad store flags")
 for url_bad, want in (("redis://", "no host"), ("redis://h:99999", "port"),
                       ("http://x", "redis://"), ("redis://h:1/x", "database")):

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "store.h"
 #include "tools.h"
 
 struct flag_spec {
@@ -522,11 +523,12 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
     cp.n_batch = o->n_batch;
     cp.n_ubatch = o->n_ubatch;
     cp.n_threads = cp.n_threads_batch = o->n_threads;
-    if (o->prompt_cache) {
+    if (o->prompt_cache || o->prefix_store) {
         cp.prefix_cache_bytes = (uint64_t)o->cache_mb << 20;
         cp.n_rollback = 2;
     }
-    if (o->prompt_cache || o->state_in || o->state_out) cp.checkpoint_every = 64;
+    if (o->prompt_cache || o->prefix_store || o->state_in || o->state_out)
+        cp.checkpoint_every = 64;
     if (o->lookup && (uint32_t)o->lookup + 1 > cp.n_rollback)
         cp.n_rollback = (uint32_t)o->lookup + 1;
     return cp;
@@ -656,6 +658,33 @@ double gen_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool gen_store_attach(const struct gen_opts *o, struct recur_context *ctx, struct store **out) {
+    *out = NULL;
+    if (!o->prefix_store) return true;
+    struct store_opts so = store_default_opts();
+    so.ttl_s = o->prefix_ttl_s;
+    so.max_bytes = (uint64_t)o->prefix_store_mb << 20;
+    char err[512];
+    if (!(*out = store_open(o->prefix_store, &so, err, sizeof err))) {
+        fprintf(stderr, "recur: --prefix-cache-store %s\n", err);
+        return false;
+    }
+    const struct recur_prefix_store hooks = store_hooks(*out);
+    if (!recur_prefix_cache_set_store(ctx, &hooks)) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        store_close(*out);
+        *out = NULL;
+        return false;
+    }
+    return true;
+}
+
+void gen_store_detach(struct recur_context *ctx, struct store *st) {
+    if (!st) return;
+    if (ctx) recur_prefix_cache_set_store(ctx, NULL);
+    store_close(st); /* writes what is queued first */
 }
 
 bool gen_cache_load(const struct gen_opts *o, struct recur_context *ctx) {

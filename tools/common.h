@@ -197,6 +197,11 @@ bool gen_cache_load(const struct gen_opts *o, struct recur_context *ctx);
 /* Stores what seq holds (tokens[0..n)) in ctx's cache; a note on failure. */
 void gen_cache_store(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,
                      int32_t n);
+/* --prefix-cache-store: opens the store and makes it ctx's second tier (*out NULL without the
+ * flag); false with a message. gen_store_detach writes what is queued and closes it. */
+struct store;
+bool gen_store_attach(const struct gen_opts *o, struct recur_context *ctx, struct store **out);
+void gen_store_detach(struct recur_context *ctx, struct store *st);
 /* Writes the cache back to its file; false with a message. */
 bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx);
 
