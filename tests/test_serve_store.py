@@ -196,6 +196,7 @@ keys = red.keys("recur:*")
 tenant_a = keys[0].split(":")[2]
 K2 = Server("--prefix-cache-store", url, "--api-key", "key-a", "--api-key", "key-b")
 st, _, _, _ = turn(K2, [{"role": "user", "content": "x"}], headers={"X-Api-Key": "key-b"})
+wait_for(lambda: len({k.split(":")[2] for k in red.keys("recur:*")}) == 2)
 tenants = {k.split(":")[2] for k in red.keys("recur:*")}
 others = sorted(tenants - {tenant_a})
 check("key b has a space of its own", len(others) == 1, tenants)
@@ -224,7 +225,14 @@ M = Server("--prefix-cache-store", url)
 st, ref, _ = M.post("/completion", dict(req, cache_prompt=False))
 ofp = okeys[0].split(":")[1]
 M.post("/completion", {"prompt": "z", "n_predict": 1})
-fps = {k.split(":")[1] for k in red.keys("recur:*")}
+
+
+def fingerprints():
+    return {k.split(":")[1] for k in red.keys("recur:*")}
+
+
+wait_for(lambda: len(fingerprints()) == 2)  # the write is queued: it lands a little later
+fps = fingerprints()
 mine = sorted(fps - {ofp})
 check("two fingerprints", len(mine) == 1, fps)
 if mine:
