@@ -93,35 +93,46 @@ print()
 print("## first-token time of turn k on a replica new to the conversation (ms)")
 print("| turn | prompt tokens | tier 2: restored | tier 2 | cold re-prefill | ratio |")
 print("|---:|---:|---:|---:|---:|---:|")
-msgs = []
+
+
+def first_token(S, prompt, cache):
+    t0 = time.perf_counter()
+    st, b, _ = S.post("/completion", {"prompt": prompt, "n_predict": 1, "temperature": 0,
+                                      "cache_prompt": cache}, timeout=600)
+    return time.perf_counter() - t0, b.get("tokens_cached", 0) if st == 200 else -1
+
+
+# the conversation as token ids (its turns' text tokenized once, replies as generated), so
+# that the history a turn restores is exactly the tokens the last turn left in the state
+history = []
 for k in range(1, args.turns + 1):
-    msgs.append({"role": "user", "content": "Turn %d. " % k + " ".join(
-        WORDS[(k * 5 + i) % len(WORDS)] for i in range(70))})
-    warm, cold, n, cached = [], [], 0, 0
+    text = "Turn %d. " % k + " ".join(WORDS[(k * 5 + i) % len(WORDS)] for i in range(70))
+    st, tk, _ = writer.post("/tokenize", {"content": text})
+    user = tk["tokens"]
+    warm, cold, cached = [], [], 0
     for r in range(args.reps):
-        # the turn as this measurement sends it: the history, then a message of its own, so
-        # that only the history can come from the store (not an earlier repetition's prompt)
-        probe = msgs[:-1] + [{"role": "user", "content": msgs[-1]["content"] + " (take %d)" % r}]
-        # a replica that has not seen it: fresh each time, its first tier empty, its weights
-        # paged in by one token first so that both sides pay the same
+        # a message of its own per measurement, so that only the history can come from the
+        # store (not an earlier repetition's prompt); a replica of its own (first tier empty,
+        # weights paged in by a one-token request first, as the cold side does too)
+        probe = history + user + user[r:r + 1]
         for store in (True, False):
             extra = ["--prefix-cache-store", url] if store else []
             S = Server(args.recur, args.model, "-np", "1", *extra, threads=args.threads)
             S.post("/completion", {"prompt": [1], "n_predict": 1, "cache_prompt": False})
-            t, nn, cc = ttft(S, probe, store)
+            t, c = first_token(S, probe, store)
             S.stop()
+            (warm if store else cold).append(t)
             if store:
-                warm.append(t)
-                n, cached = nn, cc
-            else:
-                cold.append(t)
+                cached = c
     w, c = statistics.median(warm), statistics.median(cold)
-    print("| %d | %d | %d | %.1f | %.1f | %.1fx |" % (k, n, cached, 1e3 * w, 1e3 * c, c / w))
+    print("| %d | %d | %d | %.1f | %.1f | %.1fx |" % (k, len(history) + len(user) + 1, cached,
+                                                     1e3 * w, 1e3 * c, c / w))
     # the turn itself, on the writer: its end goes to Redis for the next turn
-    body = {"messages": msgs, "max_tokens": args.reply, "temperature": 0}
-    st, b, _ = writer.post("/v1/chat/completions", body, timeout=600)
-    msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
-    time.sleep(0.2)  # the write is queued: let it land
+    st, b, _ = writer.post("/completion", {"prompt": history + user, "n_predict": args.reply,
+                                           "temperature": 0, "ignore_eos": True,
+                                           "return_tokens": True}, timeout=600)
+    history = history + user + b["tokens"]
+    time.sleep(0.3)  # the write is queued: let it land
 writer.stop()
 
 print()
