@@ -173,6 +173,22 @@ check("turn 2 on B restores 90% of the history from Redis", st == 200 and cached
 check("with the same text", r2 == reply2, (r2, reply2))
 check("B counts the hit", B.metrics().get("recur_prefix_store_hits_total") == 1)
 
+# two conversations that share their first 70 tokens: one index lists both; a lookup of one
+# must fetch its own entry, not the other's longer one (its end, 90 tokens, fits the lookup too)
+shared = list(range(300, 370))
+p1, p2 = shared + list(range(400, 410)), shared + list(range(500, 510))
+st, c1, _ = A.post("/completion", {"prompt": p1, "n_predict": 8, "temperature": 0,
+                                   "ignore_eos": True, "return_tokens": True})
+st2, c2, _ = A.post("/completion", {"prompt": p2, "n_predict": 11, "temperature": 0,
+                                    "ignore_eos": True, "return_tokens": True})
+check("two conversations on A", st == 200 and st2 == 200)
+wait_for(lambda: A.metrics().get("recur_prefix_store_writes_total", 0) >= 8)
+time.sleep(0.3)
+nxt = p1 + c1["tokens"] + list(range(600, 605))
+st, b, _ = B.post("/completion", {"prompt": nxt, "n_predict": 1, "temperature": 0})
+check("B restores the first one's end, not the other's (which shares its index)",
+      st == 200 and b["tokens_cached"] == len(p1) + 8 - 1, (b.get("tokens_cached"), len(p1) + 7))
+
 print("a corrupt value, another tenant's, another model's: misses")
 for k in red.keys("recur:*:e:*"):
     v = bytearray(red.cmd("GET", k))
