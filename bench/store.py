@@ -114,7 +114,7 @@ for k in range(1, args.turns + 1):
         # a message of its own per measurement, so that only the history can come from the
         # store (not an earlier repetition's prompt); a replica of its own (first tier empty,
         # weights paged in by a one-token request first, as the cold side does too)
-        probe = history + user + user[r:r + 1]
+        probe = history + [1000 + r] + user  # a token of its own right after the history
         for store in (True, False):
             extra = ["--prefix-cache-store", url] if store else []
             S = Server(args.recur, args.model, "-np", "1", *extra, threads=args.threads)
