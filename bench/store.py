@@ -20,7 +20,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from serve_util import Server  # noqa: E402
+from serve_util import Redis, Server, free_port  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--recur", required=True)
@@ -45,28 +44,6 @@ WORDS = ("the stars say that a journey of some length will bring you to a door y
          "seen before and behind it a friend who remembers what you forgot about the rain").split()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def resp(port, *a):
-    s = socket.create_connection(("127.0.0.1", port))
-    out = b"*%d\r\n" % len(a)
-    for x in a:
-        x = x if isinstance(x, bytes) else str(x).encode()
-        out += b"$%d\r\n%s\r\n" % (len(x), x)
-    s.sendall(out)
-    f = s.makefile("rb")
-    line = f.readline()
-    data = f.read(int(line[1:]) + 2)[:-2] if line[:1] == b"$" and int(line[1:]) >= 0 else line
-    s.close()
-    return data
-
-
 def ttft(S, messages, cache, headers=None):
     body = {"messages": messages, "max_tokens": 1, "temperature": 0, "cache_prompt": cache}
     t0 = time.perf_counter()
@@ -77,10 +54,7 @@ def ttft(S, messages, cache, headers=None):
 
 
 rport = free_port()
-redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save",
-                          "", "--appendonly", "no", "--maxmemory", "2gb", "--maxmemory-policy",
-                          "allkeys-lru"], stdout=subprocess.DEVNULL)
-time.sleep(0.5)
+redis = Redis(rport, "2gb")
 url = "redis://127.0.0.1:%d" % rport
 writer = Server(args.recur, args.model, "-np", "1", "--prefix-cache-store", url,
                 threads=args.threads)
@@ -140,15 +114,14 @@ print("## Redis GET over loopback, per state size (ms, median of 50)")
 print("| state bytes | GET |")
 print("|---:|---:|")
 for size in (64 << 10, 1 << 20, state, 2831155, 10 << 20):
-    resp(rport, "SET", "bench:blob", os.urandom(size))
+    redis.cmd("SET", "bench:blob", os.urandom(size))
     ts = []
     for _ in range(50):
         t0 = time.perf_counter()
-        resp(rport, "GET", "bench:blob")
+        redis.cmd("GET", "bench:blob")
         ts.append(time.perf_counter() - t0)
     print("| %d | %.2f |" % (size, 1e3 * statistics.median(ts)))
-redis.kill()
-redis.wait()
+redis.stop()
 
 print()
 print("## nginx's added latency (ms, medians, interleaved)")

@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import Server as BaseServer, check, counts  # noqa: E402
+from serve_util import Server as BaseServer, check, counts, wait_for  # noqa: E402
 
 recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="recur-hard-")
@@ -40,15 +40,6 @@ tmp = tempfile.mkdtemp(prefix="recur-hard-")
 
 def Server(*args, m=model):
     return BaseServer(recur, m, *args)
-
-
-def wait_for(pred, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def connect(port, src="127.0.0.1", timeout=10):
