@@ -178,7 +178,8 @@ def stream_job(i, n=None):
 
 def whole_job(i):
     try:
-        st, b, resp = S.post("/completion", {"prompt": "The end %d" % i, "n_predict": 4})
+        st, b, resp = S.post("/completion", {"prompt": "The end %d" % i, "n_predict": 4},
+                             timeout=300)
         results[("w", i)] = (st, b, resp.getheader("Retry-After"))
     except OSError as e:
         results[("w", i)] = (None, str(e), None)
@@ -237,7 +238,7 @@ print("SIGHUP drains as SIGTERM does")
 S = Server("-np", "2")
 res = {}
 th = threading.Thread(target=lambda: res.update(r=S.post("/completion", {
-    "prompt": "Once", "n_predict": 600, "ignore_eos": True, "temperature": 0})))
+    "prompt": "Once", "n_predict": 600, "ignore_eos": True, "temperature": 0}, timeout=300)))
 th.start()
 check("running", wait_for(lambda: S.metrics().get("recur_sequences_in_use") == 1))
 S.proc.send_signal(signal.SIGHUP)

@@ -40,6 +40,7 @@ struct serve_park {
     bool parked;      /* suspended: serve_wake resumes it */
     bool on_progress; /* woken at every step that adds text (a stream), else only at the end */
     double deadline;  /* serve_now() past which its work times out (0: none) */
+    bool gone;        /* its client left: expired once, not again */
     /* called (mu held) when the client left (why "the client went away") or the deadline
        passed ("timed out"): cancels the work, which then ends and wakes the connection */
     void (*expire)(struct server *s, struct serve_park *p, const char *why);

@@ -207,7 +207,8 @@ static void expire_parked(struct server *s, double now) {
         next = p->next; /* expire may wake p, taking it off the list */
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(p->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci && peer_gone(ci->connect_fd)) {
+        if (!p->gone && ci && peer_gone(ci->connect_fd)) {
+            p->gone = true;
             s->m.clients_gone++;
             if (p->expire) p->expire(s, p, "the client went away");
         } else if (p->deadline > 0 && now > p->deadline) {
