@@ -90,6 +90,9 @@ struct endpoint {
 };
 
 static const struct endpoint endpoints[] = {
+    /* the web page (serve_webui.c): open, as the page must load before it can send the key */
+    {"/", false, M_GET, false, false, serve_webui},
+    {"/webui/", true, M_GET, false, false, serve_webui},
     {"/health", false, M_GET, false, false, h_health},
     {"/v1/health", false, M_GET, false, false, h_health},
     {"/models", false, M_GET, false, false, serve_models},
@@ -234,7 +237,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
      GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
-     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE))
+     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |       \
+     GBIT(G_NO_WEBUI))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
@@ -359,6 +363,7 @@ int cmd_serve(int argc, char **argv) {
     s.model_name = o.alias ? o.alias : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !o.no_slots;
+    s.webui = !o.no_webui;
     s.slot_save_path = o.slot_save_path;
 
     /* signals go to the thread that waits for them, not to the workers */
