@@ -5,7 +5,7 @@
 // settings, the API key, the theme) is in this browser's localStorage.
 //
 // Model output is untrusted: it reaches the page only as text nodes (markdown.js builds its
-// elements from text; nothing here sets innerHTML).
+// elements from text; no string is ever parsed as HTML here).
 
 import { renderMarkdown } from "./markdown.js";
 
