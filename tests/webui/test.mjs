@@ -5,7 +5,7 @@
 // failed; 77 (ctest's SKIP_RETURN_CODE): it cannot run here (no playwright-core or no
 // chromium), nothing counted as passed.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 const [recur, model, outDir] = process.argv.slice(2);
@@ -26,6 +26,7 @@ if (!chromiumPath) {
   process.exit(77);
 }
 mkdirSync(outDir, { recursive: true });
+rmSync(join(outDir, "webui-failure.png"), { force: true }); // a past run's
 
 let passed = 0, failed = 0;
 function check(name, cond, detail = "") {
@@ -140,6 +141,7 @@ try {
   // ---- settings: temperature and length ---------------------------------------------------------
   await page.fill("#set-temperature", "0.3");
   await page.fill("#set-max-tokens", "48");
+  await shot("webui-settings.png");
   await page.click("#tab-chat");
 
   // ---- a message, streamed ---------------------------------------------------------------------
