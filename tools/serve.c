@@ -237,7 +237,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
      GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
-     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |       \
+     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |           \
      GBIT(G_NO_WEBUI))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
