@@ -316,7 +316,7 @@ try {
       reqP.body.prompt === "Once upon a time", JSON.stringify(reqP?.body));
   const toks = page.locator("#pg-output .tok");
   check("the continuation is shown token by token", (await toks.count()) === 24, String(await toks.count()));
-  await toks.nth(2).hover();
+  await toks.filter({ hasText: /\S/ }).first().hover(); // a token of spaces or a newline alone has no box to hover
   await page.locator("#pg-tip:not([hidden])").waitFor();
   const tip = await page.textContent("#pg-tip");
   check("hover: the token's probability and 3 alternatives", /%/.test(tip) && (await page.locator("#pg-tip li").count()) === 3, tip);

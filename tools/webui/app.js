@@ -146,7 +146,7 @@ function fieldId(f) {
   return `set-${f.key.replace(/_/g, "-")}`;
 }
 
-function buildSettings(defaults) {
+function buildSettings() {
   const box = $("settings-fields");
   box.replaceChildren();
   const saved = load("settings", {});
@@ -171,18 +171,24 @@ function buildSettings(defaults) {
     input.name = f.key;
     if (f.kind === "bool") input.checked = saved[f.key] === true;
     else input.value = saved[f.key] ?? "";
-    // /props gives /completion's defaults (the chat endpoint has OpenAI's: temperature 1, no
-    // top-k, top-p or min-p); the seed's is "a new one each time", said by the hint
-    const def = f.key === "seed" ? undefined : defaults?.[f.key];
-    if (f.placeholder) input.placeholder = f.placeholder;
-    else if (typeof def === "number") input.placeholder = `server default (/completion: ${Number(def.toFixed(4))})`;
-    else if (f.kind !== "bool") input.placeholder = "server default";
     const note = document.createElement("small");
     note.textContent = [f.hint, f.only ? "Playground only: the chat endpoint does not take it" : ""].filter(Boolean).join(". ");
     if (f.kind === "bool") row.append(input, label);
     else row.append(label, input);
     if (note.textContent) row.append(note);
     box.append(row);
+  }
+}
+
+// The server's defaults as placeholders, once /props has them. /props gives /completion's (the
+// chat endpoint has OpenAI's: temperature 1, no top-k, top-p or min-p); the seed's is "a new
+// one each time", which its hint says.
+function showDefaults(defaults) {
+  for (const f of FIELDS) {
+    if (f.kind === "bool") continue;
+    const def = f.key === "seed" ? undefined : defaults?.[f.key];
+    $(fieldId(f)).placeholder = f.placeholder ?? (typeof def === "number"
+      ? `server default (/completion: ${Number(def.toFixed(4))})` : "server default");
   }
 }
 
@@ -231,7 +237,8 @@ function samplingFor(endpoint) {
 }
 
 function initSettings() {
-  buildSettings(null);
+  buildSettings();
+  showDefaults(null);
   const form = $("settings-form");
   form.addEventListener("input", (e) => {
     if (e.target.id === "set-api-key") {
@@ -245,7 +252,8 @@ function initSettings() {
   $("set-api-key").addEventListener("change", () => loadProps());
   $("settings-reset").addEventListener("click", () => {
     save("settings", {});
-    buildSettings(state.defaults);
+    buildSettings();
+    showDefaults(state.defaults);
   });
 }
 
@@ -290,7 +298,7 @@ async function loadProps() {
     }
     info.title = `recur ${r.version ?? ""}; chat template ${p.chat_template_name ?? "?"}`;
     state.defaults = p.default_generation_settings?.params ?? null;
-    buildSettings(state.defaults);
+    showDefaults(state.defaults);
   } catch (e) {
     info.textContent = "model: unknown";
     banner(e instanceof ShownError ? e.message : `Could not read /props: ${e.message}`);
@@ -427,6 +435,8 @@ function fillMessage(box, msg) {
   err.hidden = !msg.error;
   box.querySelector(".stats").textContent = msg.stats ? statsText(msg.stats) : "";
   box.dataset.state = msg.pending ? "streaming" : msg.error ? "error" : msg.stats?.stopped ? "stopped" : "done";
+  // a screen reader reads the answer once it is complete, not at every token
+  box.setAttribute("aria-busy", String(Boolean(msg.pending)));
 }
 
 function renderMessages() {
@@ -879,11 +889,9 @@ function initTheme() {
 // ---- start -------------------------------------------------------------------------------------
 
 $("banner-close").addEventListener("click", () => ($("banner").hidden = true));
-window.addEventListener("unhandledrejection", (e) => {
-  // nothing should get here; if something does, it is shown rather than lost
-  e.preventDefault();
-  banner(`Unexpected error: ${e.reason?.message ?? e.reason}`);
-});
+// nothing should get here; if something does, it is shown in the page too (and still logged)
+window.addEventListener("unhandledrejection", (e) => banner(`Unexpected error: ${e.reason?.message ?? e.reason}`));
+window.addEventListener("error", (e) => banner(`Unexpected error: ${e.message}`));
 initTheme();
 initTabs();
 initSettings();
