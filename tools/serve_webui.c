@@ -26,10 +26,9 @@
 
 #define WEBUI_PREFIX "/webui/"
 
+/* By the file's extension: with nosniff the browser takes the type as said, never guesses. */
 static const char *content_type(const char *name) {
-    static const struct {
-        const char *ext, *type;
-    } types[] = {
+    static const char *const types[][2] = {
         {".html", "text/html; charset=utf-8"},
         {".css", "text/css; charset=utf-8"},
         {".js", "text/javascript; charset=utf-8"},
@@ -39,9 +38,20 @@ static const char *content_type(const char *name) {
     };
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(dot, types[i].ext) == 0) return types[i].type;
+        if (strcmp(dot, types[i][0]) == 0) return types[i][1];
     return "application/octet-stream";
 }
+
+/* What every file of the page is sent with (see the top of this file). */
+static const char *const safe_headers[][2] = {
+    {"X-Content-Type-Options", "nosniff"},
+    {"Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self'; connect-src 'self'; object-src 'none'; "
+                                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+    {"X-Frame-Options", "DENY"},
+    {"Referrer-Policy", "no-referrer"},
+    {"Cache-Control", "no-cache"},
+};
 
 static const struct webui_asset *find_asset(const char *name) {
     for (const struct webui_asset *a = webui_assets; a->name; a++)
@@ -67,14 +77,8 @@ enum MHD_Result serve_webui(struct server *s, struct MHD_Connection *conn,
         MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", content_type(a->name));
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Content-Security-Policy",
-                            "default-src 'self'; script-src 'self'; style-src 'self'; "
-                            "img-src 'self'; connect-src 'self'; object-src 'none'; "
-                            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
-    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    for (size_t i = 0; i < sizeof safe_headers / sizeof safe_headers[0]; i++)
+        MHD_add_response_header(resp, safe_headers[i][0], safe_headers[i][1]);
     serve_cors_headers(conn, resp);
     enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
     MHD_destroy_response(resp);
