@@ -185,6 +185,7 @@ try {
     req2.body.messages[1].role === "assistant" &&
     req2.body.messages[1].content.replace(/\n/g, "") === answer1, JSON.stringify([req2?.body?.messages, answer1]));
 
+  await shot("webui-chat-light.png"); // docs/webui.png is this one
   // keyboard: Shift+Enter is a new line, not a send
   const nBefore = await page.locator(".msg").count();
   await page.fill("#chat-input", "line one");
@@ -224,7 +225,6 @@ try {
   const reqS = lastRequest("/v1/chat/completions");
   check("the system prompt leads the messages", reqS.body.messages[0].role === "system" &&
     reqS.body.messages[0].content === "You tell fortunes." && reqS.body.messages.length === 4, JSON.stringify(reqS?.body?.messages));
-  await shot("webui-chat-light.png");
 
   // ---- stop mid-stream frees the slot ------------------------------------------------------------
   await setSetting("set-max-tokens", "4000");
