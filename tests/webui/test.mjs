@@ -166,8 +166,9 @@ try {
       req1.body.messages?.at(-1)?.content === "Tell me a fortune.", JSON.stringify(req1?.body));
   check("the request sends the key", req1?.headers?.authorization === `Bearer ${KEY}`, JSON.stringify(req1?.headers));
   const stats1 = await assistant(0).locator(".stats").textContent();
+  const nTok1 = Number(/^(\d+) tokens/.exec(stats1)?.[1] ?? 0); // 48, or fewer if the model ended
   check("numbers: tokens, tokens/s, time to first token, prompt tokens from the cache",
-    /48 tokens/.test(stats1) && /[\d.]+ tokens\/s/.test(stats1) && /first token \d+ ms/.test(stats1) &&
+    nTok1 > 0 && nTok1 <= 48 && /[\d.]+ tokens\/s/.test(stats1) && /first token \d+ ms/.test(stats1) &&
       /\d+ of \d+ prompt tokens reused from the cache/.test(stats1), stats1);
   const tags = await assistant(0).locator(".content *").evaluateAll((els) => [...new Set(els.map((e) => e.tagName))]);
   const allowed = new Set(["P", "BR", "STRONG", "EM", "DEL", "CODE", "PRE", "A", "UL", "OL", "LI", "BLOCKQUOTE", "H1", "H2", "H3", "H4", "H5", "H6", "HR", "DIV", "SPAN", "BUTTON"]);
@@ -305,6 +306,8 @@ try {
   await setSetting("set-top-p", "");
 
   // ---- the playground: n-best and probabilities ---------------------------------------------------
+  await page.click("#tab-settings");
+  await page.check("#set-ignore-eos"); // so that the continuation has all its 24 tokens
   await page.click("#tab-playground");
   await page.fill("#pg-prompt", "Once upon a time");
   await page.fill("#pg-nprobs", "3");
@@ -313,7 +316,7 @@ try {
   const reqP = lastRequest("/completion");
   check("the playground asks /completion, streamed, with n_probs and the settings",
     reqP?.body?.stream === true && reqP.body.n_probs === 3 && reqP.body.temperature === 0.3 && reqP.body.n_predict === 24 &&
-      reqP.body.prompt === "Once upon a time", JSON.stringify(reqP?.body));
+      reqP.body.ignore_eos === true && reqP.body.prompt === "Once upon a time", JSON.stringify(reqP?.body));
   const toks = page.locator("#pg-output .tok");
   check("the continuation is shown token by token", (await toks.count()) === 24, String(await toks.count()));
   await toks.filter({ hasText: /\S/ }).first().hover(); // a token of spaces or a newline alone has no box to hover
@@ -390,6 +393,9 @@ try {
   await sendChat("Back again?");
   await waitState(lastAssistant(), ["done"]);
   check("a restarted server: the page works again", (await lastAssistant().locator(".content").textContent()).length > 0);
+  const reqLast = lastRequest("/v1/chat/completions");
+  check("the chat request leaves out what only /completion takes (ignore_eos is set)",
+    !("ignore_eos" in reqLast.body) && !("n_predict" in reqLast.body) && reqLast.body.max_tokens === 16, JSON.stringify(reqLast.body));
 } catch (e) {
   check("the run went through", false, e.stack);
   await shot("webui-failure.png").catch(() => {});
