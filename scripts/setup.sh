@@ -18,7 +18,7 @@ shift 2
 # JSON outputs; node and npm the openai client of the server tests; chromium the browser
 # that the web page's test (tests/webui, playwright-core from npm) drives.
 packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
-    libcjson-dev python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
+    libcjson-dev libhiredis-dev redis-server nginx-light python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
 # Node.js may come from elsewhere than Debian (the machines here have it); only when there is
 # none are Debian's packages installed.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -31,6 +31,11 @@
  *     ROLE LEN\n<LEN bytes>\n     (N times)
  * Both are written to a temporary name and renamed. /load FILE reads them back (into sequence
  * 1 first, so that a file that cannot be used leaves the current conversation as it was).
+ *
+ * With --prefix-cache-store, every turn's end is stored in that second tier too, and a turn
+ * that finds nothing of its rendering in the state restores the longest prefix stored there:
+ * /load FILE with FILE.chat alone (no state file: it stayed on another machine) takes the
+ * messages, and the next turn takes their state from the store instead of decoding them.
  */
 #include <errno.h>
 #include <signal.h>
@@ -47,7 +52,8 @@
      GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) | GBIT(G_MIN_P) | GBIT(G_SEED) |                 \
      GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) | GBIT(G_FREQ_PENALTY) |                       \
      GBIT(G_PRESENCE_PENALTY) | GBIT(G_CHAT_TEMPLATE) | GBIT(G_SYSTEM_PROMPT) | GBIT(G_GRAMMAR) |  \
-     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA))
+     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK) |                \
+     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB))
 
 /* Set by SIGINT: a signal handler can only set a flag, and this program has one main thread. */
 static volatile sig_atomic_t interrupted;
@@ -97,6 +103,7 @@ struct chat {
     size_t n_toks, cap_toks;
     struct str text;
     int turn;
+    struct store *store; /* --prefix-cache-store: a turn's state there, restored from there */
 };
 
 static char *dup_n(const char *s, size_t n) {
@@ -240,6 +247,18 @@ static int32_t sync_to(struct chat *c, const char *r, size_t len, int32_t *reuse
                     "text (%zu of its tokens agree); decoding from token %d\n",
                     common, held);
         c->n_toks = (size_t)held;
+        /* the second tier may hold more of it: this conversation on another machine, or
+           before a restart */
+        if (c->store && held == 0 && n > 1) {
+            const int32_t got = recur_prefix_cache_restore(c->ctx, 0, t, n);
+            if (got > 0) {
+                if (!add_tokens(c, t, (size_t)got)) {
+                    free(t);
+                    return -1;
+                }
+                held = got;
+            }
+        }
         memmove(t, t + held, sizeof *t * (size_t)(n - held));
         n -= held;
         *reused = held;
@@ -357,6 +376,9 @@ static bool turn(struct chat *c, const char *line, size_t line_len) {
         fprintf(stderr, "recur chat: out of memory\n");
         ok = false;
     }
+    /* the conversation so far, for a next run or another machine (--prefix-cache-store) */
+    if (ok && c->store && recur_prefix_cache_store(c->ctx, 0, c->toks, (int32_t)c->n_toks) < 0)
+        fprintf(stderr, "recur chat: note: the turn was not stored: %s\n", recur_last_error());
     free(reply.s);
     return ok;
 }
@@ -508,11 +530,29 @@ static void cmd_load(struct chat *c, const char *path) {
     char name[64];
     recur_token *toks = NULL;
     if (!side) goto oom;
-    if (access(path, R_OK) != 0) {
+    if (access(path, R_OK) != 0 && !(errno == ENOENT && c->store && access(side, R_OK) == 0)) {
         fprintf(stderr, "recur chat: /load: %s: %s\n", path, strerror(errno));
         goto done;
     }
     if (!read_sidecar(side, &text, &msgs, &n_msgs, name)) goto done;
+    if (access(path, F_OK) != 0) {
+        /* the messages alone (the small FILE.chat carried to another machine): the next turn
+           restores their state from the second tier instead of decoding them */
+        recur_memory_seq_rm(recur_get_memory(c->ctx), 0, -1, -1);
+        c->n_toks = 0;
+        c->text.len = 0;
+        msgs_free(c->msgs, c->n_msgs);
+        c->msgs = msgs;
+        c->n_msgs = c->cap_msgs = n_msgs;
+        msgs = NULL;
+        n_msgs = 0;
+        recur_sampler_reset(c->smpl);
+        fprintf(stderr,
+                "recur chat: loaded %zu messages from %s (no state file: the next turn takes the "
+                "state from --prefix-cache-store)\n",
+                c->n_msgs, side);
+        goto done;
+    }
     size_t cap = 1u << 20, n_toks = 0;
     if (!(toks = malloc(sizeof *toks * cap))) goto oom;
     /* into sequence 1, so that a refused file leaves sequence 0 (the conversation) alone */
@@ -643,6 +683,7 @@ int cmd_chat(int argc, char **argv) {
     }
     int ret = TOOL_FAIL;
     char *line = NULL;
+    if (!gen_store_attach(&o, c.ctx, &c.store)) goto done;
     c.tmpl = o.chat_template ? o.chat_template : recur_model_chat_template(c.model, NULL);
     if (!c.tmpl) c.tmpl = RECUR_CHAT_TEMPLATE_DEFAULT;
     if (!(c.tmpl_name = recur_chat_template_name(c.tmpl))) {
@@ -716,6 +757,7 @@ int cmd_chat(int argc, char **argv) {
         }
     }
 done:
+    gen_store_detach(c.ctx, c.store);
     free(line);
     free(grammar);
     free(c.eot);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "store.h"
 #include "tools.h"
 
 struct flag_spec {
@@ -76,6 +77,13 @@ static const struct flag_spec specs[G_COUNT] = {
                         "however slowly they trickle in (default 30; then 408)"},
     [G_IDLE_TIMEOUT] = {NULL, "--idle-timeout", "S",
                         "seconds an idle kept-alive connection stays open (default 10)"},
+    [G_PREFIX_STORE] = {NULL, "--prefix-cache-store", "URL",
+                        "a second tier for the prefix cache, shared or lasting: "
+                        "redis://HOST:PORT[/DB] or a folder"},
+    [G_PREFIX_TTL] = {NULL, "--prefix-cache-ttl", "S",
+                      "seconds an entry of the second tier lives (default 86400)"},
+    [G_PREFIX_STORE_MB] = {NULL, "--prefix-cache-store-mb", "N",
+                           "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
@@ -177,6 +185,8 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     o->conn_per_ip = 128;
     o->read_s = 30;
     o->idle_s = 10;
+    o->prefix_ttl_s = 86400;
+    o->prefix_store_mb = 4096;
     o->sampling = recur_sampler_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -275,6 +285,15 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             break;
         case G_IDLE_TIMEOUT:
             if ((ok = gen_parse_long(v, 1, 86400, &n))) o->idle_s = (double)n;
+            break;
+        case G_PREFIX_STORE:
+            if ((ok = v[0] != '\0')) o->prefix_store = v;
+            break;
+        case G_PREFIX_TTL:
+            if ((ok = gen_parse_long(v, 1, 365L * 86400, &n))) o->prefix_ttl_s = n;
+            break;
+        case G_PREFIX_STORE_MB:
+            if ((ok = gen_parse_long(v, 1, 1L << 30, &n))) o->prefix_store_mb = n;
             break;
         case G_NO_MMAP: /* switches, handled above */
         case G_MLOCK:
@@ -508,11 +527,12 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
     cp.n_batch = o->n_batch;
     cp.n_ubatch = o->n_ubatch;
     cp.n_threads = cp.n_threads_batch = o->n_threads;
-    if (o->prompt_cache) {
+    if (o->prompt_cache || o->prefix_store) {
         cp.prefix_cache_bytes = (uint64_t)o->cache_mb << 20;
         cp.n_rollback = 2;
     }
-    if (o->prompt_cache || o->state_in || o->state_out) cp.checkpoint_every = 64;
+    if (o->prompt_cache || o->prefix_store || o->state_in || o->state_out)
+        cp.checkpoint_every = 64;
     if (o->lookup && (uint32_t)o->lookup + 1 > cp.n_rollback)
         cp.n_rollback = (uint32_t)o->lookup + 1;
     return cp;
@@ -642,6 +662,33 @@ double gen_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool gen_store_attach(const struct gen_opts *o, struct recur_context *ctx, struct store **out) {
+    *out = NULL;
+    if (!o->prefix_store) return true;
+    struct store_opts so = store_default_opts();
+    so.ttl_s = o->prefix_ttl_s;
+    so.max_bytes = (uint64_t)o->prefix_store_mb << 20;
+    char err[512];
+    if (!(*out = store_open(o->prefix_store, &so, err, sizeof err))) {
+        fprintf(stderr, "recur: --prefix-cache-store %s\n", err);
+        return false;
+    }
+    const struct recur_prefix_store hooks = store_hooks(*out);
+    if (!recur_prefix_cache_set_store(ctx, &hooks)) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
+        store_close(*out);
+        *out = NULL;
+        return false;
+    }
+    return true;
+}
+
+void gen_store_detach(struct recur_context *ctx, struct store *st) {
+    if (!st) return;
+    if (ctx) recur_prefix_cache_set_store(ctx, NULL);
+    store_close(st); /* writes what is queued first */
 }
 
 bool gen_cache_load(const struct gen_opts *o, struct recur_context *ctx) {

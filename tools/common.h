@@ -67,6 +67,10 @@ enum gen_flag {
     G_CONN_PER_IP,
     G_READ_TIMEOUT,
     G_IDLE_TIMEOUT,
+    /* the prefix cache's second tier */
+    G_PREFIX_STORE,
+    G_PREFIX_TTL,
+    G_PREFIX_STORE_MB,
     G_COUNT
 };
 
@@ -113,6 +117,9 @@ struct gen_opts {
     int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
     double read_s;        /* the most seconds a request's headers and body may take */
     double idle_s;        /* an idle kept-alive connection is closed after this */
+    const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
+    int64_t prefix_ttl_s;
+    int64_t prefix_store_mb;
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
@@ -192,6 +199,11 @@ bool gen_cache_load(const struct gen_opts *o, struct recur_context *ctx);
 /* Stores what seq holds (tokens[0..n)) in ctx's cache; a note on failure. */
 void gen_cache_store(struct recur_context *ctx, recur_seq_id seq, const recur_token *tokens,
                      int32_t n);
+/* --prefix-cache-store: opens the store and makes it ctx's second tier (*out NULL without the
+ * flag); false with a message. gen_store_detach writes what is queued and closes it. */
+struct store;
+bool gen_store_attach(const struct gen_opts *o, struct recur_context *ctx, struct store **out);
+void gen_store_detach(struct recur_context *ctx, struct store *st);
 /* Writes the cache back to its file; false with a message. */
 bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx);
 

@@ -19,7 +19,7 @@
      GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
      GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_PARALLEL) | GBIT(G_PROMPT_CACHE) |   \
-     GBIT(G_CACHE_MB))
+     GBIT(G_CACHE_MB) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK))
 
 struct stream {
     struct recur_sampler *smpl;

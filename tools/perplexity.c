@@ -28,7 +28,7 @@
 
 #define PPL_FLAGS                                                                                  \
     (GBIT(G_MODEL) | GBIT(G_FILE) | GBIT(G_CTX) | GBIT(G_PARALLEL) | GBIT(G_THREADS) |             \
-     GBIT(G_UBATCH) | GBIT(G_CHUNKS))
+     GBIT(G_UBATCH) | GBIT(G_CHUNKS) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK))
 
 /* -log softmax(logits)[target], in double so that a 50k-way sum loses nothing. */
 static double token_nll(const float *logits, int32_t n_vocab, recur_token target) {

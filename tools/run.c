@@ -41,7 +41,8 @@
      GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
      GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT) |      \
      GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP) | GBIT(G_GRAMMAR) |                  \
-     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA))
+     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK) |                \
+     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB))
 
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of the last g tokens
  * of hist[0..n) (g = 3, 2, 1: the longest that occurs), at most max of them into out. */
@@ -119,6 +120,7 @@ int cmd_run(int argc, char **argv) {
 
     struct recur_model *model;
     struct recur_context *ctx;
+    struct store *store = NULL; /* --prefix-cache-store */
     size_t len;
     char *grammar;
     if ((st = gen_grammar_text(&o, &grammar)) != TOOL_OK) return st;
@@ -163,8 +165,11 @@ int cmd_run(int argc, char **argv) {
         if (failed) goto done;
     }
     const bool cache_file_ok = gen_cache_load(&o, ctx);
+    /* the prefix cache: a file (--prompt-cache) and/or a second tier (--prefix-cache-store) */
+    const bool caching = o.prompt_cache || o.prefix_store;
+    if (!gen_store_attach(&o, ctx, &store)) goto done;
     double t0 = gen_now_s(); /* the prompt's time includes finding and restoring a prefix */
-    if (o.prompt_cache && reused == 0) {
+    if (caching && reused == 0) {
         reused = recur_prefix_cache_restore(ctx, 0, tokens, n_prompt);
         if (reused < 0) {
             fprintf(stderr, "recur: %s\n", recur_last_error());
@@ -176,7 +181,7 @@ int cmd_run(int argc, char **argv) {
     if (reused < n_prompt && !gen_decode_prompt(ctx, 0, tokens + reused, n_prompt - reused))
         goto done;
     double t1 = gen_now_s();
-    if (o.prompt_cache) gen_cache_store(ctx, 0, tokens, n_prompt);
+    if (caching) gen_cache_store(ctx, 0, tokens, n_prompt);
 
     /* one step: decode the last sampled token and its drafts, then sample at each place */
     const int32_t n_draft_max = o.lookup;
@@ -263,17 +268,16 @@ int cmd_run(int argc, char **argv) {
                 n_steps ? (double)(n_gen - 1) / n_steps : 0.0, n_steps);
 
     const int32_t n_all = n_prompt + n_gen;
-    if ((o.state_out || o.prompt_cache) && !sync_state(ctx, tokens, n_all)) goto done;
+    if ((o.state_out || caching) && !sync_state(ctx, tokens, n_all)) goto done;
     if (o.state_out && !recur_state_save_file(ctx, o.state_out, tokens, (size_t)n_all)) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
         goto done;
     }
-    if (o.prompt_cache) {
-        gen_cache_store(ctx, 0, tokens, n_all);
-        if (cache_file_ok && !gen_cache_save(&o, ctx)) goto done;
-    }
+    if (caching) gen_cache_store(ctx, 0, tokens, n_all);
+    if (o.prompt_cache && cache_file_ok && !gen_cache_save(&o, ctx)) goto done;
     ret = TOOL_OK;
 done:
+    gen_store_detach(ctx, store);
     recur_sampler_free(smpl);
     free(tokens);
     free(text);

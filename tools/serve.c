@@ -35,6 +35,7 @@
 #include "serve_api.h"
 #include "serve_conn.h"
 #include "serve_endpoints.h"
+#include "store.h"
 #include "tools.h"
 
 /* ---- one connection's request ------------------------------------------------------------- */
@@ -292,7 +293,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
      GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |           \
      GBIT(G_NO_MMAP) | GBIT(G_MLOCK) | GBIT(G_API_KEY_FILE) | GBIT(G_THREADS_HTTP) |               \
      GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT) |        \
-     GBIT(G_NO_WEBUI))
+     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB) | GBIT(G_NO_WEBUI))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
@@ -577,6 +578,19 @@ int cmd_serve(int argc, char **argv) {
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     struct recur_prefix_cache_stats cs;
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
+    if (o.prefix_store) {
+        struct store_opts so = store_default_opts();
+        so.ttl_s = o.prefix_ttl_s;
+        so.max_bytes = (uint64_t)o.prefix_store_mb << 20;
+        char err[512];
+        if (!(s.store = store_open(o.prefix_store, &so, err, sizeof err))) {
+            fprintf(stderr, "recur serve: --prefix-cache-store %s\n", err);
+            ret = TOOL_USAGE;
+            goto done;
+        }
+        const struct recur_prefix_store hooks = store_hooks(s.store);
+        recur_prefix_cache_set_store(s.ctx, &hooks);
+    }
     for (recur_token t = 0; t < recur_model_n_vocab(s.model); t++) {
         char piece[256];
         const int32_t n = recur_token_to_piece(s.model, t, piece, sizeof piece, 0, true);
@@ -639,6 +653,8 @@ done:
         if (ls[i].d) MHD_stop_daemon(ls[i].d);
     serve_conns_stop(&s);
     serve_sched_free(&s);
+    if (s.ctx) recur_prefix_cache_set_store(s.ctx, NULL);
+    store_close(s.store);
     free(s.active);
     free(s.slot_used);
     serve_slots_free(&s);

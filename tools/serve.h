@@ -228,6 +228,7 @@ struct server {
     int32_t (*decode)(struct recur_context *ctx, struct recur_batch batch);
     struct serve_conns *conns; /* connections and the watcher thread (serve_conn.c) */
     struct serve_sched *sched; /* the decode loop's buffers */
+    struct store *store;       /* the prefix cache's second tier (store.h), NULL: none */
 };
 
 /* The decode loop's buffers for s (s->ctx, s->lim set), and s->decode = recur_decode unless

@@ -55,11 +55,13 @@ static const struct field openai_fields[] = {
     {"suffix", F_OFF_SET, 0}, /* insertion: recur has no fill-in-the-middle */
     {"model", F_HARMLESS, 0}, /* one model is served, whatever the name */
     {"user", F_HARMLESS, 0},  /* an end-user id for abuse monitoring */
+    {"session_id", F_HARMLESS, 0}, /* routing only: the cache is keyed by content */
 };
 
 /* llama-server's /completion */
 static const struct field llama_fields[] = {
     {"prompt", F_USED, 0},
+    {"session_id", F_HARMLESS, 0}, /* routing only: the cache is keyed by content */
     {"n_predict", F_USED, 0},
     {"temperature", F_USED, 0},
     {"top_k", F_USED, 0},
@@ -143,6 +145,7 @@ static const struct field chat_fields[] = {
     {"store", F_OFF_SET, 0},
     {"model", F_HARMLESS, 0},               /* one model is served, whatever the name */
     {"user", F_HARMLESS, 0},                /* an end-user id for abuse monitoring */
+    {"session_id", F_HARMLESS, 0},          /* routing only: the cache is keyed by content */
     {"metadata", F_HARMLESS, 0},            /* tags of stored completions (none are stored) */
     {"parallel_tool_calls", F_HARMLESS, 0}, /* no effect without tools, which are refused */
 };

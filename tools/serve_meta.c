@@ -13,6 +13,7 @@
 #include "serve_api.h"
 #include "serve_conn.h"
 #include "serve_endpoints.h"
+#include "store.h"
 
 #ifndef RECUR_VERSION_STRING
 #define RECUR_VERSION_STRING "unknown"
@@ -421,6 +422,8 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
     pthread_mutex_unlock(&s->mu);
     const double processed = (double)(m.prompt_tokens - m.prompt_tokens_cached);
     const double n_open = (double)serve_conns_open(s);
+    struct store_stats ss = {0};
+    if (s->store) store_get_stats(s->store, &ss);
     struct {
         const char *name, *type, *help;
         double v;
@@ -483,6 +486,22 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
          "Waiting requests whose client went away (their work cancelled).",
          (double)m.clients_gone},
         {"recur_connections_open", "gauge", "HTTP connections open now.", n_open},
+        {"recur_prefix_store_hits_total", "counter",
+         "Restores that took a longer prefix from the second tier (--prefix-cache-store).",
+         (double)m.cache.store_hits},
+        {"recur_prefix_store_lookups_total", "counter", "Lookups in the second tier.",
+         (double)ss.gets},
+        {"recur_prefix_store_refused_total", "counter",
+         "Second-tier entries refused: corrupt, of another model or tenant.",
+         (double)m.cache.store_refused},
+        {"recur_prefix_store_errors_total", "counter",
+         "Second-tier operations that failed or timed out (each a miss).", (double)ss.errors},
+        {"recur_prefix_store_writes_total", "counter", "Entries written to the second tier.",
+         (double)ss.puts},
+        {"recur_prefix_store_write_errors_total", "counter",
+         "Entries the second tier failed to write.", (double)ss.put_errors},
+        {"recur_prefix_store_dropped_total", "counter",
+         "Entries not written: the write queue was full.", (double)ss.dropped},
         {"recur_decode_retries_total", "counter",
          "Shared decodes that failed and were retried request by request.",
          (double)m.decode_retries},

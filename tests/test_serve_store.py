@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""The prefix cache's second tier (--prefix-cache-store, tools/store.c) through recur serve:
+
+- a folder tier outlives the process: a restarted server's first request restores the
+  conversation from it (cached_tokens) and answers what a server without any cache answers;
+- a Redis tier is shared: a conversation started on one server continues on another with its
+  history restored from Redis;
+- failures are misses, never errors: Redis down at start (and coming up later), Redis killed
+  mid-run, a corrupt value, a value of another tenant (API key) and one of another model:
+  every request is answered with the right text, and /metrics counts what happened.
+
+Usage: test_serve_store.py RECUR MODEL OTHER_MODEL
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import Server as BaseServer, check, counts  # noqa: E402
+
+recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
+tmp = tempfile.mkdtemp(prefix="recur-store-")
+
+
+def Server(*args, m=model):
+    return BaseServer(recur, m, "-np", "2", *args)
+
+
+def wait_for(pred, seconds=20):
+    end = time.time() + seconds
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Redis:
+    """redis-server on a loopback port, no persistence; a minimal RESP client beside it."""
+
+    def __init__(self, port):
+        self.port = port
+        self.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--maxmemory", "256mb",
+                                      "--maxmemory-policy", "allkeys-lru"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_for(self._up, 10):
+            raise SystemExit("redis-server did not start")
+
+    def _up(self):
+        try:
+            return self.cmd("PING") == "PONG"
+        except OSError:
+            return False
+
+    def cmd(self, *args):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        s.sendall(out)
+        f = s.makefile("rb")
+        r = self._read(f)
+        s.close()
+        return r
+
+    def _read(self, f):
+        line = f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data
+        if kind == b"*":
+            return [self._read(f) for _ in range(int(rest))]
+        raise RuntimeError("bad reply %r" % line)
+
+    def keys(self, pattern):
+        return [k.decode() for k in self.cmd("KEYS", pattern)]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+history = [{"role": "system", "content": "You tell fortunes, one per answer."},
+           {"role": "user", "content": "Tell me a fortune about the sea and the stars, please."}]
+
+
+def turn(S, messages, headers=None, cache=True):
+    """status, reply, prompt tokens, cached tokens; .last keeps the usage of the call"""
+    body = {"messages": messages, "max_tokens": 24, "temperature": 0, "cache_prompt": cache}
+    st, b, _ = S.post("/v1/chat/completions", body, headers=headers)
+    if st != 200:
+        return st, None, 0, 0
+    u = b["usage"]
+    turn.last = u
+    return st, b["choices"][0]["message"]["content"], u["prompt_tokens"], \
+        u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+
+
+def metrics_as(S, headers):
+    import re
+    _, text, _ = S.request("GET", "/metrics", headers=headers)
+    return {k: float(v) for k, v in re.findall(r"^(recur_\w+) (\S+)$", text, re.M)}
+
+
+# the reference: a server without the second tier, and no cache use
+R = Server()
+st, reply1, n1, _ = turn(R, history, cache=False)
+hist = n1 + turn.last["completion_tokens"]  # what turn 1 leaves in the state
+conv2 = history + [{"role": "assistant", "content": reply1},
+                   {"role": "user", "content": "And one about the mountains."}]
+st2, reply2, n2, _ = turn(R, conv2, cache=False)
+check("the reference answers", st == 200 and st2 == 200 and reply1 and reply2)
+R.stop()
+
+print("a folder tier outlives the process")
+folder = os.path.join(tmp, "tier")
+A = Server("--prefix-cache-store", folder)
+st, r1, _, _ = turn(A, history)
+check("turn 1", st == 200 and r1 == reply1, (r1, reply1))
+check("A stops cleanly (its writes flushed)", A.stop() == 0)
+check("the folder holds entries", any(f.endswith(".entry") for _, _, fs in os.walk(folder)
+                                      for f in fs))
+B = Server("--prefix-cache-store", folder)
+st, r2, n, cached = turn(B, conv2)
+check("a restarted server's first request restores 90% of the history from the folder",
+      st == 200 and cached >= 0.9 * hist, (hist, cached))
+check("and answers what no cache answers", r2 == reply2, (r2, reply2))
+m = B.metrics()
+check("metrics: a second-tier hit", m.get("recur_prefix_store_hits_total") == 1, m)
+B.stop()
+
+print("a Redis tier is shared between servers")
+rport = free_port()
+red = Redis(rport)
+url = "redis://127.0.0.1:%d" % rport
+A = Server("--prefix-cache-store", url)
+B = Server("--prefix-cache-store", url + "/0")
+st, r1, _, _ = turn(A, history)
+check("turn 1 on A", st == 200 and r1 == reply1)
+check("A wrote to Redis", wait_for(lambda: A.metrics().get("recur_prefix_store_writes_total", 0) >= 1))
+check("entries and indexes in Redis", len(red.keys("recur:*:e:*")) >= 1 and
+      len(red.keys("recur:*:i:*")) >= 1, red.keys("recur:*"))
+ttl = red.cmd("TTL", red.keys("recur:*:e:*")[0])
+check("entries expire (a TTL is set)", isinstance(ttl, int) and 0 < ttl <= 86400, ttl)
+st, r2, n, cached = turn(B, conv2)
+check("turn 2 on B restores 90% of the history from Redis", st == 200 and cached >= 0.9 * hist,
+      (hist, cached))
+check("with the same text", r2 == reply2, (r2, reply2))
+check("B counts the hit", B.metrics().get("recur_prefix_store_hits_total") == 1)
+
+print("a corrupt value, another tenant's, another model's: misses")
+for k in red.keys("recur:*:e:*"):
+    v = bytearray(red.cmd("GET", k))
+    v[len(v) // 2] ^= 0x40
+    red.cmd("SET", k, bytes(v))
+C = Server("--prefix-cache-store", url)
+st, r2, n, cached = turn(C, conv2)
+check("corrupt: answered, nothing restored", st == 200 and cached == 0 and r2 == reply2,
+      (st, cached))
+check("corrupt: refused and counted", C.metrics().get("recur_prefix_store_refused_total", 0) >= 1)
+C.stop()
+red.cmd("FLUSHALL")
+
+K = Server("--prefix-cache-store", url, "--api-key", "key-a", "--api-key", "key-b")
+st, r1, _, _ = turn(K, history, headers={"X-Api-Key": "key-a"})
+check("key a's turn 1", st == 200)
+check("written", wait_for(lambda: len(red.keys("recur:*:e:*")) >= 1))
+K.stop()
+# key a's entries copied into key b's space: found by b's lookups, refused as another tenant's
+keys = red.keys("recur:*")
+tenant_a = keys[0].split(":")[2]
+K2 = Server("--prefix-cache-store", url, "--api-key", "key-a", "--api-key", "key-b")
+st, _, _, _ = turn(K2, [{"role": "user", "content": "x"}], headers={"X-Api-Key": "key-b"})
+wait_for(lambda: len({k.split(":")[2] for k in red.keys("recur:*")}) == 2)
+tenants = {k.split(":")[2] for k in red.keys("recur:*")}
+others = sorted(tenants - {tenant_a})
+check("key b has a space of its own", len(others) == 1, tenants)
+if others:
+    for k in keys:
+        parts = k.split(":")
+        parts[2] = others[0]
+        red.cmd("RESTORE", ":".join(parts), 0, red.cmd("DUMP", k), "REPLACE")
+    st, r2, n, cached = turn(K2, conv2, headers={"X-Api-Key": "key-b"})
+    check("another tenant's value: a miss", st == 200 and cached == 0 and r2 == reply2,
+          (st, cached))
+    check("refused and counted",
+          metrics_as(K2, {"X-Api-Key": "key-b"}).get("recur_prefix_store_refused_total", 0) >= 1)
+K2.stop()
+red.cmd("FLUSHALL")
+
+# another model: its entries copied under this model's fingerprint (token ids both have)
+ids = list(range(100, 230))
+req = {"prompt": ids, "n_predict": 4, "temperature": 0}
+O = Server("--prefix-cache-store", url, m=other_model)
+check("the other model's request", O.post("/completion", req)[0] == 200)
+check("written", wait_for(lambda: len(red.keys("recur:*:e:*")) >= 1))
+O.stop()
+okeys = red.keys("recur:*")
+M = Server("--prefix-cache-store", url)
+st, ref, _ = M.post("/completion", dict(req, cache_prompt=False))
+ofp = okeys[0].split(":")[1]
+M.post("/completion", {"prompt": "z", "n_predict": 1})
+
+
+def fingerprints():
+    return {k.split(":")[1] for k in red.keys("recur:*")}
+
+
+wait_for(lambda: len(fingerprints()) == 2)  # the write is queued: it lands a little later
+fps = fingerprints()
+mine = sorted(fps - {ofp})
+check("two fingerprints", len(mine) == 1, fps)
+if mine:
+    for k in okeys:
+        parts = k.split(":")
+        parts[1] = mine[0]
+        red.cmd("RESTORE", ":".join(parts), 0, red.cmd("DUMP", k), "REPLACE")
+    st, b, _ = M.post("/completion", req)
+    check("another model's value: a miss", st == 200 and b["tokens_cached"] == 0 and
+          b["content"] == ref["content"], (st, b.get("tokens_cached")))
+    check("refused and counted", M.metrics().get("recur_prefix_store_refused_total", 0) >= 1)
+M.stop()
+
+print("Redis killed mid-run, and Redis down at start")
+red.stop()
+st, r2, n, cached = turn(B, conv2 + [{"role": "assistant", "content": reply2},
+                                     {"role": "user", "content": "Thanks."}])
+check("B answers with Redis gone", st == 200 and r2)
+check("the failure is counted", wait_for(lambda: B.metrics().get("recur_prefix_store_errors_total",
+                                                                 0) >= 1))
+A.stop()
+B.stop()
+D = Server("--prefix-cache-store", url)  # nothing listens there now
+st, r1, _, _ = turn(D, history)
+check("a server whose Redis is down at start serves", st == 200 and r1 == reply1)
+check("its misses are errors, counted", D.metrics().get("recur_prefix_store_errors_total", 0) >= 1)
+red = Redis(rport)  # Redis comes up
+time.sleep(1.2)     # the store retries at most every second
+st, r1, _, _ = turn(D, history + [{"role": "assistant", "content": reply1},
+                                  {"role": "user", "content": "More."}])
+check("once Redis is up, writes go through",
+      wait_for(lambda: len(red.keys("recur:*:e:*")) >= 1), red.keys("recur:*"))
+D.stop()
+red.stop()
+
+print("recur run and recur chat use the same store")
+import re  # noqa: E402
+cli = os.path.join(tmp, "cli-tier")
+prompt = "Once upon a time there was a little house by the sea, and an old woman lived in it"
+outs = []
+for _ in range(2):
+    p = subprocess.run([recur, "run", "-m", model, "-p", prompt, "-n", "8", "--temp", "0",
+                        "--prefix-cache-store", cli], capture_output=True, text=True, timeout=120)
+    m = re.search(r"prompt (\d+) tokens \((\d+) reused\)", p.stderr)
+    outs.append((p.returncode, p.stdout, int(m.group(1)) if m else -1, int(m.group(2)) if m else -1))
+check("run: the first decodes the prompt", outs[0][0] == 0 and outs[0][3] == 0, outs[0])
+check("run: the second (another process) restores all but one token",
+      outs[1][0] == 0 and outs[1][3] == outs[1][2] - 1, outs[1])
+check("run: the same text", outs[0][1] == outs[1][1])
+
+
+def chat(lines):
+    p = subprocess.run([recur, "chat", "-m", model, "--temp", "0", "-n", "32",
+                        "--prefix-cache-store", cli], input="".join(l + "\n" for l in lines),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout.splitlines(), p.stderr
+
+
+save = os.path.join(tmp, "conv")
+rc, out, err = chat(["Tell me a fortune.", "Another one.", "/save " + save])
+check("chat: two turns saved", rc == 0 and os.path.exists(save + ".chat"), err[-300:])
+n_saved = int(re.search(r"saved 4 messages and (\d+) tokens", err).group(1)) if rc == 0 else -1
+os.remove(save)  # only the messages travel to the other machine
+rc, out2, err2 = chat(["/load " + save, "And a third."])
+m = re.search(r"turn 1: decoded (\d+) tokens \((\d+) reused\)", err2)
+check("chat: the loaded messages' state comes from the store",
+      rc == 0 and m and int(m.group(2)) == n_saved, err2[-400:])
+rc, out3, err3 = chat(["Tell me a fortune.", "Another one.", "And a third."])
+check("chat: the third reply is the one an unbroken chat gives",
+      rc == 0 and out2 and out3 and out2[-1] == out3[-1], (out2[-1:], out3[-1:]))
+
+print("bad store flags")
+for url_bad, want in (("redis://", "no host"), ("redis://h:99999", "port"),
+                      ("http://x", "redis://"), ("redis://h:1/x", "database")):
+    p = subprocess.run([recur, "serve", "-m", model, "--port", "0", "--prefix-cache-store", url_bad],
+                       capture_output=True, text=True, timeout=60)
+    check("--prefix-cache-store %s refused" % url_bad, p.returncode == 2 and want in p.stderr,
+          (p.returncode, p.stderr[-200:]))
+
+shutil.rmtree(tmp, ignore_errors=True)
+print("test_serve_store: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+sys.exit(1 if counts["failed"] else 0)

@@ -1,0 +1,557 @@
+/*
+ * The prefix cache's second tier (see store.h).
+ *
+ * Keys. An entry of L tokens lives under E = hash(tokens[0..L)) (XXH3 of the token ids), in
+ * the space of its model fingerprint and tenant. A lookup must find the longest stored prefix
+ * of a prompt without asking for each of its lengths, so every entry is also listed in an
+ * index named for its 64-token checkpoint C = 64 * floor(L / 64): I(hash(tokens[0..C))) holds
+ * the lengths stored under it. A lookup of up to n tokens asks for the indexes of its
+ * checkpoints (one round trip, at most n / 64 + 1 of them), takes the longest listed length
+ * that fits and whose hash the prompt reproduces, and fetches that one entry.
+ *
+ *  - Redis: "recur:FP:TENANT:e:E" a string (the blob, with a TTL), "recur:FP:TENANT:i:C" a set
+ *    of lengths (its TTL renewed with each add). Size: Redis's own maxmemory with
+ *    maxmemory-policy allkeys-lru (deploy/README.md). Two connections, one for the decode
+ *    loop's reads and one for the writer thread, each with a short timeout; a failed one is
+ *    dropped and tried again at most every second, meanwhile every read is a miss.
+ *  - A folder: DIR/FP/TENANT/C/L-E.entry, written to a temporary name and renamed (a reader
+ *    never sees half a file). The writer deletes entries past the TTL and, when the folder is
+ *    over its budget, the least recently written first.
+ *
+ * The blob's contents are the library's business (cache.c checks them); here it is bytes.
+ */
+#define _GNU_SOURCE /* DT_DIR and d_type in readdir */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL /* header-only: no library to link */
+#include <xxhash.h>
+
+#define CHECKPOINT 64
+
+struct job {
+    uint64_t model, tenant;
+    int32_t n;
+    uint64_t e, c; /* the entry's hash and its checkpoint's */
+    void *blob;
+    size_t len;
+    struct job *next;
+};
+
+struct rconn {
+    redisContext *c;
+    double next_try; /* after a failure: not before this */
+};
+
+struct store {
+    struct store_opts o;
+    bool redis;
+    char host[256];
+    int port, db;
+    char dir[PATH_MAX - 128]; /* room left for the names under it */
+    struct rconn rd, wr;
+
+    pthread_mutex_t mu; /* the queue, the stats, stop */
+    pthread_cond_t cv;  /* the writer: work or stop; flush: the queue emptied */
+    struct job *head, *tail;
+    bool stop, busy;
+    pthread_t writer;
+    struct store_stats s;
+    double next_sweep; /* the folder's TTL and budget sweep */
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+struct store_opts store_default_opts(void) {
+    return (struct store_opts){.timeout_s = 0.1,
+                               .ttl_s = 86400,
+                               .max_bytes = (uint64_t)4 << 30,
+                               .queue_bytes = (uint64_t)256 << 20};
+}
+
+static uint64_t hash_tokens(const recur_token *t, int32_t n) {
+    return XXH3_64bits(t, sizeof(recur_token) * (size_t)n);
+}
+
+static void count(struct store *st, uint64_t *field) {
+    pthread_mutex_lock(&st->mu);
+    (*field)++;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- Redis ---------------------------------------------------------------------------------- */
+
+/* The connection, made (again) when there is none and the last failure is a second old. */
+static redisContext *rconn_get(struct store *st, struct rconn *rc) {
+    if (rc->c) return rc->c;
+    if (now_s() < rc->next_try) return NULL;
+    const struct timeval tv = {(time_t)st->o.timeout_s,
+                               (suseconds_t)((st->o.timeout_s - (double)(time_t)st->o.timeout_s) *
+                                             1e6)};
+    redisContext *c = redisConnectWithTimeout(st->host, st->port, tv);
+    if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+        if (c) redisFree(c);
+        rc->next_try = now_s() + 1.0;
+        return NULL;
+    }
+    if (st->db) {
+        redisReply *r = redisCommand(c, "SELECT %d", st->db);
+        const bool ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            rc->next_try = now_s() + 1.0;
+            return NULL;
+        }
+    }
+    rc->c = c;
+    return c;
+}
+
+static void rconn_fail(struct store *st, struct rconn *rc) {
+    if (rc->c) redisFree(rc->c);
+    rc->c = NULL;
+    rc->next_try = now_s() + 1.0;
+    count(st, &st->s.errors);
+}
+
+static void redis_key(char *out, size_t n, uint64_t model, uint64_t tenant, char kind,
+                      uint64_t h) {
+    snprintf(out, n, "recur:%016" PRIx64 ":%016" PRIx64 ":%c:%016" PRIx64, model, tenant, kind, h);
+}
+
+static bool redis_put(struct store *st, const struct job *j) {
+    redisContext *c = rconn_get(st, &st->wr);
+    if (!c) return false;
+    char ek[96], ik[96], len[16], ttl[24];
+    redis_key(ek, sizeof ek, j->model, j->tenant, 'e', j->e);
+    redis_key(ik, sizeof ik, j->model, j->tenant, 'i', j->c);
+    snprintf(len, sizeof len, "%d", j->n);
+    snprintf(ttl, sizeof ttl, "%" PRId64, st->o.ttl_s);
+    const char *set[] = {"SET", ek, j->blob, "EX", ttl};
+    const size_t set_len[] = {3, strlen(ek), j->len, 2, strlen(ttl)};
+    const char *sadd[] = {"SADD", ik, len}, *exp[] = {"EXPIRE", ik, ttl};
+    const size_t sadd_len[] = {4, strlen(ik), strlen(len)}, exp_len[] = {6, strlen(ik), strlen(ttl)};
+    redisAppendCommandArgv(c, 5, set, set_len);
+    redisAppendCommandArgv(c, 3, sadd, sadd_len);
+    redisAppendCommandArgv(c, 3, exp, exp_len);
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+            rconn_fail(st, &st->wr);
+            return false;
+        }
+        ok &= r->type != REDIS_REPLY_ERROR;
+        freeReplyObject(r);
+    }
+    return ok;
+}
+
+/* The longest listed length in [min_len, max_len] whose prefix the prompt reproduces, and its
+ * blob; 0 for none. */
+static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
+                         const recur_token *tokens, int32_t min_len, int32_t max_len, void **blob,
+                         size_t *len) {
+    redisContext *c = rconn_get(st, &st->rd);
+    if (!c) {
+        count(st, &st->s.errors);
+        return 0;
+    }
+    const int32_t c_hi = max_len / CHECKPOINT * CHECKPOINT, c_lo = min_len / CHECKPOINT * CHECKPOINT;
+    const int32_t n_idx = (c_hi - c_lo) / CHECKPOINT + 1;
+    char key[96];
+    for (int32_t k = 0; k < n_idx; k++) {
+        const int32_t cp = c_hi - k * CHECKPOINT;
+        redis_key(key, sizeof key, model, tenant, 'i', hash_tokens(tokens, cp));
+        const char *argv[] = {"SMEMBERS", key};
+        const size_t argl[] = {8, strlen(key)};
+        redisAppendCommandArgv(c, 2, argv, argl);
+    }
+    int32_t best = 0;
+    bool failed = false;
+    for (int32_t k = 0; k < n_idx; k++) { /* read every reply, even once one has won */
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+            failed = true;
+            break;
+        }
+        if (r->type == REDIS_REPLY_ARRAY && !best)
+            for (size_t i = 0; i < r->elements; i++) {
+                const long v = r->element[i]->str ? strtol(r->element[i]->str, NULL, 10) : 0;
+                if (v >= min_len && v <= max_len && v > best) best = (int32_t)v;
+            }
+        freeReplyObject(r);
+    }
+    if (failed) {
+        rconn_fail(st, &st->rd);
+        return 0;
+    }
+    if (!best) return 0;
+    redis_key(key, sizeof key, model, tenant, 'e', hash_tokens(tokens, best));
+    redisReply *r = redisCommand(c, "GET %s", key);
+    if (!r) {
+        rconn_fail(st, &st->rd);
+        return 0;
+    }
+    int32_t got = 0;
+    if (r->type == REDIS_REPLY_STRING && (*blob = malloc(r->len))) {
+        memcpy(*blob, r->str, r->len);
+        *len = r->len;
+        got = best;
+    }
+    freeReplyObject(r);
+    return got;
+}
+
+/* ---- a folder ------------------------------------------------------------------------------- */
+
+static void dir_of(const struct store *st, char *out, size_t n, uint64_t model, uint64_t tenant,
+                   uint64_t c) {
+    snprintf(out, n, "%s/%016" PRIx64 "/%016" PRIx64 "/%016" PRIx64, st->dir, model, tenant, c);
+}
+
+static bool mkdirs(char *path) { /* mkdir -p; path is restored */
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            const bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
+            *p = '/';
+            if (!ok) return false;
+        }
+    return mkdir(path, 0700) == 0 || errno == EEXIST;
+}
+
+static bool dir_put(struct store *st, const struct job *j) {
+    char d[PATH_MAX], path[PATH_MAX + 64], tmp[PATH_MAX + 96];
+    dir_of(st, d, sizeof d, j->model, j->tenant, j->c);
+    if (!mkdirs(d)) return false;
+    snprintf(path, sizeof path, "%s/%d-%016" PRIx64 ".entry", d, j->n, j->e);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return false;
+    bool ok = fwrite(j->blob, 1, j->len, f) == j->len;
+    ok = fflush(f) == 0 && ok;
+    ok = fclose(f) == 0 && ok;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) unlink(tmp);
+    return ok;
+}
+
+static int32_t dir_get(struct store *st, uint64_t model, uint64_t tenant,
+                       const recur_token *tokens, int32_t min_len, int32_t max_len, void **blob,
+                       size_t *len) {
+    const int32_t c_lo = min_len / CHECKPOINT * CHECKPOINT;
+    for (int32_t cp = max_len / CHECKPOINT * CHECKPOINT; cp >= c_lo; cp -= CHECKPOINT) {
+        char d[PATH_MAX];
+        dir_of(st, d, sizeof d, model, tenant, hash_tokens(tokens, cp));
+        DIR *dh = opendir(d);
+        if (!dh) continue;
+        int32_t best = 0;
+        for (struct dirent *de; (de = readdir(dh));) {
+            int n = 0;
+            uint64_t h = 0;
+            char tail[8] = "";
+            if (sscanf(de->d_name, "%d-%16" SCNx64 "%7s", &n, &h, tail) != 3 ||
+                strcmp(tail, ".entry") != 0 || n < min_len || n > max_len || n <= best)
+                continue;
+            if (hash_tokens(tokens, n) == h) best = n;
+        }
+        closedir(dh);
+        if (!best) continue;
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/%d-%016" PRIx64 ".entry", d, best,
+                 hash_tokens(tokens, best));
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        struct stat sb;
+        void *buf = NULL;
+        size_t got = 0;
+        if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+            (buf = malloc((size_t)sb.st_size)))
+            got = fread(buf, 1, (size_t)sb.st_size, f);
+        fclose(f);
+        if (buf && got == (size_t)sb.st_size) {
+            *blob = buf;
+            *len = got;
+            return best;
+        }
+        free(buf);
+    }
+    return 0;
+}
+
+/* Every entry file under path: its bytes and time, for the sweep. */
+struct file_rec {
+    char *path;
+    off_t size;
+    time_t mtime;
+};
+
+static void walk(const char *path, struct file_rec **v, size_t *n, size_t *cap, int depth) {
+    DIR *dh = opendir(path);
+    if (!dh) return;
+    for (struct dirent *de; (de = readdir(dh));) {
+        if (de->d_name[0] == '.') continue;
+        char p[PATH_MAX];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", path, de->d_name) >= sizeof p) continue;
+        struct stat sb;
+        if (lstat(p, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode) && depth < 3) {
+            walk(p, v, n, cap, depth + 1);
+        } else if (S_ISREG(sb.st_mode) && strstr(de->d_name, ".entry")) {
+            if (*n == *cap) {
+                const size_t nc = *cap ? 2 * *cap : 256;
+                struct file_rec *g = realloc(*v, nc * sizeof *g);
+                if (!g) break;
+                *v = g;
+                *cap = nc;
+            }
+            if (!((*v)[*n].path = strdup(p))) break;
+            (*v)[*n].size = sb.st_size;
+            (*v)[*n].mtime = sb.st_mtime;
+            (*n)++;
+        }
+    }
+    closedir(dh);
+}
+
+static int by_mtime(const void *a, const void *b) {
+    const struct file_rec *x = a, *y = b;
+    return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Entries past the TTL go, then the oldest while the folder is over its budget. */
+static void dir_sweep(struct store *st) {
+    struct file_rec *v = NULL;
+    size_t n = 0, cap = 0;
+    walk(st->dir, &v, &n, &cap, 0);
+    qsort(v, n, sizeof *v, by_mtime);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (uint64_t)v[i].size;
+    const time_t now = time(NULL);
+    for (size_t i = 0; i < n; i++) {
+        const bool old = now - v[i].mtime > st->o.ttl_s;
+        if ((old || total > st->o.max_bytes) && unlink(v[i].path) == 0)
+            total -= (uint64_t)v[i].size;
+        free(v[i].path);
+    }
+    free(v);
+}
+
+/* ---- the writer ----------------------------------------------------------------------------- */
+
+static void *writer(void *arg) {
+    struct store *st = arg;
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        while (!st->head && !st->stop) pthread_cond_wait(&st->cv, &st->mu);
+        if (!st->head) break; /* stopping, and nothing left */
+        struct job *j = st->head;
+        st->head = j->next;
+        if (!st->head) st->tail = NULL;
+        st->busy = true;
+        pthread_mutex_unlock(&st->mu);
+        const bool ok = st->redis ? redis_put(st, j) : dir_put(st, j);
+        if (!st->redis && now_s() > st->next_sweep) {
+            dir_sweep(st);
+            st->next_sweep = now_s() + 60;
+        }
+        pthread_mutex_lock(&st->mu);
+        st->busy = false;
+        st->s.queued_bytes -= j->len;
+        if (ok)
+            st->s.puts++;
+        else
+            st->s.put_errors++;
+        free(j->blob);
+        free(j);
+        if (!st->head) pthread_cond_broadcast(&st->cv); /* flush waits for this */
+    }
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+/* ---- the hooks ------------------------------------------------------------------------------ */
+
+static void hook_put(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                     int32_t n, const void *blob, size_t len) {
+    struct store *st = user;
+    struct job *j = malloc(sizeof *j);
+    void *copy = j ? malloc(len) : NULL;
+    pthread_mutex_lock(&st->mu);
+    if (!copy || st->s.queued_bytes + len > st->o.queue_bytes || st->stop) {
+        st->s.dropped++;
+        pthread_mutex_unlock(&st->mu);
+        free(copy);
+        free(j);
+        return;
+    }
+    memcpy(copy, blob, len);
+    *j = (struct job){model, tenant, n, hash_tokens(tokens, n),
+                      hash_tokens(tokens, n / CHECKPOINT * CHECKPOINT), copy, len, NULL};
+    if (st->tail)
+        st->tail->next = j;
+    else
+        st->head = j;
+    st->tail = j;
+    st->s.queued_bytes += len;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int32_t hook_get(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                        int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len) {
+    struct store *st = user;
+    if (max_len > n) max_len = n;
+    if (min_len < 1) min_len = 1;
+    if (max_len < min_len) return 0;
+    const int32_t got = st->redis ? redis_get(st, model, tenant, tokens, min_len, max_len, blob, len)
+                                  : dir_get(st, model, tenant, tokens, min_len, max_len, blob, len);
+    pthread_mutex_lock(&st->mu);
+    st->s.gets++;
+    if (got > 0)
+        st->s.hits++;
+    else
+        st->s.misses++;
+    pthread_mutex_unlock(&st->mu);
+    return got;
+}
+
+struct recur_prefix_store store_hooks(struct store *st) {
+    return (struct recur_prefix_store){st, hook_put, hook_get};
+}
+
+void store_get_stats(struct store *st, struct store_stats *out) {
+    pthread_mutex_lock(&st->mu);
+    *out = st->s;
+    pthread_mutex_unlock(&st->mu);
+}
+
+bool store_flush(struct store *st, double timeout_s) {
+    const double end = now_s() + timeout_s;
+    pthread_mutex_lock(&st->mu);
+    while ((st->head || st->busy) && now_s() < end) {
+        pthread_mutex_unlock(&st->mu);
+        const struct timespec ms5 = {0, 5 * 1000 * 1000};
+        nanosleep(&ms5, NULL);
+        pthread_mutex_lock(&st->mu);
+    }
+    const bool empty = !st->head && !st->busy;
+    pthread_mutex_unlock(&st->mu);
+    return empty;
+}
+
+/* ---- open and close ------------------------------------------------------------------------- */
+
+static bool parse_redis(struct store *st, const char *url, char *err, size_t err_len) {
+    const char *p = url + strlen("redis://");
+    const char *colon = strrchr(p, ':'), *slash = strchr(p, '/');
+    if (slash && colon && colon > slash) colon = NULL;
+    const size_t hl = colon ? (size_t)(colon - p) : slash ? (size_t)(slash - p) : strlen(p);
+    if (hl == 0 || hl >= sizeof st->host) {
+        snprintf(err, err_len, "%s: no host (redis://HOST:PORT[/DB])", url);
+        return false;
+    }
+    memcpy(st->host, p, hl);
+    st->host[hl] = '\0';
+    st->port = 6379;
+    char *end = NULL;
+    if (colon) {
+        const long port = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || port < 1 || port > 65535 || (*end && *end != '/')) {
+            snprintf(err, err_len, "%s: the port must be 1 to 65535", url);
+            return false;
+        }
+        st->port = (int)port;
+    }
+    if (slash) {
+        const long db = strtol(slash + 1, &end, 10);
+        if (end == slash + 1 || *end || db < 0 || db > 1000000) {
+            snprintf(err, err_len, "%s: the database must be a number", url);
+            return false;
+        }
+        st->db = (int)db;
+    }
+    return true;
+}
+
+struct store *store_open(const char *url, const struct store_opts *o, char *err, size_t err_len) {
+    struct store *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    st->o = o ? *o : store_default_opts();
+    if (strncmp(url, "redis://", 8) == 0) {
+        st->redis = true;
+        if (!parse_redis(st, url, err, err_len)) {
+            free(st);
+            return NULL;
+        }
+    } else if (strstr(url, "://")) {
+        snprintf(err, err_len, "%s: a store is redis://HOST:PORT[/DB] or a folder", url);
+        free(st);
+        return NULL;
+    } else {
+        if (strlen(url) >= sizeof st->dir) {
+            snprintf(err, err_len, "%s: the path is too long", url);
+            free(st);
+            return NULL;
+        }
+        snprintf(st->dir, sizeof st->dir, "%s", url);
+        struct stat sb;
+        if (!mkdirs(st->dir) || stat(st->dir, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+            access(st->dir, W_OK) != 0) {
+            snprintf(err, err_len, "%s: not a folder that can be written (%s)", url,
+                     strerror(errno));
+            free(st);
+            return NULL;
+        }
+    }
+    if (pthread_mutex_init(&st->mu, NULL) != 0 || pthread_cond_init(&st->cv, NULL) != 0 ||
+        pthread_create(&st->writer, NULL, writer, st) != 0) {
+        snprintf(err, err_len, "cannot start the store's writer thread");
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+void store_close(struct store *st) {
+    if (!st) return;
+    store_flush(st, 5.0);
+    pthread_mutex_lock(&st->mu);
+    st->stop = true;
+    for (struct job *j = st->head, *next; j; j = next) { /* what five seconds did not write */
+        next = j->next;
+        free(j->blob);
+        free(j);
+    }
+    st->head = st->tail = NULL;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    pthread_join(st->writer, NULL);
+    if (st->rd.c) redisFree(st->rd.c);
+    if (st->wr.c) redisFree(st->wr.c);
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
