@@ -20,7 +20,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from serve_util import Server  # noqa: E402
+from serve_util import Redis, Server, free_port  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--recur", required=True)
@@ -45,28 +44,6 @@ WORDS = ("the stars say that a journey of some length will bring you to a door y
          "seen before and behind it a friend who remembers what you forgot about the rain").split()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def resp(port, *a):
-    s = socket.create_connection(("127.0.0.1", port))
-    out = b"*%d\r\n" % len(a)
-    for x in a:
-        x = x if isinstance(x, bytes) else str(x).encode()
-        out += b"$%d\r\n%s\r\n" % (len(x), x)
-    s.sendall(out)
-    f = s.makefile("rb")
-    line = f.readline()
-    data = f.read(int(line[1:]) + 2)[:-2] if line[:1] == b"$" and int(line[1:]) >= 0 else line
-    s.close()
-    return data
-
-
 def ttft(S, messages, cache, headers=None):
     body = {"messages": messages, "max_tokens": 1, "temperature": 0, "cache_prompt": cache}
     t0 = time.perf_counter()
@@ -77,10 +54,7 @@ def ttft(S, messages, cache, headers=None):
 
 
 rport = free_port()
-redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save",
-                          "", "--appendonly", "no", "--maxmemory", "2gb", "--maxmemory-policy",
-                          "allkeys-lru"], stdout=subprocess.DEVNULL)
-time.sleep(0.5)
+redis = Redis(rport, "2gb")
 url = "redis://127.0.0.1:%d" % rport
 writer = Server(args.recur, args.model, "-np", "1", "--prefix-cache-store", url,
                 threads=args.threads)
@@ -93,35 +67,46 @@ print()
 print("## first-token time of turn k on a replica new to the conversation (ms)")
 print("| turn | prompt tokens | tier 2: restored | tier 2 | cold re-prefill | ratio |")
 print("|---:|---:|---:|---:|---:|---:|")
-msgs = []
+
+
+def first_token(S, prompt, cache):
+    t0 = time.perf_counter()
+    st, b, _ = S.post("/completion", {"prompt": prompt, "n_predict": 1, "temperature": 0,
+                                      "cache_prompt": cache}, timeout=600)
+    return time.perf_counter() - t0, b.get("tokens_cached", 0) if st == 200 else -1
+
+
+# the conversation as token ids (its turns' text tokenized once, replies as generated), so
+# that the history a turn restores is exactly the tokens the last turn left in the state
+history = []
 for k in range(1, args.turns + 1):
-    msgs.append({"role": "user", "content": "Turn %d. " % k + " ".join(
-        WORDS[(k * 5 + i) % len(WORDS)] for i in range(70))})
-    warm, cold, n, cached = [], [], 0, 0
+    text = "Turn %d. " % k + " ".join(WORDS[(k * 5 + i) % len(WORDS)] for i in range(70))
+    st, tk, _ = writer.post("/tokenize", {"content": text})
+    user = tk["tokens"]
+    warm, cold, cached = [], [], 0
     for r in range(args.reps):
-        # the turn as this measurement sends it: the history, then a message of its own, so
-        # that only the history can come from the store (not an earlier repetition's prompt)
-        probe = msgs[:-1] + [{"role": "user", "content": msgs[-1]["content"] + " (take %d)" % r}]
-        # a replica that has not seen it: fresh each time, its first tier empty, its weights
-        # paged in by one token first so that both sides pay the same
+        # a message of its own per measurement, so that only the history can come from the
+        # store (not an earlier repetition's prompt); a replica of its own (first tier empty,
+        # weights paged in by a one-token request first, as the cold side does too)
+        probe = history + [1000 + r] + user  # a token of its own right after the history
         for store in (True, False):
             extra = ["--prefix-cache-store", url] if store else []
             S = Server(args.recur, args.model, "-np", "1", *extra, threads=args.threads)
             S.post("/completion", {"prompt": [1], "n_predict": 1, "cache_prompt": False})
-            t, nn, cc = ttft(S, probe, store)
+            t, c = first_token(S, probe, store)
             S.stop()
+            (warm if store else cold).append(t)
             if store:
-                warm.append(t)
-                n, cached = nn, cc
-            else:
-                cold.append(t)
+                cached = c
     w, c = statistics.median(warm), statistics.median(cold)
-    print("| %d | %d | %d | %.1f | %.1f | %.1fx |" % (k, n, cached, 1e3 * w, 1e3 * c, c / w))
+    print("| %d | %d | %d | %.1f | %.1f | %.1fx |" % (k, len(history) + len(user) + 1, cached,
+                                                     1e3 * w, 1e3 * c, c / w))
     # the turn itself, on the writer: its end goes to Redis for the next turn
-    body = {"messages": msgs, "max_tokens": args.reply, "temperature": 0}
-    st, b, _ = writer.post("/v1/chat/completions", body, timeout=600)
-    msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
-    time.sleep(0.2)  # the write is queued: let it land
+    st, b, _ = writer.post("/completion", {"prompt": history + user, "n_predict": args.reply,
+                                           "temperature": 0, "ignore_eos": True,
+                                           "return_tokens": True}, timeout=600)
+    history = history + user + b["tokens"]
+    time.sleep(0.3)  # the write is queued: let it land
 writer.stop()
 
 print()
@@ -129,15 +114,14 @@ print("## Redis GET over loopback, per state size (ms, median of 50)")
 print("| state bytes | GET |")
 print("|---:|---:|")
 for size in (64 << 10, 1 << 20, state, 2831155, 10 << 20):
-    resp(rport, "SET", "bench:blob", os.urandom(size))
+    redis.cmd("SET", "bench:blob", os.urandom(size))
     ts = []
     for _ in range(50):
         t0 = time.perf_counter()
-        resp(rport, "GET", "bench:blob")
+        redis.cmd("GET", "bench:blob")
         ts.append(time.perf_counter() - t0)
     print("| %d | %.2f |" % (size, 1e3 * statistics.median(ts)))
-redis.kill()
-redis.wait()
+redis.stop()
 
 print()
 print("## nginx's added latency (ms, medians, interleaved)")

@@ -6,9 +6,11 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 counts = {"passed": 0, "failed": 0}
 
@@ -19,6 +21,79 @@ def check(name, cond, detail=""):
     else:
         counts["failed"] += 1
         print("FAILED: %s %s" % (name, detail), file=sys.stderr)
+
+
+def wait_for(pred, seconds=20):
+    """Polls pred every 50 ms until it is true (True) or seconds pass (False)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Redis:
+    """redis-server on a loopback port as a cache (no persistence, a memory bound, least
+    recently used out first), with a minimal RESP client beside it."""
+
+    def __init__(self, port, maxmemory="256mb"):
+        self.port = port
+        self.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--maxmemory", maxmemory,
+                                      "--maxmemory-policy", "allkeys-lru"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_for(self._up, 10):
+            raise SystemExit("redis-server did not start")
+
+    def _up(self):
+        try:
+            return self.cmd("PING") == "PONG"
+        except OSError:
+            return False
+
+    def cmd(self, *args):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        s.sendall(out)
+        f = s.makefile("rb")
+        r = self._read(f)
+        s.close()
+        return r
+
+    def _read(self, f):
+        line = f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else f.read(n + 2)[:-2]
+        if kind == b"*":
+            return [self._read(f) for _ in range(int(rest))]
+        raise RuntimeError("bad reply %r" % line)
+
+    def keys(self, pattern):
+        return [k.decode() for k in self.cmd("KEYS", pattern)]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
 
 
 class Server:

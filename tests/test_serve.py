@@ -25,7 +25,7 @@ import time
 
 RECUR, MODEL = sys.argv[1:3]
 HERE = os.path.dirname(os.path.abspath(__file__))
-from serve_util import check, counts
+from serve_util import check, counts, wait_for
 import serve_util
 
 
@@ -39,15 +39,6 @@ def run_text(prompt, n):
                           "-t", "2"], capture_output=True, check=True).stdout.decode()
     assert out.startswith(prompt)
     return out[len(prompt):].rstrip("\n")
-
-
-def wait_for(pred, seconds=10):
-    end = time.time() + seconds
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 PROMPT = "Once upon a time"

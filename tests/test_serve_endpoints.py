@@ -26,21 +26,12 @@ import tempfile
 import time
 
 RECUR, MODEL = sys.argv[1:3]
-from serve_util import check, counts
+from serve_util import check, counts, wait_for
 import serve_util
 
 
 def Server(*args):
     return serve_util.Server(RECUR, MODEL, *args)
-
-
-def wait_for(pred, seconds=20):
-    end = time.time() + seconds
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 tmp = tempfile.mkdtemp(prefix="recur-slots-")

@@ -14,14 +14,13 @@ Usage: test_serve_store.py RECUR MODEL OTHER_MODEL
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import Server as BaseServer, check, counts  # noqa: E402
+from serve_util import Redis, Server as BaseServer, check, counts, free_port, wait_for  # noqa: E402,E501
 
 recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="recur-store-")
@@ -29,80 +28,6 @@ tmp = tempfile.mkdtemp(prefix="recur-store-")
 
 def Server(*args, m=model):
     return BaseServer(recur, m, "-np", "2", *args)
-
-
-def wait_for(pred, seconds=20):
-    end = time.time() + seconds
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Redis:
-    """redis-server on a loopback port, no persistence; a minimal RESP client beside it."""
-
-    def __init__(self, port):
-        self.port = port
-        self.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                                      "--save", "", "--appendonly", "no", "--maxmemory", "256mb",
-                                      "--maxmemory-policy", "allkeys-lru"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not wait_for(self._up, 10):
-            raise SystemExit("redis-server did not start")
-
-    def _up(self):
-        try:
-            return self.cmd("PING") == "PONG"
-        except OSError:
-            return False
-
-    def cmd(self, *args):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        s.sendall(out)
-        f = s.makefile("rb")
-        r = self._read(f)
-        s.close()
-        return r
-
-    def _read(self, f):
-        line = f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = f.read(n + 2)[:-2]
-            return data
-        if kind == b"*":
-            return [self._read(f) for _ in range(int(rest))]
-        raise RuntimeError("bad reply %r" % line)
-
-    def keys(self, pattern):
-        return [k.decode() for k in self.cmd("KEYS", pattern)]
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 history = [{"role": "system", "content": "You tell fortunes, one per answer."},
@@ -119,6 +44,14 @@ def turn(S, messages, headers=None, cache=True):
     turn.last = u
     return st, b["choices"][0]["message"]["content"], u["prompt_tokens"], \
         u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+
+
+def copy_keys(keys, part, value):
+    """Copies Redis keys recur:FP:TENANT:... with field part (1: FP, 2: TENANT) set to value."""
+    for k in keys:
+        parts = k.split(":")
+        parts[part] = value
+        red.cmd("RESTORE", ":".join(parts), 0, red.cmd("DUMP", k), "REPLACE")
 
 
 def metrics_as(S, headers):
@@ -173,6 +106,22 @@ check("turn 2 on B restores 90% of the history from Redis", st == 200 and cached
 check("with the same text", r2 == reply2, (r2, reply2))
 check("B counts the hit", B.metrics().get("recur_prefix_store_hits_total") == 1)
 
+# two conversations that share their first 70 tokens: one index lists both; a lookup of one
+# must fetch its own entry, not the other's longer one (its end, 90 tokens, fits the lookup too)
+shared = list(range(300, 370))
+p1, p2 = shared + list(range(400, 410)), shared + list(range(500, 510))
+st, c1, _ = A.post("/completion", {"prompt": p1, "n_predict": 8, "temperature": 0,
+                                   "ignore_eos": True, "return_tokens": True})
+st2, c2, _ = A.post("/completion", {"prompt": p2, "n_predict": 11, "temperature": 0,
+                                    "ignore_eos": True, "return_tokens": True})
+check("two conversations on A", st == 200 and st2 == 200)
+wait_for(lambda: A.metrics().get("recur_prefix_store_writes_total", 0) >= 8)
+time.sleep(0.3)
+nxt = p1 + c1["tokens"] + list(range(600, 605))
+st, b, _ = B.post("/completion", {"prompt": nxt, "n_predict": 1, "temperature": 0})
+check("B restores the first one's end, not the other's (which shares its index)",
+      st == 200 and b["tokens_cached"] == len(p1) + 8 - 1, (b.get("tokens_cached"), len(p1) + 7))
+
 print("a corrupt value, another tenant's, another model's: misses")
 for k in red.keys("recur:*:e:*"):
     v = bytearray(red.cmd("GET", k))
@@ -201,10 +150,7 @@ tenants = {k.split(":")[2] for k in red.keys("recur:*")}
 others = sorted(tenants - {tenant_a})
 check("key b has a space of its own", len(others) == 1, tenants)
 if others:
-    for k in keys:
-        parts = k.split(":")
-        parts[2] = others[0]
-        red.cmd("RESTORE", ":".join(parts), 0, red.cmd("DUMP", k), "REPLACE")
+    copy_keys(keys, 2, others[0])
     st, r2, n, cached = turn(K2, conv2, headers={"X-Api-Key": "key-b"})
     check("another tenant's value: a miss", st == 200 and cached == 0 and r2 == reply2,
           (st, cached))
@@ -236,10 +182,7 @@ fps = fingerprints()
 mine = sorted(fps - {ofp})
 check("two fingerprints", len(mine) == 1, fps)
 if mine:
-    for k in okeys:
-        parts = k.split(":")
-        parts[1] = mine[0]
-        red.cmd("RESTORE", ":".join(parts), 0, red.cmd("DUMP", k), "REPLACE")
+    copy_keys(okeys, 1, mine[0])
     st, b, _ = M.post("/completion", req)
     check("another model's value: a miss", st == 200 and b["tokens_cached"] == 0 and
           b["content"] == ref["content"], (st, b.get("tokens_cached")))

@@ -522,6 +522,16 @@ static bool read_sidecar(const char *path, struct str *text, struct recur_chat_m
     return true;
 }
 
+/* The conversation's messages become *msgs (taken over), and the sampler starts afresh. */
+static void take_messages(struct chat *c, struct recur_chat_message **msgs, size_t *n_msgs) {
+    msgs_free(c->msgs, c->n_msgs);
+    c->msgs = *msgs;
+    c->n_msgs = c->cap_msgs = *n_msgs;
+    *msgs = NULL;
+    *n_msgs = 0;
+    recur_sampler_reset(c->smpl);
+}
+
 static void cmd_load(struct chat *c, const char *path) {
     char *side = sidecar_path(path);
     struct str text = {0};
@@ -541,12 +551,7 @@ static void cmd_load(struct chat *c, const char *path) {
         recur_memory_seq_rm(recur_get_memory(c->ctx), 0, -1, -1);
         c->n_toks = 0;
         c->text.len = 0;
-        msgs_free(c->msgs, c->n_msgs);
-        c->msgs = msgs;
-        c->n_msgs = c->cap_msgs = n_msgs;
-        msgs = NULL;
-        n_msgs = 0;
-        recur_sampler_reset(c->smpl);
+        take_messages(c, &msgs, &n_msgs);
         fprintf(stderr,
                 "recur chat: loaded %zu messages from %s (no state file: the next turn takes the "
                 "state from --prefix-cache-store)\n",
@@ -575,12 +580,7 @@ static void cmd_load(struct chat *c, const char *path) {
     free(c->text.s);
     c->text = text;
     text = (struct str){0};
-    msgs_free(c->msgs, c->n_msgs);
-    c->msgs = msgs;
-    c->n_msgs = c->cap_msgs = n_msgs;
-    msgs = NULL;
-    n_msgs = 0;
-    recur_sampler_reset(c->smpl);
+    take_messages(c, &msgs, &n_msgs);
     for (size_t i = 0; i < c->n_toks; i++) recur_sampler_accept(c->base, c->toks[i]);
     if (strcmp(name, c->tmpl_name) != 0)
         fprintf(stderr,

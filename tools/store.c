@@ -5,12 +5,14 @@
  * the space of its model fingerprint and tenant. A lookup must find the longest stored prefix
  * of a prompt without asking for each of its lengths, so every entry is also listed in an
  * index named for its 64-token checkpoint C = 64 * floor(L / 64): I(hash(tokens[0..C))) holds
- * the lengths stored under it. A lookup of up to n tokens asks for the indexes of its
- * checkpoints (one round trip, at most n / 64 + 1 of them), takes the longest listed length
- * that fits and whose hash the prompt reproduces, and fetches that one entry.
+ * the (length, hash) of the entries stored under it. A lookup of up to n tokens asks for the
+ * indexes of its checkpoints (one round trip, at most n / 64 + 1 of them), takes the longest
+ * listed entry that fits and whose hash the prompt reproduces, and fetches that one.
  *
  *  - Redis: "recur:FP:TENANT:e:E" a string (the blob, with a TTL), "recur:FP:TENANT:i:C" a set
- *    of lengths (its TTL renewed with each add). Size: Redis's own maxmemory with
+ *    of "L:E" (its TTL renewed with each add): the entries under that checkpoint, each with its
+ *    hash, so that a lookup fetches only one whose tokens its prompt reproduces (an index
+ *    also lists other conversations that share the checkpoint's tokens and go on otherwise). Size: Redis's own maxmemory with
  *    maxmemory-policy allkeys-lru (deploy/README.md). Two connections, one for the decode
  *    loop's reads and one for the writer thread, each with a short timeout; a failed one is
  *    dropped and tried again at most every second, meanwhile every read is a miss.
@@ -140,10 +142,10 @@ static void redis_key(char *out, size_t n, uint64_t model, uint64_t tenant, char
 static bool redis_put(struct store *st, const struct job *j) {
     redisContext *c = rconn_get(st, &st->wr);
     if (!c) return false;
-    char ek[96], ik[96], len[16], ttl[24];
+    char ek[96], ik[96], len[40], ttl[24];
     redis_key(ek, sizeof ek, j->model, j->tenant, 'e', j->e);
     redis_key(ik, sizeof ik, j->model, j->tenant, 'i', j->c);
-    snprintf(len, sizeof len, "%d", j->n);
+    snprintf(len, sizeof len, "%d:%016" PRIx64, j->n, j->e);
     snprintf(ttl, sizeof ttl, "%" PRId64, st->o.ttl_s);
     const char *set[] = {"SET", ek, j->blob, "EX", ttl};
     const size_t set_len[] = {3, strlen(ek), j->len, 2, strlen(ttl)};
@@ -193,10 +195,17 @@ static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
             failed = true;
             break;
         }
+        /* the highest checkpoint's index with an entry of this prompt wins: lower ones hold
+           only shorter entries */
         if (r->type == REDIS_REPLY_ARRAY && !best)
             for (size_t i = 0; i < r->elements; i++) {
-                const long v = r->element[i]->str ? strtol(r->element[i]->str, NULL, 10) : 0;
-                if (v >= min_len && v <= max_len && v > best) best = (int32_t)v;
+                int n = 0;
+                uint64_t h = 0;
+                if (!r->element[i]->str ||
+                    sscanf(r->element[i]->str, "%d:%16" SCNx64, &n, &h) != 2 || n < min_len ||
+                    n > max_len || n <= best)
+                    continue;
+                if (hash_tokens(tokens, n) == h) best = n;
             }
         freeReplyObject(r);
     }
