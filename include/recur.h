@@ -116,6 +116,12 @@ RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
 /* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
  * "rwkv6", "rwkv7"); a static string, never NULL for a loaded model. */
 RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
+/* The bytes of the model's weights: every tensor of its file as stored there (quantized ones
+ * at their quantized size), as llama_model_size counts; not the file's metadata. */
+RECUR_API uint64_t recur_model_size(const struct recur_model *model);
+/* The model's parameters: the elements of every tensor of its file, as llama_model_n_params
+ * counts (a tied output matrix is the embedding's, counted once). */
+RECUR_API uint64_t recur_model_n_params(const struct recur_model *model);
 RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);

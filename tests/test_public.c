@@ -19,6 +19,10 @@ int main(int argc, char **argv) {
     EXPECT(m != NULL);
     if (!m) return 1;
     EXPECT(strcmp(recur_model_arch_name(m), "mamba") == 0); /* tests/make_models.sh: Mamba-1 */
+    /* f32-tied: every tensor f32, so 4 bytes a parameter; at least the embedding's */
+    EXPECT(recur_model_n_params(m) >=
+           (uint64_t)recur_model_n_vocab(m) * (uint64_t)recur_model_n_embd(m));
+    EXPECT(recur_model_size(m) == 4 * recur_model_n_params(m));
     struct recur_context *ctx = recur_init_from_model(m, recur_context_default_params());
     EXPECT(ctx != NULL);
     recur_token t[3] = {1, 2, 3};

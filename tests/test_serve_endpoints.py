@@ -10,7 +10,8 @@ erase (a saved conversation restored in a restarted server is reused, with the g
 a fresh server; file names that escape the directory, a missing file, a bad action or id, a
 busy slot), the llama-server metric names, /tokenize with_pieces / add_special and /detokenize
 round trips, -n (a request's default length), -c (a sequence's token budget), --host ::1 and two
-hosts, and the flag errors at start.
+hosts, the flag errors at start, and the web page's files (/ and /webui/: types, safe headers,
+HEAD, open without the API key while the API still asks for it, --no-webui).
 """
 
 import http.client
@@ -40,7 +41,7 @@ os.mkdir(slot_dir)
 # ---- flags refused at start ---------------------------------------------------------------
 help_text = subprocess.run([RECUR, "serve", "--help"], capture_output=True, text=True).stdout
 for flag in ("--n-predict", "--ctx-size", "--alias", "--no-slots", "--slot-save-path",
-             "--chat-template", "--host", "--api-key"):
+             "--chat-template", "--host", "--api-key", "--no-webui"):
     check("serve --help lists " + flag, flag in help_text, help_text)
 a_file = os.path.join(tmp, "a_file")
 open(a_file, "w").close()
@@ -119,6 +120,52 @@ check("/props recur's own", r.get("architecture") == "mamba" and r.get("n_vocab"
       r.get("state_bytes_per_sequence", 0) > 0 and r.get("version"), r)
 check("/props and /v1/models agree", r.get("n_vocab") == m.get("meta", {}).get("n_vocab") and
       r.get("state_bytes_per_sequence") == m.get("meta", {}).get("state_bytes"), (r, m))
+
+# the web page: / and the files it names under /webui/, each with its type and safe headers
+WEBUI_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
+               ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
+
+
+def check_webui_file(srv, path, want_type, headers=None):
+    st, body, resp = srv.request("GET", path, headers=headers)
+    csp = resp.getheader("Content-Security-Policy") or ""
+    check("GET %s: 200 %s" % (path, want_type), st == 200 and
+          resp.getheader("Content-Type") == want_type, (st, resp.getheaders()))
+    check("GET %s: nosniff, a CSP of 'self' only, no framing" % path,
+          resp.getheader("X-Content-Type-Options") == "nosniff" and
+          "default-src 'self'" in csp and "script-src 'self'" in csp and
+          "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp and
+          "unsafe-eval" not in csp and resp.getheader("X-Frame-Options") == "DENY",
+          resp.getheaders())
+    return body
+
+
+page = check_webui_file(A, "/", WEBUI_TYPES[".html"])
+page = page if isinstance(page, str) else ""
+check("/ is the page", page.startswith("<!doctype html>") and "<title>recur</title>" in page,
+      page[:200])
+# every file the page names is served, from this origin only (no CDN)
+refs = re.findall(r'(?:src|href)="([^"#]+)"', page)
+check("the page names its script, style sheet and icon under /webui/",
+      {"/webui/app.js", "/webui/style.css", "/webui/favicon.svg"} <= set(refs), refs)
+check("the page loads nothing from another host", all(r.startswith("/") for r in refs), refs)
+for ref in refs:
+    check_webui_file(A, ref, WEBUI_TYPES[os.path.splitext(ref)[1]])
+app_js = A.request("GET", "/webui/app.js")[1]
+check("app.js imports markdown.js, which is served", "./markdown.js" in app_js)
+check_webui_file(A, "/webui/markdown.js", WEBUI_TYPES[".js"])
+check("the page's script sets no innerHTML (model output stays text)",
+      "innerHTML" not in app_js and "innerHTML" not in A.request("GET", "/webui/markdown.js")[1])
+st, body, resp = A.request("HEAD", "/")
+check("HEAD /: 200, the page's type and length, no body",
+      st == 200 and body == "" and resp.getheader("Content-Type") == WEBUI_TYPES[".html"] and
+      resp.getheader("Content-Length") == str(len(page.encode())), (st, resp.getheaders()))
+for missing in ("/webui/nosuch.js", "/webui/", "/webui/index.html", "/index.html",
+                "/webui/../serve.c"):
+    st, body, _ = A.request("GET", missing)
+    check("GET %s: 404" % missing, st == 404 and body["error"]["code"] == 404, (st, body))
+st, body, resp = A.request("POST", "/", {})
+check("POST /: 405 with Allow: GET", st == 405 and resp.getheader("Allow") == "GET", st)
 
 # -n: the default length of a request that names none (not a cap)
 st, b, _ = A.post("/completion", {"prompt": "The sea", "temperature": 0, "ignore_eos": True})
@@ -287,7 +334,11 @@ check("... and on /v1/completions (cached_tokens)", st == 200 and
 check("B stops", B.stop() == 0)
 
 # ---- a fresh server: the same greedy text; a busy slot ------------------------------------
-C = Server("-np", "1", "--slot-save-path", slot_dir)
+C = Server("-np", "1", "--slot-save-path", slot_dir, "--no-webui")
+for path in ("/", "/webui/app.js", "/webui/style.css"):
+    st, body, _ = C.request("GET", path)
+    check("--no-webui: GET %s is a 404" % path, st == 404 and body["error"]["code"] == 404,
+          (st, body))
 st, cold, _ = C.post("/completion", {"prompt": extended, "n_predict": 16, "temperature": 0})
 check("a fresh server decodes it all", st == 200 and cold["tokens_cached"] == 0, cold)
 check("restored state, same greedy text as a fresh server",
@@ -350,6 +401,15 @@ check("unknown path with the key: 404", st == 404, body)
 for path in ("/health", "/v1/health", "/v1/models", "/models"):
     st, body, _ = K.request("GET", path)
     check("%s needs no key" % path, st == 200, body)
+# the page loads without the key (it asks for it, then sends it); the API behind it does not
+check_webui_file(K, "/", WEBUI_TYPES[".html"])
+check_webui_file(K, "/webui/app.js", WEBUI_TYPES[".js"])
+st, body, _ = K.request("HEAD", "/")
+check("HEAD / needs no key", st == 200, st)
+for path, method in (("/props", "GET"), ("/v1/chat/completions", "POST"),
+                     ("/completion", "POST"), ("/slots", "GET")):
+    st, body, _ = K.request(method, path, {} if method == "POST" else None)
+    check("the page's API %s %s still needs the key: 401" % (method, path), st == 401, (st, body))
 st, body, _ = K.request("GET", "/v1/models")
 check("/v1/models without --alias: the model file's name",
       body["data"][0]["id"] == os.path.basename(MODEL), body)

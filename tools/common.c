@@ -99,6 +99,8 @@ static const struct flag_spec specs[G_COUNT] = {
                    "state has no window)"},
     [G_ALIAS] = {"-a", "--alias", "NAME", "the model's name in the API (default: its file's name)"},
     [G_NO_SLOTS] = {NULL, "--no-slots", NULL, "GET /slots answers 501"},
+    [G_NO_WEBUI] = {NULL, "--no-webui", NULL,
+                    "no web page at / (chat and playground in the browser): / answers 404"},
     [G_SLOT_SAVE_PATH] = {NULL, "--slot-save-path", "DIR",
                           "directory of POST /slots/{id}?action=save|restore files (default: "
                           "none, those actions answer 501)"},
@@ -203,6 +205,7 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             if (f == G_NO_SLOTS) o->no_slots = true;
             if (f == G_NO_MMAP) o->no_mmap = true;
             if (f == G_MLOCK) o->mlock = true;
+            if (f == G_NO_WEBUI) o->no_webui = true;
             continue;
         }
         if (i + 1 >= argc)
@@ -256,7 +259,8 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
         case G_CHAT_TEMPLATE:
             if ((ok = v[0] != '\0')) o->chat_template = v;
             break;
-        case G_NO_SLOTS: /* a switch, handled above */
+        case G_NO_SLOTS: /* switches, handled above */
+        case G_NO_WEBUI:
             break;
         case G_PORT:
             if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;

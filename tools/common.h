@@ -50,6 +50,7 @@ enum gen_flag {
     G_SRV_CTX,
     G_ALIAS,
     G_NO_SLOTS,
+    G_NO_WEBUI,
     G_SLOT_SAVE_PATH,
     G_CHAT_TEMPLATE,
     G_SYSTEM_PROMPT,
@@ -104,6 +105,7 @@ struct gen_opts {
     int32_t srv_n_ctx;                /* -c: tokens one sequence may hold, 0: no limit */
     const char *alias;
     bool no_slots;
+    bool no_webui; /* --no-webui: no page at / */
     const char *slot_save_path;
     int32_t port;
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */

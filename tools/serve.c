@@ -102,6 +102,9 @@ struct endpoint {
 };
 
 static const struct endpoint endpoints[] = {
+    /* the web page (serve_webui.c): open, as the page must load before it can send the key */
+    {"/", false, M_GET, false, false, serve_webui},
+    {"/webui/", true, M_GET, false, false, serve_webui},
     {"/health", false, M_GET, false, false, h_health},
     {"/v1/health", false, M_GET, false, false, h_health},
     {"/models", false, M_GET, false, false, serve_models},
@@ -287,10 +290,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
      GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
-     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |          \
+     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |           \
      GBIT(G_NO_MMAP) | GBIT(G_MLOCK) | GBIT(G_API_KEY_FILE) | GBIT(G_THREADS_HTTP) |               \
-     GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT) |       \
-     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB))
+     GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT) |        \
+     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB) | GBIT(G_NO_WEBUI))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
@@ -543,6 +546,7 @@ int cmd_serve(int argc, char **argv) {
     s.model_name = o.alias ? o.alias : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !o.no_slots;
+    s.webui = !o.no_webui;
     s.slot_save_path = o.slot_save_path;
     s.lim.read_s = o.read_s;
     const char **keys = NULL;

@@ -196,6 +196,7 @@ struct server {
     const char *model_path;    /* -m */
     struct serve_limits lim;
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
+    bool webui;                 /* the web page at / and /webui/ (--no-webui: 404) */
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
     int32_t max_piece;          /* the longest token's text in bytes (0: not known) */

@@ -1,6 +1,7 @@
 /*
  * recur serve: the endpoints beside the completions (serve_meta.c: models, props, slots,
- * metrics, tokenize, detokenize; serve_slots.c: slot save/restore/erase) and the handler
+ * metrics, tokenize, detokenize; serve_slots.c: slot save/restore/erase; serve_webui.c: the
+ * web page) and the handler
  * shape the dispatch table (serve.c) calls.
  */
 #ifndef RECUR_TOOLS_SERVE_ENDPOINTS_H
@@ -56,6 +57,11 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
                                const struct serve_req *rq);
 enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
                                  const struct serve_req *rq);
+
+/* GET / and /webui/NAME: the web page's files, built into the binary (serve_webui.c); 404
+ * with --no-webui or for a name that is not one of them. */
+enum MHD_Result serve_webui(struct server *s, struct MHD_Connection *conn,
+                            const struct serve_req *rq);
 
 /* POST /slots/{id}?action=save|restore|erase (serve_slots.c). */
 enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,

@@ -232,6 +232,9 @@ enum MHD_Result serve_models(struct server *s, struct MHD_Connection *conn,
     cJSON_AddNumberToObject(meta, "n_embd", recur_model_n_embd(s->model));
     cJSON_AddNumberToObject(meta, "n_layer", recur_model_n_layer(s->model));
     cJSON_AddNumberToObject(meta, "state_bytes", (double)s->state_bytes);
+    /* llama-server's meta names: the weights' parameters and bytes */
+    cJSON_AddNumberToObject(meta, "n_params", (double)recur_model_n_params(s->model));
+    cJSON_AddNumberToObject(meta, "size", (double)recur_model_size(s->model));
     cJSON_AddItemToArray(data, m);
     return serve_send_json(conn, 200, j);
 }
@@ -367,6 +370,8 @@ enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
     cJSON_AddNumberToObject(r, "n_embd", recur_model_n_embd(s->model));
     cJSON_AddNumberToObject(r, "n_layer", recur_model_n_layer(s->model));
     cJSON_AddNumberToObject(r, "state_bytes_per_sequence", (double)s->state_bytes);
+    cJSON_AddNumberToObject(r, "n_params", (double)recur_model_n_params(s->model));
+    cJSON_AddNumberToObject(r, "model_size", (double)recur_model_size(s->model));
     cJSON_AddNumberToObject(r, "n_ctx", s->lim.n_ctx);
     cJSON_AddNumberToObject(r, "max_tokens", s->lim.max_tokens);
     cJSON_AddNumberToObject(r, "max_prompt", s->lim.max_prompt);

@@ -116,6 +116,25 @@ const char *recur_model_arch_name(const struct recur_model *model) {
     return rmodel_arch_name(model->m);
 }
 
+uint64_t recur_model_size(const struct recur_model *model) {
+    const struct rgguf *g = rmodel_gguf(model->m);
+    uint64_t bytes = 0;
+    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) bytes += rgguf_tensor(g, i)->nbytes;
+    return bytes;
+}
+
+uint64_t recur_model_n_params(const struct recur_model *model) {
+    const struct rgguf *g = rmodel_gguf(model->m);
+    uint64_t n = 0;
+    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
+        const struct rgguf_tensor *t = rgguf_tensor(g, i);
+        uint64_t e = 1;
+        for (uint32_t d = 0; d < RGGUF_MAX_DIMS; d++) e *= (uint64_t)t->ne[d]; /* unused: 1 */
+        n += e;
+    }
+    return n;
+}
+
 recur_token recur_token_bos(const struct recur_model *model) {
     return rmodel_token_bos(model->m);
 }
