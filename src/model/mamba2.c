@@ -121,10 +121,11 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         rops_ssm_scan2(ex, &sa);
     /* gate, then RMSNorm per group */
     const int64_t gs = Di / G;
+    rops_map(ex, ROPS_MAP_SILU, w->xz, P, NULL, n, Di); /* z (spent after this) */
     for (int64_t t = 0; t < n; t++) {
         float *y = w->y + t * Di;
         const float *z = w->xz + t * P;
-        for (int64_t c = 0; c < Di; c++) y[c] *= rops_silu(z[c]);
+        for (int64_t c = 0; c < Di; c++) y[c] *= z[c];
         for (int64_t g = 0; g < G; g++)
             rops_rmsnorm(y + g * gs, L->norm + g * gs, gs, hp->eps, y + g * gs);
     }

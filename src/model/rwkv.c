@@ -212,13 +212,6 @@ void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
         rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
-void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k) {
-    if (act == RRWKV_ACT_TANH)
-        for (int64_t i = 0; i < k; i++) x[i] = tanhf(x[i]);
-    else if (act == RRWKV_ACT_SIGMOID)
-        for (int64_t i = 0; i < k; i++) x[i] = rrwkv_sigmoid(x[i]);
-}
-
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
  * sx[t] = (previous token's out, or the shift row for a sequence's first token) - out[t].
  * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
@@ -276,13 +269,11 @@ static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
     const struct rops_matjob prod[2] = {{&L->cm_k, w->mix[0], n, w->ff},
                                         {&L->cm_r, w->mix[1], n, w->r}};
     rops_matmul_batch(ex, prod, m->rwkv.v7 ? 1 : 2);
-    for (int64_t i = 0; i < n * F; i++) {
-        const float r = w->ff[i] > 0.0f ? w->ff[i] : 0.0f;
-        w->ff[i] = r * r;
-    }
+    rops_map(ex, ROPS_MAP_RELU_SQ, w->ff, F, NULL, n, F);
     rops_matmul(ex, &L->cm_v, w->ff, n, w->tmp);
     if (m->rwkv.v7) return;
-    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= rrwkv_sigmoid(w->r[i]);
+    rops_map(ex, ROPS_MAP_SIGMOID, w->r, E, NULL, n, E);
+    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= w->r[i];
 }
 
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,

@@ -75,7 +75,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
     rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
     rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
-    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * 5 * Dm);
+    rops_map(ex, ROPS_MAP_TANH, w->lora, 5 * Dm, NULL, n, 5 * Dm);
     /* the five LoRA ups in one hand-off to the threads, each on its chunk of the down (made
        contiguous unless there is one token) and into its mix, which then mixes in place */
     struct rops_matjob up[5];
@@ -94,13 +94,11 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                         {&L->wg, w->mix[4], n, w->g},
                                         {&L->decay_w1, w->mix[0], n, w->lora}};
     rops_matmul_batch(ex, prod, 5);
-    for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
+    rops_map(ex, ROPS_MAP_SILU, w->g, E, NULL, n, E);
     /* (13) the decay, 0 < w < 1 */
-    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * L->decay_w1.n_rows);
+    rops_map(ex, ROPS_MAP_TANH, w->lora, L->decay_w1.n_rows, NULL, n, L->decay_w1.n_rows);
     rops_matmul(ex, &L->decay_w2, w->lora, n, w->w);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
+    rops_map(ex, ROPS_MAP_EXP_NEG_EXP, w->w, E, L->decay, n, E);
     /* (14)-(16) */
     rops_wkv6(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,

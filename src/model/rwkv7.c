@@ -61,31 +61,24 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         {&L->a1, w->mix[4], n, la},   {&L->g1, w->mix[5], n, lg},
         {&L->v1, w->mix[3], n, lv}};
     rops_matmul_batch(ex, prod, 3 + n_lora);
-    rrwkv_activate(RRWKV_ACT_TANH, lw, n * hp->lora_w);
-    rrwkv_activate(RRWKV_ACT_SIGMOID, lg, n * hp->lora_g);
+    rops_map(ex, ROPS_MAP_TANH, lw, hp->lora_w, NULL, n, hp->lora_w);
+    rops_map(ex, ROPS_MAP_SIGMOID, lg, hp->lora_g, NULL, n, hp->lora_g);
     const struct rops_matjob up[4] = {{&L->decay_w2, lw, n, w->w},
                                       {&L->a2, la, n, w->ia},
                                       {&L->g2, lg, n, w->g},
                                       {&L->v2, lv, n, w->tmp}};
     rops_matmul_batch(ex, up, n_lora);
-    /* (8) the decay: exp(-e^-0.5 rrwkv_sigmoid(.)), in (0.545, 1) */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-0.606531f * rrwkv_sigmoid(L->w0[c] + w->w[t * E + c]));
+    /* (8) the decay: exp(-e^-0.5 sigmoid(.)), in (0.545, 1) */
+    rops_map(ex, ROPS_MAP_RWKV7_DECAY, w->w, E, L->w0, n, E);
     /* (9) the value residual: layer 0's v, mixed into the later layers' */
     if (il == 0) {
         memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
     } else {
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t c = 0; c < E; c++) {
-                const int64_t i = t * E + c;
-                w->v[i] += (w->vfirst[i] - w->v[i]) * rrwkv_sigmoid(L->v0[c] + w->tmp[i]);
-            }
+        rops_map(ex, ROPS_MAP_SIGMOID, w->tmp, E, L->v0, n, E);
+        for (int64_t i = 0; i < n * E; i++) w->v[i] += (w->vfirst[i] - w->v[i]) * w->tmp[i];
     }
     /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->ia[t * E + c] = rrwkv_sigmoid(L->a0[c] + w->ia[t * E + c]);
+    rops_map(ex, ROPS_MAP_SIGMOID, w->ia, E, L->a0, n, E);
     /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr */
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < E; h += hs) {

@@ -24,19 +24,13 @@ struct rrwkv_ws {
     float *ff;               /* n x n_ff */
 };
 
-static inline float rrwkv_sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
 const float *rrwkv_vec(struct rmodel *m, const char *name);
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
 bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **out);
 
 /* Every RWKV LoRA is up(act(down(x))); the model batches the downs and the ups of a step
- * (rops_matmul_batch) and applies act in between: x[i] = act(x[i]) for i < k. */
-enum rrwkv_act { RRWKV_ACT_NONE, RRWKV_ACT_TANH, RRWKV_ACT_SIGMOID };
-void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k);
+ * (rops_matmul_batch) and applies act in between (rops_map). */
 /* out = a + sx * (mu + m_i) for n tokens of E (mu: per channel; m_i: n x E or NULL) */
 void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
                const float *m_i, float *out);

@@ -141,6 +141,25 @@ float rops_softplus(float x);
 void rops_softplus_bias(enum rops_isa isa, float *x, const float *bias, int64_t n_rows,
                         int64_t n_cols);
 
+/* The elementwise functions of rops_map, of v = x[i][c] + bias[c] (or x[i][c] without bias). */
+enum rops_map {
+    ROPS_MAP_SIGMOID,     /* 1 / (1 + e^-v) */
+    ROPS_MAP_TANH,        /* tanh v */
+    ROPS_MAP_SILU,        /* v / (1 + e^-v) */
+    ROPS_MAP_RELU_SQ,     /* max(v, 0)^2: RWKV's channel mix */
+    ROPS_MAP_EXP_NEG_EXP, /* e^(-e^v): RWKV-6's decay */
+    ROPS_MAP_RWKV7_DECAY, /* e^(-e^-0.5 sigmoid(v)): RWKV-7's decay, in (0.545, 1) */
+    ROPS_MAP_COUNT
+};
+
+/* x[i * ld + c] = f(that + (bias ? bias[c] : 0)) for n_rows rows of n_cols (row stride ld >=
+ * n_cols), in place, the rows
+ * shared out among ex's threads when there are enough of them to repay the hand-off. The
+ * portable path computes each with expf / tanhf; the vector ones with a vector e^x (a few ulp),
+ * tanh as (1 - e^-2|v|) / (1 + e^-2|v|) (within ~2e-7 of it, absolute). */
+void rops_map(const struct rops_exec *ex, enum rops_map f, float *x, int64_t ld, const float *bias,
+              int64_t n_rows, int64_t n_cols);
+
 /* Machine probes for `recur bench`, on ex's threads and ISA: the multiply-add peak in GFLOP/s
  * (independent FMA chains, no memory traffic), and the read bandwidth in GB/s of streaming
  * buf (n_bytes, a multiple of 64, larger than the caches) once per thread share. */

@@ -460,6 +460,79 @@ static inline __mmask16 lanes16(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
+/* rops_map's f on 16 values, the forms of map8 in ops_avx2.c. */
+static inline __m512 map16(enum rops_map f, __m512 v) {
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    switch (f) {
+    case ROPS_MAP_SIGMOID:
+        return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
+    case ROPS_MAP_TANH: {
+        const __m512 av = _mm512_abs_ps(v);
+        const __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), av));
+        const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+        /* the sign of v back onto t (t >= 0) */
+        return _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(t),
+            _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN))));
+    }
+    case ROPS_MAP_SILU:
+        return silu16(v);
+    case ROPS_MAP_RELU_SQ: {
+        const __m512 r = _mm512_max_ps(v, zero);
+        return _mm512_mul_ps(r, r);
+    }
+    case ROPS_MAP_EXP_NEG_EXP:
+        return exp16(_mm512_sub_ps(zero, exp16(v)));
+    case ROPS_MAP_RWKV7_DECAY:
+        return exp16(_mm512_div_ps(_mm512_set1_ps(-0.606531f),
+                                   _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v)))));
+    case ROPS_MAP_COUNT:
+        break;
+    }
+    return v;
+}
+
+/* One row for one f (always inlined, so the switch of map16 is resolved per loop); the tail
+ * by masked lanes. */
+static inline __attribute__((always_inline)) void map_row16(enum rops_map f, float *row,
+                                                            const float *bias, int64_t n_cols) {
+    for (int64_t c = 0; c < n_cols; c += 16) {
+        const __mmask16 m = lanes16(n_cols - c);
+        __m512 v = _mm512_maskz_loadu_ps(m, row + c);
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + c));
+        _mm512_mask_storeu_ps(row + c, m, map16(f, v));
+    }
+}
+
+static void map_rows_avx512(enum rops_map f, float *x, int64_t ld, const float *bias,
+                            int64_t n_cols, int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; i++) {
+        float *row = x + i * ld;
+        switch (f) {
+        case ROPS_MAP_SIGMOID:
+            map_row16(ROPS_MAP_SIGMOID, row, bias, n_cols);
+            break;
+        case ROPS_MAP_TANH:
+            map_row16(ROPS_MAP_TANH, row, bias, n_cols);
+            break;
+        case ROPS_MAP_SILU:
+            map_row16(ROPS_MAP_SILU, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RELU_SQ:
+            map_row16(ROPS_MAP_RELU_SQ, row, bias, n_cols);
+            break;
+        case ROPS_MAP_EXP_NEG_EXP:
+            map_row16(ROPS_MAP_EXP_NEG_EXP, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RWKV7_DECAY:
+            map_row16(ROPS_MAP_RWKV7_DECAY, row, bias, n_cols);
+            break;
+        case ROPS_MAP_COUNT:
+            break;
+        }
+    }
+}
+
 /* Mamba's scan: per channel its d_state states as vectors of 16 (Mamba's d_state 16: one). */
 static void scan_channels_avx512(const struct rops_scan_args *a, int64_t c0, int64_t c1) {
     const int64_t Di = a->d_inner, N = a->d_state;
@@ -619,6 +692,7 @@ static const struct rops_kernels table = {
     .q8_rows = matmul_q8_rows_avx512,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
+    .map_rows = map_rows_avx512,
     .conv_channels = rops_conv_channels_avx2,
     .scan_channels = scan_channels_avx512,
     .scan2_heads = scan2_heads_avx512,

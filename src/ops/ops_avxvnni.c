@@ -23,6 +23,7 @@ static const struct rops_kernels table = {
     .q8_rows = matmul_q8_rows_avxvnni,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
+    .map_rows = rops_map_rows_avx2,
     .conv_channels = rops_conv_channels_avx2,
     .scan_channels = rops_scan_channels_avx2,
     .scan2_heads = rops_scan2_heads_avx2,
