@@ -212,19 +212,66 @@ void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
         rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
+struct tokens_task {
+    rrwkv_tokens_fn fn;
+    const void *ctx;
+    int64_t n;
+};
+
+static void tokens_thread(void *arg, int ith, int nth) {
+    const struct tokens_task *t = arg;
+    t->fn(t->ctx, t->n * ith / nth, t->n * (ith + 1) / nth);
+}
+
+void rrwkv_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token, rrwkv_tokens_fn fn,
+                      const void *ctx) {
+    /* 16k values a thread: microseconds of work against a hand-off's ~1 us */
+    int64_t nth = n * per_token / 16384;
+    if (nth > ex->n_threads) nth = ex->n_threads;
+    if (nth > n) nth = n;
+    if (nth <= 1 || !ex->pool) {
+        fn(ctx, 0, n);
+        return;
+    }
+    struct tokens_task t = {fn, ctx, n};
+    rpool_run(ex->pool, tokens_thread, &t, (int)nth);
+}
+
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
  * sx[t] = (previous token's out, or the shift row for a sequence's first token) - out[t].
  * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
-static void norm_shift(const struct rmodel *m, const struct rmodel_io *io, const float *w,
-                       const float *b, const float *shift, float *out, float *sx) {
-    const int64_t E = m->n_embd;
-    for (uint32_t s = 0; s < io->n_seqs; s++)
-        for (uint32_t j = 0; j < io->nst; j++) {
-            const int64_t t = (int64_t)s * io->nst + j;
-            rops_layernorm(io->x + t * E, w, b, E, m->rwkv.eps, out + t * E);
-            const float *prev = j == 0 ? shift + (int64_t)s * 2 * E : out + (t - 1) * E;
-            for (int64_t c = 0; c < E; c++) sx[t * E + c] = prev[c] - out[t * E + c];
-        }
+struct norm_shift_ctx {
+    const struct rmodel *m;
+    const struct rmodel_io *io;
+    const float *w, *b, *shift;
+    float *out, *sx;
+};
+
+static void norm_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct norm_shift_ctx *c = arg;
+    const int64_t E = c->m->n_embd;
+    for (int64_t t = t0; t < t1; t++)
+        rops_layernorm(c->io->x + t * E, c->w, c->b, E, c->m->rwkv.eps, c->out + t * E);
+}
+
+/* after norm_tokens of every token: a token's shift reads its predecessor's out */
+static void shift_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct norm_shift_ctx *c = arg;
+    const int64_t E = c->m->n_embd, nst = c->io->nst;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *prev = t % nst == 0 ? c->shift + t / nst * 2 * E : c->out + (t - 1) * E;
+        for (int64_t i = 0; i < E; i++) c->sx[t * E + i] = prev[i] - c->out[t * E + i];
+    }
+}
+
+static void norm_shift(const struct rmodel *m, const struct rops_exec *ex,
+                       const struct rmodel_io *io, const float *w, const float *b,
+                       const float *shift, float *out, float *sx) {
+    const struct norm_shift_ctx c = {m, io, w, b, shift, out, sx};
+    const int64_t n = (int64_t)io->n_seqs * io->nst;
+    /* LayerNorm's three passes count as three values a channel */
+    rrwkv_for_tokens(ex, n, 3 * m->n_embd, norm_tokens, &c);
+    rrwkv_for_tokens(ex, n, m->n_embd, shift_tokens, &c);
 }
 
 /* After the half-layer: the shift rows take each sequence's last normalised input, and the
@@ -250,10 +297,34 @@ void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const floa
         }
 }
 
+struct mixes_ctx {
+    int64_t E;
+    const float *a, *sx;
+    int n_mix;
+    const float *const *mu;
+    float *const *m_i;
+    float *const *out;
+};
+
+static void mixes_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct mixes_ctx *c = arg;
+    const int64_t o = t0 * c->E;
+    for (int i = 0; i < c->n_mix; i++)
+        rrwkv_mix(t1 - t0, c->E, c->a + o, c->sx + o, c->mu[i], c->m_i ? c->m_i[i] + o : NULL,
+                  c->out[i] + o);
+}
+
+void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *a, const float *sx,
+                 int n_mix, const float *const *mu, float *const *m_i, float *const *out) {
+    const struct mixes_ctx c = {E, a, sx, n_mix, mu, m_i, out};
+    rrwkv_for_tokens(ex, n, n_mix * E, mixes_tokens, &c);
+}
+
 /* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y) {
+void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t t0, int64_t t1,
+                      float *y) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size;
-    for (int64_t t = 0; t < n; t++)
+    for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < E; c += hs)
             rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
                            y + t * E + c);
@@ -263,9 +334,9 @@ void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64
 static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
                         const struct rrwkv_layer *L, int64_t n, const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, F = m->rwkv.n_ff;
-    rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
     /* RWKV-6's receptance with the key: one hand-off to the threads for both */
-    if (!m->rwkv.v7) rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
+    const float *mu[2] = {L->cm_lerp_k, L->cm_lerp_r};
+    rrwkv_mixes(ex, n, E, w->a, w->sx, m->rwkv.v7 ? 1 : 2, mu, NULL, w->mix);
     const struct rops_matjob prod[2] = {{&L->cm_k, w->mix[0], n, w->ff},
                                         {&L->cm_r, w->mix[1], n, w->r}};
     rops_matmul_batch(ex, prod, m->rwkv.v7 ? 1 : 2);
@@ -284,12 +355,12 @@ void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
     /* carved for this ubatch's tokens: the same at every layer (v_first lives across them) */
     ws_layout(m, (uint32_t)n, io->buf, &w);
 
-    norm_shift(m, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
+    norm_shift(m, ex, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
     time_mix(m, ex, il, L, io, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 0);
 
-    norm_shift(m, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
+    norm_shift(m, ex, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
     channel_mix(m, ex, L, n, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 1);

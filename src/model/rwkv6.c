@@ -66,6 +66,20 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
+struct tm_ctx {
+    const struct rmodel *m;
+    const struct rrwkv_layer *L;
+    const struct rrwkv_ws *w;
+};
+
+/* (15) the group norm and (16) the gate, for the tokens [t0, t1) */
+static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct tm_ctx *c = arg;
+    const int64_t E = c->m->n_embd;
+    rrwkv_group_norm(c->m, c->L, t0, t1, c->w->y);
+    for (int64_t i = t0 * E; i < t1 * E; i++) c->w->y[i] *= c->w->g[i];
+}
+
 /* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
 static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                      const struct rrwkv_layer *L, const struct rmodel_io *io,
@@ -73,7 +87,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     (void)il;
     const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
     /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
-    rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
+    rrwkv_mixes(ex, n, E, w->a, w->sx, 1, &L->lerp_x, NULL, &w->tmp);
     rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
     rops_map(ex, ROPS_MAP_TANH, w->lora, 5 * Dm, NULL, n, 5 * Dm);
     /* the five LoRA ups in one hand-off to the threads, each on its chunk of the down (made
@@ -86,7 +100,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         up[c] = (struct rops_matjob){&L->mix_w2[c], n > 1 ? part : w->lora + c * Dm, n, w->mix[c]};
     }
     rops_matmul_batch(ex, up, 5);
-    for (int c = 0; c < 5; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], w->mix[c], w->mix[c]);
+    rrwkv_mixes(ex, n, E, w->a, w->sx, 5, L->lerp, w->mix, w->mix);
     /* (12) r k v g and (13) the decay's LoRA down: one hand-off */
     const struct rops_matjob prod[5] = {{&L->wr, w->mix[3], n, w->r},
                                         {&L->wk, w->mix[1], n, w->k},
@@ -112,8 +126,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = m->rwkv.head_size,
                                           .y = w->y,
                                           .save = io->save_v});
-    rrwkv_group_norm(m, L, n, w->y);
-    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rrwkv_for_tokens(ex, n, 4 * E, out_tokens, &(struct tm_ctx){m, L, w});
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

@@ -24,6 +24,13 @@ struct rrwkv_ws {
     float *ff;               /* n x n_ff */
 };
 
+/* Runs fn(ctx, t0, t1) over ranges of the ubatch's tokens [0, n) covering each once: on ex's
+ * threads when the n tokens of per_token values each repay the hand-off (prompts), else on the
+ * caller (generation's few tokens). fn must treat each token on its own. */
+typedef void (*rrwkv_tokens_fn)(const void *ctx, int64_t t0, int64_t t1);
+void rrwkv_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token, rrwkv_tokens_fn fn,
+                      const void *ctx);
+
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
 const float *rrwkv_vec(struct rmodel *m, const char *name);
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
@@ -34,8 +41,14 @@ bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **o
 /* out = a + sx * (mu + m_i) for n tokens of E (mu: per channel; m_i: n x E or NULL) */
 void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
                const float *m_i, float *out);
-/* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on n x E */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y);
+/* The mixes out[c] = a + sx * (mu[c] + (m_i ? m_i[c] : 0)) for c < n_mix, all n tokens, on ex's
+ * threads (rrwkv_for_tokens). */
+void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *a, const float *sx,
+                 int n_mix, const float *const *mu, float *const *m_i, float *const *out);
+/* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on the tokens
+ * [t0, t1) of y (n x E) */
+void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t t0, int64_t t1,
+                      float *y);
 
 /* What RWKV-6 and RWKV-7 differ in, handed by rwkv6.c / rwkv7.c to the shared frame: a
  * layer's own tensors, and TimeMix of the ubatch into w->tmp. */
