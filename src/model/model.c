@@ -287,3 +287,30 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     outputs(m, ex, &w, ws->n_ubatch, ub, out);
     return true;
 }
+
+/* ---- threads over a ubatch's tokens -------------------------------------------------------- */
+
+struct tokens_task {
+    rmodel_tokens_fn fn;
+    const void *ctx;
+    int64_t n;
+};
+
+static void tokens_thread(void *arg, int ith, int nth) {
+    const struct tokens_task *t = arg;
+    t->fn(t->ctx, t->n * ith / nth, t->n * (ith + 1) / nth);
+}
+
+void rmodel_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token,
+                       rmodel_tokens_fn fn, const void *ctx) {
+    /* 16k values a thread: microseconds of work against a hand-off's ~1 us */
+    int64_t nth = n * per_token / 16384;
+    if (nth > ex->n_threads) nth = ex->n_threads;
+    if (nth > n) nth = n;
+    if (nth <= 1 || !ex->pool) {
+        fn(ctx, 0, n);
+        return;
+    }
+    struct tokens_task t = {fn, ctx, n};
+    rpool_run(ex->pool, tokens_thread, &t, (int)nth);
+}

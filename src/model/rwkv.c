@@ -212,31 +212,6 @@ void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
         rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
-struct tokens_task {
-    rrwkv_tokens_fn fn;
-    const void *ctx;
-    int64_t n;
-};
-
-static void tokens_thread(void *arg, int ith, int nth) {
-    const struct tokens_task *t = arg;
-    t->fn(t->ctx, t->n * ith / nth, t->n * (ith + 1) / nth);
-}
-
-void rrwkv_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token, rrwkv_tokens_fn fn,
-                      const void *ctx) {
-    /* 16k values a thread: microseconds of work against a hand-off's ~1 us */
-    int64_t nth = n * per_token / 16384;
-    if (nth > ex->n_threads) nth = ex->n_threads;
-    if (nth > n) nth = n;
-    if (nth <= 1 || !ex->pool) {
-        fn(ctx, 0, n);
-        return;
-    }
-    struct tokens_task t = {fn, ctx, n};
-    rpool_run(ex->pool, tokens_thread, &t, (int)nth);
-}
-
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
  * sx[t] = (previous token's out, or the shift row for a sequence's first token) - out[t].
  * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
@@ -270,8 +245,8 @@ static void norm_shift(const struct rmodel *m, const struct rops_exec *ex,
     const struct norm_shift_ctx c = {m, io, w, b, shift, out, sx};
     const int64_t n = (int64_t)io->n_seqs * io->nst;
     /* LayerNorm's three passes count as three values a channel */
-    rrwkv_for_tokens(ex, n, 3 * m->n_embd, norm_tokens, &c);
-    rrwkv_for_tokens(ex, n, m->n_embd, shift_tokens, &c);
+    rmodel_for_tokens(ex, n, 3 * m->n_embd, norm_tokens, &c);
+    rmodel_for_tokens(ex, n, m->n_embd, shift_tokens, &c);
 }
 
 /* After the half-layer: the shift rows take each sequence's last normalised input, and the
@@ -317,7 +292,7 @@ static void mixes_tokens(const void *arg, int64_t t0, int64_t t1) {
 void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *a, const float *sx,
                  int n_mix, const float *const *mu, float *const *m_i, float *const *out) {
     const struct mixes_ctx c = {E, a, sx, n_mix, mu, m_i, out};
-    rrwkv_for_tokens(ex, n, n_mix * E, mixes_tokens, &c);
+    rmodel_for_tokens(ex, n, n_mix * E, mixes_tokens, &c);
 }
 
 /* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */

@@ -126,7 +126,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = m->rwkv.head_size,
                                           .y = w->y,
                                           .save = io->save_v});
-    rrwkv_for_tokens(ex, n, 4 * E, out_tokens, &(struct tm_ctx){m, L, w});
+    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &(struct tm_ctx){m, L, w});
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

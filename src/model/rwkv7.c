@@ -41,7 +41,7 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
-/* What the per-token steps of TimeMix read (rrwkv_for_tokens). */
+/* What the per-token steps of TimeMix read (rmodel_for_tokens). */
 struct tm_ctx {
     const struct rmodel *m;
     const struct rrwkv_layer *L;
@@ -134,7 +134,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
     rops_map(ex, ROPS_MAP_SIGMOID, w->ia, E, L->a0, n, E);
     const struct tm_ctx c = {m, L, w};
-    rrwkv_for_tokens(ex, n, 4 * E, key_tokens, &c);
+    rmodel_for_tokens(ex, n, 4 * E, key_tokens, &c);
     rops_wkv7(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,
                                           .w = w->w,
@@ -148,7 +148,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = hs,
                                           .y = w->y,
                                           .save = io->save_v});
-    rrwkv_for_tokens(ex, n, 4 * E, out_tokens, &c);
+    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &c);
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

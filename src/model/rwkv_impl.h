@@ -24,13 +24,6 @@ struct rrwkv_ws {
     float *ff;               /* n x n_ff */
 };
 
-/* Runs fn(ctx, t0, t1) over ranges of the ubatch's tokens [0, n) covering each once: on ex's
- * threads when the n tokens of per_token values each repay the hand-off (prompts), else on the
- * caller (generation's few tokens). fn must treat each token on its own. */
-typedef void (*rrwkv_tokens_fn)(const void *ctx, int64_t t0, int64_t t1);
-void rrwkv_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token, rrwkv_tokens_fn fn,
-                      const void *ctx);
-
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
 const float *rrwkv_vec(struct rmodel *m, const char *name);
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
