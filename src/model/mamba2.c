@@ -76,6 +76,7 @@ static bool load(struct rmodel *m) {
 /* What the per-token steps of a layer read (rmodel_for_tokens). */
 struct tokens_ctx {
     const struct rmodel *m;
+    enum rops_isa isa;
     const struct rmamba_layer *L;
     const struct rmamba_ws *w;
 };
@@ -85,7 +86,7 @@ static void norm_tokens(const void *arg, int64_t t0, int64_t t1) {
     const struct tokens_ctx *c = arg;
     const int64_t E = c->m->n_embd;
     for (int64_t t = t0; t < t1; t++)
-        rops_rmsnorm(c->w->x + t * E, c->L->attn_norm, E, c->m->mamba.eps, c->w->h + t * E);
+        rops_rmsnorm(c->isa, c->w->x + t * E, c->L->attn_norm, E, c->m->mamba.eps, c->w->h + t * E);
 }
 
 /* The gate by silu(z) (already in z's columns of xz), then the RMSNorm per group, of the tokens
@@ -99,7 +100,7 @@ static void gate_tokens(const void *arg, int64_t t0, int64_t t1) {
         const float *z = c->w->xz + t * P;
         for (int64_t i = 0; i < Di; i++) y[i] *= z[i];
         for (int64_t g = 0; g < G; g++)
-            rops_rmsnorm(y + g * gs, c->L->norm + g * gs, gs, hp->eps, y + g * gs);
+            rops_rmsnorm(c->isa, y + g * gs, c->L->norm + g * gs, gs, hp->eps, y + g * gs);
     }
 }
 
@@ -110,7 +111,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
                   P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
-    const struct tokens_ctx c = {m, L, w};
+    const struct tokens_ctx c = {m, ex->isa, L, w};
     rmodel_for_tokens(ex, n, 2 * E, norm_tokens, &c);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
     /* the conv over xBC (columns Di .. Di+Cd of each projected row) */

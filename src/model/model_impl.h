@@ -150,8 +150,9 @@ struct rmodel_arch_ops {
     void (*state_rows)(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
     /* floats of the layer's own workspace for n_ubatch tokens (rmodel_io.buf) */
     size_t (*ws_floats)(const struct rmodel *m, uint32_t n_ubatch);
-    int64_t (*max_in)(const struct rmodel *m);                  /* the widest matmul input */
-    void (*embed)(const struct rmodel *m, float *x, int64_t n); /* after the lookup; NULL: none */
+    int64_t (*max_in)(const struct rmodel *m); /* the widest matmul input */
+    /* after the lookup; NULL: none */
+    void (*embed)(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n);
     void (*layer)(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io);
 };

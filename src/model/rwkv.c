@@ -206,10 +206,10 @@ int64_t rrwkv_max_in(const struct rmodel *m) {
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
+void rrwkv_embed(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n) {
     const int64_t E = m->n_embd;
     for (int64_t t = 0; t < n; t++)
-        rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
+        rops_layernorm(ex->isa, x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
@@ -217,6 +217,7 @@ void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
  * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
 struct norm_shift_ctx {
     const struct rmodel *m;
+    enum rops_isa isa;
     const struct rmodel_io *io;
     const float *w, *b, *shift;
     float *out, *sx;
@@ -226,7 +227,7 @@ static void norm_tokens(const void *arg, int64_t t0, int64_t t1) {
     const struct norm_shift_ctx *c = arg;
     const int64_t E = c->m->n_embd;
     for (int64_t t = t0; t < t1; t++)
-        rops_layernorm(c->io->x + t * E, c->w, c->b, E, c->m->rwkv.eps, c->out + t * E);
+        rops_layernorm(c->isa, c->io->x + t * E, c->w, c->b, E, c->m->rwkv.eps, c->out + t * E);
 }
 
 /* after norm_tokens of every token: a token's shift reads its predecessor's out */
@@ -242,7 +243,7 @@ static void shift_tokens(const void *arg, int64_t t0, int64_t t1) {
 static void norm_shift(const struct rmodel *m, const struct rops_exec *ex,
                        const struct rmodel_io *io, const float *w, const float *b,
                        const float *shift, float *out, float *sx) {
-    const struct norm_shift_ctx c = {m, io, w, b, shift, out, sx};
+    const struct norm_shift_ctx c = {m, ex->isa, io, w, b, shift, out, sx};
     const int64_t n = (int64_t)io->n_seqs * io->nst;
     /* LayerNorm's three passes count as three values a channel */
     rmodel_for_tokens(ex, n, 3 * m->n_embd, norm_tokens, &c);
@@ -296,12 +297,12 @@ void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *
 }
 
 /* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t t0, int64_t t1,
-                      float *y) {
+void rrwkv_group_norm(const struct rmodel *m, enum rops_isa isa, const struct rrwkv_layer *L,
+                      int64_t t0, int64_t t1, float *y) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size;
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < E; c += hs)
-            rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
+            rops_layernorm(isa, y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
                            y + t * E + c);
 }
 

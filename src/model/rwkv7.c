@@ -44,6 +44,7 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 /* What the per-token steps of TimeMix read (rmodel_for_tokens). */
 struct tm_ctx {
     const struct rmodel *m;
+    enum rops_isa isa;
     const struct rrwkv_layer *L;
     const struct rrwkv_ws *w;
 };
@@ -83,7 +84,7 @@ static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
     const struct rrwkv_layer *L = c->L;
     const struct rrwkv_ws *w = c->w;
     const int64_t E = c->m->n_embd, hs = c->m->rwkv.head_size;
-    rrwkv_group_norm(c->m, L, t0, t1, w->y);
+    rrwkv_group_norm(c->m, c->isa, L, t0, t1, w->y);
     for (int64_t t = t0; t < t1; t++) {
         for (int64_t h = 0; h < E; h += hs) {
             const int64_t o = t * E + h;
@@ -133,7 +134,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     }
     /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
     rops_map(ex, ROPS_MAP_SIGMOID, w->ia, E, L->a0, n, E);
-    const struct tm_ctx c = {m, L, w};
+    const struct tm_ctx c = {m, ex->isa, L, w};
     rmodel_for_tokens(ex, n, 4 * E, key_tokens, &c);
     rops_wkv7(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,

@@ -40,8 +40,8 @@ void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *
                  int n_mix, const float *const *mu, float *const *m_i, float *const *out);
 /* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on the tokens
  * [t0, t1) of y (n x E) */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t t0, int64_t t1,
-                      float *y);
+void rrwkv_group_norm(const struct rmodel *m, enum rops_isa isa, const struct rrwkv_layer *L,
+                      int64_t t0, int64_t t1, float *y);
 
 /* What RWKV-6 and RWKV-7 differ in, handed by rwkv6.c / rwkv7.c to the shared frame: a
  * layer's own tensors, and TimeMix of the ubatch into w->tmp. */
@@ -56,7 +56,8 @@ void rrwkv_free(struct rmodel *m);
 void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
 size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
 int64_t rrwkv_max_in(const struct rmodel *m);
-void rrwkv_embed(const struct rmodel *m, float *x, int64_t n); /* the LayerNorm of (0) */
+/* the LayerNorm of (0) */
+void rrwkv_embed(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n);
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                  const struct rmodel_io *io, rrwkv_time_mix_fn time_mix);
 

@@ -335,11 +335,9 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
 
 /* ---- small elementwise --------------------------------------------------------------------- */
 
-void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < k; i++) ss += (double)x[i] * x[i];
-    const float scale = (float)(1.0 / sqrt(ss / (double)k + eps));
-    for (int64_t i = 0; i < k; i++) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+void rops_rmsnorm(enum rops_isa isa, const float *x, const float *weight, int64_t k, float eps,
+                  float *out) {
+    rops_kernels_of(isa)->rmsnorm(x, weight, k, eps, out);
 }
 
 float rops_silu(float x) {

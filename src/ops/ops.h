@@ -131,8 +131,10 @@ struct rops_matjob {
  * scratch rules. */
 void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs);
 
-/* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. */
-void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out);
+/* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. The sum
+ * in double: in order on the portable path, in vector lanes on the others (isa's kernel). */
+void rops_rmsnorm(enum rops_isa isa, const float *x, const float *weight, int64_t k, float eps,
+                  float *out);
 
 float rops_silu(float x);
 float rops_softplus(float x);
@@ -260,9 +262,9 @@ size_t rops_ssm_scan2_chunked_scratch_bytes(int n_threads, int64_t n_tok, int64_
 /* ---- RWKV (ops_rwkv.c) --------------------------------------------------------------------- */
 
 /* out = (x - mean(x)) / sqrt(var(x) + eps) * w + b over k values (w or b NULL: 1 or 0). out may
- * be x. */
-void rops_layernorm(const float *x, const float *w, const float *b, int64_t k, float eps,
-                    float *out);
+ * be x. Mean and variance in double, in two passes (as rops_rmsnorm: isa's kernel). */
+void rops_layernorm(enum rops_isa isa, const float *x, const float *w, const float *b, int64_t k,
+                    float eps, float *out);
 
 /*
  * RWKV-6's WKV (docs/rwkv6.md (14)) for n_seqs sequences of n_tok tokens (stream-major, as

@@ -636,6 +636,65 @@ void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_
     }
 }
 
+/* ---- norms: the sums of the portable path in double, in 8 lanes (two vectors of 4) ------- */
+
+/* sum of x[i] (sq false) or x[i]^2 (sq true) minus mean, for i < k, in double */
+static inline double sum_pd(const float *x, int64_t k, double mean, bool sq) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    const __m256d m = _mm256_set1_pd(mean);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256d lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), m);
+        __m256d hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), m);
+        if (sq) {
+            lo = _mm256_mul_pd(lo, lo);
+            hi = _mm256_mul_pd(hi, hi);
+        }
+        s0 = _mm256_add_pd(s0, lo);
+        s1 = _mm256_add_pd(s1, hi);
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(s0, s1));
+    double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < k; i++) {
+        const double d = (double)x[i] - mean;
+        s += sq ? d * d : d;
+    }
+    return s;
+}
+
+void rops_rmsnorm_avx2(const float *x, const float *weight, int64_t k, float eps, float *out) {
+    const float scale = (float)(1.0 / sqrt(sum_pd(x, k, 0.0, true) / (double)k + eps));
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        if (weight) v = _mm256_mul_ps(v, _mm256_loadu_ps(weight + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < k; i++) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+}
+
+void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
+                         float *out) {
+    const double mean = sum_pd(x, k, 0.0, false) / (double)k;
+    const double var = sum_pd(x, k, mean, true);
+    const float scale = (float)(1.0 / sqrt(var / (double)k + (double)eps));
+    const float m = (float)mean;
+    const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vs);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < k; i++) {
+        const float v = (x[i] - m) * scale;
+        out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+    }
+}
+
 /* rops_map's f on 8 values (ops.h: the forms, and their error against the portable path). */
 static inline __m256 map8(enum rops_map f, __m256 v) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
@@ -1086,6 +1145,8 @@ static const struct rops_kernels table = {
     .q8_rows = rops_matmul_q8_rows_avx2,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
+    .layernorm = rops_layernorm_avx2,
+    .rmsnorm = rops_rmsnorm_avx2,
     .map_rows = rops_map_rows_avx2,
     .conv_channels = rops_conv_channels_avx2,
     .scan_channels = rops_scan_channels_avx2,

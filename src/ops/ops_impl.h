@@ -87,6 +87,10 @@ struct rops_kernels {
     /* Quantizes n_blocks blocks of x (see rops_matmul): every table gives the same bits. */
     void (*quantize_x)(const float *x, int64_t n_blocks, struct rops_xq8 *out);
     void (*softplus_bias)(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+    /* rops_layernorm and rops_rmsnorm of one vector */
+    void (*layernorm)(const float *x, const float *w, const float *b, int64_t k, float eps,
+                      float *out);
+    void (*rmsnorm)(const float *x, const float *weight, int64_t k, float eps, float *out);
     /* rops_map on the rows [r0, r1) */
     void (*map_rows)(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
                      int64_t r0, int64_t r1);
@@ -156,6 +160,9 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
 void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
 void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
 void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
+                         float *out);
+void rops_rmsnorm_avx2(const float *x, const float *weight, int64_t k, float eps, float *out);
 void rops_map_rows_avx2(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
                         int64_t r0, int64_t r1);
 void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1);
