@@ -66,16 +66,9 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
-struct tm_ctx {
-    const struct rmodel *m;
-    enum rops_isa isa;
-    const struct rrwkv_layer *L;
-    const struct rrwkv_ws *w;
-};
-
 /* (15) the group norm and (16) the gate, for the tokens [t0, t1) */
 static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
-    const struct tm_ctx *c = arg;
+    const struct rrwkv_tm_ctx *c = arg;
     const int64_t E = c->m->n_embd;
     rrwkv_group_norm(c->m, c->isa, c->L, t0, t1, c->w->y);
     for (int64_t i = t0 * E; i < t1 * E; i++) c->w->y[i] *= c->w->g[i];
@@ -127,7 +120,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = m->rwkv.head_size,
                                           .y = w->y,
                                           .save = io->save_v});
-    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &(struct tm_ctx){m, ex->isa, L, w});
+    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &(struct rrwkv_tm_ctx){m, ex->isa, L, w});
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

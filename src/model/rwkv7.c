@@ -41,18 +41,10 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
-/* What the per-token steps of TimeMix read (rmodel_for_tokens). */
-struct tm_ctx {
-    const struct rmodel *m;
-    enum rops_isa isa;
-    const struct rrwkv_layer *L;
-    const struct rrwkv_ws *w;
-};
-
 /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr; (14) a = -kk and b = kk *
  * iclr (kept in sx and ia: their old values are spent), for the tokens [t0, t1). */
 static void key_tokens(const void *arg, int64_t t0, int64_t t1) {
-    const struct tm_ctx *c = arg;
+    const struct rrwkv_tm_ctx *c = arg;
     const struct rrwkv_layer *L = c->L;
     const struct rrwkv_ws *w = c->w;
     const int64_t E = c->m->n_embd, hs = c->m->rwkv.head_size;
@@ -80,7 +72,7 @@ static void key_tokens(const void *arg, int64_t t0, int64_t t1) {
 /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) the gate, for the tokens
  * [t0, t1). */
 static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
-    const struct tm_ctx *c = arg;
+    const struct rrwkv_tm_ctx *c = arg;
     const struct rrwkv_layer *L = c->L;
     const struct rrwkv_ws *w = c->w;
     const int64_t E = c->m->n_embd, hs = c->m->rwkv.head_size;
@@ -134,7 +126,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     }
     /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
     rops_map(ex, ROPS_MAP_SIGMOID, w->ia, E, L->a0, n, E);
-    const struct tm_ctx c = {m, ex->isa, L, w};
+    const struct rrwkv_tm_ctx c = {m, ex->isa, L, w};
     rmodel_for_tokens(ex, n, 4 * E, key_tokens, &c);
     rops_wkv7(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,

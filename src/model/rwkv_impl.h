@@ -24,6 +24,14 @@ struct rrwkv_ws {
     float *ff;               /* n x n_ff */
 };
 
+/* What the per-token steps of a TimeMix read (rmodel_for_tokens; rwkv6.c, rwkv7.c). */
+struct rrwkv_tm_ctx {
+    const struct rmodel *m;
+    enum rops_isa isa;
+    const struct rrwkv_layer *L;
+    const struct rrwkv_ws *w;
+};
+
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
 const float *rrwkv_vec(struct rmodel *m, const char *name);
 /* The token-shift mixes stacked {n_embd, 1, 1, n}: n f32 vectors of n_embd. */
