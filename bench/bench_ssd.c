@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/core.h"
 #include "ops/ops.h"
 #include "pool/pool.h"
 
@@ -90,7 +91,11 @@ static double time_run(const struct call *c, int64_t iters) {
 int main(int argc, char **argv) {
     int reps = 7;
     int64_t n_seqs = 1;
-    enum rops_isa isa = rops_isa_best();
+    enum rops_isa isa;
+    if (!rops_isa_from_env(&isa)) { /* RECUR_ISA picks the kernels, as in recur */
+        fprintf(stderr, "bench_ssd: %s\n", rcore_error_get());
+        return 1;
+    }
     const char *only_shape = NULL;
     int64_t only_tok = 0;
     int only_threads = 0;

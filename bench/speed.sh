@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The speed figures of issue 6: a mamba-130m-shaped model (embd 768, 24 layers, d_inner 1536,
 # d_state 16, dt_rank 48, vocab 50257, untied) made by `recur mkmodel`, in f16 and q8_0 (and
-# f32 with --f32), through `recur bench` on 2 threads; JSON files and tables in OUT_DIR.
-#   bench/speed.sh [OUT_DIR] [--f32]      (run ./run.sh once first, for build/tools/recur)
+# f32 with --f32), through `recur bench` on 2 threads; JSON files and tables in OUT_DIR. With
+# --families, the other three architectures too (issue 21), in f16: the 130m-shaped Mamba-2
+# (d_state 128, 24 heads of 64) and the 0.1B-shaped RWKV-6 and RWKV-7 (12 layers, heads of 64).
+# recur bench's table names the ISA in use (RECUR_ISA picks one).
+#   bench/speed.sh [OUT_DIR] [--f32] [--families]   (run ./run.sh once first, for build/tools/recur)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/speed}
@@ -14,11 +17,31 @@ model="$out/mamba-130m-shape-f16.gguf"
 q8="$out/mamba-130m-shape-q8_0.gguf"
 [ -f "$q8" ] || "$recur" quantize "$model" "$q8" q8_0
 models=("$model" "$q8")
-if [ "${2:-}" = "--f32" ]; then
+want_f32=false families=false
+for a in "${@:2}"; do
+    case "$a" in
+    --f32) want_f32=true ;;
+    --families) families=true ;;
+    *) echo "speed.sh: unknown flag $a" >&2; exit 2 ;;
+    esac
+done
+if $want_f32; then
     f32="$out/mamba-130m-shape-f32.gguf"
     [ -f "$f32" ] || "$recur" mkmodel "$f32" --arch mamba --embd 768 --layers 24 --vocab 50257 \
             --state 16 --inner 1536 --dt-rank 48 --seed 1 --type f32
     models+=("$f32")
+fi
+if $families; then
+    m2="$out/mamba2-130m-shape-f16.gguf"
+    [ -f "$m2" ] || "$recur" mkmodel "$m2" --arch mamba2 --embd 768 --layers 24 --vocab 50257 \
+            --state 128 --heads 24 --groups 1 --seed 1 --type f16
+    models+=("$m2")
+    for arch in rwkv6 rwkv7; do
+        r="$out/$arch-0.1b-shape-f16.gguf"
+        [ -f "$r" ] || "$recur" mkmodel "$r" --arch "$arch" --embd 768 --layers 12 --vocab 50257 \
+                --head-size 64 --seed 1 --type f16
+        models+=("$r")
+    done
 fi
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)

@@ -424,6 +424,68 @@ static void test_softplus(void) {
     }
 }
 
+/* rops_map on every path and thread count, each function against float64, on rows of a
+ * length that is not a multiple of the vectors, with and without a bias, a row stride wider
+ * than the row (the values between rows must stay untouched), from -30 to 30. Tolerance: max
+ * |got - want| / (1e-6 + |want|) < 1e-5 (the vector e^x is within a few ulp; each function
+ * takes one or two of them and a division), except tanh, whose vector form is within ~2e-7 of
+ * it absolutely: |got - want| < 1e-6. */
+static double map64(enum rops_map f, double v) {
+    switch (f) {
+    case ROPS_MAP_SIGMOID:
+        return 1.0 / (1.0 + exp(-v));
+    case ROPS_MAP_TANH:
+        return tanh(v);
+    case ROPS_MAP_SILU:
+        return v / (1.0 + exp(-v));
+    case ROPS_MAP_RELU_SQ:
+        return v > 0 ? v * v : 0.0;
+    case ROPS_MAP_EXP_NEG_EXP:
+        return exp(-exp(v));
+    case ROPS_MAP_RWKV7_DECAY:
+        return exp(-exp(-0.5) / (1.0 + exp(-v)));
+    case ROPS_MAP_COUNT:
+        break;
+    }
+    return v;
+}
+
+static void test_map(void) {
+    enum { ROWS = 151, COLS = 347, LD = 351 }; /* 52k values: 3 threads take a share each */
+    static float x[ROWS * LD], bias[COLS], y[ROWS * LD];
+    for (int c = 0; c < COLS; c++) bias[c] = frand() * 0.5f;
+    struct rpool *pool = rpool_create(3);
+    CHECK(pool != NULL);
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++)
+        for (int nth = 1; nth <= 3; nth += 2)
+            for (int f = 0; f < ROPS_MAP_COUNT; f++)
+                for (int wb = 0; wb < 2; wb++) {
+                    for (int i = 0; i < ROWS * LD; i++)
+                        x[i] = y[i] =
+                            -30.0f + 60.0f * (float)((i * 7919) % (ROWS * LD)) / (ROWS * LD);
+                    const struct rops_exec ex = {pool, nth, isas[ii], NULL, 0};
+                    rops_map(&ex, (enum rops_map)f, y, LD, wb ? bias : NULL, ROWS, COLS);
+                    double worst = 0;
+                    int64_t touched = 0;
+                    for (int i = 0; i < ROWS * LD; i++) {
+                        if (i % LD >= COLS) {
+                            touched += y[i] != x[i];
+                            continue;
+                        }
+                        const double v = (double)x[i] + (wb ? bias[i % LD] : 0.0f);
+                        const double want = map64((enum rops_map)f, v), d = fabs(y[i] - want);
+                        worst = fmax(worst, f == ROPS_MAP_TANH ? d : d / (1e-6 + fabs(want)));
+                    }
+                    CHECK_MSG(worst < (f == ROPS_MAP_TANH ? 1e-6 : 1e-5) && touched == 0,
+                              "map %d %s, %d threads, bias %d: error %g, %lld values between "
+                              "rows written",
+                              f, rops_isa_name(isas[ii]), nth, wb, worst, (long long)touched);
+                }
+    rpool_free(pool);
+}
+
 /* ---- conv and scan ------------------------------------------------------------------------- */
 
 static double silu64(double v) {
@@ -860,6 +922,7 @@ int main(void) {
     RUN(test_quantize_inputs);
     RUN(test_block_dots_agree);
     RUN(test_softplus);
+    RUN(test_map);
     RUN(test_ssm);
     RUN(test_ssm2);
     RUN(test_ssm2_chunked);

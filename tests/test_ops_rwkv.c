@@ -24,28 +24,51 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((double)(rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
-static void test_layernorm(void) {
-    float x[37], w[37], b[37], out[37];
-    for (int i = 0; i < 37; i++) x[i] = 3.0f + 2.0f * frand(), w[i] = frand(), b[i] = frand();
-    double mean = 0, var = 0;
-    for (int i = 0; i < 37; i++) mean += x[i];
-    mean /= 37;
-    for (int i = 0; i < 37; i++) var += (x[i] - mean) * (x[i] - mean);
-    var /= 37;
-    rops_layernorm(x, w, b, 37, 1e-5f, out);
-    double err = 0;
-    for (int i = 0; i < 37; i++) {
-        const double want = (x[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
-        err = fmax(err, fabs(out[i] - want));
-    }
-    CHECK_MSG(err < 1e-5, "layernorm: error %g", err);
-    /* without weight and bias, in place: mean 0, variance 1 - eps/(var+eps) */
-    rops_layernorm(x, NULL, NULL, 37, 0.0f, x);
-    double m2 = 0, v2 = 0;
-    for (int i = 0; i < 37; i++) m2 += x[i];
-    for (int i = 0; i < 37; i++) v2 += x[i] * x[i];
-    CHECK_MSG(fabs(m2 / 37) < 1e-6 && fabs(v2 / 37 - 1) < 1e-5, "layernorm: mean %g var %g",
-              m2 / 37, v2 / 37);
+/* LayerNorm and RMSNorm on every path, lengths 37 (a tail past the vectors), 64 (a head) and
+ * 768 (an embedding), against float64: |out - want| < 1e-5 (x near 3 +- 2, so the mean matters);
+ * in place without weight and bias, mean 0 and variance 1 - eps / (var + eps) ~ 1 (1e-5). */
+static void test_norms(void) {
+    static float x[768], w[768], b[768], out[768], x0[768];
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    const int64_t lens[3] = {37, 64, 768};
+    for (int ii = 0; ii < n_isas; ii++)
+        for (int li = 0; li < 3; li++) {
+            const int64_t k = lens[li];
+            for (int64_t i = 0; i < k; i++)
+                x[i] = x0[i] = 3.0f + 2.0f * frand(), w[i] = frand(), b[i] = frand();
+            double mean = 0, var = 0, ss = 0;
+            for (int64_t i = 0; i < k; i++) mean += x[i], ss += (double)x[i] * x[i];
+            mean /= (double)k;
+            for (int64_t i = 0; i < k; i++) var += (x[i] - mean) * (x[i] - mean);
+            var /= (double)k;
+            rops_layernorm(isas[ii], x, w, b, k, 1e-5f, out);
+            double err = 0;
+            for (int64_t i = 0; i < k; i++)
+                err = fmax(err, fabs(out[i] - ((x[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i])));
+            CHECK_MSG(err < 1e-5, "layernorm %s k %lld: error %g", rops_isa_name(isas[ii]),
+                      (long long)k, err);
+            rops_rmsnorm(isas[ii], x, w, k, 1e-5f, out);
+            err = 0;
+            for (int64_t i = 0; i < k; i++)
+                err = fmax(err, fabs(out[i] - x[i] / sqrt(ss / (double)k + 1e-5) * w[i]));
+            CHECK_MSG(err < 1e-5, "rmsnorm %s k %lld: error %g", rops_isa_name(isas[ii]),
+                      (long long)k, err);
+            rops_layernorm(isas[ii], x, NULL, NULL, k, 0.0f, x);
+            double m2 = 0, v2 = 0;
+            for (int64_t i = 0; i < k; i++) m2 += x[i], v2 += (double)x[i] * x[i];
+            CHECK_MSG(fabs(m2 / (double)k) < 1e-6 && fabs(v2 / (double)k - 1) < 1e-5,
+                      "layernorm %s k %lld in place: mean %g var %g", rops_isa_name(isas[ii]),
+                      (long long)k, m2 / (double)k, v2 / (double)k);
+            /* the vector paths sum in another order, in double: within float rounding of the
+               portable path */
+            rops_rmsnorm(ROPS_ISA_SCALAR, x0, NULL, k, 1e-5f, out);
+            rops_rmsnorm(isas[ii], x0, NULL, k, 1e-5f, x);
+            err = 0;
+            for (int64_t i = 0; i < k; i++) err = fmax(err, fabs(out[i] - x[i]));
+            CHECK_MSG(err < 1e-6, "rmsnorm %s k %lld vs scalar: %g", rops_isa_name(isas[ii]),
+                      (long long)k, err);
+        }
 }
 
 /* float64 WKV over S sequences of T tokens; rs: the states, updated; ry: outputs. */
@@ -187,7 +210,7 @@ static void test_wkv(void) {
 }
 
 int main(void) {
-    RUN(test_layernorm);
+    RUN(test_norms);
     RUN(test_wkv);
     return test_finish("test_ops_rwkv");
 }

@@ -139,7 +139,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                   W = R + 2 * N, n = (int64_t)n_seqs * nst;
 
     for (int64_t t = 0; t < n; t++)
-        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
+        rops_rmsnorm(ex->isa, w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
     rops_ssm_conv(ex, &(struct rops_conv_args){.state = w->conv,
                                                .x = w->xz,
@@ -156,9 +156,9 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     for (int64_t t = 0; t < n; t++) {
         float *dbc = w->xdb + t * W;
         if (hp->dt_b_c_rms) {
-            rops_rmsnorm(dbc, NULL, R, hp->eps, dbc);
-            rops_rmsnorm(dbc + R, NULL, N, hp->eps, dbc + R);
-            rops_rmsnorm(dbc + R + N, NULL, N, hp->eps, dbc + R + N);
+            rops_rmsnorm(ex->isa, dbc, NULL, R, hp->eps, dbc);
+            rops_rmsnorm(ex->isa, dbc + R, NULL, N, hp->eps, dbc + R);
+            rops_rmsnorm(ex->isa, dbc + R + N, NULL, N, hp->eps, dbc + R + N);
         }
         memcpy(w->dtr + t * R, dbc, (size_t)R * sizeof(float));
     }

@@ -73,6 +73,37 @@ static bool load(struct rmodel *m) {
  * one: not taken. */
 #define SSD_MIN_TOKENS 16
 
+/* What the per-token steps of a layer read (rmodel_for_tokens). */
+struct tokens_ctx {
+    const struct rmodel *m;
+    enum rops_isa isa;
+    const struct rmamba_layer *L;
+    const struct rmamba_ws *w;
+};
+
+/* (1) the RMSNorm of the tokens [t0, t1) */
+static void norm_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct tokens_ctx *c = arg;
+    const int64_t E = c->m->n_embd;
+    for (int64_t t = t0; t < t1; t++)
+        rops_rmsnorm(c->isa, c->w->x + t * E, c->L->attn_norm, E, c->m->mamba.eps, c->w->h + t * E);
+}
+
+/* The gate by silu(z) (already in z's columns of xz), then the RMSNorm per group, of the tokens
+ * [t0, t1) */
+static void gate_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct tokens_ctx *c = arg;
+    const struct rmamba_hparams *hp = &c->m->mamba;
+    const int64_t Di = hp->d_inner, G = hp->n_group, gs = Di / G, P = hp->d_in_proj;
+    for (int64_t t = t0; t < t1; t++) {
+        float *y = c->w->y + t * Di;
+        const float *z = c->w->xz + t * P;
+        for (int64_t i = 0; i < Di; i++) y[i] *= z[i];
+        for (int64_t g = 0; g < G; g++)
+            rops_rmsnorm(c->isa, y + g * gs, c->L->norm + g * gs, gs, hp->eps, y + g * gs);
+    }
+}
+
 /* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                           const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
@@ -80,8 +111,8 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
                   P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
-    for (int64_t t = 0; t < n; t++)
-        rops_rmsnorm(w->x + t * E, L->attn_norm, E, hp->eps, w->h + t * E);
+    const struct tokens_ctx c = {m, ex->isa, L, w};
+    rmodel_for_tokens(ex, n, 2 * E, norm_tokens, &c);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
     /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
     rops_ssm_conv(ex, &(struct rops_conv_args){.state = w->conv,
@@ -120,14 +151,8 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
     else
         rops_ssm_scan2(ex, &sa);
     /* gate, then RMSNorm per group */
-    const int64_t gs = Di / G;
-    for (int64_t t = 0; t < n; t++) {
-        float *y = w->y + t * Di;
-        const float *z = w->xz + t * P;
-        for (int64_t c = 0; c < Di; c++) y[c] *= rops_silu(z[c]);
-        for (int64_t g = 0; g < G; g++)
-            rops_rmsnorm(y + g * gs, L->norm + g * gs, gs, hp->eps, y + g * gs);
-    }
+    rops_map(ex, ROPS_MAP_SILU, w->xz, P, NULL, n, Di); /* z (spent after this) */
+    rmodel_for_tokens(ex, n, 3 * Di, gate_tokens, &c);
     rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }

@@ -195,11 +195,11 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws);
 }
 
-static void output_norm(const struct rmodel *m, const float *x, float *out) {
+static void output_norm(const struct rmodel *m, enum rops_isa isa, const float *x, float *out) {
     if (m->output_norm_b)
-        rops_layernorm(x, m->output_norm, m->output_norm_b, m->n_embd, m->norm_eps, out);
+        rops_layernorm(isa, x, m->output_norm, m->output_norm_b, m->n_embd, m->norm_eps, out);
     else
-        rops_rmsnorm(x, m->output_norm, m->n_embd, m->norm_eps, out);
+        rops_rmsnorm(isa, x, m->output_norm, m->n_embd, m->norm_eps, out);
 }
 
 /* Final norm and output projection for the tokens that asked, OUT_CHUNK rows at a time. */
@@ -212,7 +212,7 @@ static void outputs(const struct rmodel *m, const struct rops_exec *ex, const st
     int n = 0;
     for (uint32_t t = 0; t <= ub->n_tokens; t++) {
         if (t < ub->n_tokens && ub->output[t]) {
-            output_norm(m, w->x + (int64_t)t * E, w->norm + (int64_t)n * E);
+            output_norm(m, ex->isa, w->x + (int64_t)t * E, w->norm + (int64_t)n * E);
             rows[n++] = out->out_row[ub->idx[t]];
         }
         if (n == cap || (t == ub->n_tokens && n > 0)) {
@@ -260,7 +260,7 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
             memcpy(w.x + (int64_t)t * E, embd_in + (size_t)ub->idx[t] * (size_t)E,
                    (size_t)E * sizeof(float));
     }
-    if (m->ops->embed) m->ops->embed(m, w.x, ub->n_tokens);
+    if (m->ops->embed) m->ops->embed(m, ex, w.x, ub->n_tokens);
 
     /* the snapshots this ubatch keeps (rollback), filled by the kernels of each layer */
     rmem_snap_plan(mem, ub, ws->snap);
@@ -286,4 +286,31 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     }
     outputs(m, ex, &w, ws->n_ubatch, ub, out);
     return true;
+}
+
+/* ---- threads over a ubatch's tokens -------------------------------------------------------- */
+
+struct tokens_task {
+    rmodel_tokens_fn fn;
+    const void *ctx;
+    int64_t n;
+};
+
+static void tokens_thread(void *arg, int ith, int nth) {
+    const struct tokens_task *t = arg;
+    t->fn(t->ctx, t->n * ith / nth, t->n * (ith + 1) / nth);
+}
+
+void rmodel_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token,
+                       rmodel_tokens_fn fn, const void *ctx) {
+    /* 16k values a thread: microseconds of work against a hand-off's ~1 us */
+    int64_t nth = n * per_token / 16384;
+    if (nth > ex->n_threads) nth = ex->n_threads;
+    if (nth > n) nth = n;
+    if (nth <= 1 || !ex->pool) {
+        fn(ctx, 0, n);
+        return;
+    }
+    struct tokens_task t = {fn, ctx, n};
+    rpool_run(ex->pool, tokens_thread, &t, (int)nth);
 }

@@ -114,6 +114,13 @@ bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out);
 /* The same, def when the key is absent. */
 bool rmodel_key_u32_or(const struct rmodel *m, const char *suffix, uint32_t def, uint32_t *out);
 
+/* Runs fn(ctx, t0, t1) over ranges of a ubatch's tokens [0, n) covering each once: on ex's
+ * threads when the n tokens of per_token values each repay the hand-off (prompts), else on the
+ * caller (generation's few tokens). fn must treat each token on its own (model.c). */
+typedef void (*rmodel_tokens_fn)(const void *ctx, int64_t t0, int64_t t1);
+void rmodel_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token,
+                       rmodel_tokens_fn fn, const void *ctx);
+
 /*
  * What an architecture's layer reads and writes, for the n_seqs x n_seq_tokens tokens of a
  * ubatch (stream-major). x: the residual stream (n x n_embd), updated; k, v: each sequence's
@@ -143,8 +150,9 @@ struct rmodel_arch_ops {
     void (*state_rows)(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
     /* floats of the layer's own workspace for n_ubatch tokens (rmodel_io.buf) */
     size_t (*ws_floats)(const struct rmodel *m, uint32_t n_ubatch);
-    int64_t (*max_in)(const struct rmodel *m);                  /* the widest matmul input */
-    void (*embed)(const struct rmodel *m, float *x, int64_t n); /* after the lookup; NULL: none */
+    int64_t (*max_in)(const struct rmodel *m); /* the widest matmul input */
+    /* after the lookup; NULL: none */
+    void (*embed)(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n);
     void (*layer)(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io);
 };

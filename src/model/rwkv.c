@@ -206,32 +206,48 @@ int64_t rrwkv_max_in(const struct rmodel *m) {
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-void rrwkv_embed(const struct rmodel *m, float *x, int64_t n) {
+void rrwkv_embed(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n) {
     const int64_t E = m->n_embd;
     for (int64_t t = 0; t < n; t++)
-        rops_layernorm(x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
-}
-
-void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k) {
-    if (act == RRWKV_ACT_TANH)
-        for (int64_t i = 0; i < k; i++) x[i] = tanhf(x[i]);
-    else if (act == RRWKV_ACT_SIGMOID)
-        for (int64_t i = 0; i < k; i++) x[i] = rrwkv_sigmoid(x[i]);
+        rops_layernorm(ex->isa, x + t * E, m->embd_norm, m->embd_norm_b, E, m->rwkv.eps, x + t * E);
 }
 
 /* The normalised inputs of one half of the layer and their token shift: out[t] = LN(x[t]),
  * sx[t] = (previous token's out, or the shift row for a sequence's first token) - out[t].
  * shift: the shift rows of the sequences (stride 2E), at this half's offset. */
-static void norm_shift(const struct rmodel *m, const struct rmodel_io *io, const float *w,
-                       const float *b, const float *shift, float *out, float *sx) {
-    const int64_t E = m->n_embd;
-    for (uint32_t s = 0; s < io->n_seqs; s++)
-        for (uint32_t j = 0; j < io->nst; j++) {
-            const int64_t t = (int64_t)s * io->nst + j;
-            rops_layernorm(io->x + t * E, w, b, E, m->rwkv.eps, out + t * E);
-            const float *prev = j == 0 ? shift + (int64_t)s * 2 * E : out + (t - 1) * E;
-            for (int64_t c = 0; c < E; c++) sx[t * E + c] = prev[c] - out[t * E + c];
-        }
+struct norm_shift_ctx {
+    const struct rmodel *m;
+    enum rops_isa isa;
+    const struct rmodel_io *io;
+    const float *w, *b, *shift;
+    float *out, *sx;
+};
+
+static void norm_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct norm_shift_ctx *c = arg;
+    const int64_t E = c->m->n_embd;
+    for (int64_t t = t0; t < t1; t++)
+        rops_layernorm(c->isa, c->io->x + t * E, c->w, c->b, E, c->m->rwkv.eps, c->out + t * E);
+}
+
+/* after norm_tokens of every token: a token's shift reads its predecessor's out */
+static void shift_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct norm_shift_ctx *c = arg;
+    const int64_t E = c->m->n_embd, nst = c->io->nst;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *prev = t % nst == 0 ? c->shift + t / nst * 2 * E : c->out + (t - 1) * E;
+        for (int64_t i = 0; i < E; i++) c->sx[t * E + i] = prev[i] - c->out[t * E + i];
+    }
+}
+
+static void norm_shift(const struct rmodel *m, const struct rops_exec *ex,
+                       const struct rmodel_io *io, const float *w, const float *b,
+                       const float *shift, float *out, float *sx) {
+    const struct norm_shift_ctx c = {m, ex->isa, io, w, b, shift, out, sx};
+    const int64_t n = (int64_t)io->n_seqs * io->nst;
+    /* LayerNorm's three passes count as three values a channel */
+    rmodel_for_tokens(ex, n, 3 * m->n_embd, norm_tokens, &c);
+    rmodel_for_tokens(ex, n, m->n_embd, shift_tokens, &c);
 }
 
 /* After the half-layer: the shift rows take each sequence's last normalised input, and the
@@ -257,12 +273,36 @@ void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const floa
         }
 }
 
+struct mixes_ctx {
+    int64_t E;
+    const float *a, *sx;
+    int n_mix;
+    const float *const *mu;
+    float *const *m_i;
+    float *const *out;
+};
+
+static void mixes_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct mixes_ctx *c = arg;
+    const int64_t o = t0 * c->E;
+    for (int i = 0; i < c->n_mix; i++)
+        rrwkv_mix(t1 - t0, c->E, c->a + o, c->sx + o, c->mu[i], c->m_i ? c->m_i[i] + o : NULL,
+                  c->out[i] + o);
+}
+
+void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *a, const float *sx,
+                 int n_mix, const float *const *mu, float *const *m_i, float *const *out) {
+    const struct mixes_ctx c = {E, a, sx, n_mix, mu, m_i, out};
+    rmodel_for_tokens(ex, n, n_mix * E, mixes_tokens, &c);
+}
+
 /* (15): per head a LayerNorm (eps fixed) and the affine of time_mix_ln. */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y) {
+void rrwkv_group_norm(const struct rmodel *m, enum rops_isa isa, const struct rrwkv_layer *L,
+                      int64_t t0, int64_t t1, float *y) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size;
-    for (int64_t t = 0; t < n; t++)
+    for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < E; c += hs)
-            rops_layernorm(y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
+            rops_layernorm(isa, y + t * E + c, L->ln_x + c, L->ln_x_b + c, hs, RRWKV_GROUP_NORM_EPS,
                            y + t * E + c);
 }
 
@@ -270,19 +310,17 @@ void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64
 static void channel_mix(const struct rmodel *m, const struct rops_exec *ex,
                         const struct rrwkv_layer *L, int64_t n, const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, F = m->rwkv.n_ff;
-    rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_k, NULL, w->mix[0]);
     /* RWKV-6's receptance with the key: one hand-off to the threads for both */
-    if (!m->rwkv.v7) rrwkv_mix(n, E, w->a, w->sx, L->cm_lerp_r, NULL, w->mix[1]);
+    const float *mu[2] = {L->cm_lerp_k, L->cm_lerp_r};
+    rrwkv_mixes(ex, n, E, w->a, w->sx, m->rwkv.v7 ? 1 : 2, mu, NULL, w->mix);
     const struct rops_matjob prod[2] = {{&L->cm_k, w->mix[0], n, w->ff},
                                         {&L->cm_r, w->mix[1], n, w->r}};
     rops_matmul_batch(ex, prod, m->rwkv.v7 ? 1 : 2);
-    for (int64_t i = 0; i < n * F; i++) {
-        const float r = w->ff[i] > 0.0f ? w->ff[i] : 0.0f;
-        w->ff[i] = r * r;
-    }
+    rops_map(ex, ROPS_MAP_RELU_SQ, w->ff, F, NULL, n, F);
     rops_matmul(ex, &L->cm_v, w->ff, n, w->tmp);
     if (m->rwkv.v7) return;
-    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= rrwkv_sigmoid(w->r[i]);
+    rops_map(ex, ROPS_MAP_SIGMOID, w->r, E, NULL, n, E);
+    for (int64_t i = 0; i < n * E; i++) w->tmp[i] *= w->r[i];
 }
 
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
@@ -293,12 +331,12 @@ void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
     /* carved for this ubatch's tokens: the same at every layer (v_first lives across them) */
     ws_layout(m, (uint32_t)n, io->buf, &w);
 
-    norm_shift(m, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
+    norm_shift(m, ex, io, L->attn_norm, L->attn_norm_b, io->k, w.a, w.sx);
     time_mix(m, ex, il, L, io, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 0);
 
-    norm_shift(m, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
+    norm_shift(m, ex, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
     channel_mix(m, ex, L, n, &w);
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 1);

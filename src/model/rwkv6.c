@@ -66,6 +66,14 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
+/* (15) the group norm and (16) the gate, for the tokens [t0, t1) */
+static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct rrwkv_tm_ctx *c = arg;
+    const int64_t E = c->m->n_embd;
+    rrwkv_group_norm(c->m, c->isa, c->L, t0, t1, c->w->y);
+    for (int64_t i = t0 * E; i < t1 * E; i++) c->w->y[i] *= c->w->g[i];
+}
+
 /* RWKV-6 TimeMix (docs/rwkv6.md (7)-(16)); the result in w->tmp. */
 static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                      const struct rrwkv_layer *L, const struct rmodel_io *io,
@@ -73,9 +81,9 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
     (void)il;
     const int64_t E = m->n_embd, Dm = m->rwkv.mix_dim, n = (int64_t)io->n_seqs * io->nst;
     /* (8)-(11) the data-dependent lerp: five LoRA corrections of the mixes w, k, v, r, g */
-    rrwkv_mix(n, E, w->a, w->sx, L->lerp_x, NULL, w->tmp);
+    rrwkv_mixes(ex, n, E, w->a, w->sx, 1, &L->lerp_x, NULL, &w->tmp);
     rops_matmul(ex, &L->mix_w1, w->tmp, n, w->lora);
-    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * 5 * Dm);
+    rops_map(ex, ROPS_MAP_TANH, w->lora, 5 * Dm, NULL, n, 5 * Dm);
     /* the five LoRA ups in one hand-off to the threads, each on its chunk of the down (made
        contiguous unless there is one token) and into its mix, which then mixes in place */
     struct rops_matjob up[5];
@@ -86,7 +94,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         up[c] = (struct rops_matjob){&L->mix_w2[c], n > 1 ? part : w->lora + c * Dm, n, w->mix[c]};
     }
     rops_matmul_batch(ex, up, 5);
-    for (int c = 0; c < 5; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], w->mix[c], w->mix[c]);
+    rrwkv_mixes(ex, n, E, w->a, w->sx, 5, L->lerp, w->mix, w->mix);
     /* (12) r k v g and (13) the decay's LoRA down: one hand-off */
     const struct rops_matjob prod[5] = {{&L->wr, w->mix[3], n, w->r},
                                         {&L->wk, w->mix[1], n, w->k},
@@ -94,13 +102,11 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                         {&L->wg, w->mix[4], n, w->g},
                                         {&L->decay_w1, w->mix[0], n, w->lora}};
     rops_matmul_batch(ex, prod, 5);
-    for (int64_t i = 0; i < n * E; i++) w->g[i] = rops_silu(w->g[i]);
+    rops_map(ex, ROPS_MAP_SILU, w->g, E, NULL, n, E);
     /* (13) the decay, 0 < w < 1 */
-    rrwkv_activate(RRWKV_ACT_TANH, w->lora, n * L->decay_w1.n_rows);
+    rops_map(ex, ROPS_MAP_TANH, w->lora, L->decay_w1.n_rows, NULL, n, L->decay_w1.n_rows);
     rops_matmul(ex, &L->decay_w2, w->lora, n, w->w);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-expf(L->decay[c] + w->w[t * E + c]));
+    rops_map(ex, ROPS_MAP_EXP_NEG_EXP, w->w, E, L->decay, n, E);
     /* (14)-(16) */
     rops_wkv6(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,
@@ -114,8 +120,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = m->rwkv.head_size,
                                           .y = w->y,
                                           .save = io->save_v});
-    rrwkv_group_norm(m, L, n, w->y);
-    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &(struct rrwkv_tm_ctx){m, ex->isa, L, w});
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

@@ -41,13 +41,60 @@ static bool load_layer(struct rmodel *m, int32_t il, struct rrwkv_layer *L) {
 #undef TNAME
 }
 
+/* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr; (14) a = -kk and b = kk *
+ * iclr (kept in sx and ia: their old values are spent), for the tokens [t0, t1). */
+static void key_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct rrwkv_tm_ctx *c = arg;
+    const struct rrwkv_layer *L = c->L;
+    const struct rrwkv_ws *w = c->w;
+    const int64_t E = c->m->n_embd, hs = c->m->rwkv.head_size;
+    for (int64_t t = t0; t < t1; t++) {
+        for (int64_t h = 0; h < E; h += hs) {
+            float *kk = w->kk + t * E + h;
+            const float *k = w->k + t * E + h;
+            double ss = 0.0;
+            for (int64_t j = 0; j < hs; j++) {
+                kk[j] = k[j] * L->k_k[h + j];
+                ss += (double)kk[j] * kk[j];
+            }
+            const double norm = sqrt(ss);
+            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+            for (int64_t j = 0; j < hs; j++) kk[j] *= inv;
+        }
+        for (int64_t i = t * E, c2 = 0; c2 < E; i++, c2++) {
+            w->k[i] *= 1.0f + (w->ia[i] - 1.0f) * L->k_a[c2];
+            w->sx[i] = -w->kk[i];
+            w->ia[i] *= w->kk[i];
+        }
+    }
+}
+
+/* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) the gate, for the tokens
+ * [t0, t1). */
+static void out_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct rrwkv_tm_ctx *c = arg;
+    const struct rrwkv_layer *L = c->L;
+    const struct rrwkv_ws *w = c->w;
+    const int64_t E = c->m->n_embd, hs = c->m->rwkv.head_size;
+    rrwkv_group_norm(c->m, c->isa, L, t0, t1, w->y);
+    for (int64_t t = t0; t < t1; t++) {
+        for (int64_t h = 0; h < E; h += hs) {
+            const int64_t o = t * E + h;
+            float dot = 0.0f;
+            for (int64_t j = 0; j < hs; j++) dot += w->r[o + j] * w->k[o + j] * L->r_k[h + j];
+            for (int64_t j = 0; j < hs; j++) w->y[o + j] += w->v[o + j] * dot;
+        }
+        for (int64_t i = t * E; i < (t + 1) * E; i++) w->y[i] *= w->g[i];
+    }
+}
+
 /* RWKV-7 TimeMix (docs/rwkv7.md (6)-(17)); the result in w->tmp. */
 static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                      const struct rrwkv_layer *L, const struct rmodel_io *io,
                      const struct rrwkv_ws *w) {
     const int64_t E = m->n_embd, hs = m->rwkv.head_size, n = (int64_t)io->n_seqs * io->nst;
     /* (6) the mixes r, w, k, v, a, g */
-    for (int c = 0; c < 6; c++) rrwkv_mix(n, E, w->a, w->sx, L->lerp[c], NULL, w->mix[c]);
+    rrwkv_mixes(ex, n, E, w->a, w->sx, 6, L->lerp, NULL, w->mix);
     /* (7)-(11) every product of the mixes in one batch (r k v and the LoRA downs of the
        decay, iclr, gate and value residual), then the LoRA ups in another: two hand-offs to
        the threads where one per product made generation wait on them */
@@ -61,55 +108,26 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
         {&L->a1, w->mix[4], n, la},   {&L->g1, w->mix[5], n, lg},
         {&L->v1, w->mix[3], n, lv}};
     rops_matmul_batch(ex, prod, 3 + n_lora);
-    rrwkv_activate(RRWKV_ACT_TANH, lw, n * hp->lora_w);
-    rrwkv_activate(RRWKV_ACT_SIGMOID, lg, n * hp->lora_g);
+    rops_map(ex, ROPS_MAP_TANH, lw, hp->lora_w, NULL, n, hp->lora_w);
+    rops_map(ex, ROPS_MAP_SIGMOID, lg, hp->lora_g, NULL, n, hp->lora_g);
     const struct rops_matjob up[4] = {{&L->decay_w2, lw, n, w->w},
                                       {&L->a2, la, n, w->ia},
                                       {&L->g2, lg, n, w->g},
                                       {&L->v2, lv, n, w->tmp}};
     rops_matmul_batch(ex, up, n_lora);
-    /* (8) the decay: exp(-e^-0.5 rrwkv_sigmoid(.)), in (0.545, 1) */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->w[t * E + c] = expf(-0.606531f * rrwkv_sigmoid(L->w0[c] + w->w[t * E + c]));
+    /* (8) the decay: exp(-e^-0.5 sigmoid(.)), in (0.545, 1) */
+    rops_map(ex, ROPS_MAP_RWKV7_DECAY, w->w, E, L->w0, n, E);
     /* (9) the value residual: layer 0's v, mixed into the later layers' */
     if (il == 0) {
         memcpy(w->vfirst, w->v, (size_t)(n * E) * sizeof(float));
     } else {
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t c = 0; c < E; c++) {
-                const int64_t i = t * E + c;
-                w->v[i] += (w->vfirst[i] - w->v[i]) * rrwkv_sigmoid(L->v0[c] + w->tmp[i]);
-            }
+        rops_map(ex, ROPS_MAP_SIGMOID, w->tmp, E, L->v0, n, E);
+        for (int64_t i = 0; i < n * E; i++) w->v[i] += (w->vfirst[i] - w->v[i]) * w->tmp[i];
     }
     /* (10) the gate (its LoRA's up is all of it); (11) the in-context learning rate */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++)
-            w->ia[t * E + c] = rrwkv_sigmoid(L->a0[c] + w->ia[t * E + c]);
-    /* (12) kk: k * k_k normalised per head; (13) k scaled by the iclr */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < E; h += hs) {
-            float *kk = w->kk + t * E + h;
-            const float *k = w->k + t * E + h;
-            double ss = 0.0;
-            for (int64_t j = 0; j < hs; j++) {
-                kk[j] = k[j] * L->k_k[h + j];
-                ss += (double)kk[j] * kk[j];
-            }
-            const double norm = sqrt(ss);
-            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
-            for (int64_t j = 0; j < hs; j++) kk[j] *= inv;
-        }
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < E; c++) {
-            const int64_t i = t * E + c;
-            w->k[i] *= 1.0f + (w->ia[i] - 1.0f) * L->k_a[c];
-        }
-    /* (14) with a = -kk and b = kk * iclr (kept in sx and ia: their old values are spent) */
-    for (int64_t i = 0; i < n * E; i++) {
-        w->sx[i] = -w->kk[i];
-        w->ia[i] *= w->kk[i];
-    }
+    rops_map(ex, ROPS_MAP_SIGMOID, w->ia, E, L->a0, n, E);
+    const struct rrwkv_tm_ctx c = {m, ex->isa, L, w};
+    rmodel_for_tokens(ex, n, 4 * E, key_tokens, &c);
     rops_wkv7(ex, &(struct rops_wkv_args){.state = io->v,
                                           .r = w->r,
                                           .w = w->w,
@@ -123,16 +141,7 @@ static void time_mix(const struct rmodel *m, const struct rops_exec *ex, int32_t
                                           .head_size = hs,
                                           .y = w->y,
                                           .save = io->save_v});
-    /* (15) the group norm; (16) the bonus v * sum(r k r_k) per head; (17) gate and output */
-    rrwkv_group_norm(m, L, n, w->y);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < E; h += hs) {
-            const int64_t o = t * E + h;
-            float dot = 0.0f;
-            for (int64_t j = 0; j < hs; j++) dot += w->r[o + j] * w->k[o + j] * L->r_k[h + j];
-            for (int64_t j = 0; j < hs; j++) w->y[o + j] += w->v[o + j] * dot;
-        }
-    for (int64_t i = 0; i < n * E; i++) w->y[i] *= w->g[i];
+    rmodel_for_tokens(ex, n, 4 * E, out_tokens, &c);
     rops_matmul(ex, &L->wo, w->y, n, w->tmp);
 }
 

@@ -24,9 +24,13 @@ struct rrwkv_ws {
     float *ff;               /* n x n_ff */
 };
 
-static inline float rrwkv_sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
+/* What the per-token steps of a TimeMix read (rmodel_for_tokens; rwkv6.c, rwkv7.c). */
+struct rrwkv_tm_ctx {
+    const struct rmodel *m;
+    enum rops_isa isa;
+    const struct rrwkv_layer *L;
+    const struct rrwkv_ws *w;
+};
 
 /* A vector of n_embd floats stored as {n_embd}, {n_embd, 1, 1} ... (llama.cpp's loader pads). */
 const float *rrwkv_vec(struct rmodel *m, const char *name);
@@ -34,14 +38,18 @@ const float *rrwkv_vec(struct rmodel *m, const char *name);
 bool rrwkv_lerp_fused(struct rmodel *m, const char *name, int n, const float **out);
 
 /* Every RWKV LoRA is up(act(down(x))); the model batches the downs and the ups of a step
- * (rops_matmul_batch) and applies act in between: x[i] = act(x[i]) for i < k. */
-enum rrwkv_act { RRWKV_ACT_NONE, RRWKV_ACT_TANH, RRWKV_ACT_SIGMOID };
-void rrwkv_activate(enum rrwkv_act act, float *x, int64_t k);
+ * (rops_matmul_batch) and applies act in between (rops_map). */
 /* out = a + sx * (mu + m_i) for n tokens of E (mu: per channel; m_i: n x E or NULL) */
 void rrwkv_mix(int64_t n, int64_t E, const float *a, const float *sx, const float *mu,
                const float *m_i, float *out);
-/* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on n x E */
-void rrwkv_group_norm(const struct rmodel *m, const struct rrwkv_layer *L, int64_t n, float *y);
+/* The mixes out[c] = a + sx * (mu[c] + (m_i ? m_i[c] : 0)) for c < n_mix, all n tokens, on ex's
+ * threads (rrwkv_for_tokens). */
+void rrwkv_mixes(const struct rops_exec *ex, int64_t n, int64_t E, const float *a, const float *sx,
+                 int n_mix, const float *const *mu, float *const *m_i, float *const *out);
+/* per head a LayerNorm (eps fixed) and the affine of time_mix_ln, in place on the tokens
+ * [t0, t1) of y (n x E) */
+void rrwkv_group_norm(const struct rmodel *m, enum rops_isa isa, const struct rrwkv_layer *L,
+                      int64_t t0, int64_t t1, float *y);
 
 /* What RWKV-6 and RWKV-7 differ in, handed by rwkv6.c / rwkv7.c to the shared frame: a
  * layer's own tensors, and TimeMix of the ubatch into w->tmp. */
@@ -56,7 +64,8 @@ void rrwkv_free(struct rmodel *m);
 void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
 size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
 int64_t rrwkv_max_in(const struct rmodel *m);
-void rrwkv_embed(const struct rmodel *m, float *x, int64_t n); /* the LayerNorm of (0) */
+/* the LayerNorm of (0) */
+void rrwkv_embed(const struct rmodel *m, const struct rops_exec *ex, float *x, int64_t n);
 void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                  const struct rmodel_io *io, rrwkv_time_mix_fn time_mix);
 

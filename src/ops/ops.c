@@ -335,11 +335,9 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
 
 /* ---- small elementwise --------------------------------------------------------------------- */
 
-void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < k; i++) ss += (double)x[i] * x[i];
-    const float scale = (float)(1.0 / sqrt(ss / (double)k + eps));
-    for (int64_t i = 0; i < k; i++) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+void rops_rmsnorm(enum rops_isa isa, const float *x, const float *weight, int64_t k, float eps,
+                  float *out) {
+    rops_kernels_of(isa)->rmsnorm(x, weight, k, eps, out);
 }
 
 float rops_silu(float x) {
@@ -354,6 +352,35 @@ float rops_softplus(float x) {
 void rops_softplus_bias(enum rops_isa isa, float *x, const float *bias, int64_t n_rows,
                         int64_t n_cols) {
     rops_kernels_of(isa)->softplus_bias(x, bias, n_rows, n_cols);
+}
+
+struct map_task {
+    enum rops_map f;
+    float *x;
+    int64_t ld;
+    const float *bias;
+    int64_t n_rows, n_cols;
+    const struct rops_kernels *k;
+};
+
+static void map_thread(void *arg, int ith, int nth) {
+    const struct map_task *t = arg;
+    t->k->map_rows(t->f, t->x, t->ld, t->bias, t->n_cols, t->n_rows * ith / nth,
+                   t->n_rows * (ith + 1) / nth);
+}
+
+void rops_map(const struct rops_exec *ex, enum rops_map f, float *x, int64_t ld, const float *bias,
+              int64_t n_rows, int64_t n_cols) {
+    struct map_task t = {f, x, ld, bias, n_rows, n_cols, rops_kernels_of(ex->isa)};
+    /* a share of 16k values (a few microseconds of vector exps) outweighs a hand-off; a single
+       row (generation) stays on the caller */
+    int64_t nth = n_rows * n_cols / 16384;
+    if (nth > ex->n_threads) nth = ex->n_threads;
+    if (nth > n_rows) nth = n_rows;
+    if (nth <= 1 || !ex->pool)
+        t.k->map_rows(f, x, ld, bias, n_cols, 0, n_rows);
+    else
+        rpool_run(ex->pool, map_thread, &t, (int)nth);
 }
 
 /* ---- Mamba's conv and scan ----------------------------------------------------------------- */

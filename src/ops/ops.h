@@ -131,8 +131,10 @@ struct rops_matjob {
  * scratch rules. */
 void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs);
 
-/* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. */
-void rops_rmsnorm(const float *x, const float *weight, int64_t k, float eps, float *out);
+/* out = x / sqrt(mean(x^2) + eps) * weight (weight NULL: no scale). out may equal x. The sum
+ * in double: in order on the portable path, in vector lanes on the others (isa's kernel). */
+void rops_rmsnorm(enum rops_isa isa, const float *x, const float *weight, int64_t k, float eps,
+                  float *out);
 
 float rops_silu(float x);
 float rops_softplus(float x);
@@ -140,6 +142,25 @@ float rops_softplus(float x);
 /* x[i][c] = softplus(x[i][c] + bias[c]) for n_rows rows of n_cols (Mamba's dt). */
 void rops_softplus_bias(enum rops_isa isa, float *x, const float *bias, int64_t n_rows,
                         int64_t n_cols);
+
+/* The elementwise functions of rops_map, of v = x[i][c] + bias[c] (or x[i][c] without bias). */
+enum rops_map {
+    ROPS_MAP_SIGMOID,     /* 1 / (1 + e^-v) */
+    ROPS_MAP_TANH,        /* tanh v */
+    ROPS_MAP_SILU,        /* v / (1 + e^-v) */
+    ROPS_MAP_RELU_SQ,     /* max(v, 0)^2: RWKV's channel mix */
+    ROPS_MAP_EXP_NEG_EXP, /* e^(-e^v): RWKV-6's decay */
+    ROPS_MAP_RWKV7_DECAY, /* e^(-e^-0.5 sigmoid(v)): RWKV-7's decay, in (0.545, 1) */
+    ROPS_MAP_COUNT
+};
+
+/* x[i * ld + c] = f(that + (bias ? bias[c] : 0)) for n_rows rows of n_cols (row stride ld >=
+ * n_cols), in place, the rows
+ * shared out among ex's threads when there are enough of them to repay the hand-off. The
+ * portable path computes each with expf / tanhf; the vector ones with a vector e^x (a few ulp),
+ * tanh as (1 - e^-2|v|) / (1 + e^-2|v|) (within ~2e-7 of it, absolute). */
+void rops_map(const struct rops_exec *ex, enum rops_map f, float *x, int64_t ld, const float *bias,
+              int64_t n_rows, int64_t n_cols);
 
 /* Machine probes for `recur bench`, on ex's threads and ISA: the multiply-add peak in GFLOP/s
  * (independent FMA chains, no memory traffic), and the read bandwidth in GB/s of streaming
@@ -241,9 +262,9 @@ size_t rops_ssm_scan2_chunked_scratch_bytes(int n_threads, int64_t n_tok, int64_
 /* ---- RWKV (ops_rwkv.c) --------------------------------------------------------------------- */
 
 /* out = (x - mean(x)) / sqrt(var(x) + eps) * w + b over k values (w or b NULL: 1 or 0). out may
- * be x. */
-void rops_layernorm(const float *x, const float *w, const float *b, int64_t k, float eps,
-                    float *out);
+ * be x. Mean and variance in double, in two passes (as rops_rmsnorm: isa's kernel). */
+void rops_layernorm(enum rops_isa isa, const float *x, const float *w, const float *b, int64_t k,
+                    float eps, float *out);
 
 /*
  * RWKV-6's WKV (docs/rwkv6.md (14)) for n_seqs sequences of n_tok tokens (stream-major, as

@@ -636,6 +636,137 @@ void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_
     }
 }
 
+/* ---- norms: the sums of the portable path in double, in 8 lanes (two vectors of 4) ------- */
+
+/* sum of x[i] (sq false) or x[i]^2 (sq true) minus mean, for i < k, in double */
+static inline double sum_pd(const float *x, int64_t k, double mean, bool sq) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    const __m256d m = _mm256_set1_pd(mean);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256d lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), m);
+        __m256d hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), m);
+        if (sq) {
+            lo = _mm256_mul_pd(lo, lo);
+            hi = _mm256_mul_pd(hi, hi);
+        }
+        s0 = _mm256_add_pd(s0, lo);
+        s1 = _mm256_add_pd(s1, hi);
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(s0, s1));
+    double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < k; i++) {
+        const double d = (double)x[i] - mean;
+        s += sq ? d * d : d;
+    }
+    return s;
+}
+
+void rops_rmsnorm_avx2(const float *x, const float *weight, int64_t k, float eps, float *out) {
+    const float scale = (float)(1.0 / sqrt(sum_pd(x, k, 0.0, true) / (double)k + eps));
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        if (weight) v = _mm256_mul_ps(v, _mm256_loadu_ps(weight + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < k; i++) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+}
+
+void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
+                         float *out) {
+    const double mean = sum_pd(x, k, 0.0, false) / (double)k;
+    const double var = sum_pd(x, k, mean, true);
+    const float scale = (float)(1.0 / sqrt(var / (double)k + (double)eps));
+    const float m = (float)mean;
+    const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vs);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < k; i++) {
+        const float v = (x[i] - m) * scale;
+        out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+    }
+}
+
+/* rops_map's f on 8 values (ops.h: the forms, and their error against the portable path). */
+static inline __m256 map8(enum rops_map f, __m256 v) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    switch (f) {
+    case ROPS_MAP_SIGMOID:
+        return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v))));
+    case ROPS_MAP_TANH: {
+        /* e^-2|v| <= 1: no overflow, and the sign put back */
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        const __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, v)));
+        const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+        return _mm256_or_ps(t, _mm256_and_ps(sign, v));
+    }
+    case ROPS_MAP_SILU:
+        return silu8(v);
+    case ROPS_MAP_RELU_SQ: {
+        const __m256 r = _mm256_max_ps(v, zero);
+        return _mm256_mul_ps(r, r);
+    }
+    case ROPS_MAP_EXP_NEG_EXP:
+        return exp8(_mm256_sub_ps(zero, exp8(v)));
+    case ROPS_MAP_RWKV7_DECAY:
+        return exp8(_mm256_div_ps(_mm256_set1_ps(-0.606531f),
+                                  _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v)))));
+    case ROPS_MAP_COUNT:
+        break;
+    }
+    return v;
+}
+
+/* One row for one f: the switch of map8 is resolved by the compiler per loop (always inlined). */
+static inline __attribute__((always_inline)) void map_row8(enum rops_map f, float *row,
+                                                           const float *bias, int64_t n_cols) {
+    int64_t c = 0;
+    for (; c + 8 <= n_cols; c += 8) {
+        __m256 v = _mm256_loadu_ps(row + c);
+        if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + c));
+        _mm256_storeu_ps(row + c, map8(f, v));
+    }
+    if (c < n_cols)
+        rops_map_rows_scalar(f, row + c, n_cols - c, bias ? bias + c : NULL, n_cols - c, 0, 1);
+}
+
+void rops_map_rows_avx2(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
+                        int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; i++) {
+        float *row = x + i * ld;
+        switch (f) {
+        case ROPS_MAP_SIGMOID:
+            map_row8(ROPS_MAP_SIGMOID, row, bias, n_cols);
+            break;
+        case ROPS_MAP_TANH:
+            map_row8(ROPS_MAP_TANH, row, bias, n_cols);
+            break;
+        case ROPS_MAP_SILU:
+            map_row8(ROPS_MAP_SILU, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RELU_SQ:
+            map_row8(ROPS_MAP_RELU_SQ, row, bias, n_cols);
+            break;
+        case ROPS_MAP_EXP_NEG_EXP:
+            map_row8(ROPS_MAP_EXP_NEG_EXP, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RWKV7_DECAY:
+            map_row8(ROPS_MAP_RWKV7_DECAY, row, bias, n_cols);
+            break;
+        case ROPS_MAP_COUNT:
+            break;
+        }
+    }
+}
+
 /* The conv for 8 channels at a time: their states and weights are turned lag-major into
  * registers, the window slides over the tokens in registers, and the states go back. */
 void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
@@ -1014,6 +1145,9 @@ static const struct rops_kernels table = {
     .q8_rows = rops_matmul_q8_rows_avx2,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
+    .layernorm = rops_layernorm_avx2,
+    .rmsnorm = rops_rmsnorm_avx2,
+    .map_rows = rops_map_rows_avx2,
     .conv_channels = rops_conv_channels_avx2,
     .scan_channels = rops_scan_channels_avx2,
     .scan2_heads = rops_scan2_heads_avx2,

@@ -460,6 +460,214 @@ static inline __mmask16 lanes16(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
+/* rops_map's f on 16 values, the forms of map8 in ops_avx2.c. */
+static inline __m512 map16(enum rops_map f, __m512 v) {
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    switch (f) {
+    case ROPS_MAP_SIGMOID:
+        return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
+    case ROPS_MAP_TANH: {
+        const __m512 av = _mm512_abs_ps(v);
+        const __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), av));
+        const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+        /* the sign of v back onto t (t >= 0) */
+        return _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(t),
+            _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN))));
+    }
+    case ROPS_MAP_SILU:
+        return silu16(v);
+    case ROPS_MAP_RELU_SQ: {
+        const __m512 r = _mm512_max_ps(v, zero);
+        return _mm512_mul_ps(r, r);
+    }
+    case ROPS_MAP_EXP_NEG_EXP:
+        return exp16(_mm512_sub_ps(zero, exp16(v)));
+    case ROPS_MAP_RWKV7_DECAY:
+        return exp16(_mm512_div_ps(_mm512_set1_ps(-0.606531f),
+                                   _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v)))));
+    case ROPS_MAP_COUNT:
+        break;
+    }
+    return v;
+}
+
+/* One row for one f (always inlined, so the switch of map16 is resolved per loop); the tail
+ * by masked lanes. */
+static inline __attribute__((always_inline)) void map_row16(enum rops_map f, float *row,
+                                                            const float *bias, int64_t n_cols) {
+    for (int64_t c = 0; c < n_cols; c += 16) {
+        const __mmask16 m = lanes16(n_cols - c);
+        __m512 v = _mm512_maskz_loadu_ps(m, row + c);
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + c));
+        _mm512_mask_storeu_ps(row + c, m, map16(f, v));
+    }
+}
+
+static void map_rows_avx512(enum rops_map f, float *x, int64_t ld, const float *bias,
+                            int64_t n_cols, int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; i++) {
+        float *row = x + i * ld;
+        switch (f) {
+        case ROPS_MAP_SIGMOID:
+            map_row16(ROPS_MAP_SIGMOID, row, bias, n_cols);
+            break;
+        case ROPS_MAP_TANH:
+            map_row16(ROPS_MAP_TANH, row, bias, n_cols);
+            break;
+        case ROPS_MAP_SILU:
+            map_row16(ROPS_MAP_SILU, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RELU_SQ:
+            map_row16(ROPS_MAP_RELU_SQ, row, bias, n_cols);
+            break;
+        case ROPS_MAP_EXP_NEG_EXP:
+            map_row16(ROPS_MAP_EXP_NEG_EXP, row, bias, n_cols);
+            break;
+        case ROPS_MAP_RWKV7_DECAY:
+            map_row16(ROPS_MAP_RWKV7_DECAY, row, bias, n_cols);
+            break;
+        case ROPS_MAP_COUNT:
+            break;
+        }
+    }
+}
+
+/* Mamba's conv for 16 channels at a time (the tail by masked lanes), as the AVX2 kernel does 8:
+ * the states and weights turned lag-major into registers, the window sliding over the tokens in
+ * registers; the sums in the AVX2 kernel's order. Each pass over the tokens reads whole 64-byte
+ * lines of their rows. */
+static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
+    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner;
+    if (K > 8 || K < 2) { /* windows this long or short are not Mamba's; keep the plain path */
+        rops_conv_channels_scalar(a, c0, c1);
+        return;
+    }
+    for (int64_t c = c0; c < c1; c += 16) {
+        const int64_t nc = c1 - c < 16 ? c1 - c : 16;
+        const __mmask16 m = lanes16(nc);
+        __m512 wk[8], win[8]; /* win[k]: input at lag n_prev - k, oldest first */
+        float tmp[8][16] = {{0}};
+        for (int64_t k = 0; k < K; k++) {
+            for (int64_t j = 0; j < nc; j++) tmp[k][j] = a->w[(c + j) * K + k];
+            wk[k] = _mm512_loadu_ps(tmp[k]);
+        }
+        const __m512 bias = _mm512_maskz_loadu_ps(m, a->b + c);
+        for (int64_t s = 0; s < a->n_seqs; s++) {
+            float *st = a->state + (s * Di + c) * n_prev;
+            for (int64_t k = 0; k < n_prev; k++) {
+                for (int64_t j = 0; j < nc; j++) tmp[k][j] = st[j * n_prev + k];
+                win[k] = _mm512_loadu_ps(tmp[k]);
+            }
+            const float *x = a->x + s * a->n_tok * a->x_stride + c;
+            float *xc = a->xc + s * a->n_tok * Di + c;
+            for (int64_t t = 0; t < a->n_tok; t++) {
+                win[n_prev] = _mm512_maskz_loadu_ps(m, x + t * a->x_stride);
+                __m512 sum = bias;
+                for (int64_t k = 0; k < K; k++) sum = _mm512_fmadd_ps(wk[k], win[k], sum);
+                _mm512_mask_storeu_ps(xc + t * Di, m, silu16(sum));
+                for (int64_t k = 0; k < n_prev; k++) win[k] = win[k + 1];
+                float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
+                if (dst) /* the window after token t, channel-major as the state */
+                    for (int64_t k = 0; k < n_prev; k++) {
+                        _mm512_storeu_ps(tmp[k], win[k]);
+                        for (int64_t j = 0; j < nc; j++) dst[(c + j) * n_prev + k] = tmp[k][j];
+                    }
+            }
+            for (int64_t k = 0; k < n_prev; k++) {
+                _mm512_storeu_ps(tmp[k], win[k]);
+                for (int64_t j = 0; j < nc; j++) st[j * n_prev + k] = tmp[k][j];
+            }
+        }
+    }
+}
+
+/* ---- Mamba-2's chunk products (ops_ssd.c; struct rops_ssd_mm in ops_impl.h) ---------------- */
+
+/* An MR x 16 NV tile of c (MR <= 6 rows, NV <= 2 vectors: 12 accumulators), columns beyond
+ * the masks m0 / m1 neither read from b nor written; each element sums over kk in order, as
+ * the AVX2 tile does. */
+static inline __attribute__((always_inline)) void ssd_tile16(int MR, int NV,
+                                                             const struct rops_ssd_mm *p,
+                                                             int64_t i0, int64_t j0, int64_t kend,
+                                                             __mmask16 m0, __mmask16 m1) {
+    const float *a = p->a + i0 * p->lda, *b = p->b + j0;
+    const int64_t lda = p->lda, ldb = p->ldb;
+    __m512 a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
+    a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = _mm512_setzero_ps();
+#define SSD_STEP(I)                                                                                \
+    if (MR > I) {                                                                                  \
+        const __m512 av = _mm512_set1_ps(a[I * lda + kk]);                                         \
+        a##I##0 = _mm512_fmadd_ps(av, b0, a##I##0);                                                \
+        if (NV == 2) a##I##1 = _mm512_fmadd_ps(av, b1, a##I##1);                                   \
+    }
+    for (int64_t kk = 0; kk < kend; kk++) {
+        const float *bk = b + kk * ldb;
+        const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);
+        const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;
+        SSD_STEP(0)
+        SSD_STEP(1)
+        SSD_STEP(2)
+        SSD_STEP(3)
+        SSD_STEP(4)
+        SSD_STEP(5)
+    }
+#undef SSD_STEP
+    const __m512 acc[6][2] = {{a00, a01}, {a10, a11}, {a20, a21},
+                              {a30, a31}, {a40, a41}, {a50, a51}};
+    const __m512 beta = _mm512_set1_ps(p->beta);
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < NV; v++) {
+            float *dst = p->c + (i0 + i) * p->ldc + j0 + 16 * v;
+            const __mmask16 m = v ? m1 : m0;
+            __m512 r = acc[i][v];
+            if (p->rowscale) r = _mm512_mul_ps(r, _mm512_set1_ps(p->rowscale[i0 + i]));
+            if (p->accumulate) r = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m, dst), r);
+            _mm512_mask_storeu_ps(dst, m, r);
+        }
+}
+
+#define SSD_TILE(MR, NV)                                                                           \
+    static void ssd_tile16_##MR##_##NV(const struct rops_ssd_mm *p, int64_t i0, int64_t j0,        \
+                                       int64_t kend, __mmask16 m0, __mmask16 m1) {                 \
+        ssd_tile16(MR, NV, p, i0, j0, kend, m0, m1);                                               \
+    }
+SSD_TILE(1, 1)
+SSD_TILE(2, 1)
+SSD_TILE(3, 1)
+SSD_TILE(4, 1)
+SSD_TILE(5, 1)
+SSD_TILE(6, 1)
+SSD_TILE(1, 2)
+SSD_TILE(2, 2)
+SSD_TILE(3, 2)
+SSD_TILE(4, 2)
+SSD_TILE(5, 2)
+SSD_TILE(6, 2)
+#undef SSD_TILE
+
+typedef void (*ssd_tile16_fn)(const struct rops_ssd_mm *, int64_t, int64_t, int64_t, __mmask16,
+                              __mmask16);
+/* [vectors - 1][rows - 1] */
+static const ssd_tile16_fn ssd_tiles16[2][6] = {
+    {ssd_tile16_1_1, ssd_tile16_2_1, ssd_tile16_3_1, ssd_tile16_4_1, ssd_tile16_5_1,
+     ssd_tile16_6_1},
+    {ssd_tile16_1_2, ssd_tile16_2_2, ssd_tile16_3_2, ssd_tile16_4_2, ssd_tile16_5_2,
+     ssd_tile16_6_2},
+};
+
+static void ssd_mm_avx512(const struct rops_ssd_mm *p) {
+    for (int64_t i0 = 0; i0 < p->m; i0 += 6) {
+        const int64_t mr = p->m - i0 < 6 ? p->m - i0 : 6;
+        const int64_t kend = p->tril_a && i0 + mr < p->k ? i0 + mr : p->k;
+        const int64_t nend = p->tril_c && i0 + mr < p->n ? i0 + mr : p->n;
+        for (int64_t j0 = 0; j0 < nend; j0 += 32) {
+            const int64_t w = nend - j0 < 32 ? nend - j0 : 32;
+            ssd_tiles16[w > 16][mr - 1](p, i0, j0, kend, lanes16(w), lanes16(w > 16 ? w - 16 : 0));
+        }
+    }
+}
+
 /* Mamba's scan: per channel its d_state states as vectors of 16 (Mamba's d_state 16: one). */
 static void scan_channels_avx512(const struct rops_scan_args *a, int64_t c0, int64_t c1) {
     const int64_t Di = a->d_inner, N = a->d_state;
@@ -619,10 +827,13 @@ static const struct rops_kernels table = {
     .q8_rows = matmul_q8_rows_avx512,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx2,
-    .conv_channels = rops_conv_channels_avx2,
+    .layernorm = rops_layernorm_avx2,
+    .rmsnorm = rops_rmsnorm_avx2,
+    .map_rows = map_rows_avx512,
+    .conv_channels = conv_channels_avx512,
     .scan_channels = scan_channels_avx512,
     .scan2_heads = scan2_heads_avx512,
-    .ssd_mm = rops_ssd_mm_avx2,
+    .ssd_mm = ssd_mm_avx512,
     .ssd_decays = rops_ssd_decays_avx2,
     .ssd_scale_rows = rops_ssd_scale_rows_avx2,
     .ssd_transpose = rops_ssd_transpose_avx2,

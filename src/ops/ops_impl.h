@@ -1,6 +1,6 @@
 /* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
- * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c) share. Each kernel
- * does one thread's share of a call; each instruction set has a table of its kernels
+ * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c) share.
+ * Each kernel does one thread's share of a call; each instruction set has a table of its kernels
  * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
  * new file with its table, and an entry in ops_probe.c. */
 #ifndef RECUR_OPS_IMPL_H
@@ -17,8 +17,9 @@
 #define ROPS_RB 4
 /* Inputs per pass over a thread's rows (AVX2 and AVX-512, four or more inputs): they stay in L2
  * (96 x 1536 columns f32: 576 KiB of 1 MiB) while every row block passes over them; a multiple
- * of the 6 inputs of the AVX2 kernel and the 8 of the AVX-512 one. 96 rather than 48: the weights are converted half as often (f16
- * 3072 x 768 x 512 inputs: 186 -> 199 GFLOP/s); 144 overflowed L2 at 1536 columns. */
+ * of the 6 inputs of the AVX2 kernel and the 8 of the AVX-512 one. 96 rather than 48: the weights
+ * are converted half as often (f16 3072 x 768 x 512 inputs: 186 -> 199 GFLOP/s); 144 overflowed L2
+ * at 1536 columns. */
 #define ROPS_NI 96
 /* The AVX2 prompt matmul (four or more inputs): panels of 16 weight rows x ROPS_GEMM_KT
  * columns as f32 (16 KiB, within L1 beside the inputs' columns; 384 was as fast, 128 slower,
@@ -86,6 +87,13 @@ struct rops_kernels {
     /* Quantizes n_blocks blocks of x (see rops_matmul): every table gives the same bits. */
     void (*quantize_x)(const float *x, int64_t n_blocks, struct rops_xq8 *out);
     void (*softplus_bias)(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+    /* rops_layernorm and rops_rmsnorm of one vector */
+    void (*layernorm)(const float *x, const float *w, const float *b, int64_t k, float eps,
+                      float *out);
+    void (*rmsnorm)(const float *x, const float *weight, int64_t k, float eps, float *out);
+    /* rops_map on the rows [r0, r1) */
+    void (*map_rows)(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
+                     int64_t r0, int64_t r1);
     /* Mamba's conv and scan for the channels [c0, c1) */
     void (*conv_channels)(const struct rops_conv_args *a, int64_t c0, int64_t c1);
     void (*scan_channels)(const struct rops_scan_args *a, int64_t c0, int64_t c1);
@@ -134,6 +142,8 @@ const struct rops_kernels *rops_kernels_of(enum rops_isa isa);
  * and the AVX2 kernels the AVX-512 table reuses (ops_avx2.c). */
 void rops_matmul_rows_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
                              int64_t r0, int64_t r1);
+void rops_map_rows_scalar(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
+                          int64_t r0, int64_t r1);
 void rops_conv_channels_scalar(const struct rops_conv_args *a, int64_t c0, int64_t c1);
 void rops_scan_channels_scalar(const struct rops_scan_args *a, int64_t c0, int64_t c1);
 void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_t h1);
@@ -150,6 +160,11 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
 void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
 void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
 void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
+void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
+                         float *out);
+void rops_rmsnorm_avx2(const float *x, const float *weight, int64_t k, float eps, float *out);
+void rops_map_rows_avx2(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
+                        int64_t r0, int64_t r1);
 void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1);
 void rops_scan_channels_avx2(const struct rops_scan_args *a, int64_t c0, int64_t c1);
 void rops_scan2_heads_avx2(const struct rops_scan2_args *a, int64_t h0, int64_t h1);

@@ -12,23 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-void rops_layernorm(const float *x, const float *w, const float *b, int64_t k, float eps,
-                    float *out) {
-    /* two passes in double: the mean first, so the variance does not cancel */
-    double mean = 0.0;
-    for (int64_t i = 0; i < k; i++) mean += x[i];
-    mean /= (double)k;
-    double var = 0.0;
-    for (int64_t i = 0; i < k; i++) {
-        const double d = x[i] - mean;
-        var += d * d;
-    }
-    const float scale = (float)(1.0 / sqrt(var / (double)k + (double)eps));
-    const float m = (float)mean;
-    for (int64_t i = 0; i < k; i++) {
-        const float v = (x[i] - m) * scale;
-        out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
-    }
+void rops_layernorm(enum rops_isa isa, const float *x, const float *w, const float *b, int64_t k,
+                    float eps, float *out) {
+    rops_kernels_of(isa)->layernorm(x, w, b, k, eps, out);
 }
 
 /* ---- the scans over a ubatch ------------------------------------------------------------- */

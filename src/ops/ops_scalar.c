@@ -141,6 +141,62 @@ static void softplus_bias_scalar(float *x, const float *bias, int64_t n_rows, in
             x[i * n_cols + c] = rops_softplus(x[i * n_cols + c] + bias[c]);
 }
 
+/* rmsnorm and layernorm: the sums in double, in order */
+static void rmsnorm_scalar(const float *x, const float *weight, int64_t k, float eps, float *out) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < k; i++) ss += (double)x[i] * x[i];
+    const float scale = (float)(1.0 / sqrt(ss / (double)k + eps));
+    for (int64_t i = 0; i < k; i++) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+}
+
+static void layernorm_scalar(const float *x, const float *w, const float *b, int64_t k, float eps,
+                             float *out) {
+    /* two passes in double: the mean first, so the variance does not cancel */
+    double mean = 0.0;
+    for (int64_t i = 0; i < k; i++) mean += x[i];
+    mean /= (double)k;
+    double var = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        const double d = x[i] - mean;
+        var += d * d;
+    }
+    const float scale = (float)(1.0 / sqrt(var / (double)k + (double)eps));
+    const float m = (float)mean;
+    for (int64_t i = 0; i < k; i++) {
+        const float v = (x[i] - m) * scale;
+        out[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+    }
+}
+
+/* One value of rops_map's f; the forms (and so the bits) the models computed inline before. */
+static inline float map_one(enum rops_map f, float v) {
+    switch (f) {
+    case ROPS_MAP_SIGMOID:
+        return 1.0f / (1.0f + expf(-v));
+    case ROPS_MAP_TANH:
+        return tanhf(v);
+    case ROPS_MAP_SILU:
+        return rops_silu(v);
+    case ROPS_MAP_RELU_SQ:
+        return v > 0.0f ? v * v : 0.0f;
+    case ROPS_MAP_EXP_NEG_EXP:
+        return expf(-expf(v));
+    case ROPS_MAP_RWKV7_DECAY:
+        return expf(-0.606531f * (1.0f / (1.0f + expf(-v))));
+    case ROPS_MAP_COUNT:
+        break;
+    }
+    return v;
+}
+
+void rops_map_rows_scalar(enum rops_map f, float *x, int64_t ld, const float *bias, int64_t n_cols,
+                          int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; i++) {
+        float *row = x + i * ld;
+        for (int64_t c = 0; c < n_cols; c++) row[c] = map_one(f, row[c] + (bias ? bias[c] : 0.0f));
+    }
+}
+
 /* ---- Mamba's conv and scan ----------------------------------------------------------------- */
 
 void rops_conv_channels_scalar(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
@@ -342,6 +398,9 @@ const struct rops_kernels rops_kernels_scalar = {
     .q8_rows = matmul_q8_rows_scalar,
     .quantize_x = quantize_x_scalar,
     .softplus_bias = softplus_bias_scalar,
+    .layernorm = layernorm_scalar,
+    .rmsnorm = rmsnorm_scalar,
+    .map_rows = rops_map_rows_scalar,
     .conv_channels = rops_conv_channels_scalar,
     .scan_channels = rops_scan_channels_scalar,
     .scan2_heads = rops_scan2_heads_scalar,
