@@ -5,16 +5,18 @@
 set -euo pipefail
 recur=$1
 out=$2
+# every model gets its vocabulary from the test data, named here (recur carries no default)
+vocab=$(cd "$(dirname "$0")" && pwd)/data/ggml-vocab-gpt-2.gguf
 mkdir -p "$out"
 mk() {
     local name=$1
     shift
-    "$recur" mkmodel "$out/$name.gguf" --arch mamba "$@"
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba --vocab-file "$vocab" "$@"
 }
 mk2() {
     local name=$1
     shift
-    "$recur" mkmodel "$out/$name.gguf" --arch mamba2 "$@"
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba2 --vocab-file "$vocab" "$@"
 }
 mk f32-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 1 --type f32
 mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tied --inner 80 --conv 3
@@ -29,7 +31,7 @@ mk2 f16-mamba2-tied --embd 32 --layers 3 --vocab 300 --state 16 --seed 7 --type 
 mkr() {
     local name=$1
     shift
-    "$recur" mkmodel "$out/$name.gguf" "$@"
+    "$recur" mkmodel "$out/$name.gguf" --vocab-file "$vocab" "$@"
 }
 mkr f32-rwkv6 --arch rwkv6 --embd 64 --layers 3 --vocab 400 --seed 8 --type f32 --head-size 16 \
     --mix-dim 8 --decay-dim 16

@@ -15,6 +15,8 @@ vocab=$here/data/ggml-vocab-gpt-2.gguf
 [ -f "$vocab" ] || vocab=$here/../../shared/testdata/vocab/ggml-vocab-gpt-2.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the vocabulary of commands that name none (mkmodel has no default compiled in)
+export RECUR_VOCAB_FILE=$vocab
 
 pass=0
 fail=0
@@ -61,11 +63,13 @@ mk rms "${base[@]}" --dt-b-c-rms --inner 96 --conv 3 --dt-rank 5 --eps 1e-6
 mk full --arch mamba --embd 8 --layers 1 --vocab 50257 --state 4 --seed 1
 mk bytes --arch mamba --embd 8 --layers 1 --vocab 256 --state 4 --seed 1
 mk eq --arch=mamba --embd=64 --layers=2 --vocab=1000 --state=16 --seed=7
-if [ -f "$here/data/ggml-vocab-gpt-2.gguf" ]; then
-    # The compiled-in default vocabulary.
-    if "$bin" mkmodel "$tmp/default.gguf" "${base[@]}" >/dev/null 2>"$tmp/err" &&
-        cmp -s "$tmp/default.gguf" "$tmp/f32.gguf"; then ok; else bad "default --vocab-file"; fi
-fi
+# Without --vocab-file: $RECUR_VOCAB_FILE's vocabulary, and without either a usage error.
+if "$bin" mkmodel "$tmp/default.gguf" "${base[@]}" >/dev/null 2>"$tmp/err" &&
+    cmp -s "$tmp/default.gguf" "$tmp/f32.gguf"; then ok; else bad "RECUR_VOCAB_FILE as --vocab-file"; fi
+(unset RECUR_VOCAB_FILE; "$bin" mkmodel "$tmp/novocab.gguf" "${base[@]}" >/dev/null 2>"$tmp/err")
+[ $? -eq 2 ] && ok || bad "no vocabulary: exit $?, not 2"
+grep -qF -- "give the vocabulary with --vocab-file" "$tmp/err" && ok || bad "no vocabulary: $(cat "$tmp/err")"
+[ -e "$tmp/novocab.gguf" ] && bad "no vocabulary: a file was written" || ok
 
 # ---- determinism -----------------------------------------------------------------------------
 mk f32-again "${base[@]}" --type f32

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the trained model that ships in models/ (tools/train/train_mamba.py made it).
+# Tests of the trained model that ships in models/ (tools/dev/train/train_mamba.py made it).
 #   test_shipped_model.sh RECUR_BIN TEST_MODEL_BIN REPO_ROOT
 # - it loads, and `recur run` without -m uses it; its tokenizer.ggml.pre is gpt-2 and its
 #   tensors are those trained (hash);

@@ -16,6 +16,7 @@
 
 #include "core/core.h"
 #include "gguf/gguf.h"
+#include "dev.h"
 #include "tools.h"
 #include "vocab/vocab.h"
 

@@ -22,11 +22,8 @@
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 #include "mkmodel.h"
+#include "dev.h"
 #include "tools.h"
-
-#ifndef RECUR_DEFAULT_VOCAB
-#define RECUR_DEFAULT_VOCAB "tests/data/ggml-vocab-gpt-2.gguf"
-#endif
 
 /* ---- flags -------------------------------------------------------------------------------- */
 
@@ -71,7 +68,8 @@ static const struct flag flags[F_COUNT] = {
                   "rwkv7: gate LoRA rank (default max(1, round(embd^0.8*0.6/32))*32)"},
     [F_VOCAB_FILE] = {"--vocab-file", "PATH",
                       "GGUF holding a gpt2 (byte-level BPE) or, for mamba and mamba2, a llama "
-                      "(SentencePiece) tokenizer (default " RECUR_DEFAULT_VOCAB ")"},
+                      "(SentencePiece) tokenizer (default $RECUR_VOCAB_FILE; one of the two is "
+                      "required, e.g. tests/data/ggml-vocab-gpt-2.gguf)"},
     [F_CHAT_TEMPLATE] = {"--chat-template", "FILE",
                          "write FILE's text as tokenizer.chat_template (replacing the vocabulary "
                          "file's)"},
@@ -282,7 +280,11 @@ static int parse_args(int argc, char **argv, struct mk *m) {
             return mk_usage_error("--eps: %s must be positive and fit a float32", s);
         m->eps = (float)v;
     }
-    m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : RECUR_DEFAULT_VOCAB;
+    /* no default compiled in: the program carries no path of the source tree */
+    m->vocab_file = given[F_VOCAB_FILE] ? given[F_VOCAB_FILE] : getenv("RECUR_VOCAB_FILE");
+    if (!m->vocab_file || !*m->vocab_file)
+        return mk_usage_error("give the vocabulary with --vocab-file FILE or $RECUR_VOCAB_FILE "
+                              "(e.g. tests/data/ggml-vocab-gpt-2.gguf)");
     m->chat_template_file = given[F_CHAT_TEMPLATE];
     m->pre = given[F_PRE];
     if (m->pre && rwkv) return mk_usage_error("--pre: rwkv vocabularies have no pre-tokenizer");

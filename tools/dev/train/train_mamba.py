@@ -23,7 +23,7 @@ clamped at -MAX_DECAY (a state scaled by less than e^-8 per step is forgotten an
 exponents stay within CHUNK * MAX_DECAY = 64, far from float32's limit of 88;
 recur computes without the clamp, and the held-out loss of both is compared in ctest.
 
-Usage: /usr/bin/python3 tools/train/train_mamba.py --recur build/tools/recur --out models/
+Usage: /usr/bin/python3 tools/dev/train/train_mamba.py --recur build/tools/recur --out models/
 """
 import argparse
 import json
