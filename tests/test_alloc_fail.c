@@ -14,43 +14,19 @@
 
 #include "recur.h"
 #define TEST_LAST_ERROR recur_last_error
+#include "alloc_shim.h"
 #include "test.h"
 
-/* ---- the counting allocator ------------------------------------------------------------- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t k, size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t k, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-
-static long n_allocs; /* allocations since arm() */
-static long fail_at;  /* the one that fails (0: none) */
-
-static bool fails(void) {
-    return ++n_allocs == fail_at;
-}
-void *__wrap_malloc(size_t n) {
-    return fails() ? NULL : __real_malloc(n);
-}
-void *__wrap_calloc(size_t k, size_t n) {
-    return fails() ? NULL : __real_calloc(k, n);
-}
-void *__wrap_realloc(void *p, size_t n) {
-    return fails() ? NULL : __real_realloc(p, n);
-}
+/* ---- the counting allocator (alloc_shim.c) ---------------------------------------------- */
 
 static long reached; /* allocations between the last arm() and disarm() */
 
 static void arm(long at) {
-    n_allocs = 0;
-    fail_at = at;
+    alloc_shim_arm(at);
 }
 
 static void disarm(void) {
-    reached = n_allocs;
-    fail_at = 0;
+    reached = alloc_shim_disarm();
 }
 
 /* ---- phases ------------------------------------------------------------------------------ */

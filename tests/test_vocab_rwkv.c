@@ -30,35 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc_shim.h" /* armed only by test_alloc_fail */
 #include "rwkv_vocab.h"
 #include "test.h"
 #include "vocab_util.h"
 
 static char tmpdir[64];
-
-/* ---- the counting allocator (only armed by test_alloc_fail) ------------------------------ */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t k, size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t k, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-
-static long n_allocs, fail_at; /* fail_at 0: none fails */
-
-static bool fails(void) {
-    return ++n_allocs == fail_at;
-}
-void *__wrap_malloc(size_t n) {
-    return fails() ? NULL : __real_malloc(n);
-}
-void *__wrap_calloc(size_t k, size_t n) {
-    return fails() ? NULL : __real_calloc(k, n);
-}
-void *__wrap_realloc(void *p, size_t n) {
-    return fails() ? NULL : __real_realloc(p, n);
-}
 
 /* Writes w, loads the vocabulary from the file and removes it; frees w. NULL (error set) when
  * the load fails. */
@@ -834,14 +811,13 @@ static void test_alloc_fail(void) {
     long reached = 0;
     int failed = 0, n_bad = 0;
     for (long at = -1; at == -1 || at <= reached; at = at == -1 ? 1 : at + 1) {
-        n_allocs = 0;
-        fail_at = at;
+        alloc_shim_arm(at);
         rcore_error_clear();
         struct rvocab *v = rvocab_load(g);
         int32_t got[64], n = INT32_MIN;
         if (v) n = rvocab_tokenize(v, text, (int32_t)sizeof text - 1, got, 64, false, true);
-        if (at == -1) reached = n_allocs;
-        fail_at = 0;
+        const long counted = alloc_shim_disarm();
+        if (at == -1) reached = counted;
         bool ok = v && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
         if (!ok) {
             failed++;
