@@ -117,13 +117,10 @@ int main(int argc, char **argv) {
                     done[i] = 2; /* cut */
                     continue;
                 }
-                int32_t r = b.n_tokens++;
-                b.token[r] = t;
-                b.pos[r] = n_prompt + step;
-                b.n_seq_id[r] = 1;
-                b.seq_id[r][0] = i;
-                b.logits[r] = 1;
-                row[i] = r;
+                const recur_seq_id seq = i;
+                row[i] = b.n_tokens;
+                if (recur_batch_add(&b, t, n_prompt + step, &seq, 1, true) != 0)
+                    return fail("batch");
             }
             if (b.n_tokens == 0) break;
             if (recur_decode(ctx, b) != 0) return fail("decode");

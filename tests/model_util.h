@@ -58,14 +58,8 @@ static int32_t decode_seq(struct recur_context *ctx, int32_t seq, const int32_t 
     struct recur_batch b = recur_batch_init(n, 0, 1);
     REQUIRE(b.pos);
     int32_t start = recur_memory_seq_pos_max(recur_get_memory(ctx), seq) + 1;
-    for (int32_t i = 0; i < n; i++) {
-        b.token[i] = tokens[i];
-        b.pos[i] = start + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = seq;
-        b.logits[i] = all || i == n - 1;
-    }
-    b.n_tokens = n;
+    for (int32_t i = 0; i < n; i++)
+        REQUIRE(recur_batch_add(&b, tokens[i], start + i, &seq, 1, all || i == n - 1) == 0);
     int32_t ret = recur_decode(ctx, b);
     recur_batch_free(b);
     return ret;

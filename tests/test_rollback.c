@@ -197,18 +197,10 @@ static void decode_many(struct recur_context *ctx, const int32_t *seqs, int k, i
                         struct hist *h, struct model_snaps *ms) {
     struct recur_batch b = recur_batch_init(k * n, 0, 1);
     REQUIRE(b.pos);
-    int32_t i = 0;
     for (int32_t j = 0; j < n; j++) /* interleaved, as a server's step */
-        for (int q = 0; q < k; q++) {
-            const int32_t s = seqs[q];
-            b.token[i] = test_rand_int(&rng, V);
-            b.pos[i] = h[s].n + j;
-            b.n_seq_id[i] = 1;
-            b.seq_id[i][0] = s;
-            b.logits[i] = 0;
-            i++;
-        }
-    b.n_tokens = i;
+        for (int q = 0; q < k; q++)
+            REQUIRE(recur_batch_add(&b, test_rand_int(&rng, V), h[seqs[q]].n + j, &seqs[q], 1,
+                                    false) == 0);
     CHECK_MSG(recur_decode(ctx, b) == 0, "%s", recur_last_error());
     for (int q = 0; q < k; q++) {
         const int32_t s = seqs[q], first = h[s].n;
