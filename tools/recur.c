@@ -14,13 +14,7 @@
 #define RECUR_VERSION_STRING "unknown"
 #endif
 
-struct command {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *summary;
-};
-
-static const struct command commands[] = {
+static const struct tool_command commands[] = {
     {"run", cmd_run, "generate text from a prompt, streaming it"},
     {"chat", cmd_chat, "chat with a model in the terminal, with its chat template"},
     {"parallel", cmd_parallel, "generate several continuations of one prompt at once"},
@@ -78,7 +72,7 @@ static void usage(FILE *out) {
     fprintf(out, "\n`recur COMMAND --help` lists the flags of COMMAND.\n");
 }
 
-static const struct command *find_command(const char *name) {
+static const struct tool_command *find_command(const char *name) {
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     return NULL;
@@ -101,7 +95,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "help") == 0) {
         /* `recur help CMD` is `recur CMD --help`, so the text lives in one place. */
-        const struct command *c = find_command(argv[2]);
+        const struct tool_command *c = find_command(argv[2]);
         if (!c) {
             fprintf(stderr, "recur: help: unknown command '%s'\n\n", argv[2]);
             usage(stderr);
@@ -116,7 +110,7 @@ int main(int argc, char **argv) {
         char *sub_argv[] = {argv[2], help_flag, NULL};
         return c->run(2, sub_argv);
     }
-    const struct command *c = find_command(cmd);
+    const struct tool_command *c = find_command(cmd);
     if (!c) {
         fprintf(stderr, "recur: unknown command '%s'\n\n", cmd);
         usage(stderr);

@@ -16,6 +16,14 @@
 /* Exit statuses shared by every subcommand. */
 enum { TOOL_OK = 0, TOOL_FAIL = 1, TOOL_USAGE = 2 };
 
+/* One entry of a program's command table (recur.c, dev/dev.c): the name, the entry point and
+ * the line the program's --help gives it. */
+struct tool_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
 /* recur mkmodel, recur setmeta: development commands of the recur-dev program (tools/dev/),
  * run as `recur-dev CMD ARGS` from the folder of the running recur (tools/recur.c). */
 int cmd_dev(int argc, char **argv);

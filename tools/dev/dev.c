@@ -8,13 +8,7 @@
 #include "dev.h"
 #include "tools.h"
 
-struct command {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *summary;
-};
-
-static const struct command commands[] = {
+static const struct tool_command commands[] = {
     {"mkmodel", cmd_mkmodel, "write a random-weight model (GGUF, llama.cpp's layout)"},
     {"setmeta", cmd_setmeta, "rewrite a GGUF file's string metadata, tensors unchanged"},
 };

@@ -618,15 +618,8 @@ static bool special_id(const struct rgguf *g, const char *key, uint32_t n_vocab,
     return !has_key(g, key) || rgguf_get_u32(g, key, id);
 }
 
-bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
-                    const void **types) {
-    const char *model;
-    size_t model_len;
-    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, &model_len)) return false;
-    if (strcmp(model, "gpt2") != 0) {
-        rcore_error_set("tokenizer.ggml.model is '%s'; %s", model, why);
-        return false;
-    }
+/* The file's token strings (their count to *n_tokens) and types, one type per token. */
+static bool tokens_and_types(const struct rgguf *g, uint64_t *n_tokens, const void **types) {
     enum rgguf_vtype et;
     uint64_t n_types;
     if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, n_tokens)) return false;
@@ -645,6 +638,18 @@ bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
     return true;
 }
 
+bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens,
+                    const void **types) {
+    const char *model;
+    size_t model_len;
+    if (!rgguf_get_str(g, "tokenizer.ggml.model", &model, &model_len)) return false;
+    if (strcmp(model, "gpt2") != 0) {
+        rcore_error_set("tokenizer.ggml.model is '%s'; %s", model, why);
+        return false;
+    }
+    return tokens_and_types(g, n_tokens, types);
+}
+
 /* SentencePiece: the byte a "<0xXX>" token stands for, or -1. */
 static int spm_byte_of_token(const char *text, size_t len) {
     unsigned b;
@@ -656,16 +661,8 @@ static int spm_byte_of_token(const char *text, size_t len) {
 /* "llama" (SentencePiece) files: tokens, types and scores, as mk_gpt2_tokens for "gpt2". */
 static bool spm_tokens(const struct rgguf *g, uint64_t *n_tokens, const void **types,
                        const float **scores) {
-    enum rgguf_vtype et;
-    uint64_t n_types, n_scores;
-    if (!rgguf_get_arr(g, "tokenizer.ggml.tokens", &et, n_tokens)) return false;
-    if (et != RGGUF_STRING) {
-        rcore_error_set("tokenizer.ggml.tokens is an array of %s, strings were expected",
-                        rgguf_vtype_name(et));
-        return false;
-    }
-    if (!rgguf_get_arr_data(g, "tokenizer.ggml.token_type", RGGUF_INT32, types, &n_types))
-        return false;
+    uint64_t n_scores;
+    if (!tokens_and_types(g, n_tokens, types)) return false;
     *scores = NULL;
     if (has_key(g, "tokenizer.ggml.scores")) {
         const void *d;
@@ -677,11 +674,6 @@ static bool spm_tokens(const struct rgguf *g, uint64_t *n_tokens, const void **t
             return false;
         }
         *scores = d;
-    }
-    if (n_types != *n_tokens) {
-        rcore_error_set("tokenizer.ggml.token_type has %llu entries for %llu tokens",
-                        (unsigned long long)n_types, (unsigned long long)*n_tokens);
-        return false;
     }
     return true;
 }
