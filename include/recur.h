@@ -51,13 +51,15 @@ enum recur_type {
 };
 
 struct recur_model_params {
-    bool use_mmap; /* map the file (default true); false reads it into memory */
+    bool use_mmap;  /* map the file (default true); false reads it into memory */
+    bool use_mlock; /* lock the weights in memory (default false); when the system refuses
+                       (RLIMIT_MEMLOCK) the model still loads, with a warning */
     /* Load only the vocabulary and the metadata (default false): any GGUF file with a
      * tokenizer, a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf included, whatever
      * its architecture. Such a model tokenizes, detokenizes, samples from caller logits and
      * formats chats; it has no weights (recur_model_size and recur_model_n_params are 0,
      * recur_model_n_embd and recur_model_n_layer are 0, recur_model_n_vocab is the
-     * vocabulary's size), and recur_init_from_model refuses it. */
+     * vocabulary's size; recur_model_mapping is false), and recur_init_from_model refuses it. */
     bool vocab_only;
 };
 
@@ -95,6 +97,14 @@ RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
                                                          struct recur_model_params params);
 /* Frees the model; every context made from it must be freed first. NULL is fine. */
 RECUR_API void recur_model_free(struct recur_model *model);
+/* Whether the model's file is mapped (use_mmap), and where: *addr and *size the mapping.
+ * A mapped file must not be written in place while the model lives: its pages are read when
+ * used, so the weights would change under it, and a file cut shorter makes reading them raise
+ * SIGBUS. A program may catch SIGBUS and test its si_addr against this range to say so;
+ * replacing the file by rename is harmless. False (*addr NULL, *size 0) when the model was
+ * read into memory. */
+RECUR_API bool recur_model_mapping(const struct recur_model *model, const void **addr,
+                                   size_t *size);
 
 /* ---- quantizing --------------------------------------------------------------------------- */
 
@@ -383,6 +393,16 @@ RECUR_API int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_
                                            const recur_token *tokens, int32_t n_tokens);
 RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
                                              const recur_token *tokens, int32_t n_tokens);
+/* The same within one tenant (store and restore above are tenant 0): entries stored under a
+ * tenant are found only by restores of the same tenant, so that one user's prompts (a server's
+ * API key, hashed) never speed up, or show up in, another's. The cache file keeps each
+ * entry's tenant. */
+RECUR_API int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
+                                                  recur_seq_id seq, const recur_token *tokens,
+                                                  int32_t n_tokens);
+RECUR_API int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
+                                                    recur_seq_id seq, const recur_token *tokens,
+                                                    int32_t n_tokens);
 
 struct recur_prefix_cache_stats {
     uint64_t bytes;       /* held now */
@@ -392,7 +412,41 @@ struct recur_prefix_cache_stats {
     uint64_t hits, misses;
     uint64_t tokens_reused; /* prompt tokens restores saved from decoding */
     uint64_t evictions;
+    /* the second tier (recur_prefix_cache_set_store) */
+    uint64_t store_hits;    /* restores that took a longer prefix from it */
+    uint64_t store_refused; /* entries it gave that were corrupt, foreign or not the prompt's */
+    uint64_t store_puts;    /* entries handed to it */
 };
+
+/*
+ * A second tier for the prefix cache, outside the process: a shared store (Redis) or a folder
+ * that outlives it, supplied by the caller, so that a conversation resumes with one restore on
+ * another process or machine. The library keeps its in-process cache as the first tier and
+ * calls the store:
+ *  - put: for every entry stored (recur_prefix_cache_store_tenant: the state after the tokens,
+ *    and its checkpoints), with the entry serialized as blob: the model's fingerprint, the
+ *    tenant, the tokens, the state and a checksum. The store keeps it under (model, tenant,
+ *    tokens[0..n)) as it likes; the call must not block (queue the write) and cannot fail.
+ *  - get: on a restore whose first-tier hit is shorter than min_len tokens (or none), the
+ *    longest stored prefix of tokens[0..n) of that model and tenant with min_len <= length <=
+ *    max_len: its length, and *blob (malloc'd; the library frees it) of *len bytes; 0 for none,
+ *    which is also the answer of a store that failed or timed out.
+ * A blob is checked before use: one that is corrupt, of another model or tenant, or of other
+ * tokens (a key collision) is refused with a warning (recur_log_set's callback) and the
+ * restore goes on as a miss; a good one enters the first tier too. Either function may be
+ * NULL. user is passed back to both; it must outlive the context or the next set_store.
+ */
+struct recur_prefix_store {
+    void *user;
+    void (*put)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                int32_t n, const void *blob, size_t len);
+    int32_t (*get)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                   int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len);
+};
+/* Sets (or, with NULL, removes) ctx's second tier; the struct is copied. False (error set)
+ * when ctx has no prefix cache. */
+RECUR_API bool recur_prefix_cache_set_store(struct recur_context *ctx,
+                                            const struct recur_prefix_store *store);
 /* False (error set) when the context has no cache. */
 RECUR_API bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
                                             struct recur_prefix_cache_stats *out);

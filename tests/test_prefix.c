@@ -32,37 +32,37 @@ static void test_store(void) {
     const float *got;
     struct rpfx *c = rpfx_create(1 << 20, SF);
     REQUIRE(c);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 0 && got == NULL); /* empty */
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 0 && got == NULL); /* empty */
     state_for(st, 10);
-    CHECK(rpfx_put(c, a, 3, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 3, st) == 1);
     state_for(st, 20);
-    CHECK(rpfx_put(c, a, 6, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 6, st) == 1);
     state_for(st, 30);
-    CHECK(rpfx_put(c, b, 4, st) == 1);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 6 && got[0] == 20); /* the longest */
-    CHECK(rpfx_find(c, a, 8, 5, &got) == 3 && got[0] == 10); /* within max_len */
-    CHECK(rpfx_find(c, a, 6, 6, &got) == 6);                 /* a prefix of its own length */
-    CHECK(rpfx_find(c, b, 3, 3, &got) == 0);                 /* b's entry is longer than that */
-    CHECK(rpfx_find(c, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_put(c, 0, b, 4, st) == 1);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20); /* the longest */
+    CHECK(rpfx_find(c, 0, a, 8, 5, &got) == 3 && got[0] == 10); /* within max_len */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 6);                 /* a prefix of its own length */
+    CHECK(rpfx_find(c, 0, b, 3, 3, &got) == 0);                 /* b's entry is longer than that */
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
     const int32_t d[] = {1, 2, 3, 7};
-    CHECK(rpfx_find(c, d, 4, 4, &got) == 3); /* diverges after 3 */
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3); /* diverges after 3 */
     state_for(st, 40);
-    CHECK(rpfx_put(c, a, 3, st) == 1); /* the same prefix again: replaced, not added */
+    CHECK(rpfx_put(c, 0, a, 3, st) == 1); /* the same prefix again: replaced, not added */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 3 &&
           s.bytes == rpfx_entry_bytes(c, 3) + rpfx_entry_bytes(c, 6) + rpfx_entry_bytes(c, 4));
-    CHECK(rpfx_find(c, a, 4, 4, &got) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 4, 4, &got) == 3 && got[0] == 40);
     rpfx_get_stats(c, &s);
     CHECK(s.hits == 6 && s.misses == 2 && s.tokens_reused == 6 + 3 + 6 + 4 + 3 + 3);
 
     /* every hash equal: the tokens decide, never a wrong state */
     rpfx_debug_hash_mask(c, 0);
-    CHECK(rpfx_find(c, a, 8, 8, &got) == 6 && got[0] == 20);
-    CHECK(rpfx_find(c, b, 4, 4, &got) == 4 && got[0] == 30);
-    CHECK(rpfx_find(c, d, 4, 4, &got) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20);
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3 && got[0] == 40);
     const int32_t e[] = {5, 5, 5, 5, 5, 5};
-    CHECK(rpfx_find(c, e, 6, 6, &got) == 0);
+    CHECK(rpfx_find(c, 0, e, 6, 6, &got) == 0);
     rpfx_debug_hash_mask(c, ~(uint64_t)0);
 
     /* streams: round trip; a corrupt or foreign stream changes nothing */
@@ -75,8 +75,8 @@ static void test_store(void) {
     struct rio_reader r;
     rio_reader_buffer(&r, buf, w.n_done);
     CHECK(rpfx_read(c2, &r));
-    CHECK(rpfx_find(c2, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
-    CHECK(rpfx_find(c2, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
+    CHECK(rpfx_find(c2, 0, b, 4, 4, &got) == 4 && got[0] == 30);
     buf[w.n_done / 2] ^= 0x10;
     struct rpfx *c3 = rpfx_create(1 << 20, SF);
     REQUIRE(c3);
@@ -100,14 +100,14 @@ static void test_store(void) {
     struct rpfx *small = rpfx_create(3 * rpfx_entry_bytes(c, 4) + 8, SF);
     REQUIRE(small);
     const int32_t p[4][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
-    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, p[i], 4, st) == 1);
-    CHECK(rpfx_find(small, p[0], 4, 4, &got) == 4); /* 0 is now the most recent: 1 goes */
-    CHECK(rpfx_put(small, p[3], 4, st) == 1);
+    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st) == 1);
+    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got) == 4); /* 0 is now the most recent: 1 goes */
+    CHECK(rpfx_put(small, 0, p[3], 4, st) == 1);
     rpfx_get_stats(small, &s);
     CHECK(s.n_entries == 3 && s.evictions == 1 && s.bytes <= s.max_bytes);
-    CHECK(rpfx_find(small, p[1], 4, 4, &got) == 0 && rpfx_find(small, p[0], 4, 4, &got) == 4);
+    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got) == 0 && rpfx_find(small, 0, p[0], 4, 4, &got) == 4);
     const int32_t big[64] = {0}; /* one entry larger than the whole budget: refused */
-    CHECK(rpfx_entry_bytes(small, 64) > s.max_bytes && rpfx_put(small, big, 64, st) == 0);
+    CHECK(rpfx_entry_bytes(small, 64) > s.max_bytes && rpfx_put(small, 0, big, 64, st) == 0);
     struct rpfx_stats s2;
     rpfx_get_stats(small, &s2);
     CHECK(s2.n_entries == 3 && s2.bytes == s.bytes);
@@ -118,6 +118,64 @@ static void test_store(void) {
     rpfx_free(c2);
     rpfx_free(c);
     rpfx_free(NULL);
+}
+
+/* Tenants: the same tokens under two tenants are two entries, each found only by its own
+ * tenant; a stream keeps them; a version 1 stream (no tenants) reads as tenant 0. */
+static void test_tenants(void) {
+    const int32_t a[] = {1, 2, 3, 4, 5, 6};
+    float st[SF];
+    const float *got;
+    struct rpfx *c = rpfx_create(1 << 20, SF);
+    REQUIRE(c);
+    state_for(st, 10);
+    CHECK(rpfx_put(c, 7, a, 4, st) == 1);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 0 && got == NULL); /* another tenant: a miss */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 0);                /* nor tenant 0 */
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    state_for(st, 20);
+    CHECK(rpfx_put(c, 8, a, 4, st) == 1); /* the same tokens, tenant 8: a second entry */
+    struct rpfx_stats s;
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 2);
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 4 && got[0] == 20);
+
+    uint8_t buf[4096];
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rpfx_write(c, &w));
+    struct rpfx *c2 = rpfx_create(1 << 20, SF);
+    REQUIRE(c2);
+    struct rio_reader r;
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(rpfx_read(c2, &r));
+    CHECK(rpfx_find(c2, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c2, 8, a, 6, 6, &got) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c2, 9, a, 6, 6, &got) == 0);
+
+    /* a version 1 stream, written by hand: magic, version, floats, one entry, digest */
+    rio_writer_buffer(&w, buf, sizeof buf);
+    rio_writer_digest_reset(&w);
+    bool ok = rio_write_u32(&w, 0x58465052u) && rio_write_u32(&w, 1) && rio_write_u64(&w, SF) &&
+              rio_write_u32(&w, 1) && rio_write_u32(&w, 3);
+    for (int i = 0; ok && i < 3; i++) ok = rio_write_i32(&w, a[i]);
+    for (int i = 0; ok && i < SF; i++) {
+        const float v = 30.0f + (float)i;
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        ok = rio_write_u32(&w, bits);
+    }
+    CHECK(ok && rio_write_u64(&w, rio_writer_digest(&w)));
+    struct rpfx *c3 = rpfx_create(1 << 20, SF);
+    REQUIRE(c3);
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(rpfx_read(c3, &r));
+    CHECK(rpfx_find(c3, 0, a, 6, 6, &got) == 3 && got[0] == 30);
+    CHECK(rpfx_find(c3, 7, a, 6, 6, &got) == 0);
+    rpfx_free(c3);
+    rpfx_free(c2);
+    rpfx_free(c);
 }
 
 /* ---- through the API ----------------------------------------------------------------------- */
@@ -171,6 +229,16 @@ static void test_reuse(void) {
     random_tokens(turn2 + np + 5, 6, V);
     reuse(ctx, 2, turn2, np + 11, np + 5, "next turn");
 
+    /* another tenant finds none of it; its own store is found by it alone */
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 42, 2, turn2, np + 11) == 0);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 0, 2, turn2, np + 11) == np + 5); /* = tenant 0 */
+    CHECK(recur_prefix_cache_store_tenant(ctx, 42, 2, turn2, np + 5) >= 1);
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 42, 2, turn2, np + 11) == np + 5);
+    recur_memory_seq_rm(recur_get_memory(ctx), 2, -1, -1);
+    CHECK(recur_prefix_cache_restore_tenant(ctx, 43, 2, turn2, np + 11) == 0);
+
     /* bad calls */
     CHECK(recur_prefix_cache_store(ctx, 0, t, 7) == -1);
     CHECK_ERR("holds positions");
@@ -178,7 +246,8 @@ static void test_reuse(void) {
     CHECK(recur_prefix_cache_restore(ctx, -1, t, 7) == -1);
     struct recur_prefix_cache_stats s;
     CHECK(recur_prefix_cache_get_stats(ctx, &s));
-    CHECK(s.hits == 3 && s.misses == 2 && s.tokens_reused == (uint64_t)(np - 1 + 16 + np + 5));
+    CHECK(s.hits == 5 && s.misses == 4 &&
+          s.tokens_reused == (uint64_t)(np - 1 + 16 + 3 * (np + 5)));
     CHECK(s.bytes <= s.max_bytes && s.entry_bytes > 0);
 
     /* a cache file: another context gets the same reuse; another model's or a corrupt file is
@@ -227,6 +296,123 @@ static void test_reuse(void) {
     recur_free(ctx);
 }
 
+/* ---- the second tier -------------------------------------------------------------------- */
+
+/* A store in memory: every entry put; get the longest that matches, or, to see the library
+ * refuse them, a corrupt copy, or one of any model or tenant. */
+struct fake_store {
+    struct {
+        uint64_t model, tenant;
+        int32_t n;
+        recur_token tokens[64];
+        void *blob;
+        size_t len;
+    } e[64];
+    int n;
+    bool corrupt, any_model, any_tenant;
+};
+
+static void fake_put(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens,
+                     int32_t n, const void *blob, size_t len) {
+    struct fake_store *f = user;
+    if (f->n == 64 || n > 64) return;
+    f->e[f->n].model = fp;
+    f->e[f->n].tenant = tenant;
+    f->e[f->n].n = n;
+    memcpy(f->e[f->n].tokens, tokens, sizeof(recur_token) * (size_t)n);
+    f->e[f->n].blob = malloc(len);
+    REQUIRE(f->e[f->n].blob);
+    memcpy(f->e[f->n].blob, blob, len);
+    f->e[f->n].len = len;
+    f->n++;
+}
+
+static int32_t fake_get(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens,
+                        int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len) {
+    struct fake_store *f = user;
+    int best = -1;
+    for (int i = 0; i < f->n; i++)
+        if ((f->any_model || f->e[i].model == fp) && (f->any_tenant || f->e[i].tenant == tenant) &&
+            f->e[i].n >= min_len && f->e[i].n <= max_len && f->e[i].n <= n &&
+            memcmp(f->e[i].tokens, tokens, sizeof(recur_token) * (size_t)f->e[i].n) == 0 &&
+            (best < 0 || f->e[i].n > f->e[best].n))
+            best = i;
+    if (best < 0) return 0;
+    *blob = malloc(f->e[best].len);
+    REQUIRE(*blob);
+    memcpy(*blob, f->e[best].blob, f->e[best].len);
+    if (f->corrupt) ((uint8_t *)*blob)[f->e[best].len / 2] ^= 0x20;
+    *len = f->e[best].len;
+    return f->e[best].n;
+}
+
+static void test_second_tier(void) {
+    static struct fake_store f; /* large: not on the stack */
+    memset(&f, 0, sizeof f);
+    const struct recur_prefix_store store = {&f, fake_put, fake_get};
+    int32_t t[40];
+    random_tokens(t, 40, V);
+    const int32_t np = 30;
+    struct recur_context *a = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(a, &store));
+    reuse(a, 0, t, np, 0, "cold");
+    const int32_t stored = recur_prefix_cache_store(a, 0, t, np);
+    CHECK(stored == 5 && f.n == 5); /* every entry went to the store too */
+    struct recur_prefix_cache_stats s;
+    CHECK(recur_prefix_cache_get_stats(a, &s) && s.store_puts == 5);
+
+    /* another context (another process, as far as it knows): the store gives the prompt
+       minus one token, and the logits match a run alone */
+    struct recur_context *b = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(b, &store));
+    reuse(b, 0, t, np, np - 1, "from the second tier");
+    CHECK(recur_prefix_cache_get_stats(b, &s) && s.store_hits == 1 && s.store_refused == 0);
+    reuse(b, 1, t, np, np - 1, "then from the first"); /* it entered b's first tier */
+    CHECK(recur_prefix_cache_get_stats(b, &s) && s.store_hits == 1 && s.hits == 1);
+
+    /* a corrupt entry, one of another model, one of another tenant: refused, a miss */
+    struct recur_context *c = cache_ctx((uint64_t)64 << 20);
+    CHECK(recur_prefix_cache_set_store(c, &store));
+    f.corrupt = true;
+    recur_memory_seq_rm(recur_get_memory(c), 0, -1, -1);
+    CHECK(recur_prefix_cache_restore(c, 0, t, np) == 0);
+    CHECK(recur_memory_seq_pos_max(recur_get_memory(c), 0) == -1);
+    CHECK(recur_prefix_cache_get_stats(c, &s) && s.store_refused == 1 && s.store_hits == 0);
+    f.corrupt = false;
+    f.any_tenant = true;
+    CHECK(recur_prefix_cache_restore_tenant(c, 77, 0, t, np) == 0);
+    CHECK(recur_prefix_cache_get_stats(c, &s) && s.store_refused == 2);
+    f.any_tenant = false;
+    struct recur_model *other = recur_model_load_from_file(other_path, recur_model_default_params());
+    REQUIRE(other);
+    struct recur_context_params p = recur_context_default_params();
+    p.prefix_cache_bytes = (uint64_t)64 << 20;
+    struct recur_context *d = new_ctx_with(other, 1, 512, &p);
+    CHECK(recur_prefix_cache_set_store(d, &store));
+    /* tokens both vocabularies have, stored by a's model, asked for by the other's */
+    const int32_t Vo = recur_model_n_vocab(other), Vmin = Vo < V ? Vo : V;
+    int32_t tt[40];
+    for (int i = 0; i < 40; i++) tt[i] = t[i] % Vmin;
+    reuse(a, 2, tt, np, 0, "cold, tokens of both models");
+    CHECK(recur_prefix_cache_store(a, 2, tt, np) >= 1);
+    f.any_model = true;
+    CHECK(recur_prefix_cache_restore(d, 0, tt, np) == 0);
+    CHECK(recur_prefix_cache_get_stats(d, &s) && s.store_refused == 1);
+    f.any_model = false;
+    CHECK(recur_prefix_cache_set_store(a, NULL)); /* removed: puts stop */
+    recur_memory_seq_rm(recur_get_memory(a), 0, -1, -1);
+    reuse(a, 0, t, np, np - 1, "first tier after the store is gone");
+    const int before = f.n;
+    CHECK(recur_prefix_cache_store(a, 0, t, np) >= 1 && f.n == before);
+    CHECK(!recur_prefix_cache_set_store(NULL, &store));
+    recur_free(d);
+    recur_model_free(other);
+    recur_free(c);
+    recur_free(b);
+    recur_free(a);
+    for (int i = 0; i < f.n; i++) free(f.e[i].blob);
+}
+
 static void test_budget(void) {
     /* room for about three states: storing many keeps the budget */
     struct recur_context *probe = cache_ctx(1 << 20);
@@ -256,8 +442,10 @@ int main(int argc, char **argv) {
     REQUIRE(model);
     V = recur_model_n_vocab(model);
     RUN(test_store);
+    RUN(test_tenants);
     RUN(test_reuse);
     RUN(test_budget);
+    RUN(test_second_tier);
     recur_model_free(model);
     return test_finish("test_prefix");
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,7 +57,24 @@ static const struct flag_spec specs[G_COUNT] = {
                 "127.0.0.1)"},
     [G_PORT] = {NULL, "--port", "N", "port to listen on (default 8080; 0: any free port)"},
     [G_API_KEY] = {NULL, "--api-key", "KEY",
-                   "require \"Authorization: Bearer KEY\" or \"X-Api-Key: KEY\""},
+                   "require \"Authorization: Bearer KEY\" or \"X-Api-Key: KEY\"; repeat for "
+                   "several keys, each with its own prompt cache and slot files"},
+    [G_API_KEY_FILE] = {NULL, "--api-key-file", "FILE",
+                        "API keys from FILE, one per line (beside any --api-key)"},
+    [G_NO_MMAP] = {NULL, "--no-mmap", NULL,
+                   "read the weights into memory instead of mapping the file (then replacing "
+                   "the file under a running process is harmless)"},
+    [G_MLOCK] = {NULL, "--mlock", NULL, "lock the weights in memory (no paging out)"},
+    [G_THREADS_HTTP] = {NULL, "--threads-http", "N",
+                        "event-loop threads serving the connections (default 4)"},
+    [G_CONN_MAX] = {NULL, "--conn-max", "N", "connections open at once (default 1024)"},
+    [G_CONN_PER_IP] = {NULL, "--conn-per-ip", "N",
+                       "connections open at once from one address (default 128; 0: no limit)"},
+    [G_READ_TIMEOUT] = {NULL, "--read-timeout", "S",
+                        "the most seconds a request's headers and body may take to arrive, "
+                        "however slowly they trickle in (default 30; then 408)"},
+    [G_IDLE_TIMEOUT] = {NULL, "--idle-timeout", "S",
+                        "seconds an idle kept-alive connection stays open (default 10)"},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
@@ -151,6 +169,11 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     o->queue_max = 64;
     o->max_tokens = 4096;
     o->timeout_s = 600;
+    o->threads_http = 4;
+    o->conn_max = 1024;
+    o->conn_per_ip = 128;
+    o->read_s = 30;
+    o->idle_s = 10;
     o->sampling = recur_sampler_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -167,6 +190,8 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
         if (f == G_COUNT) return usage_error(cmd, accepted, summary, "unknown flag '%s'", a);
         if (!specs[f].arg) { /* a switch */
             if (f == G_NO_SLOTS) o->no_slots = true;
+            if (f == G_NO_MMAP) o->no_mmap = true;
+            if (f == G_MLOCK) o->mlock = true;
             continue;
         }
         if (i + 1 >= argc)
@@ -226,7 +251,28 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;
             break;
         case G_API_KEY:
-            o->api_key = v;
+            if ((ok = o->n_api_keys < GEN_MAX_KEYS && v[0])) o->api_keys[o->n_api_keys++] = v;
+            break;
+        case G_API_KEY_FILE:
+            o->api_key_file = v;
+            break;
+        case G_THREADS_HTTP:
+            if ((ok = gen_parse_long(v, 1, 64, &n))) o->threads_http = (int32_t)n;
+            break;
+        case G_CONN_MAX:
+            if ((ok = gen_parse_long(v, 1, 1 << 20, &n))) o->conn_max = (int32_t)n;
+            break;
+        case G_CONN_PER_IP:
+            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->conn_per_ip = (int32_t)n;
+            break;
+        case G_READ_TIMEOUT:
+            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->read_s = (double)n;
+            break;
+        case G_IDLE_TIMEOUT:
+            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->idle_s = (double)n;
+            break;
+        case G_NO_MMAP: /* switches, handled above */
+        case G_MLOCK:
             break;
         case G_SYSTEM_PROMPT:
             o->system_prompt = v;
@@ -486,11 +532,15 @@ bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
             fprintf(stderr, "recur: %s\n", recur_last_error());
             return false;
         }
-    *model = recur_model_load_from_file(o->model, recur_model_default_params());
+    struct recur_model_params mp = recur_model_default_params();
+    mp.use_mmap = !o->no_mmap;
+    mp.use_mlock = o->mlock;
+    *model = recur_model_load_from_file(o->model, mp);
     if (!*model) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
         return false;
     }
+    gen_watch_mapping(*model, o->model);
     *ctx = recur_init_from_model(*model, cp);
     if (!*ctx) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
@@ -499,6 +549,48 @@ bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
         return false;
     }
     return true;
+}
+
+/* What the SIGBUS handler needs, written once before it is installed and only read after: a
+ * signal handler can reach nothing but static storage. */
+static struct {
+    const char *addr;
+    size_t size;
+    char line[PATH_MAX + 256];
+    size_t line_len;
+} mapping;
+
+static void on_sigbus(int sig, siginfo_t *info, void *uctx) {
+    (void)uctx;
+    const char *at = info->si_addr;
+    if (mapping.size && at >= mapping.addr && at < mapping.addr + mapping.size) {
+        /* async-signal-safe: write and _exit only */
+        if (write(STDERR_FILENO, mapping.line, mapping.line_len) < 0) _exit(1);
+        _exit(1);
+    }
+    signal(sig, SIG_DFL); /* not the model's pages: the default, a crash to debug */
+    raise(sig);
+}
+
+void gen_watch_mapping(const struct recur_model *model, const char *path) {
+    const void *addr;
+    size_t size;
+    if (!recur_model_mapping(model, &addr, &size) || mapping.size) return;
+    int n = snprintf(mapping.line, sizeof mapping.line,
+                     "recur: %s was cut short or rewritten while mapped (SIGBUS reading its "
+                     "weights): every request in flight is lost. Replace a model by renaming a "
+                     "new file over it (mv), never by writing into it (cp), or run with "
+                     "--no-mmap\n",
+                     path);
+    mapping.line_len = n < 0 ? 0 : (size_t)n < sizeof mapping.line ? (size_t)n : sizeof mapping.line - 1;
+    mapping.addr = addr;
+    mapping.size = size;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
 }
 
 bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **model,

@@ -56,11 +56,22 @@ enum gen_flag {
     G_GRAMMAR,
     G_GRAMMAR_FILE,
     G_JSON_SCHEMA,
+    /* loading the model */
+    G_NO_MMAP,
+    G_MLOCK,
+    /* recur serve's connections and keys */
+    G_API_KEY_FILE,
+    G_THREADS_HTTP,
+    G_CONN_MAX,
+    G_CONN_PER_IP,
+    G_READ_TIMEOUT,
+    G_IDLE_TIMEOUT,
     G_COUNT
 };
 
 #define GBIT(f)       (UINT64_C(1) << (f))
 #define GEN_MAX_HOSTS 8
+#define GEN_MAX_KEYS  16 /* --api-key on the command line; --api-key-file takes any number */
 
 /* Room for the path gen_default_model makes. */
 #define GEN_PATH_MAX 4096
@@ -95,7 +106,15 @@ struct gen_opts {
     bool no_slots;
     const char *slot_save_path;
     int32_t port;
-    const char *api_key;
+    const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */
+    int n_api_keys;
+    const char *api_key_file;
+    bool no_mmap, mlock;
+    int32_t threads_http; /* event-loop threads of the HTTP side */
+    int32_t conn_max;     /* connections at once */
+    int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
+    double read_s;        /* the most seconds a request's headers and body may take */
+    double idle_s;        /* an idle kept-alive connection is closed after this */
     int32_t queue_max;
     int32_t max_tokens;
     double timeout_s;
@@ -154,6 +173,11 @@ bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **mod
 struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_t n_seq);
 bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
                      struct recur_model **model, struct recur_context **ctx);
+
+/* When model's file is mapped, a SIGBUS from reading its pages (the file was cut short under
+ * the process) prints one line naming path and what happened, and the process exits with
+ * status 1 instead of dying silently. Once per process; gen_load_params calls it. */
+void gen_watch_mapping(const struct recur_model *model, const char *path);
 
 /* Decodes tokens on sequence seq at the positions that follow, in chunks of n_batch, with a
  * progress bar on stderr when it is a terminal; logits for the last token. False with a

@@ -21,13 +21,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL /* header-only, as src/io uses it: no library to link */
+#include <xxhash.h>
 
 #include "common.h"
 #include "serve.h"
 #include "serve_api.h"
+#include "serve_conn.h"
 #include "serve_endpoints.h"
 #include "tools.h"
 
@@ -37,19 +43,24 @@ struct request {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool read;              /* the whole request has arrived */
+    struct serve_cont cont; /* a parked handler's continuation */
 };
 
+/* The request is over (answered, or the connection failed): what a parked handler left is
+ * freed, and a kept-alive connection's next request starts its read clock. */
 static void request_free(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
-    (void)cls;
-    (void)conn;
     (void)code;
+    struct server *s = cls;
     struct request *r = *con_cls;
     if (r) {
+        if (r->cont.cleanup) r->cont.cleanup(s, r->cont.state);
         free(r->body);
         free(r);
     }
     *con_cls = NULL;
+    serve_conn_request_done(s, conn);
 }
 
 /* ---- the endpoint table ------------------------------------------------------------------ */
@@ -65,17 +76,17 @@ static enum MHD_Result h_health(struct server *s, struct MHD_Connection *conn,
 
 static enum MHD_Result h_llama(struct server *s, struct MHD_Connection *conn,
                                const struct serve_req *rq) {
-    return serve_handle_completion(s, conn, rq->body, API_LLAMA);
+    return serve_handle_completion(s, conn, rq, API_LLAMA);
 }
 
 static enum MHD_Result h_openai(struct server *s, struct MHD_Connection *conn,
                                 const struct serve_req *rq) {
-    return serve_handle_completion(s, conn, rq->body, API_OPENAI);
+    return serve_handle_completion(s, conn, rq, API_OPENAI);
 }
 
 static enum MHD_Result h_chat(struct server *s, struct MHD_Connection *conn,
                               const struct serve_req *rq) {
-    return serve_handle_completion(s, conn, rq->body, API_CHAT);
+    return serve_handle_completion(s, conn, rq, API_CHAT);
 }
 
 enum { M_GET = 1, M_POST = 2 };
@@ -118,13 +129,41 @@ static const struct endpoint *find_endpoint(const char *url) {
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
-/* The key as "Authorization: Bearer KEY" or "X-Api-Key: KEY" (llama-server takes both). */
-static bool authorized(const struct server *s, struct MHD_Connection *conn) {
-    if (!s->api_key) return true;
+/* A key's tenant: its partition of the prefix cache and the slot files. A hash, so that it is
+ * the same across restarts and machines and names no key; never 0 (the partition of no key). */
+static uint64_t key_tenant(const char *key) {
+    const uint64_t h = XXH3_64bits(key, strlen(key));
+    return h ? h : 1;
+}
+
+/* The key as "Authorization: Bearer KEY" or "X-Api-Key: KEY" (llama-server takes both): false
+ * when keys are asked and none of them was given; *tenant the key's (0 without keys). */
+static bool authorized(const struct server *s, struct MHD_Connection *conn, uint64_t *tenant) {
+    *tenant = 0;
+    if (s->n_api_keys == 0) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0) return true;
-    h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
-    return h && strcmp(h, s->api_key) == 0;
+    const char *given = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    for (int i = 0; i < s->n_api_keys; i++)
+        if ((given && strcmp(given, s->api_keys[i]) == 0) || (x && strcmp(x, s->api_keys[i]) == 0)) {
+            *tenant = key_tenant(s->api_keys[i]);
+            return true;
+        }
+    return false;
+}
+
+/* The body as one JSON value with nothing after it but white space (cJSON stops at the end of
+ * the first value and would accept "{} garbage"); NULL otherwise. */
+static cJSON *parse_body(const char *text, size_t len) {
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!j) return NULL;
+    for (const char *p = end; p && p < text + len; p++)
+        if (!strchr(" \t\r\n", *p) || *p == '\0') {
+            cJSON_Delete(j);
+            return NULL;
+        }
+    return j;
 }
 
 /* A browser's preflight: what may be asked, from any origin (llama-server's default). */
@@ -197,30 +236,43 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         return MHD_YES;
     }
+    if (!r->read) { /* the request is whole: the read deadline is met */
+        r->read = true;
+        serve_conn_request_read(s, conn);
+    }
+    if (r->cont.resume) return r->cont.resume(s, conn, &r->cont); /* woken from a park */
+    pthread_mutex_lock(&s->mu);
+    const bool stopping = s->stopping;
+    if (stopping) s->m.rejected_stopping++;
+    pthread_mutex_unlock(&s->mu);
+    if (stopping) /* a kept-alive connection's next request, during the drain */
+        return serve_send_error(conn, 503, "unavailable_error",
+                                "the server is shutting down; retry later (elsewhere)");
 
     if (strcmp(method, "OPTIONS") == 0) return answer_options(conn);
     const struct endpoint *e = find_endpoint(url);
-    if ((!e || e->auth) && !authorized(s, conn))
+    uint64_t tenant = 0;
+    if ((!e || e->auth) && !authorized(s, conn, &tenant))
         return serve_send_error(conn, 401, "authentication_error", "Invalid API Key");
     if (!e) return serve_send_error(conn, 404, "not_found_error", "File Not Found");
     const unsigned m = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ? M_GET
                        : strcmp(method, "POST") == 0                             ? M_POST
                                                                                  : 0;
     if (!(e->methods & m)) return answer_405(conn, e, method);
-    struct serve_req rq = {url, NULL, r->body, r->len};
+    struct serve_req rq = {url, NULL, r->body, r->len, tenant, &r->cont};
     if (m == M_GET) return e->fn(s, conn, &rq);
     if (r->too_large) {
         char msg[96];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
         return serve_send_error(conn, 413, "invalid_request_error", msg);
     }
-    cJSON *body = r->len             ? cJSON_ParseWithLength(r->body, r->len)
+    cJSON *body = r->len             ? parse_body(r->body, r->len)
                   : e->body_optional ? cJSON_CreateObject()
                                      : NULL;
     if (!cJSON_IsObject(body)) {
         cJSON_Delete(body);
         return serve_send_error(conn, 400, "invalid_request_error",
-                                "the body must be a JSON object");
+                                "the body must be one JSON object (and nothing after it)");
     }
     rq.body = body;
     enum MHD_Result ret = e->fn(s, conn, &rq);
@@ -234,7 +286,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
      GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
      GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
-     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE))
+     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |          \
+     GBIT(G_NO_MMAP) | GBIT(G_MLOCK) | GBIT(G_API_KEY_FILE) | GBIT(G_THREADS_HTTP) |               \
+     GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
@@ -276,18 +330,62 @@ static void set_port(struct listener *l, unsigned port) {
         ((struct sockaddr_in *)&l->addr)->sin_port = htons((uint16_t)port);
 }
 
+/* One daemon per address: a pool of --threads-http event-loop threads (epoll), connections
+ * suspended while they wait for the decode loop, the connection limits, and the idle timeout;
+ * the read deadline and the rest are serve_conn.c's. */
 static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
                                     const struct gen_opts *o) {
     set_port(l, port);
     /* an IPv6 socket takes IPv6 only (MHD sets IPV6_V6ONLY without MHD_USE_DUAL_STACK), so
        that --host :: --host 0.0.0.0 can both be listened on */
-    return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                MHD_USE_ERROR_LOG | (l->v6 ? MHD_USE_IPv6 : 0),
-                            (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, request_free, NULL,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                            MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(o->queue_max + o->n_parallel + 64), MHD_OPTION_END);
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+            MHD_USE_ERROR_LOG | (l->v6 ? MHD_USE_IPv6 : 0),
+        (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
+        MHD_OPTION_NOTIFY_COMPLETED, request_free, s, MHD_OPTION_NOTIFY_CONNECTION,
+        serve_conn_notify, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads_http,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)o->conn_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->conn_per_ip,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)128, MHD_OPTION_END);
+}
+
+/* The keys of --api-key and --api-key-file (one per line; blank lines and lines starting with
+ * '#' skipped) into *keys (malloc'd, the file's text in *text); false with a message. */
+static bool load_keys(const struct gen_opts *o, const char ***keys, int *n, char **text) {
+    *keys = NULL;
+    *n = 0;
+    *text = NULL;
+    size_t len = 0, lines = 0;
+    if (o->api_key_file) {
+        if (!(*text = gen_read_file(o->api_key_file, "API key file", &len))) return false;
+        for (size_t i = 0; i < len; i++) lines += (*text)[i] == '\n';
+        lines++;
+    }
+    const char **k = malloc(sizeof *k * ((size_t)o->n_api_keys + lines + 1));
+    if (!k) {
+        fprintf(stderr, "recur serve: out of memory\n");
+        return false;
+    }
+    int got = 0;
+    for (int i = 0; i < o->n_api_keys; i++) k[got++] = o->api_keys[i];
+    for (char *line = *text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t l = strlen(line);
+        while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t'))
+            line[--l] = '\0';
+        if (l == 0 || line[0] == '#') continue;
+        k[got++] = line;
+        if (!next) break;
+    }
+    if (o->api_key_file && got == o->n_api_keys) {
+        fprintf(stderr, "recur serve: --api-key-file %s holds no key\n", o->api_key_file);
+        free(k);
+        return false;
+    }
+    *keys = k;
+    *n = got;
+    return true;
 }
 
 /* The flags' values checked before anything is loaded; false with a message. */
@@ -329,6 +427,91 @@ static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls)
     return true;
 }
 
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP";
+}
+
+/* Open connections of all daemons. */
+static unsigned open_connections(struct listener *ls, int n) {
+    unsigned open = 0;
+    for (int k = 0; k < n; k++) {
+        const union MHD_DaemonInfo *ci =
+            MHD_get_daemon_info(ls[k].d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        open += ci ? ci->num_connections : 0;
+    }
+    return open;
+}
+
+/* The drain, after the first SIGTERM, SIGINT or SIGHUP: the listening sockets are closed at
+ * once (a new connection is refused, not left in a backlog), the queued requests are answered
+ * 503 with Retry-After, the running ones finish; a second signal ends the process at once. */
+static void drain(struct server *s, struct listener *ls, int n_up, const sigset_t *sigs, int sig,
+                  pthread_t sched) {
+    for (int i = 0; i < n_up; i++) {
+        const MHD_socket fd = MHD_quiesce_daemon(ls[i].d);
+        if (fd != MHD_INVALID_SOCKET) close(fd);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    const int32_t running = s->slots_in_use, queued = s->n_queued;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    fprintf(stderr,
+            "recur serve: %s: no longer listening; finishing %d running sequences, answering %d "
+            "queued requests 503 (a second signal exits at once)\n",
+            signal_name(sig), running, queued);
+    fflush(stderr);
+    /* the scheduler ends once every admitted task has; then the answers on their way get a
+       few seconds (idle kept-alive connections are not waited for) */
+    bool sched_done = false;
+    double t_end = 0;
+    for (;;) {
+        const struct timespec tick = {0, 20 * 1000 * 1000};
+        const int again = sigtimedwait(sigs, NULL, &tick);
+        if (again > 0) {
+            pthread_mutex_lock(&s->mu);
+            const int32_t left = s->slots_in_use;
+            pthread_mutex_unlock(&s->mu);
+            fprintf(stderr,
+                    "recur serve: second signal (%s) during the drain: exiting now; %d running "
+                    "sequences are cut off\n",
+                    signal_name(again), left);
+            fflush(stderr);
+            _exit(1);
+        }
+        if (!sched_done) {
+            pthread_mutex_lock(&s->mu);
+            const bool idle = s->slots_in_use == 0 && !s->queue_head && !s->actions;
+            pthread_mutex_unlock(&s->mu);
+            if (idle) {
+                pthread_join(sched, NULL);
+                sched_done = true;
+                t_end = serve_now();
+            }
+            continue;
+        }
+        if (open_connections(ls, n_up) == 0 || serve_now() - t_end > 5.0) break;
+    }
+    /* libmicrohttpd stops only daemons without suspended connections */
+    pthread_mutex_lock(&s->mu);
+    serve_wake_all(s);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < n_up; i++) {
+        MHD_stop_daemon(ls[i].d);
+        ls[i].d = NULL;
+    }
+    fprintf(stderr, "recur serve: stopped\n");
+}
+
+/* Room for --conn-max sockets per address: the soft limit of open files raised toward want
+ * (as far as the hard limit allows). */
+static void raise_fd_limit(rlim_t want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int cmd_serve(int argc, char **argv) {
     struct gen_opts o;
     int st = gen_parse(argc, argv, SERVE_FLAGS,
@@ -353,48 +536,66 @@ int cmd_serve(int argc, char **argv) {
                                   .timeout_s = o.timeout_s,
                                   .n_predict = o.srv_n_predict,
                                   .n_ctx = o.srv_n_ctx};
-    s.api_key = o.api_key;
     s.model_path = o.model;
     const char *slash = strrchr(o.model, '/');
     s.model_name = o.alias ? o.alias : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !o.no_slots;
     s.slot_save_path = o.slot_save_path;
+    s.lim.read_s = o.read_s;
+    const char **keys = NULL;
+    char *keys_text = NULL;
+    if (!load_keys(&o, &keys, &s.n_api_keys, &keys_text)) return TOOL_USAGE;
+    s.api_keys = keys;
+    raise_fd_limit((rlim_t)o.conn_max * (rlim_t)n_ls + 64);
 
     /* signals go to the thread that waits for them, not to the workers */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     /* the prefix cache, with a checkpoint every 64 positions; no per-token snapshots (they
        would copy every sequence's state at every step): the prompt minus its last token is
        stored by decoding the prompt in two parts */
+    int ret = TOOL_FAIL;
+    int n_up = 0;
+    bool sched_up = false;
+    pthread_t sched;
     struct recur_context_params cp = gen_context_params(&o, (uint32_t)o.n_parallel);
     cp.prefix_cache_bytes = (uint64_t)o.cache_mb << 20;
     cp.checkpoint_every = 64;
     cp.n_rollback = 0;
-    if (!gen_load_params(&o, cp, &s.model, &s.ctx)) return TOOL_FAIL;
+    if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     struct recur_prefix_cache_stats cs;
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
-    int ret = TOOL_FAIL;
-    int n_up = 0;
+    for (recur_token t = 0; t < recur_model_n_vocab(s.model); t++) {
+        char piece[256];
+        const int32_t n = recur_token_to_piece(s.model, t, piece, sizeof piece, 0, true);
+        const int32_t len = n < 0 ? -n : n; /* a negative count: the room it needs */
+        if (len > s.max_piece) s.max_piece = len;
+    }
+    const void *map_addr;
+    size_t map_size;
+    const bool mapped = recur_model_mapping(s.model, &map_addr, &map_size);
     s.active = calloc((size_t)o.n_parallel, sizeof *s.active);
     s.slot_used = calloc((size_t)o.n_parallel, sizeof *s.slot_used);
     if (!s.active || !s.slot_used || !serve_slots_init(&s) ||
         pthread_mutex_init(&s.mu, NULL) != 0 || pthread_cond_init(&s.work, NULL) != 0 ||
-        pthread_cond_init(&s.progress, NULL) != 0) {
+        pthread_cond_init(&s.progress, NULL) != 0 || !serve_sched_init(&s) ||
+        !serve_conns_start(&s, o.model, mapped)) {
         fprintf(stderr, "recur serve: out of memory\n");
         goto done;
     }
     s.t_start = serve_now();
-    pthread_t sched;
     if (pthread_create(&sched, NULL, serve_sched_main, &s) != 0) {
         fprintf(stderr, "recur serve: cannot start the decode thread\n");
         goto done;
     }
+    sched_up = true;
     /* the first address takes --port (0: any free one); the others the same port */
     unsigned port = (unsigned)o.port;
     for (; n_up < n_ls; n_up++) {
@@ -402,7 +603,7 @@ int cmd_serve(int argc, char **argv) {
         if (!ls[n_up].d) {
             fprintf(stderr, "recur serve: cannot listen on %s:%u (%s)\n", ls[n_up].shown, port,
                     strerror(errno));
-            goto stop_sched;
+            goto done;
         }
         if (n_up == 0) {
             const union MHD_DaemonInfo *di =
@@ -418,42 +619,27 @@ int cmd_serve(int argc, char **argv) {
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "recur serve: %s, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    for (int i = 0; i < n_up; i++) MHD_quiesce_daemon(ls[i].d); /* the open ones finish */
-    pthread_mutex_lock(&s.mu);
-    s.stopping = true;
-    pthread_cond_broadcast(&s.work);
-    pthread_mutex_unlock(&s.mu);
-    pthread_join(sched, NULL);
-    /* answers of the drained requests may still be on their way: give their connections
-       (not idle keep-alive ones, which time out) a few seconds to finish */
-    for (int i = 0; i < 250; i++) {
-        unsigned open = 0;
-        for (int k = 0; k < n_up; k++) {
-            const union MHD_DaemonInfo *ci =
-                MHD_get_daemon_info(ls[k].d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-            open += ci ? ci->num_connections : 0;
-        }
-        if (open == 0) break;
-        const struct timespec ms20 = {0, 20 * 1000 * 1000};
-        nanosleep(&ms20, NULL);
-    }
-    for (int i = 0; i < n_up; i++) MHD_stop_daemon(ls[i].d);
-    fprintf(stderr, "recur serve: stopped\n");
+    drain(&s, ls, n_up, &sigs, sig, sched);
+    sched_up = false;
     ret = TOOL_OK;
-    goto done;
-stop_sched:
-    for (int i = 0; i < n_up; i++) MHD_stop_daemon(ls[i].d);
-    pthread_mutex_lock(&s.mu);
-    s.stopping = true;
-    pthread_cond_broadcast(&s.work);
-    pthread_mutex_unlock(&s.mu);
-    pthread_join(sched, NULL);
 done:
+    if (sched_up) { /* a failed start: nothing was served */
+        pthread_mutex_lock(&s.mu);
+        s.stopping = true;
+        pthread_cond_broadcast(&s.work);
+        pthread_mutex_unlock(&s.mu);
+        pthread_join(sched, NULL);
+    }
+    for (int i = 0; i < n_up; i++)
+        if (ls[i].d) MHD_stop_daemon(ls[i].d);
+    serve_conns_stop(&s);
+    serve_sched_free(&s);
     free(s.active);
     free(s.slot_used);
     serve_slots_free(&s);
     recur_free(s.ctx);
     recur_model_free(s.model);
+    free(keys);
+    free(keys_text);
     return ret;
 }

@@ -1,12 +1,16 @@
 /*
  * recur serve: what the HTTP side (serve.c) and the decode loop (serve_sched.c) share.
  *
- * Threads: libmicrohttpd runs one thread per connection; each request becomes a task, put in a
- * bounded queue. One scheduler thread owns the recur context: every step it admits queued
- * tasks into free sequence slots (restoring the longest cached prefix of their prompt),
- * decodes the prompts of new tasks and the last token of every running one in one batch
- * (continuous batching), samples, and appends text to each task. Connection threads wait on a
- * condition variable for their task's text. Everything shared is under server.mu.
+ * Threads: libmicrohttpd serves every connection on a small pool of event-loop threads
+ * (--threads-http), never a thread per connection, so slow or idle clients cost a socket, not
+ * a thread (serve_conn.c). Each request becomes a task, put in a bounded queue. One scheduler
+ * thread owns the recur context: every step it admits queued tasks into free sequence slots
+ * (restoring the longest cached prefix of their prompt), decodes the prompts of new tasks and
+ * the last token of every running one in one batch (continuous batching), samples, and
+ * appends text to each task. A connection waiting for its task is parked (suspended in the
+ * event loop, struct serve_park) and woken by the scheduler when there is text or an end. A
+ * watcher thread enforces the deadlines and notices clients that leave. Everything shared is
+ * under server.mu.
  */
 #ifndef RECUR_TOOLS_SERVE_H
 #define RECUR_TOOLS_SERVE_H
@@ -24,6 +28,24 @@
 #define SERVE_MAX_PROBS 100 /* alternatives per token in /completion's n_probs */
 
 enum task_state { TASK_QUEUED, TASK_RUNNING, TASK_DONE, TASK_FAILED };
+
+struct server;
+struct MHD_Connection;
+
+/* A connection parked until the decode loop has something for it: the text of a streamed
+ * answer, the end of its tasks, a slot action's result (serve_conn.c). While parked the
+ * connection is suspended in libmicrohttpd's event loop, costing no thread. Under server.mu. */
+struct serve_park {
+    struct MHD_Connection *conn;
+    bool parked;      /* suspended: serve_wake resumes it */
+    bool on_progress; /* woken at every step that adds text (a stream), else only at the end */
+    double deadline;  /* serve_now() past which its work times out (0: none) */
+    /* called (mu held) when the client left (why "the client went away") or the deadline
+       passed ("timed out"): cancels the work, which then ends and wakes the connection */
+    void (*expire)(struct server *s, struct serve_park *p, const char *why);
+    void *owner;                    /* what expire works on */
+    struct serve_park *prev, *next; /* server.parked, while parked */
+};
 
 /* Which endpoint made the task: the shape of its answer. */
 enum task_api { API_OPENAI, API_LLAMA, API_CHAT };
@@ -92,10 +114,13 @@ struct task {
     struct recur_logit_bias *bias; /* copied into the samplers */
     int32_t n_bias;
     char *prompt_text; /* the prompt's tokens as text (echo), NULL when not needed */
+    uint64_t tenant;   /* the API key's partition of the prefix cache (0: no key) */
+    struct serve_park *park; /* the connection waiting for it, NULL once that one is gone */
 
     /* progress (under server.mu) */
     enum task_state state;
     char error[256];
+    unsigned err_status; /* the HTTP status of error (0: 500) */
     struct choice choice[SERVE_MAX_N];
     int32_t n_cached;  /* prompt tokens restored from the prefix cache */
     int32_t prefilled; /* prompt tokens decoded so far */
@@ -106,7 +131,7 @@ struct task {
     struct tok_prob *prompt_lp;            /* [n_prompt][1 + n_top] when prompt_logprobs: entry p is
                                               prompt[p] given prompt[0 .. p) (entry 0 unused) */
     int32_t chunk_pos, chunk_row, chunk_n; /* this step's prompt rows (prompt_logprobs) */
-    int refs;                              /* the connection and the scheduler */
+    int refs; /* the connection and, once submitted, the scheduler (serve_submit takes it) */
     uint64_t id;                           /* cmpl-<id> */
     struct task *next;                     /* queue */
 };
@@ -118,6 +143,7 @@ struct serve_limits {
     int32_t max_tokens; /* tokens a request may ask for */
     size_t max_body;    /* request bytes */
     double timeout_s;   /* a request that is not done by then fails (504) */
+    double read_s;      /* the most seconds a request's headers and body may take to arrive */
     int32_t n_predict;  /* tokens a request that names no length gets (-n; -1: max_tokens) */
     int32_t n_ctx;      /* most tokens (prompt + generated) one sequence may hold (-c; 0: no
                            limit): a recurrent state has no window, so this is a budget */
@@ -125,6 +151,10 @@ struct serve_limits {
 
 struct serve_metrics {
     uint64_t requests, requests_failed, rejected_busy;
+    uint64_t rejected_stopping; /* answered 503 during the drain */
+    uint64_t read_timeouts;     /* connections closed for a request not sent in time (408) */
+    uint64_t clients_gone;      /* parked requests whose client went away */
+    uint64_t decode_retries;    /* shared decodes that failed and were retried task by task */
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t steps;
     uint64_t busy_slots;  /* slots in use, summed over steps */
@@ -141,21 +171,33 @@ struct serve_slot {
     recur_token *tokens; /* what the sequence's state holds (prompt + generated) */
     int32_t n_tokens, cap;
     int64_t id_task; /* the last task that ran on it, -1 none */
+    uint64_t tenant; /* whose conversation it holds (the API key's partition, 0: no keys) */
 };
 
 struct slot_action; /* a POST /slots/{id} action waiting for the scheduler (serve_slots.c) */
+
+/* The decode loop's own buffers (serve_sched_init): the batch, and per task of a step its
+ * rows [base, base + len), its prompt's last row, its choices' sampled tokens. */
+struct serve_sched {
+    struct recur_batch batch;
+    struct task **tasks;
+    int32_t *base, *len, *prompt_row;
+    recur_token (*tok)[SERVE_MAX_N];
+};
 
 struct server {
     struct recur_model *model;
     struct recur_context *ctx;
     const char *model_name;    /* --alias, else the model file's name */
     const char *chat_template; /* --chat-template NAME, or NULL: the model's own (or default) */
-    const char *api_key;       /* NULL: none asked */
+    const char *const *api_keys; /* --api-key / --api-key-file; NULL: none asked */
+    int n_api_keys;
     const char *model_path;    /* -m */
     struct serve_limits lim;
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
+    int32_t max_piece;          /* the longest token's text in bytes (0: not known) */
 
     pthread_mutex_t mu;
     pthread_cond_t work;     /* the scheduler: a task arrived, or stop */
@@ -166,6 +208,7 @@ struct server {
     bool *slot_used;      /* [n_parallel] */
     int32_t slots_in_use;
     bool stopping; /* no new requests; finish the admitted ones */
+    struct serve_park *parked; /* parked connections (serve_conn.c), under mu */
     uint64_t next_id;
     struct serve_metrics m;
     double t_start;
@@ -179,16 +222,34 @@ struct server {
     /* at the retire of a finished task, mu held, for each choice: records what its sequence
        holds in its slot; the sequence then keeps its state (without the hook it is cleared) */
     void (*slot_keep)(struct server *s, const struct task *t, int choice);
+    /* the decode call: recur_decode (a test puts a failing one here to check that one bad
+       task fails alone) */
+    int32_t (*decode)(struct recur_context *ctx, struct recur_batch batch);
+    struct serve_conns *conns; /* connections and the watcher thread (serve_conn.c) */
+    struct serve_sched *sched; /* the decode loop's buffers */
 };
 
-/* The scheduler thread's body (serve_sched.c). */
+/* The decode loop's buffers for s (s->ctx, s->lim set), and s->decode = recur_decode unless
+ * set; false without memory. Before serve_sched_main starts; serve_sched_free after it ends. */
+bool serve_sched_init(struct server *s);
+void serve_sched_free(struct server *s);
+/* The scheduler thread's body (serve_sched.c): returns once s->stopping is set and every
+ * admitted task and slot action has ended (queued tasks are answered 503 then). */
 void *serve_sched_main(void *srv);
 
-/* Queues t (refs already 2); false when the queue is full (the caller answers 503). */
+/* Queues t, taking a reference for the scheduler; false when the server is stopping or the
+ * queue is full (t->error and t->err_status say which: the caller answers 503). */
 bool serve_submit(struct server *s, struct task *t);
 /* Drops a reference; the last one frees the task. Call with s->mu held. */
 void serve_task_release(struct server *s, struct task *t);
 
 double serve_now(void);
+
+/* serve_conn.c. Parks p's connection (s->mu held; called from a libmicrohttpd callback of
+ * that connection, which then returns without an answer): libmicrohttpd calls the handler
+ * (or the stream's reader) again once serve_wake resumes it. */
+void serve_park(struct server *s, struct serve_park *p);
+/* Resumes p's connection if it is parked (s->mu held; any thread). NULL is fine. */
+void serve_wake(struct server *s, struct serve_park *p);
 
 #endif /* RECUR_TOOLS_SERVE_H */

@@ -256,11 +256,65 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
     return true;
 }
 
+/* Bytes counted at a time by serve_check_length, and the tokens one cut may change: a cut
+ * falls before a space that starts a word (where the pre-tokenizers split anyway) when there
+ * is one, else anywhere, and tokenizing the two sides apart can differ from the whole by a
+ * merge or two. */
+#define COUNT_CHUNK     (64 * 1024)
+#define COUNT_CUT_SLACK 8
+
+bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
+                        const char *what) {
+    const int32_t max = s->lim.max_prompt;
+    /* no token is longer than max_piece bytes: text of more than max of them cannot fit */
+    if (s->max_piece > 0 && len > (size_t)max * (size_t)s->max_piece) {
+        serve_fail(p,
+                   "%s has %zu bytes: more than %d tokens (the most accepted), as no token of this "
+                   "model is longer than %d bytes",
+                   what, len, max, s->max_piece);
+        return false;
+    }
+    if (len <= COUNT_CHUNK) return true; /* tokenized whole anyway */
+    /* a long text is counted a chunk at a time, and refused as soon as it is surely too long,
+       so that a huge prompt costs the tokenizer about max tokens, not all of its bytes */
+    recur_token *scratch = malloc(sizeof(recur_token) * (COUNT_CHUNK + 2));
+    if (!scratch) return true; /* the whole tokenization that follows decides */
+    int64_t counted = 0, cuts = 0;
+    size_t at = 0;
+    bool over = false;
+    while (at < len && !over) {
+        size_t n = len - at < COUNT_CHUNK ? len - at : COUNT_CHUNK;
+        if (at + n < len) {
+            size_t cut = n;
+            while (cut > n / 2 && !(text[at + cut] == ' ' && text[at + cut - 1] != ' ')) cut--;
+            if (cut == n / 2) /* no word boundary: any UTF-8 character boundary */
+                for (cut = n; cut > 1 && ((unsigned char)text[at + cut] & 0xc0) == 0x80; cut--) {
+                }
+            n = cut;
+            cuts++;
+        }
+        const int32_t got = recur_tokenize(s->model, text + at, (int32_t)n, scratch,
+                                           COUNT_CHUNK + 2, false, false);
+        if (got < 0) break; /* the whole tokenization reports it */
+        counted += got;
+        over = counted - COUNT_CUT_SLACK * cuts > max;
+        at += n;
+    }
+    free(scratch);
+    if (over)
+        serve_fail(p,
+                   "%s has more than %d tokens (counted in its first %zu of %zu bytes), at most %d "
+                   "are accepted",
+                   what, max, at, len, max);
+    return !over;
+}
+
 /* One prompt: a string, or an array of token ids (and, /completion, strings) into t. */
 static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool llama,
                        struct task *t, const char *what) {
     int32_t cap = 0;
     if (cJSON_IsString(f)) {
+        if (!serve_check_length(p, s, f->valuestring, strlen(f->valuestring), what)) return;
         if (!serve_tokenize_into(s, f->valuestring, true, false, &t->prompt, &t->n_prompt, &cap))
             serve_fail(p, "%s could not be tokenized", what);
         return;
@@ -273,6 +327,7 @@ static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool l
     int i = 0;
     for (const cJSON *e = f->child; e && !p->bad; e = e->next, i++) {
         if (llama && cJSON_IsString(e)) { /* llama-server's mixed prompts */
+            if (!serve_check_length(p, s, e->valuestring, strlen(e->valuestring), what)) return;
             if (!serve_tokenize_into(s, e->valuestring, i == 0, false, &t->prompt, &t->n_prompt,
                                      &cap))
                 serve_fail(p, "%s[%d] could not be tokenized", what, i);
@@ -664,7 +719,10 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
 void serve_request_free(struct server *s, struct serve_request *r) {
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < r->n_tasks; i++)
-        if (r->tasks[i]) serve_task_release(s, r->tasks[i]);
+        if (r->tasks[i]) {
+            r->tasks[i]->park = NULL;
+            serve_task_release(s, r->tasks[i]);
+        }
     pthread_mutex_unlock(&s->mu);
     r->n_tasks = 0;
     cJSON_Delete(r->response_fields);
@@ -673,14 +731,15 @@ void serve_request_free(struct server *s, struct serve_request *r) {
 }
 
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, enum task_api api) {
+                                        const struct serve_req *rq, enum task_api api) {
     struct serve_request *r = malloc(sizeof *r);
     if (!r) return serve_send_error(conn, 500, "server_error", "out of memory");
     char msg[200];
-    if (!serve_parse_request(s, body, api, r, msg, sizeof msg)) {
+    if (!serve_parse_request(s, rq->body, api, r, msg, sizeof msg)) {
         serve_request_free(s, r);
         free(r);
         return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
-    return serve_answer(s, conn, r);
+    for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->tenant = rq->tenant;
+    return serve_answer(s, conn, r, rq->cont);
 }

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 
 #include "serve.h"
+#include "serve_endpoints.h"
 
 #define SERVE_MAX_PROMPTS 16 /* prompts in one request (a list answers a list) */
 
@@ -55,6 +56,7 @@ struct serve_request {
     bool return_tokens;     /* /completion */
     cJSON *response_fields; /* /completion: the paths to keep (owned), NULL: all */
     cJSON *settings;        /* /completion: generation_settings (owned) */
+    struct serve_park park; /* the connection, while it waits for the tasks */
 };
 
 /* The fields of a request into r: its tasks (prompt tokens, limits, sampling, stop strings,
@@ -68,7 +70,8 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
  * e.g. for /props' default settings. False with msg as serve_parse_request. */
 bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, struct task *t,
                             bool *stream, char *msg, size_t msg_len);
-/* Releases r's tasks (refs of this side) and options; s->mu must NOT be held. */
+/* Releases r's tasks (refs of this side; they no longer wake r's connection) and options;
+ * s->mu must NOT be held. */
 void serve_request_free(struct server *s, struct serve_request *r);
 
 /* ---- shared between serve_api.c and serve_chat.c ---------------------------------------- */
@@ -85,6 +88,12 @@ const cJSON *serve_field(const struct parse *p, const char *name);
 /* Appends the tokens of text to *toks (*n of *cap used; grown as needed); false on failure. */
 bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
                          recur_token **toks, int32_t *n, int32_t *cap);
+/* False (the parse failed, naming what) when text[0..len) is surely more than max_prompt
+ * tokens: from its bytes and the longest token's length, then, for a long text, counted a
+ * chunk at a time and refused as soon as the count passes the limit, before the whole text is
+ * tokenized. True does not promise it fits: the caller still counts its tokens. */
+bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
+                        const char *what);
 /* serve_fields.c: every field of the body is in api's table and refused features are off. */
 void serve_check_fields(struct parse *p, enum task_api api);
 /* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */
@@ -103,13 +112,14 @@ const char *serve_chat_template(const struct server *s);
 
 /* ---- answers (serve_out.c) -------------------------------------------------------------- */
 
-/* Submits r's tasks and answers: whole or streamed. Takes r over (frees it). */
+/* Submits r's tasks and answers: streamed, or whole once they end (the connection parked
+ * until then, through cont). Takes r over (frees it). A refused submission answers 503. */
 enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
-                             struct serve_request *r);
+                             struct serve_request *r, struct serve_cont *cont);
 
 /* POST /v1/completions (API_OPENAI), /completion (API_LLAMA), /v1/chat/completions
  * (API_CHAT). */
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const cJSON *body, enum task_api api);
+                                        const struct serve_req *rq, enum task_api api);
 
 #endif

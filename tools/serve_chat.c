@@ -195,6 +195,7 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
         serve_fail(p, "the rendered chat is too long");
         goto done;
     }
+    if (!serve_check_length(p, s, text, len, "the rendered chat")) goto done;
     t->prompt = malloc(sizeof(recur_token) * (len + 2));
     t->n_prompt = t->prompt ? recur_tokenize(s->model, text, (int32_t)len, t->prompt,
                                              (int32_t)len + 2, true, true)

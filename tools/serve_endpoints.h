@@ -11,12 +11,27 @@
 
 #include "serve.h"
 
-/* What a handler gets: the URL path, its parsed JSON body (NULL for a GET) and the raw body. */
+/* What a handler that must wait for the decode loop leaves behind: it parks its connection
+ * (serve_park) and sets resume, which serve.c then calls instead of the handler each time the
+ * connection is woken, until resume answers (and clears resume). cleanup frees state when the
+ * connection ends before that. */
+struct serve_cont {
+    enum MHD_Result (*resume)(struct server *s, struct MHD_Connection *conn,
+                              struct serve_cont *cont);
+    void (*cleanup)(struct server *s, void *state);
+    void *state;
+};
+
+/* What a handler gets: the URL path, its parsed JSON body (NULL for a GET) and the raw body;
+ * the caller's tenant (its API key's partition of the prefix cache and slot files, 0 without
+ * keys) and where to leave a continuation. */
 struct serve_req {
     const char *url;
     const cJSON *body;
     const char *raw;
     size_t raw_len;
+    uint64_t tenant;
+    struct serve_cont *cont;
 };
 
 typedef enum MHD_Result (*serve_handler)(struct server *s, struct MHD_Connection *conn,

@@ -11,6 +11,7 @@
 
 #include "serve.h"
 #include "serve_api.h"
+#include "serve_conn.h"
 #include "serve_endpoints.h"
 
 #ifndef RECUR_VERSION_STRING
@@ -297,7 +298,11 @@ static void add_text_of(cJSON *o, const char *name, const struct server *s, cons
 /* One slot as llama-server shows it; t: its running task or NULL; choice: which of t's. Under
  * s->mu. */
 static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int choice,
-                        const struct task *defaults) {
+                        const struct task *defaults, uint64_t tenant) {
+    /* another API key's conversation is not shown: its prompt, settings and progress stay its
+       own (that the slot is busy is shown) */
+    const bool own = t ? t->tenant == tenant : s->slots[q].tenant == tenant;
+    const struct task *shown = own ? t : NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", q);
     cJSON_AddNumberToObject(o, "id_task", t ? (double)t->id : (double)s->slots[q].id_task);
@@ -305,19 +310,21 @@ static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int c
     cJSON_AddBoolToObject(o, "speculative", false);
     cJSON_AddBoolToObject(o, "is_processing", t != NULL);
     cJSON_AddItemToObject(o, "params",
-                          t ? params_json(s, t, t->max_tokens, false)
-                            : params_json(s, defaults, s->lim.n_predict, true));
-    if (t)
-        add_text_of(o, "prompt", s, t->prompt, t->n_prompt);
-    else
+                          shown ? params_json(s, shown, shown->max_tokens, false)
+                                : params_json(s, defaults, s->lim.n_predict, true));
+    if (shown)
+        add_text_of(o, "prompt", s, shown->prompt, shown->n_prompt);
+    else if (own && !t)
         add_text_of(o, "prompt", s, s->slots[q].tokens, s->slots[q].n_tokens);
+    else
+        cJSON_AddStringToObject(o, "prompt", "");
     /* recur's: the tokens the slot's state holds (its last finished conversation) */
-    cJSON_AddNumberToObject(o, "n_tokens_cached", t ? 0 : s->slots[q].n_tokens);
+    cJSON_AddNumberToObject(o, "n_tokens_cached", t || !own ? 0 : s->slots[q].n_tokens);
     cJSON *nt = cJSON_AddObjectToObject(o, "next_token");
-    const struct choice *c = t ? &t->choice[choice] : NULL;
+    const struct choice *c = shown ? &shown->choice[choice] : NULL;
     cJSON_AddBoolToObject(nt, "has_next_token", c ? !c->finished : true);
     cJSON_AddBoolToObject(nt, "has_new_line", c && c->text && memchr(c->text, '\n', c->len));
-    cJSON_AddNumberToObject(nt, "n_remain", c ? t->max_tokens - c->n_out : -1);
+    cJSON_AddNumberToObject(nt, "n_remain", c ? shown->max_tokens - c->n_out : -1);
     cJSON_AddNumberToObject(nt, "n_decoded", c ? c->n_out : 0);
     cJSON_AddStringToObject(nt, "stopping_word", "");
     return o;
@@ -325,12 +332,11 @@ static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int c
 
 enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
                             const struct serve_req *rq) {
-    (void)rq;
     struct task *d;
     if (!default_task(s, &d)) return serve_send_error(conn, 500, "server_error", "out of memory");
     cJSON *j = cJSON_CreateObject();
     pthread_mutex_lock(&s->mu);
-    cJSON *dg = slot_json(s, 0, NULL, 0, d);
+    cJSON *dg = slot_json(s, 0, NULL, 0, d, rq->tenant);
     pthread_mutex_unlock(&s->mu);
     cJSON_ReplaceItemInObject(dg, "id_task", cJSON_CreateNumber(-1));
     cJSON_ReplaceItemInObject(dg, "prompt", cJSON_CreateString(""));
@@ -368,7 +374,6 @@ enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
 
 enum MHD_Result serve_slots_get(struct server *s, struct MHD_Connection *conn,
                                 const struct serve_req *rq) {
-    (void)rq;
     if (!s->slots_endpoint)
         return serve_send_error(conn, 501, "not_supported_error",
                                 "This server does not support slots endpoint. Start it without "
@@ -387,7 +392,7 @@ enum MHD_Result serve_slots_get(struct server *s, struct MHD_Connection *conn,
             for (int i = 0; x && i < x->n && !t; i++)
                 if (x->choice[i].seq == q) t = x, choice = i;
         }
-        cJSON_AddItemToArray(arr, slot_json(s, q, t, choice, d));
+        cJSON_AddItemToArray(arr, slot_json(s, q, t, choice, d, rq->tenant));
     }
     pthread_mutex_unlock(&s->mu);
     free_default_task(s, d);
@@ -410,6 +415,7 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
     for (int32_t q = 0; q < s->lim.n_parallel; q++) processing += s->active[q] != NULL;
     pthread_mutex_unlock(&s->mu);
     const double processed = (double)(m.prompt_tokens - m.prompt_tokens_cached);
+    const double n_open = (double)serve_conns_open(s);
     struct {
         const char *name, *type, *help;
         double v;
@@ -463,8 +469,20 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
          (double)m.cache.n_entries},
         {"recur_sequences_in_use", "gauge", "Sequence slots decoding a request.", (double)in_use},
         {"recur_queue_length", "gauge", "Requests waiting for a slot.", (double)queued},
+        {"recur_requests_rejected_stopping_total", "counter",
+         "Requests answered 503 during the drain.", (double)m.rejected_stopping},
+        {"recur_read_timeouts_total", "counter",
+         "Connections closed (408) for a request not sent within --read-timeout.",
+         (double)m.read_timeouts},
+        {"recur_clients_gone_total", "counter",
+         "Waiting requests whose client went away (their work cancelled).",
+         (double)m.clients_gone},
+        {"recur_connections_open", "gauge", "HTTP connections open now.", n_open},
+        {"recur_decode_retries_total", "counter",
+         "Shared decodes that failed and were retried request by request.",
+         (double)m.decode_retries},
     };
-    const size_t cap = 8192;
+    const size_t cap = 16384;
     char *out = malloc(cap);
     if (!out) return serve_send_error(conn, 500, "server_error", "out of memory");
     size_t off = 0;

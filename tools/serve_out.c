@@ -35,31 +35,29 @@
 
 /* ---- waiting for the decode loop --------------------------------------------------------- */
 
-/* True when the client closed its end (a read would return 0 bytes). */
-static bool client_gone(struct MHD_Connection *conn) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return false;
-    struct pollfd pfd = {ci->connect_fd, POLLIN, 0};
-    if (poll(&pfd, 1, 0) <= 0) return false;
-    char c;
-    return (pfd.revents & (POLLHUP | POLLERR)) || recv(ci->connect_fd, &c, 1, MSG_PEEK) == 0;
-}
-
-/* Waits up to 50 ms for progress; s->mu held. */
-static void wait_progress(struct server *s) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&s->progress, &s->mu, &ts);
-}
-
 static bool timed_out(const struct server *s, const struct task *t) {
     return s->lim.timeout_s > 0 && serve_now() - t->t_queued > s->lim.timeout_s;
+}
+
+/* Marks r's unfinished tasks cancelled with why (s->mu held): the decode loop drops them, and
+ * their end wakes the connection. */
+static void cancel_all(struct server *s, struct serve_request *r, const char *why,
+                       unsigned status) {
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        struct task *t = r->tasks[ti];
+        if (t->state != TASK_QUEUED && t->state != TASK_RUNNING) continue;
+        if (why && !t->error[0]) {
+            snprintf(t->error, sizeof t->error, "%s", why);
+            t->err_status = status;
+        }
+        t->cancelled = true;
+    }
+    pthread_cond_signal(&s->work);
+}
+
+/* park.expire: the client left, or the request's time is up. */
+static void expire_request(struct server *s, struct serve_park *p, const char *why) {
+    cancel_all(s, p->owner, why, strcmp(why, "timed out") == 0 ? 504 : 500);
 }
 
 /* ---- pieces of the answers --------------------------------------------------------------- */
@@ -375,8 +373,13 @@ static cJSON *final_json(const struct server *s, const struct serve_request *r) 
 }
 
 static char *error_text(const struct task *t, int *status) {
-    *status = strcmp(t->error, "timed out") == 0 ? 504 : 500;
+    *status = t->err_status ? (int)t->err_status : 500;
     return t->error[0] ? (char *)t->error : (char *)"the request failed";
+}
+
+/* The error type of an HTTP status, as the answers name it. */
+static const char *error_type(int status) {
+    return status == 503 ? "unavailable_error" : status == 504 ? "timeout_error" : "server_error";
 }
 
 /* ---- streaming: server-sent events ------------------------------------------------------- */
@@ -390,7 +393,7 @@ struct sent {
 
 struct stream {
     struct server *s;
-    struct serve_request *r;
+    struct serve_request *r; /* r->park: the connection, parked between events */
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
     char *pending; /* an event not yet handed to MHD */
@@ -530,7 +533,7 @@ static char *next_event(struct stream *st, bool *end) {
             const char *why = error_text(t, &status);
             cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
             cJSON_AddStringToObject(e, "message", why);
-            cJSON_AddStringToObject(e, "type", "server_error");
+            cJSON_AddStringToObject(e, "type", error_type(status));
             cJSON_AddNumberToObject(e, "code", status);
             return event(j);
         }
@@ -565,6 +568,8 @@ static char *next_event(struct stream *st, bool *end) {
     return both;
 }
 
+/* libmicrohttpd asks for more of the stream: the next event, or, when there is none yet, the
+ * connection is parked and 0 returned (the scheduler's wake makes libmicrohttpd ask again). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct stream *st = cls;
@@ -572,21 +577,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     if (!st->pending) {
         bool end = false;
         pthread_mutex_lock(&s->mu);
-        for (;;) {
-            st->pending = next_event(st, &end);
-            if (st->pending || end) break;
-            struct task *t0 = st->r->tasks[0];
-            if (timed_out(s, t0)) {
-                for (int ti = 0; ti < st->r->n_tasks; ti++) {
-                    struct task *t = st->r->tasks[ti];
-                    if (!t->cancelled && (t->state == TASK_QUEUED || t->state == TASK_RUNNING)) {
-                        t->cancelled = true;
-                        snprintf(t->error, sizeof t->error, "timed out");
-                    }
-                }
-                pthread_cond_signal(&s->work);
-            }
-            wait_progress(s);
+        st->pending = next_event(st, &end);
+        if (!st->pending && !end) {
+            if (!st->r->tasks[0]->cancelled && timed_out(s, st->r->tasks[0]))
+                cancel_all(s, st->r, "timed out", 504);
+            serve_park(s, &st->r->park);
+            pthread_mutex_unlock(&s->mu);
+            return 0;
         }
         pthread_mutex_unlock(&s->mu);
         if (end) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -604,21 +601,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-/* Marks r's unfinished tasks cancelled (s->mu held): the decode loop drops them. */
-static void cancel_all(struct server *s, struct serve_request *r) {
-    for (int ti = 0; ti < r->n_tasks; ti++) {
-        struct task *t = r->tasks[ti];
-        if (t->state == TASK_QUEUED || t->state == TASK_RUNNING) t->cancelled = true;
-    }
-    pthread_cond_signal(&s->work);
-}
-
 /* The response is gone (sent, or the client left): the tasks are no longer wanted. */
 static void stream_free(void *cls) {
     struct stream *st = cls;
     struct server *s = st->s;
     pthread_mutex_lock(&s->mu);
-    cancel_all(s, st->r);
+    cancel_all(s, st->r, "the client went away", 500);
     pthread_mutex_unlock(&s->mu);
     serve_request_free(s, st->r);
     free(st->r);
@@ -628,63 +616,18 @@ static void stream_free(void *cls) {
 
 /* ---- the answer -------------------------------------------------------------------------- */
 
-enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
-                             struct serve_request *r) {
-    for (int ti = 0; ti < r->n_tasks; ti++) {
-        struct task *t = r->tasks[ti];
-        t->refs = 2; /* this connection and the decode loop */
-        if (!serve_submit(s, t)) {
-            t->refs = 1;
-            pthread_mutex_lock(&s->mu);
-            for (int k = 0; k < ti; k++) r->tasks[k]->cancelled = true;
-            pthread_cond_signal(&s->work);
-            pthread_mutex_unlock(&s->mu);
-            serve_request_free(s, r);
-            free(r);
-            return serve_send_error(conn, 503, "server_busy",
-                                    "every slot is busy and the queue is full; retry later");
-        }
-    }
-    if (r->stream) {
-        struct stream *st = calloc(1, sizeof *st);
-        struct MHD_Response *resp = st ? MHD_create_response_from_callback(
-                                             MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
-                                       : NULL;
-        if (!resp) {
-            free(st);
-            pthread_mutex_lock(&s->mu);
-            cancel_all(s, r);
-            pthread_mutex_unlock(&s->mu);
-            serve_request_free(s, r);
-            free(r);
-            return MHD_NO;
-        }
-        st->s = s;
-        st->r = r;
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        serve_cors_headers(conn, resp);
-        enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
-    }
-    /* whole answer: wait, watching the client and the clock */
+/* The whole answer once every task has ended; until then the connection stays parked. */
+static enum MHD_Result whole_resume(struct server *s, struct MHD_Connection *conn,
+                                    struct serve_cont *cont) {
+    struct serve_request *r = cont->state;
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        bool running = false;
-        for (int ti = 0; ti < r->n_tasks; ti++)
-            running |= r->tasks[ti]->state == TASK_QUEUED || r->tasks[ti]->state == TASK_RUNNING;
-        if (!running) break;
-        struct task *t0 = r->tasks[0];
-        if (!t0->cancelled && (timed_out(s, t0) || client_gone(conn))) {
-            const char *why = timed_out(s, t0) ? "timed out" : "the client went away";
-            for (int ti = 0; ti < r->n_tasks; ti++)
-                if (!r->tasks[ti]->error[0])
-                    snprintf(r->tasks[ti]->error, sizeof r->tasks[ti]->error, "%s", why);
-            cancel_all(s, r);
-            t0->cancelled = true;
-        }
-        wait_progress(s);
+    bool running = false;
+    for (int ti = 0; ti < r->n_tasks; ti++)
+        running |= r->tasks[ti]->state == TASK_QUEUED || r->tasks[ti]->state == TASK_RUNNING;
+    if (running) {
+        serve_park(s, &r->park);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
     }
     const struct task *failed = NULL;
     for (int ti = 0; ti < r->n_tasks && !failed; ti++)
@@ -699,8 +642,73 @@ enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
         snprintf(err, sizeof err, "%s", error_text(failed, &status));
     }
     pthread_mutex_unlock(&s->mu);
+    cont->resume = NULL;
+    cont->cleanup = NULL;
+    cont->state = NULL;
     serve_request_free(s, r);
     free(r);
-    if (failed) return serve_send_error(conn, (unsigned)status, "server_error", err);
+    if (failed) return serve_send_error(conn, (unsigned)status, error_type(status), err);
     return serve_send_text(conn, 200, "application/json", text, NULL);
+}
+
+/* The connection ended before the answer (cont.cleanup): the tasks are not wanted. */
+static void whole_cleanup(struct server *s, void *state) {
+    struct serve_request *r = state;
+    pthread_mutex_lock(&s->mu);
+    cancel_all(s, r, "the client went away", 500);
+    pthread_mutex_unlock(&s->mu);
+    serve_request_free(s, r);
+    free(r);
+}
+
+enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
+                             struct serve_request *r, struct serve_cont *cont) {
+    r->park = (struct serve_park){.conn = conn,
+                                  .on_progress = r->stream,
+                                  .deadline = s->lim.timeout_s > 0
+                                                  ? serve_now() + s->lim.timeout_s
+                                                  : 0,
+                                  .expire = expire_request,
+                                  .owner = r};
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        struct task *t = r->tasks[ti];
+        t->park = &r->park;
+        if (!serve_submit(s, t)) {
+            char why[sizeof t->error];
+            snprintf(why, sizeof why, "%s", t->error);
+            const unsigned status = t->err_status;
+            pthread_mutex_lock(&s->mu);
+            for (int k = 0; k < ti; k++) r->tasks[k]->cancelled = true;
+            pthread_cond_signal(&s->work);
+            pthread_mutex_unlock(&s->mu);
+            serve_request_free(s, r);
+            free(r);
+            return serve_send_error(conn, status, status == 503 ? "unavailable_error" : "server_error",
+                                    why);
+        }
+    }
+    if (r->stream) {
+        struct stream *st = calloc(1, sizeof *st);
+        struct MHD_Response *resp = st ? MHD_create_response_from_callback(
+                                             MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
+                                       : NULL;
+        if (!resp) {
+            free(st);
+            whole_cleanup(s, r);
+            return MHD_NO;
+        }
+        st->s = s;
+        st->r = r;
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        serve_cors_headers(conn, resp);
+        enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    /* the whole answer: parked until the tasks end */
+    cont->resume = whole_resume;
+    cont->cleanup = whole_cleanup;
+    cont->state = r;
+    return whole_resume(s, conn, cont);
 }

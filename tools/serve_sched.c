@@ -94,10 +94,18 @@ bool serve_submit(struct server *s, struct task *t) {
     /* room: free slots take tasks at the next step, beyond them queue_max may wait */
     const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
     if (s->stopping || s->n_queued + t->n > s->lim.queue_max + free_slots) {
-        s->m.rejected_busy++;
+        snprintf(t->error, sizeof t->error, "%s",
+                 s->stopping ? "the server is shutting down; retry later (elsewhere)"
+                             : "every slot is busy and the queue is full; retry later");
+        t->err_status = 503;
+        if (s->stopping)
+            s->m.rejected_stopping++;
+        else
+            s->m.rejected_busy++;
         pthread_mutex_unlock(&s->mu);
         return false;
     }
+    t->refs++; /* the scheduler's, dropped when it retires the task */
     t->state = TASK_QUEUED;
     t->t_queued = serve_now();
     t->id = ++s->next_id;
@@ -111,6 +119,44 @@ bool serve_submit(struct server *s, struct task *t) {
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return true;
+}
+
+/* Ends a task that never got a slot (under s->mu): cancelled while waiting, or the server is
+ * stopping. */
+static void drop_queued(struct server *s, struct task *t, unsigned status, const char *why) {
+    if (!t->error[0]) {
+        snprintf(t->error, sizeof t->error, "%s", why);
+        t->err_status = status;
+    }
+    t->state = TASK_FAILED;
+    t->t_done = serve_now();
+    s->m.requests_failed++;
+    if (status == 503) s->m.rejected_stopping++;
+    serve_wake(s, t->park);
+    pthread_cond_broadcast(&s->progress);
+    serve_task_release(s, t);
+}
+
+/* Takes cancelled tasks out of the queue, and every task when the server is stopping: queued
+ * requests are answered 503 then, so that their clients go elsewhere (under s->mu). */
+static void sweep_queue(struct server *s) {
+    struct task **at = &s->queue_head, *last = NULL;
+    while (*at) {
+        struct task *t = *at;
+        if (t->cancelled || s->stopping) {
+            *at = t->next;
+            s->n_queued--;
+            t->next = NULL;
+            if (t->cancelled)
+                drop_queued(s, t, 500, "cancelled");
+            else
+                drop_queued(s, t, 503, "the server is shutting down; retry later (elsewhere)");
+        } else {
+            last = t;
+            at = &t->next;
+        }
+    }
+    s->queue_tail = last;
 }
 
 /* Gives the head of the queue free slots when there are enough; under s->mu. */
@@ -129,6 +175,7 @@ static bool admit_one(struct server *s) {
             if (s->slots) { /* its former conversation is overwritten */
                 s->slots[q].n_tokens = 0;
                 s->slots[q].id_task = (int64_t)t->id;
+                s->slots[q].tenant = t->tenant;
             }
         }
     s->slots_in_use += t->n;
@@ -149,7 +196,7 @@ static void retire(struct server *s, struct task *t, enum task_state state) {
             memcpy(all, t->prompt, sizeof(recur_token) * (size_t)t->n_prompt);
             memcpy(all + t->n_prompt, t->choice[0].out,
                    sizeof(recur_token) * (size_t)(held - t->n_prompt));
-            recur_prefix_cache_store(s->ctx, t->choice[0].seq, all, held);
+            recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, all, held);
         }
         free(all);
     }
@@ -172,6 +219,7 @@ static void retire(struct server *s, struct task *t, enum task_state state) {
     t->state = state;
     t->t_done = serve_now();
     if (state != TASK_DONE) s->m.requests_failed++;
+    serve_wake(s, t->park);
     pthread_cond_broadcast(&s->progress);
     serve_task_release(s, t);
 }
@@ -180,6 +228,21 @@ static void fail_task(struct server *s, struct task *t, const char *why) {
     if (!t->error[0] && why != t->error) /* the first reason stays */
         snprintf(t->error, sizeof t->error, "%s", why);
     retire(s, t, TASK_FAILED);
+}
+
+/* Every prompt token is one of the vocabulary's, before the task joins a shared batch: a bad
+ * one fails its own task here rather than every task decoded with it. False with t->error. */
+static bool tokens_valid(const struct server *s, struct task *t) {
+    const int32_t V = recur_model_n_vocab(s->model);
+    for (int32_t i = 0; i < t->n_prompt; i++)
+        if (t->prompt[i] < 0 || t->prompt[i] >= V) {
+            snprintf(t->error, sizeof t->error,
+                     "prompt token %d (at position %d) is not in the vocabulary (0..%d)",
+                     t->prompt[i], i, V - 1);
+            t->err_status = 400;
+            return false;
+        }
+    return true;
 }
 
 /* Bytes at the end of text that must not be sent yet: an incomplete UTF-8 character, or the
@@ -307,6 +370,7 @@ static bool add_grammar(struct server *s, struct task *t, struct choice *c) {
  * owns the context). False with t->error set. */
 static bool start_task(struct server *s, struct task *t) {
     t->t_started = serve_now();
+    if (!tokens_valid(s, t)) return false;
     const size_t room = (size_t)t->max_tokens + 1;
     for (int i = 0; i < t->n; i++) {
         struct recur_sampler_params sp = t->sampling;
@@ -353,7 +417,8 @@ static bool start_task(struct server *s, struct task *t) {
     /* the prompt's logprobs need every position's logits: nothing may be skipped */
     if (t->cache_prompt && !t->prompt_logprobs) {
         const int32_t got =
-            recur_prefix_cache_restore(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
+            recur_prefix_cache_restore_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                              t->n_prompt);
         if (got > 0) t->n_cached = got;
     }
     t->prefilled = t->n_cached;
@@ -404,22 +469,132 @@ static void prompt_done(struct server *s, struct task *t) {
         recur_memory_seq_cp(mem, t->choice[0].seq, t->choice[i].seq, -1, -1);
 }
 
+bool serve_sched_init(struct server *s) {
+    struct serve_sched *w = calloc(1, sizeof *w);
+    if (!w) return false;
+    w->batch = recur_batch_init((int32_t)recur_n_batch(s->ctx), 0, 1);
+    w->tasks = calloc((size_t)s->lim.n_parallel, sizeof *w->tasks);
+    w->base = calloc((size_t)s->lim.n_parallel, sizeof *w->base);
+    w->len = calloc((size_t)s->lim.n_parallel, sizeof *w->len);
+    w->prompt_row = calloc((size_t)s->lim.n_parallel, sizeof *w->prompt_row);
+    w->tok = calloc((size_t)s->lim.n_parallel, sizeof *w->tok);
+    s->sched = w;
+    if (!w->batch.pos || !w->tasks || !w->base || !w->len || !w->prompt_row || !w->tok) {
+        serve_sched_free(s);
+        return false;
+    }
+    if (!s->decode) s->decode = recur_decode;
+    return true;
+}
+
+void serve_sched_free(struct server *s) {
+    struct serve_sched *w = s->sched;
+    if (!w) return;
+    recur_batch_free(w->batch);
+    free(w->tasks);
+    free(w->base);
+    free(w->len);
+    free(w->prompt_row);
+    free(w->tok);
+    free(w);
+    s->sched = NULL;
+}
+
+/* After task k's rows were decoded (the last decode's rows, as recorded in c->row,
+ * prompt_row[k] and chunk_row): prompt logprobs, the prompt's prefix cache entries, the
+ * choices' shared prompt state, and each choice's next token sampled into tok[k][i] (-1: none;
+ * -2: the sampler failed). The scheduler owns all of it, so s->mu is not held. */
+static void after_decode(struct server *s, struct serve_sched *w, int32_t k) {
+    struct task *t = w->tasks[k];
+    if (t->prompt_logprobs) record_prompt_logprobs(s, t);
+    if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
+        w->prompt_row[k] < 0)
+        recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                        t->n_prompt - 1);
+    if (w->prompt_row[k] >= 0) { /* the prompt is in: every choice samples its row */
+        prompt_done(s, t);
+        if (t->cache_prompt)
+            recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                            t->n_prompt);
+        for (int i = 0; i < t->n; i++) t->choice[i].row = w->prompt_row[k];
+    }
+    for (int i = 0; i < t->n; i++) {
+        struct choice *c = &t->choice[i];
+        w->tok[k][i] = -1;
+        if (c->finished || c->row < 0 || t->max_tokens == 0) continue;
+        const recur_token tok = recur_sampler_sample(c->smpl, s->ctx, c->row);
+        w->tok[k][i] = tok < 0 ? -2 : tok;
+        /* probabilities are written at index n_out, past what any answer reads yet */
+        if (tok >= 0) record_probs(s, t, c, tok);
+    }
+}
+
+/* The sampled tokens of task k into its choices (s->mu held): text, the ends, retire. */
+static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
+    struct task *t = w->tasks[k];
+    if (w->prompt_row[k] >= 0) {
+        s->m.prompt_tokens += (uint64_t)t->n_prompt;
+        s->m.prompt_tokens_cached += (uint64_t)t->n_cached;
+        t->t_first = serve_now();
+    }
+    bool all_done = true;
+    for (int i = 0; i < t->n; i++) {
+        struct choice *c = &t->choice[i];
+        if (!c->finished && c->row >= 0 && t->max_tokens == 0) { /* the prompt only */
+            c->finished = true;
+            c->finish_reason = "length";
+        } else if (!c->finished && w->tok[k][i] == -2) {
+            c->finished = true;
+            c->finish_reason = "stop";
+            c->stop_kind = STOP_EOS;
+        } else if (!c->finished && w->tok[k][i] >= 0) {
+            append_token(s, t, c, w->tok[k][i]);
+        }
+        all_done &= c->finished;
+    }
+    if (all_done)
+        retire(s, t, TASK_DONE);
+    else if (t->park && t->park->on_progress)
+        serve_wake(s, t->park); /* a stream: there is new text */
+}
+
+/* Task k's rows of the batch, decoded alone (their rows renumbered from 0); false with the
+ * task's error set when this decode fails too. */
+static bool decode_alone(struct server *s, struct serve_sched *w, int32_t k) {
+    struct task *t = w->tasks[k];
+    const struct recur_batch *b = &w->batch;
+    const int32_t at = w->base[k];
+    struct recur_batch one = *b;
+    one.n_tokens = w->len[k];
+    one.token = b->token + at;
+    one.pos = b->pos + at;
+    one.n_seq_id = b->n_seq_id + at;
+    one.seq_id = b->seq_id + at;
+    one.logits = b->logits + at;
+    if (s->decode(s->ctx, one) != 0) {
+        snprintf(t->error, sizeof t->error, "decode: %s", recur_last_error());
+        return false;
+    }
+    for (int i = 0; i < t->n; i++)
+        if (t->choice[i].row >= 0) t->choice[i].row -= at;
+    if (w->prompt_row[k] >= 0) w->prompt_row[k] -= at;
+    t->chunk_row -= at;
+    return true;
+}
+
 void *serve_sched_main(void *arg) {
     struct server *s = arg;
+    struct serve_sched *w = s->sched;
     const int32_t n_batch = (int32_t)recur_n_batch(s->ctx);
-    struct recur_batch b = recur_batch_init(n_batch, 0, 1);
-    struct task **tasks = calloc((size_t)s->lim.n_parallel, sizeof *tasks);
-    int32_t *prompt_row = calloc((size_t)s->lim.n_parallel, sizeof *prompt_row);
-    if (!b.pos || !tasks || !prompt_row) {
-        fprintf(stderr, "recur serve: out of memory for the decode loop\n");
-        exit(1);
-    }
+    struct recur_batch b = w->batch;
     for (;;) {
         if (s->run_actions) s->run_actions(s); /* POST /slots/{id} (serve_slots.c) */
         pthread_mutex_lock(&s->mu);
+        sweep_queue(s);
         /* cancelled tasks go first: their sequences are free for this step */
         for (int32_t q = 0; q < s->lim.n_parallel; q++)
-            if (s->active[q] && s->active[q]->cancelled) fail_task(s, s->active[q], "cancelled");
+            if (s->active[q] && s->active[q]->cancelled)
+                fail_task(s, s->active[q], "cancelled");
         int32_t n_new = 0;
         struct task *fresh[SERVE_MAX_N * 4];
         while (n_new < (int32_t)(sizeof fresh / sizeof fresh[0])) {
@@ -438,7 +613,7 @@ void *serve_sched_main(void *arg) {
         }
         int32_t n_tasks = 0;
         for (int32_t q = 0; q < s->lim.n_parallel; q++)
-            if (s->active[q]) tasks[n_tasks++] = s->active[q];
+            if (s->active[q]) w->tasks[n_tasks++] = s->active[q];
         pthread_mutex_unlock(&s->mu);
 
         for (int32_t i = 0; i < n_new; i++)
@@ -447,12 +622,15 @@ void *serve_sched_main(void *arg) {
                 fail_task(s, fresh[i], fresh[i]->error);
                 pthread_mutex_unlock(&s->mu);
             }
-        /* the batch: one token per running choice, then prompt chunks in the room left */
+        /* the batch: one token per running choice, then prompt chunks in the room left; each
+           task's rows are one run, [base, base + len) */
         const double t0 = serve_now();
         b.n_tokens = 0;
         for (int32_t k = 0; k < n_tasks; k++) {
-            struct task *t = tasks[k];
-            prompt_row[k] = -1;
+            struct task *t = w->tasks[k];
+            w->prompt_row[k] = -1;
+            w->base[k] = b.n_tokens;
+            w->len[k] = 0;
             t->chunk_n = 0;
             if (t->state != TASK_RUNNING || t->prefilled < t->n_prompt) continue;
             for (int i = 0; i < t->n; i++) {
@@ -467,9 +645,10 @@ void *serve_sched_main(void *arg) {
                 b.logits[j] = 1;
                 c->row = j;
             }
+            w->len[k] = b.n_tokens - w->base[k];
         }
         for (int32_t k = 0; k < n_tasks && b.n_tokens < n_batch; k++) {
-            struct task *t = tasks[k];
+            struct task *t = w->tasks[k];
             if (t->state != TASK_RUNNING || t->prefilled >= t->n_prompt) continue;
             /* stop before the last prompt token once, so that the state of all but it can be
                stored: an exact repeat of the prompt then restores it */
@@ -477,6 +656,7 @@ void *serve_sched_main(void *arg) {
             if (t->cache_prompt && t->prefilled < t->n_prompt - 1) end = t->n_prompt - 1;
             if (end - t->prefilled > n_batch - b.n_tokens)
                 end = t->prefilled + n_batch - b.n_tokens;
+            w->base[k] = b.n_tokens;
             t->chunk_pos = t->prefilled;
             t->chunk_row = b.n_tokens;
             t->chunk_n = end - t->prefilled;
@@ -487,64 +667,55 @@ void *serve_sched_main(void *arg) {
                 b.n_seq_id[j] = 1;
                 b.seq_id[j][0] = t->choice[0].seq;
                 b.logits[j] = p == t->n_prompt - 1 || t->prompt_logprobs;
-                if (p == t->n_prompt - 1) prompt_row[k] = j;
+                if (p == t->n_prompt - 1) w->prompt_row[k] = j;
             }
+            w->len[k] = b.n_tokens - w->base[k];
             t->prefilled = end;
         }
         if (b.n_tokens == 0) continue;
-        const int32_t rc = recur_decode(s->ctx, b);
-
+        w->batch = b;
+        const int32_t rc = s->decode(s->ctx, b);
+        /* A failed shared decode that left the memory as it was (an invalid batch, no room) is
+           retried task by task, so that only the task at fault fails; after another failure
+           the states of the batch's sequences are not known, and all of them fail. */
+        const bool retry = rc == 1 || rc == -1;
+        char why[256];
+        snprintf(why, sizeof why, "decode: %s", rc ? recur_last_error() : "");
+        int32_t n_rows = 0;
+        for (int32_t k = 0; k < n_tasks; k++) n_rows += w->len[k] > 0;
+        if (rc != 0 && retry && n_rows > 1) {
+            pthread_mutex_lock(&s->mu);
+            s->m.decode_retries++;
+            pthread_mutex_unlock(&s->mu);
+        }
+        for (int32_t k = 0; k < n_tasks; k++) {
+            struct task *t = w->tasks[k];
+            if (t->state != TASK_RUNNING || w->len[k] == 0) continue;
+            if (rc != 0) {
+                if (!retry || n_rows == 1 || !decode_alone(s, w, k)) {
+                    if (!t->error[0]) snprintf(t->error, sizeof t->error, "%s", why);
+                    pthread_mutex_lock(&s->mu);
+                    fail_task(s, t, t->error);
+                    pthread_mutex_unlock(&s->mu);
+                    continue;
+                }
+            }
+            after_decode(s, w, k);
+            if (rc != 0) { /* alone: its tokens now, before the next decode_alone */
+                pthread_mutex_lock(&s->mu);
+                take_tokens(s, w, k);
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
         pthread_mutex_lock(&s->mu);
         s->m.steps++;
         s->m.busy_slots += (uint64_t)s->slots_in_use;
-        for (int32_t k = 0; k < n_tasks; k++) {
-            struct task *t = tasks[k];
-            if (t->state != TASK_RUNNING) continue;
-            if (rc != 0) {
-                fail_task(s, t, recur_last_error());
-                continue;
-            }
-            if (t->prompt_logprobs) record_prompt_logprobs(s, t);
-            if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
-                prompt_row[k] < 0)
-                recur_prefix_cache_store(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt - 1);
-            if (prompt_row[k] >= 0) { /* the prompt is in: every choice samples its row */
-                prompt_done(s, t);
-                s->m.prompt_tokens += (uint64_t)t->n_prompt;
-                s->m.prompt_tokens_cached += (uint64_t)t->n_cached;
-                if (t->cache_prompt)
-                    recur_prefix_cache_store(s->ctx, t->choice[0].seq, t->prompt, t->n_prompt);
-                for (int i = 0; i < t->n; i++) t->choice[i].row = prompt_row[k];
-                t->t_first = serve_now();
-            }
-            bool all_done = true;
-            for (int i = 0; i < t->n; i++) {
-                struct choice *c = &t->choice[i];
-                if (!c->finished && c->row >= 0 && t->max_tokens == 0) { /* the prompt only */
-                    c->finished = true;
-                    c->finish_reason = "length";
-                } else if (!c->finished && c->row >= 0) {
-                    const recur_token tok = recur_sampler_sample(c->smpl, s->ctx, c->row);
-                    if (tok < 0) {
-                        c->finished = true;
-                        c->finish_reason = "stop";
-                        c->stop_kind = STOP_EOS;
-                    } else {
-                        record_probs(s, t, c, tok);
-                        append_token(s, t, c, tok);
-                    }
-                }
-                all_done &= c->finished;
-            }
-            if (all_done) retire(s, t, TASK_DONE);
-        }
+        for (int32_t k = 0; k < n_tasks && rc == 0; k++)
+            if (w->tasks[k]->state == TASK_RUNNING && w->len[k] > 0) take_tokens(s, w, k);
         s->m.busy_s += serve_now() - t0;
         recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);
     }
-    recur_batch_free(b);
-    free(tasks);
-    free(prompt_row);
     return NULL;
 }

@@ -12,15 +12,21 @@
  *
  * The scheduler thread owns the context, so an action is queued (s->actions) and run by the
  * scheduler at the top of its loop (serve_slots_run, through s->run_actions); the connection
- * waits for its result. A slot decoding a task answers 503.
+ * is parked until its result. A slot decoding a task answers 503.
+ *
+ * API keys: each key (tenant) has its own files, in a folder of the slot directory named for
+ * the key's hash, and a slot holding one key's conversation cannot be saved or erased with
+ * another key (403): a slot file or a restored state never crosses keys.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "serve.h"
@@ -34,6 +40,9 @@ struct slot_action {
     int32_t slot;
     char path[PATH_MAX];
     const char *filename; /* in path: what the client named */
+    uint64_t tenant;      /* the caller's API key partition */
+    bool in_key_dir;      /* path is in that key's folder, made by the first save */
+    struct serve_park park;
     /* the result, set by the scheduler */
     bool done;
     unsigned status; /* 200, or an error's */
@@ -105,12 +114,20 @@ static void run_one(struct server *s, struct slot_action *a) {
     pthread_mutex_lock(&s->mu);
     const bool busy = s->slot_used[q];
     const int32_t n = s->slots[q].n_tokens;
+    const bool foreign = n > 0 && s->slots[q].tenant != a->tenant && a->verb != SLOT_RESTORE;
     recur_token *tokens = NULL;
     if (!busy && a->verb == SLOT_SAVE && n > 0 &&
         (tokens = malloc(sizeof(recur_token) * (size_t)n)))
         memcpy(tokens, s->slots[q].tokens, sizeof(recur_token) * (size_t)n);
     pthread_mutex_unlock(&s->mu);
     a->status = 200;
+    if (foreign && !busy) {
+        free(tokens);
+        a->status = 403;
+        snprintf(a->error, sizeof a->error,
+                 "slot %d holds the conversation of another API key", q);
+        return;
+    }
     if (busy) {
         a->status = 503;
         snprintf(a->error, sizeof a->error,
@@ -127,6 +144,16 @@ static void run_one(struct server *s, struct slot_action *a) {
         if (n == 0) {
             fail(a, 400, "the slot holds no conversation to save", "");
             return;
+        }
+        if (a->in_key_dir) { /* the key's folder: path up to the file's name */
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%.*s", (int)(a->filename - 1 - a->path), a->path);
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+                free(tokens);
+                fail(a, 500, "could not save the slot: cannot make the key's folder: ",
+                     strerror(errno));
+                return;
+            }
         }
         a->n_bytes = recur_state_seq_save_file(s->ctx, a->path, q, tokens, (size_t)n);
         free(tokens);
@@ -159,7 +186,7 @@ static void run_one(struct server *s, struct slot_action *a) {
             return;
         }
         if ((size_t)recur_memory_seq_pos_max(mem, q) + 1 != got ||
-            recur_prefix_cache_store(s->ctx, q, buf, (int32_t)got) < 0) {
+            recur_prefix_cache_store_tenant(s->ctx, a->tenant, q, buf, (int32_t)got) < 0) {
             recur_memory_seq_rm(mem, q, -1, -1);
             free(buf);
             fail(a, 400,
@@ -168,6 +195,7 @@ static void run_one(struct server *s, struct slot_action *a) {
         }
         pthread_mutex_lock(&s->mu);
         const bool ok = slot_record(s, q, buf, (int32_t)got, NULL, 0);
+        s->slots[q].tenant = a->tenant;
         recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
         pthread_mutex_unlock(&s->mu);
         free(buf);
@@ -209,6 +237,7 @@ static void run_actions(struct server *s) {
         run_one(s, rev);
         pthread_mutex_lock(&s->mu);
         rev->done = true; /* the connection may free it from now on */
+        serve_wake(s, &rev->park);
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);
         rev = next;
@@ -239,6 +268,17 @@ static const struct {
 
 static enum MHD_Result bad(struct MHD_Connection *conn, const char *msg) {
     return serve_send_error(conn, 400, "invalid_request_error", msg);
+}
+
+static enum MHD_Result slot_resume(struct server *s, struct MHD_Connection *conn,
+                                   struct serve_cont *cont);
+
+/* The connection ended while its action was queued or running: the scheduler still holds it
+ * (only a parked connection waits, and a parked one cannot end), so this is never called
+ * before the action is done. */
+static void slot_cleanup(struct server *s, void *state) {
+    (void)s;
+    free(state);
 }
 
 enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
@@ -287,24 +327,57 @@ enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
                              "slot directory (not empty, at most 255 bytes, no '/', '\\', "
                              "control character or leading '.')");
         }
-        if ((size_t)snprintf(a->path, sizeof a->path, "%s/%s", s->slot_save_path,
-                             fn->valuestring) >= sizeof a->path) {
+        /* each API key's files in a folder of its own, named for the key's hash */
+        char dir[PATH_MAX];
+        if (rq->tenant)
+            snprintf(dir, sizeof dir, "%s/key-%016" PRIx64, s->slot_save_path, rq->tenant);
+        else
+            snprintf(dir, sizeof dir, "%s", s->slot_save_path);
+        if ((size_t)snprintf(a->path, sizeof a->path, "%s/%s", dir, fn->valuestring) >=
+            sizeof a->path) {
             free(a);
             return bad(conn, "invalid filename: the path is too long");
         }
-        a->filename = a->path + strlen(s->slot_save_path) + 1;
+        a->filename = a->path + strlen(dir) + 1;
+        a->in_key_dir = rq->tenant != 0;
     }
+    a->tenant = rq->tenant;
+    a->park = (struct serve_park){.conn = conn, .owner = a}; /* no deadline: actions are short */
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
         free(a);
-        return serve_send_error(conn, 503, "unavailable_error", "the server is stopping");
+        return serve_send_error(conn, 503, "unavailable_error",
+                                "the server is shutting down; retry later (elsewhere)");
     }
     a->next = s->actions;
     s->actions = a;
     pthread_cond_signal(&s->work);
-    while (!a->done) pthread_cond_wait(&s->progress, &s->mu);
+    rq->cont->resume = slot_resume;
+    rq->cont->cleanup = slot_cleanup;
+    rq->cont->state = a;
+    serve_park(s, &a->park);
     pthread_mutex_unlock(&s->mu);
+    return MHD_YES;
+}
+
+/* The connection was woken: the action's answer once it is done. */
+static enum MHD_Result slot_resume(struct server *s, struct MHD_Connection *conn,
+                                   struct serve_cont *cont) {
+    struct slot_action *a = cont->state;
+    char msg[400];
+    pthread_mutex_lock(&s->mu);
+    if (!a->done) {
+        serve_park(s, &a->park);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&s->mu);
+    cont->resume = NULL;
+    cont->cleanup = NULL;
+    cont->state = NULL;
+    const int32_t q = a->slot;
+    const enum slot_verb verb = a->verb;
     if (a->status != 200) {
         const unsigned st = a->status;
         snprintf(msg, sizeof msg, "%s", a->error);
@@ -312,12 +385,13 @@ enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
         return serve_send_error(conn, st,
                                 st == 503   ? "unavailable_error"
                                 : st == 400 ? "invalid_request_error"
+                                : st == 403 ? "permission_error"
                                             : "server_error",
                                 msg);
     }
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "id_slot", (double)q);
-    if (verb != SLOT_ERASE) cJSON_AddStringToObject(j, "filename", fn->valuestring);
+    if (verb != SLOT_ERASE) cJSON_AddStringToObject(j, "filename", a->filename);
     cJSON *tm = NULL;
     switch (verb) {
     case SLOT_SAVE:

@@ -2,8 +2,10 @@
  * memory operations. State saving is in state.c. */
 #include "api_impl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../core/core.h"
 
@@ -113,7 +115,27 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         recur_model_free(model);
         return NULL;
     }
+    if (params.use_mlock) {
+        const void *base;
+        size_t size;
+        rgguf_bytes(rmodel_gguf(model->m), &base, &size);
+        if (mlock(base, size) != 0) /* as llama.cpp: a warning, the model still works */
+            rcore_log(RCORE_LOG_WARN,
+                      "%s: could not lock the %zu bytes of weights in memory (%s); raise "
+                      "RLIMIT_MEMLOCK (ulimit -l) to use mlock\n",
+                      path, size, strerror(errno));
+    }
     return model;
+}
+
+bool recur_model_mapping(const struct recur_model *model, const void **addr, size_t *size) {
+    *addr = NULL;
+    *size = 0;
+    if (!model->m) return false; /* vocab_only: no weights are read from the file */
+    const struct rgguf *g = rmodel_gguf(model->m);
+    if (!rgguf_is_mapped(g)) return false;
+    rgguf_bytes(g, addr, size);
+    return true;
 }
 
 void recur_model_free(struct recur_model *model) {

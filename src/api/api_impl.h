@@ -41,6 +41,8 @@ struct recur_context {
 
     struct rpfx *prefix; /* the prefix state cache, NULL when params.prefix_cache_bytes is 0 */
     float *block;        /* one sequence's state as f32 (rmem_snap_block_bytes), for it */
+    struct recur_prefix_store store; /* its second tier (cache.c); put and get NULL: none */
+    uint64_t store_hits, store_refused, store_puts;
 };
 
 /* state.c: the head of every state stream (magic, version, model fingerprint). Files are

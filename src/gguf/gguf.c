@@ -134,6 +134,11 @@ bool rgguf_is_mapped(const struct rgguf *g) {
     return g->map != NULL;
 }
 
+void rgguf_bytes(const struct rgguf *g, const void **base, size_t *size) {
+    *base = g->base;
+    *size = g->size;
+}
+
 /* ---- key-values -------------------------------------------------------------------------- */
 
 int64_t rgguf_n_kv(const struct rgguf *g) {

@@ -86,6 +86,8 @@ void rgguf_close(struct rgguf *g); /* NULL is fine */
 uint32_t rgguf_version(const struct rgguf *g);
 uint32_t rgguf_alignment(const struct rgguf *g);
 bool rgguf_is_mapped(const struct rgguf *g);
+/* Where the file's bytes lie in memory: the mapping, or the buffer it was read into. */
+void rgguf_bytes(const struct rgguf *g, const void **base, size_t *size);
 
 /* ---- key-values ---- */
 int64_t rgguf_n_kv(const struct rgguf *g);

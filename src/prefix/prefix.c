@@ -7,10 +7,11 @@
 #include "../core/core.h"
 
 #define MAGIC   0x58465052u /* "RPFX" */
-#define VERSION 1u
+#define VERSION 2u /* 2 added each entry's tenant; 1 is read as tenant 0 */
 
 struct entry {
-    uint64_t hash; /* XXH64 of the tokens (masked in tests) */
+    uint64_t tenant; /* only lookups of the same tenant find it */
+    uint64_t hash;   /* XXH64 of the tokens (masked in tests) */
     int32_t n;
     int32_t *tokens;
     float *state;
@@ -71,16 +72,18 @@ static void remove_at(struct rpfx *c, uint32_t i) {
     c->stats.n_entries = c->n;
 }
 
-/* Index of the entry holding exactly tokens[0..n), or -1. */
-static int64_t find_exact(const struct rpfx *c, const int32_t *tokens, int32_t n, uint64_t hash) {
+/* Index of tenant's entry holding exactly tokens[0..n), or -1. */
+static int64_t find_exact(const struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+                          uint64_t hash) {
     for (uint32_t i = 0; i < c->n; i++)
-        if (c->e[i].n == n && c->e[i].hash == hash &&
+        if (c->e[i].n == n && c->e[i].hash == hash && c->e[i].tenant == tenant &&
             memcmp(c->e[i].tokens, tokens, (size_t)n * sizeof(int32_t)) == 0)
             return i;
     return -1;
 }
 
-int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *state) {
+int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+             const float *state) {
     if (n < 1) {
         rcore_error_set("prefix cache: storing %d tokens", n);
         return -1;
@@ -88,13 +91,13 @@ int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *stat
     const size_t need = rpfx_entry_bytes(c, n);
     if (need > c->max_bytes) return 0;
     const uint64_t hash = hash_tokens(c, tokens, n);
-    const int64_t old = find_exact(c, tokens, n, hash);
+    const int64_t old = find_exact(c, tenant, tokens, n, hash);
     if (old >= 0) { /* the same prefix: a newer state of it (equal, for one model) */
         memcpy(c->e[old].state, state, c->state_floats * sizeof(float));
         c->e[old].used = ++c->clock;
         return 1;
     }
-    struct entry e = {hash, n, malloc((size_t)n * sizeof(int32_t)),
+    struct entry e = {tenant, hash, n, malloc((size_t)n * sizeof(int32_t)),
                       malloc(c->state_floats * sizeof(float)), 0};
     if (!e.tokens || !e.state || (c->n == c->cap && c->cap > UINT32_MAX / 2)) {
         entry_free(&e);
@@ -128,8 +131,8 @@ int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *stat
     return 1;
 }
 
-int32_t rpfx_find(struct rpfx *c, const int32_t *tokens, int32_t n, int32_t max_len,
-                  const float **state) {
+int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+                  int32_t max_len, const float **state) {
     *state = NULL;
     if (max_len > n) max_len = n;
     int64_t best = -1;
@@ -148,7 +151,8 @@ int32_t rpfx_find(struct rpfx *c, const int32_t *tokens, int32_t n, int32_t max_
         }
         for (uint32_t i = 0; i < c->n; i++) {
             const struct entry *e = &c->e[i];
-            if (e->n > max_len || (best >= 0 && e->n <= c->e[best].n) || h[e->n - 1] != e->hash)
+            if (e->n > max_len || (best >= 0 && e->n <= c->e[best].n) || e->tenant != tenant ||
+                h[e->n - 1] != e->hash)
                 continue;
             /* equal hashes are not equal tokens: compare them all */
             if (memcmp(e->tokens, tokens, (size_t)e->n * sizeof(int32_t)) == 0) best = i;
@@ -196,7 +200,7 @@ bool rpfx_write(const struct rpfx *c, struct rio_writer *w) {
               rio_write_u64(w, c->state_floats) && rio_write_u32(w, c->n);
     for (uint32_t i = 0; ok && i < c->n; i++) {
         const struct entry *e = order[i];
-        ok = rio_write_u32(w, (uint32_t)e->n);
+        ok = rio_write_u64(w, e->tenant) && rio_write_u32(w, (uint32_t)e->n);
         for (int32_t t = 0; ok && t < e->n; t++) ok = rio_write_i32(w, e->tokens[t]);
         /* floats as their little-endian bits, like every other recur stream */
         for (size_t f = 0; ok && f < c->state_floats; f++) {
@@ -220,7 +224,7 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
         rcore_error_prefix("prefix cache");
         return false;
     }
-    if (magic != MAGIC || version != VERSION) {
+    if (magic != MAGIC || version < 1 || version > VERSION) {
         rcore_error_set("prefix cache: not a prefix cache stream (magic %08x, version %u)", magic,
                         version);
         return false;
@@ -238,7 +242,8 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
     for (; ok && got < n; got++) {
         struct entry *e = &tmp[got];
         uint32_t len = 0;
-        ok = rio_read_u32(r, &len);
+        e->tenant = 0;
+        ok = (version < 2 || rio_read_u64(r, &e->tenant)) && rio_read_u32(r, &len);
         if (ok && (len == 0 || len > (1u << 26))) {
             rcore_error_set("prefix cache: entry %u has %u tokens", got, len);
             ok = false;
@@ -270,7 +275,7 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
         }
     }
     for (uint32_t i = 0; ok && i < n; i++)
-        if (rpfx_put(c, tmp[i].tokens, tmp[i].n, tmp[i].state) < 0) ok = false;
+        if (rpfx_put(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n, tmp[i].state) < 0) ok = false;
     for (uint32_t i = 0; tmp && i < got && i < n; i++) entry_free(&tmp[i]);
     free(tmp);
     if (!ok) rcore_error_prefix("prefix cache");

@@ -10,6 +10,10 @@
  * prefix of the query once (XXH64, streaming: O(n) for all lengths), and compares an entry's
  * tokens in full when the hashes match, so a hash collision can never return a wrong state.
  *
+ * Tenants: every entry belongs to one tenant (a 64-bit id chosen by the caller, e.g. a hash of
+ * an API key; 0 when there is one user). A lookup finds only its own tenant's entries, so one
+ * tenant's prompts never speed up, or show up in, another's.
+ *
  * Errors: functions that can fail return false / -1 and set the last error (core.h). Not
  * thread-safe: one thread uses one cache at a time.
  */
@@ -29,17 +33,18 @@ struct rpfx;
 struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats);
 void rpfx_free(struct rpfx *c); /* NULL is fine */
 
-/* Stores state under tokens[0..n) (n >= 1): copied, the oldest entries evicted to make room.
- * The same prefix stored again replaces the old state. Returns 1 when stored, 0 when one entry
+/* Stores state under (tenant, tokens[0..n)) (n >= 1): copied, the oldest entries evicted to
+ * make room. The same prefix of the same tenant stored again replaces the old state. Returns 1 when stored, 0 when one entry
  * of that size is more than the whole budget (nothing changed), -1 when memory cannot be had
  * (error set; nothing changed). */
-int rpfx_put(struct rpfx *c, const int32_t *tokens, int32_t n, const float *state);
+int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+             const float *state);
 
-/* The longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
+/* tenant's longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
  * *state pointing at its state (valid until the next put, read or free), or 0 (a miss). A hit
  * makes the entry the most recently used. -1 when memory for the lookup cannot be had. */
-int32_t rpfx_find(struct rpfx *c, const int32_t *tokens, int32_t n, int32_t max_len,
-                  const float **state);
+int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+                  int32_t max_len, const float **state);
 
 struct rpfx_stats {
     size_t bytes;       /* held now: states + tokens */
@@ -55,9 +60,10 @@ void rpfx_get_stats(const struct rpfx *c, struct rpfx_stats *out);
 size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n);
 
 /*
- * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 1, u64 state
- * floats, u32 entries, then per entry (oldest use first) u32 n, n x i32 tokens, state floats
- * x f32; u64 XXH64 of everything before it. rpfx_read adds the entries of a stream to c (as
+ * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 2, u64 state
+ * floats, u32 entries, then per entry (oldest use first) u64 tenant, u32 n, n x i32 tokens,
+ * state floats x f32; u64 XXH64 of everything before it. Version 1 streams (no tenant) are read
+ * as tenant 0. rpfx_read adds the entries of a stream to c (as
  * the most recent, evicting as rpfx_put does); a stream that is corrupt, truncated or made for
  * another state size is refused with the error saying which, and c is then as it was.
  */
