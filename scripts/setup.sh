@@ -14,7 +14,7 @@ shift 2
 # of the library's JSON schemas; python3-numpy runs the reference of the model tests;
 # python3-jinja2 renders the real chat templates that the chat template test compares recur
 # with; python3-regex the independent reference of the 'default' pre-tokenizer
-# (tests/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
+# (tests/ref/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
 # JSON outputs; node and npm the openai client of the server tests.
 packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
     libcjson-dev python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
@@ -45,7 +45,7 @@ generator=()
 cmake -S "$root" -B "$root/$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" "$@" >/dev/null
 cmake --build "$root/$build_dir" -j "$(nproc)"
 
-# the official openai npm package, for the server tests (locked in tests/openai)
-if [ ! -d "$root/tests/openai/node_modules/openai" ]; then
-    (cd "$root/tests/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# the official openai npm package, for the server tests (locked in tests/serve/openai)
+if [ ! -d "$root/tests/serve/openai/node_modules/openai" ]; then
+    (cd "$root/tests/serve/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

@@ -7,8 +7,8 @@ test_model=$2
 models=$3
 here=$(cd "$(dirname "$0")" && pwd)
 model="$models/f32-untied.gguf"
-# shellcheck source=check.sh
-. "$here/check.sh"
+# shellcheck source=../lib/check.sh
+. "$here/../lib/check.sh"
 
 prompt="Hello world, this is a test of"
 
@@ -88,10 +88,10 @@ windows=()
 for k in 0 1 2; do
     windows+=(--tokens "$(IFS=,; echo "${ids[*]:$((k * 8)):8}")")
 done
-want_half=$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll --score-from 4)
+want_half=$(python3 "$here/../ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll --score-from 4)
 check "perplexity equals the reference's mean loss of the second halves ($got_half vs $want_half)" \
     awk -v a="${got_half:-nan}" -v b="$want_half" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
-check "the two methods differ" [ "$got_half" != "$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)" ]
+check "the two methods differ" [ "$got_half" != "$(python3 "$here/../ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)" ]
 "$recur" perplexity -m "$model" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 --score-all \
     >"$work/ppl.out" 2>"$work/ppl.err"
 check "perplexity --score-all exits 0" [ $? -eq 0 ]
@@ -105,7 +105,7 @@ windows=()
 for k in 0 1 2; do
     windows+=(--tokens "$(IFS=,; echo "${ids[*]:$((k * 8)):8}")")
 done
-want_loss=$(python3 "$here/ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)
+want_loss=$(python3 "$here/../ref/mamba_ref.py" "$model" "${windows[@]}" --mean-nll)
 check "perplexity equals the reference's mean loss ($got_loss vs $want_loss)" \
     awk -v a="${got_loss:-nan}" -v b="$want_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
 expect_exit "perplexity without -f" 2 "-f FILE is required" "$recur" perplexity -m "$model"

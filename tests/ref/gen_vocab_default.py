@@ -2,7 +2,7 @@
 """Writes tests/data/vocab-default.inp / .out: token ids of llama.cpp's 'default'
 pre-tokenizer (the one it uses for a BPE vocabulary without tokenizer.ggml.pre) over the
 GPT-2 vocabulary (tests/data/ggml-vocab-gpt-2.gguf), in the format of llama.cpp's
-test-tokenizer-0 vectors, for tests/test_vocab_pre.c.
+test-tokenizer-0 vectors, for tests/unit/test_vocab_pre.c.
 
 An implementation independent of recur's: Python's `regex` module (Debian's python3-regex)
 for the four patterns, and byte-level BPE written here from the GGUF's merges.
@@ -19,7 +19,7 @@ llama.cpp runs the second with its hand-written GPT-2 splitter, which has the GP
 final `|\\s+` alternative, so it is added here; \\s is Unicode's White_Space property, as
 llama.cpp's whitespace table.
 
-Run: /usr/bin/python3 tests/gen_vocab_default.py [--check]
+Run: /usr/bin/python3 tests/ref/gen_vocab_default.py [--check]
 --check writes nothing: it compares what it computes with the files in tests/data and exits
 1 on a difference (ctest runs it so).
 """
@@ -36,7 +36,7 @@ except ImportError:
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     sys.exit("gen_vocab_default.py needs Debian's python3-regex (apt-get install python3-regex)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data")
 
 WS = r"\p{White_Space}"

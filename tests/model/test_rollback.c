@@ -1,6 +1,6 @@
 /*
  * Rollback of a sequence's tail (n_rollback, checkpoint_every; recur_memory_seq_rm with p0 > 0)
- * through the public API, on a random-weight model of tests/make_models.sh:
+ * through the public API, on a random-weight model of tests/model/make_models.sh:
  *   test_rollback MODEL
  * After a rollback, decoding goes on exactly as decoding the kept history alone; a rollback
  * without a snapshot changes nothing; the budget holds; saved states keep their snapshots; and

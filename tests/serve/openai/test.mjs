@@ -1,5 +1,5 @@
 // The official `openai` npm package as a real client of `recur serve`:
-//   node tests/openai/test.mjs BASE_URL API_KEY EXPECTED_TEXT_FILE
+//   node tests/serve/openai/test.mjs BASE_URL API_KEY EXPECTED_TEXT_FILE
 // completions (whole and streamed) give the expected greedy text; chat completions (whole,
 // streamed, n > 1, logprobs) answer what a completion of the same chat rendered as chatml
 // (the shipped model has no template) answers; the server's errors surface as the package's

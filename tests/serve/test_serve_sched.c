@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define TEST_LAST_ERROR recur_last_error
-#include "../tools/serve.h"
+#include "../../tools/serve.h"
 #include "test.h"
 
 static recur_token poison = -1; /* the decode below refuses batches holding it */

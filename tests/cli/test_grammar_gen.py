@@ -4,7 +4,7 @@
     test_grammar_gen.py WHAT GRAMMAR_GEN RECUR MODEL DATA_DIR
 
 WHAT is a grammar of tests/data/grammars (without .gbnf), "schema" or "cli".
- - A grammar: 200 outputs sampled at temperature 1.0 (tests/grammar_gen.c, the public API),
+ - A grammar: 200 outputs sampled at temperature 1.0 (tests/cli/grammar_gen.c, the public API),
    at most TOKENS tokens each. An output that ended with end of sequence must be a complete
    parse for gbnf_earley.py, a recognizer written apart from the engine; one cut at the
    length limit must be a viable prefix for it (a trailing incomplete UTF-8 character is

@@ -5,7 +5,7 @@
  *    SentencePiece vocabulary (tests/data/ggml-vocab-{falcon,llama-spm}.gguf.inp / .out):
  *    every text must give exactly llama.cpp's ids (Falcon with the JIT and the interpreter);
  *  - the 'default' pre-tokenizer (a missing key): tests/data/vocab-default.inp / .out, written
- *    by tests/gen_vocab_default.py, an independent implementation of llama.cpp's four
+ *    by tests/ref/gen_vocab_default.py, an independent implementation of llama.cpp's four
  *    patterns and of byte-level BPE with Python's `regex` module, over the GPT-2 vocabulary
  *    with its tokenizer.ggml.pre removed;
  *  - the pre-tokenizer table: every name llama.cpp maps to the GPT-2 pattern loads and splits

@@ -1,7 +1,7 @@
 /*
  * Tests of the RWKV world tokenizer (src/vocab, tokenizer.ggml.model = "rwkv") on small
  * vocabularies written here with the GGUF writer, as llama.cpp's converter writes them
- * (tests/rwkv_vocab.h):
+ * (tests/lib/rwkv_vocab.h):
  *
  *  - the stored texts of all 256 bytes and of words with quotes, backslashes, control bytes
  *    and UTF-8, against hand-written expectations, and their pieces; every escape form of

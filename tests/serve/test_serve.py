@@ -228,7 +228,7 @@ st, body, _ = keyed.post("/v1/completions", {"prompt": "x", "max_tokens": 1, "te
                          headers={"Authorization": "Bearer sekret"})
 check("the right API key: 200", st == 200, body)
 check("/health needs no key", keyed.healthy())
-# the official openai npm package as a client (installed by the set-up under tests/openai)
+# the official openai npm package as a client (installed by the set-up under tests/serve/openai)
 if os.path.isdir(os.path.join(HERE, "openai", "node_modules", "openai")):
     # a file of its own: several checkouts' suites may run at once on one machine
     fd, exp_path = tempfile.mkstemp(prefix="recur-openai-expected-", suffix=".txt")
@@ -244,7 +244,7 @@ if os.path.isdir(os.path.join(HERE, "openai", "node_modules", "openai")):
     check("the openai npm client: " + r.stdout.strip(), r.returncode == 0, r.stderr)
     os.unlink(exp_path)
 else:
-    check("the openai npm package is installed (tests/openai; the set-up runs npm ci)", False)
+    check("the openai npm package is installed (tests/serve/openai; the set-up runs npm ci)", False)
 long_result = {}
 
 

@@ -6,13 +6,13 @@
 # tests/ref/gguf_reader.py: keys, tensors, the world vocabulary against Python's own
 # repr(bytes), rounding, and `recur quantize` on them. Flag errors must exit 2 naming the flag;
 # runtime errors exit 1.
-#   bash tests/test_mkmodel.sh path/to/recur
+#   bash tests/cli/test_mkmodel.sh path/to/recur
 set -u
 bin=${1:?usage: test_mkmodel.sh path/to/recur}
 here=$(cd "$(dirname "$0")" && pwd)
-vocab=$here/data/ggml-vocab-gpt-2.gguf
+vocab=$here/../data/ggml-vocab-gpt-2.gguf
 # Until the fixture is in tests/data, the shared test data beside the checkout has it.
-[ -f "$vocab" ] || vocab=$here/../../shared/testdata/vocab/ggml-vocab-gpt-2.gguf
+[ -f "$vocab" ] || vocab=$here/../../../shared/testdata/vocab/ggml-vocab-gpt-2.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # the vocabulary of commands that name none (mkmodel has no default compiled in)
@@ -425,7 +425,7 @@ if ! "$pyn" -c "import numpy" 2>/dev/null; then
 else
     # NAME ARCH TYPE EMBD LAYERS VOCAB HEAD_SIZE FF EPS, then rwkv6: RESCALE D_MIX D_DEC,
     # rwkv7: R_W R_A R_V R_G ("-": the converter's default, computed below).
-    "$pyn" - "$here/ref" "$vocab" "$tmp" \
+    "$pyn" - "$here/../ref" "$vocab" "$tmp" \
         "r6 rwkv6 f32 64 3 1000 16 - 1e-5 0 - -" "r6-f16 rwkv6 f16 64 3 1000 16 - 1e-5 0 - -" \
         "r6-bf16 rwkv6 bf16 64 3 1000 16 - 1e-5 0 - -" \
         "r6-resc rwkv6 f32 64 3 1000 16 - 1e-5 2 - -" \

@@ -1,5 +1,5 @@
 /*
- * grammar_gen: outputs of the shipped model under a grammar, for tests/test_grammar_gen.py.
+ * grammar_gen: outputs of the shipped model under a grammar, for tests/cli/test_grammar_gen.py.
  * Uses only the public API.
  *
  *   grammar_gen MODEL (--grammar-file FILE | --schema-file FILE) N_OUT N_TOKENS SEED

@@ -683,7 +683,7 @@ static void test_load_errors(void) {
 
 static void test_variants(void) {
     /* "mpt" uses GPT-2's pattern; a missing key is llama.cpp's 'default', which splits this
-     * text differently (digits, punctuation runs: tests/test_vocab_pre.c has its vectors) */
+     * text differently (digits, punctuation runs: tests/unit/test_vocab_pre.c has its vectors) */
     const char *pre[] = {"tokenizer.ggml.pre"};
     const char *text = "Hello, y'all! How are you \xf0\x9f\x98\x81 ?  3333 apples\n\n";
     int32_t n0, n1, n2;

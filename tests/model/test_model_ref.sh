@@ -32,7 +32,7 @@ for model in "$models"/*.gguf; do
         # engine whose float32 sums differ from the reference's in the last bit, and from that
         # token on the logits differ by a whole step's effect (RWKV's group norm can make that
         # 5%). Each sequence is compared up to its first such token, and the cut is reported.
-        mapfile -t keep < <(python3 "$here/ref/mamba_ref.py" "$model" "${args[@]}" --comparable 1e-7)
+        mapfile -t keep < <(python3 "$here/../ref/mamba_ref.py" "$model" "${args[@]}" --comparable 1e-7)
         use=()
         for i in "${!seqs[@]}"; do
             IFS=, read -ra ids <<<"${seqs[$i]}"
@@ -52,7 +52,7 @@ for model in "$models"/*.gguf; do
         for s in "${use[@]}"; do args+=(--tokens "$s"); done
         ;;
     esac
-    python3 "$here/ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
+    python3 "$here/../ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
     if "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${use[@]}"; then
         passed=$((passed + 1))
     else

@@ -6,16 +6,16 @@
 #  - a prompt tokenizes to the ids of llama.cpp's test vectors (tests/data/*.out);
 #  - `recur run --temp 0` prints what a plain argmax loop over the C API prints, and for
 #    SentencePiece the generated ids detokenize to what an independent reader of the token
-#    texts (tests/gguf_meta.py: "▁" is a space, <0xXX> a byte) makes of them.
+#    texts (tests/lib/gguf_meta.py: "▁" is a space, <0xXX> a byte) makes of them.
 #   test_vocab_cli.sh RECUR_BIN TEST_MODEL_BIN REPO_ROOT
 set -uo pipefail
 recur=$1
 test_model=$2
 root=$3
 data="$root/tests/data"
-meta="$root/tests/gguf_meta.py"
-# shellcheck source=check.sh
-. "$(dirname "$0")/check.sh"
+meta="$root/tests/lib/gguf_meta.py"
+# shellcheck source=../lib/check.sh
+. "$(dirname "$0")/../lib/check.sh"
 
 mk() { # mk NAME VOCAB_FILE N_VOCAB ARCH [FLAGS...]
     local name=$1 vf=$2 nv=$3 arch=$4

@@ -32,7 +32,7 @@ except ImportError:
     sys.exit("test_serve_api: numpy is required (Debian: apt-get install python3-numpy)")
 
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "ref"))
+sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 import serve_util  # noqa: E402
 from serve_util import check, counts  # noqa: E402
 import mamba_ref  # noqa: E402

@@ -3,7 +3,7 @@
 Each .jinja file of tests/data/chat-templates/ (real models' tokenizer.chat_template, from
 llama.cpp's test data) is rendered with Jinja2 (Debian's python3-jinja2, with the sandboxed
 environment and the options transformers uses: trim_blocks, lstrip_blocks) and compared with
-recur_chat_apply_template on the same messages (tests/chat_render.c), for conversations with
+recur_chat_apply_template on the same messages (tests/unit/chat_render.c), for conversations with
 system, user and assistant turns, one and several turns, with and without the generation
 prompt. The test also checks that each file is recognised as the expected builtin format.
 
@@ -37,7 +37,7 @@ import jinja2
 import jinja2.sandbox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "data", "chat-templates")
+DATA = os.path.join(HERE, "..", "data", "chat-templates")
 RENDER = sys.argv[1]
 
 DS_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"

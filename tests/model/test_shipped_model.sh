@@ -14,8 +14,8 @@ root=$3
 model="$root/models/recur-mamba-fortunes.gguf"
 stats="$root/models/recur-mamba-fortunes.json"
 golden="$root/tests/data/fortunes-greedy.txt"
-# shellcheck source=check.sh
-. "$(dirname "$0")/check.sh"
+# shellcheck source=../lib/check.sh
+. "$(dirname "$0")/../lib/check.sh"
 
 check "the model is in the tree" [ -s "$model" ]
 check "its size is under 40 MB" [ "$(stat -c %s "$model")" -lt 40000000 ]
@@ -23,7 +23,7 @@ check "its size is under 40 MB" [ "$(stat -c %s "$model")" -lt 40000000 ]
 # its metadata names the pre-tokenizer it was trained with (the GPT-2 pattern), so that
 # llama.cpp tokenizes it as recur does; the weights are those trained: the SHA-256 of every
 # tensor's name and bytes is the one of the file as first committed, without the key
-meta="$(dirname "$0")/gguf_meta.py"
+meta="$(dirname "$0")/../lib/gguf_meta.py"
 check "tokenizer.ggml.pre is gpt-2" [ "$(python3 "$meta" "$model" tokenizer.ggml.pre)" = "gpt-2" ]
 check "tokenizer.ggml.model is gpt2" [ "$(python3 "$meta" "$model" tokenizer.ggml.model)" = "gpt2" ]
 check "the tensors are the trained ones" [ "$(python3 "$meta" "$model" --tensor-hash)" = \

@@ -16,15 +16,15 @@
 # - --state-out / --state-in with a longer prompt equals one run of it, and --prompt-cache
 #   reuses the prompt on a second run and prints the same text;
 # - `recur bench` runs pp, tg and tg x2;
-# - `recur serve` (tests/test_arch_serve.py): greedy, streamed, n = 2, tokenize round trip,
+# - `recur serve` (tests/serve/test_arch_serve.py): greedy, streamed, n = 2, tokenize round trip,
 #   prompt reuse.
 set -uo pipefail
 recur=$1
 test_model=$2
 models=$3
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=check.sh
-. "$here/check.sh"
+# shellcheck source=../lib/check.sh
+. "$here/../lib/check.sh"
 skipped=0
 skip() { # skip NAME WHY: a comparison not made (never counted as passed)
     skipped=$((skipped + 1))
@@ -68,7 +68,7 @@ for name in "${arch_models[@]}"; do
     if $quantized; then
         skip "$name: greedy ids against the reference" "q8_0: a rounding tie may differ"
     else
-        want_ids=$(python3 "$here/ref/mamba_ref.py" "$m" --tokens "$prompt_ids" --greedy $n_gen \
+        want_ids=$(python3 "$here/../ref/mamba_ref.py" "$m" --tokens "$prompt_ids" --greedy $n_gen \
             2>"$d/ref.err")
         gap=$(sed -n 's/^smallest top-2 logit gap: //p' "$d/ref.err")
         if awk -v g="${gap:-0}" 'BEGIN { exit !(g > 1e-3) }'; then
@@ -127,10 +127,10 @@ for name in "${arch_models[@]}"; do
                 windows+=(--tokens "$(IFS=,; echo "${win[*]}")")
             done
             if [ $method = half ]; then
-                want=$(python3 "$here/ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll --score-from 4)
+                want=$(python3 "$here/../ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll --score-from 4)
                 got=$got_half
             else
-                want=$(python3 "$here/ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll)
+                want=$(python3 "$here/../ref/mamba_ref.py" "$m" "${windows[@]}" --mean-nll)
                 got=$got_loss
             fi
             check "$name: perplexity ($method) equals the reference's mean loss ($got vs $want)" \
@@ -197,7 +197,7 @@ EOF
 done
 
 # ---- recur serve on every model ---------------------------------------------------------------
-python3 "$here/test_arch_serve.py" "$recur" "${model_paths[@]}"
+python3 "$here/../serve/test_arch_serve.py" "$recur" "${model_paths[@]}"
 check "recur serve on every architecture (test_arch_serve.py)" [ $? -eq 0 ]
 
 echo "test_arch_cli: $passed passed, $failed failed, $skipped skipped"

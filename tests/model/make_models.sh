@@ -6,7 +6,7 @@ set -euo pipefail
 recur=$1
 out=$2
 # every model gets its vocabulary from the test data, named here (recur carries no default)
-vocab=$(cd "$(dirname "$0")" && pwd)/data/ggml-vocab-gpt-2.gguf
+vocab=$(cd "$(dirname "$0")" && pwd)/../data/ggml-vocab-gpt-2.gguf
 mkdir -p "$out"
 mk() {
     local name=$1

@@ -1,6 +1,6 @@
 /*
  * Tests of Mamba-1 decoding through the public API (include/recur.h), on random-weight models
- * written by `recur mkmodel` (tests/make_models.sh).
+ * written by `recur mkmodel` (tests/model/make_models.sh).
  *
  *   test_model ref MODEL REF.bin TOL SEQ...   logits of every token of each SEQ (comma-separated
  *                                             token ids) against the float64 reference's
