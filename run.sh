@@ -16,7 +16,7 @@ fi
 if [ $# -gt 0 ]; then
     exec "$recur" "$@"
 fi
-# No -m: recur uses the model trained by tools/train/train_mamba.py that ships in models/.
+# No -m: recur uses the model trained by tools/dev/train/train_mamba.py that ships in models/.
 prompt="The secret of life is"
 echo "== recur run -p \"$prompt\" -n 96 --seed 1"
 "$recur" run -p "$prompt" -n 96 --seed 1

@@ -17,7 +17,8 @@ recur=build/tools/recur
 mkdir -p "$out"
 [ -f "$out/mamba-130m-shape-gpt2.gguf" ] ||
     "$recur" mkmodel "$out/mamba-130m-shape-gpt2.gguf" --arch mamba --embd 768 --layers 24 \
-        --vocab 50257 --state 16 --seed 1 --type f16
+        --vocab 50257 --state 16 --seed 1 --type f16 \
+        --vocab-file tests/data/ggml-vocab-gpt-2.gguf
 [ -f "$out/rwkv7-0.1b-shape-world.gguf" ] ||
     "$recur" mkmodel "$out/rwkv7-0.1b-shape-world.gguf" --arch rwkv7 --embd 768 --layers 12 \
         --vocab 65041 --seed 1 --type f16 --vocab-file ../shared/testdata/vocab/ggml-vocab-falcon.gguf

@@ -20,7 +20,7 @@ import threading
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests"))
+sys.path.insert(0, os.path.join(here, "..", "tests", "serve"))
 from serve_util import Server  # noqa: E402
 
 ap = argparse.ArgumentParser()

@@ -13,7 +13,8 @@ recur=build/tools/recur
 mkdir -p "$out"
 model="$out/mamba-130m-shape-f16.gguf"
 [ -f "$model" ] || "$recur" mkmodel "$model" --arch mamba --embd 768 --layers 24 --vocab 50257 \
-    --state 16 --inner 1536 --dt-rank 48 --seed 1 --type f16
+    --state 16 --inner 1536 --dt-rank 48 --seed 1 --type f16 \
+    --vocab-file tests/data/ggml-vocab-gpt-2.gguf
 q8="$out/mamba-130m-shape-q8_0.gguf"
 [ -f "$q8" ] || "$recur" quantize "$model" "$q8" q8_0
 models=("$model" "$q8")
@@ -28,7 +29,8 @@ done
 if $want_f32; then
     f32="$out/mamba-130m-shape-f32.gguf"
     [ -f "$f32" ] || "$recur" mkmodel "$f32" --arch mamba --embd 768 --layers 24 --vocab 50257 \
-            --state 16 --inner 1536 --dt-rank 48 --seed 1 --type f32
+            --state 16 --inner 1536 --dt-rank 48 --seed 1 --type f32 \
+            --vocab-file tests/data/ggml-vocab-gpt-2.gguf
     models+=("$f32")
 fi
 if $families; then

@@ -54,6 +54,13 @@ struct recur_model_params {
     bool use_mmap;  /* map the file (default true); false reads it into memory */
     bool use_mlock; /* lock the weights in memory (default false); when the system refuses
                        (RLIMIT_MEMLOCK) the model still loads, with a warning */
+    /* Load only the vocabulary and the metadata (default false): any GGUF file with a
+     * tokenizer, a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf included, whatever
+     * its architecture. Such a model tokenizes, detokenizes, samples from caller logits and
+     * formats chats; it has no weights (recur_model_size and recur_model_n_params are 0,
+     * recur_model_n_embd and recur_model_n_layer are 0, recur_model_n_vocab is the
+     * vocabulary's size; recur_model_mapping is false), and recur_init_from_model refuses it. */
+    bool vocab_only;
 };
 
 struct recur_context_params {
@@ -99,6 +106,49 @@ RECUR_API void recur_model_free(struct recur_model *model);
 RECUR_API bool recur_model_mapping(const struct recur_model *model, const void **addr,
                                    size_t *size);
 
+/* ---- quantizing --------------------------------------------------------------------------- */
+
+/* The weight types recur_model_quantize writes, numbered as llama.cpp's LLAMA_FTYPE_MOSTLY_*
+ * (the file's general.file_type). */
+enum recur_ftype {
+    RECUR_FTYPE_MOSTLY_F16 = 1,
+    RECUR_FTYPE_MOSTLY_Q4_0 = 2,
+    RECUR_FTYPE_MOSTLY_Q8_0 = 7,
+    RECUR_FTYPE_MOSTLY_BF16 = 32,
+};
+
+struct recur_model_quantize_params {
+    enum recur_ftype ftype; /* default RECUR_FTYPE_MOSTLY_Q8_0 */
+};
+
+/* What one recur_model_quantize call did. */
+struct recur_model_quantize_stats {
+    int32_t n_tensors;   /* in the file */
+    int32_t n_converted; /* rewritten in the new type */
+    uint64_t bytes_in;   /* tensor bytes read */
+    uint64_t bytes_out;  /* tensor bytes written */
+};
+
+RECUR_API struct recur_model_quantize_params recur_model_quantize_default_params(void);
+/*
+ * Rewrites the weight matrices of the model file in_path in params->ftype, as llama-quantize
+ * --pure does, into out_path, a GGUF file llama.cpp reads. Converted: every 2-D tensor whose
+ * name ends in "weight", except those llama.cpp's quantizer keeps as they are: norms (also 2-D
+ * ones), Mamba's ssm_conv1d and RWKV's small LoRA, decay, bonus and lerp tensors; and for q8_0 /
+ * q4_0 only matrices whose rows are whole 32-value blocks (others keep their type). Other
+ * tensors and every key are copied; general.file_type is set to ftype. Values are rounded as
+ * ggml's reference quantizers round them. out_path is replaced crash-safely (as the state
+ * files). stats, when not NULL, gets the counts on success.
+ * Returns true, or false with the error set: a NULL argument, an unknown ftype, in_path and
+ * out_path naming the same file, an input that is not a GGUF file recur reads, out_path that
+ * cannot be written, no memory.
+ */
+RECUR_API bool recur_model_quantize(const char *in_path, const char *out_path,
+                                    const struct recur_model_quantize_params *params,
+                                    struct recur_model_quantize_stats *stats);
+
+/* ---- contexts ---------------------------------------------------------------------------- */
+
 /* A context: the state memory for n_seq_max sequences, buffers for decoding, and
  * max(n_threads, n_threads_batch) - 1 worker threads (they spin briefly after each kernel,
  * then sleep). Its kernels use the widest instruction set the CPU runs (AVX-512, AVX2 with
@@ -116,12 +166,6 @@ RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
 /* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
  * "rwkv6", "rwkv7"); a static string, never NULL for a loaded model. */
 RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
-/* The bytes of the model's weights: every tensor of its file as stored there (quantized ones
- * at their quantized size), as llama_model_size counts; not the file's metadata. */
-RECUR_API uint64_t recur_model_size(const struct recur_model *model);
-/* The model's parameters: the elements of every tensor of its file, as llama_model_n_params
- * counts (a tied output matrix is the embedding's, counted once). */
-RECUR_API uint64_t recur_model_n_params(const struct recur_model *model);
 RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);
@@ -132,8 +176,62 @@ RECUR_API const struct recur_model *recur_get_model(const struct recur_context *
 RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
                                    int32_t n_threads_batch);
 
+/* Bytes of the model's weights: every tensor of the file as stored (quantized ones in their
+ * blocks). 0 for a vocab_only model. */
+RECUR_API uint64_t recur_model_size(const struct recur_model *model);
+/* Elements of the model's weights, every tensor counted. 0 for a vocab_only model. */
+RECUR_API uint64_t recur_model_n_params(const struct recur_model *model);
+
+/* One tensor of a model file as recur_model_tensor describes it. */
+struct recur_tensor_info {
+    const char *name; /* "blk.0.ssm_in.weight"; owned by the model */
+    int32_t n_dims;   /* 1 .. 4 */
+    int64_t ne[4];    /* elements per dimension, ne[0] the fastest; unused ones are 1 */
+    const char *type; /* "f32", "f16", "bf16", "q8_0", "q4_0" (a static string) */
+    uint64_t nbytes;  /* bytes as stored */
+};
+/* The model's tensors, in file order (0 for a vocab_only model); recur_model_tensor fills *info
+ * with tensor i and returns true, or returns false with the error set when model or info is
+ * NULL or i is not in 0 .. recur_model_n_tensors - 1. For programs that weigh a model's parts
+ * (recur bench sets speed against the bytes a token reads). */
+RECUR_API int32_t recur_model_n_tensors(const struct recur_model *model);
+RECUR_API bool recur_model_tensor(const struct recur_model *model, int32_t i,
+                                  struct recur_tensor_info *info);
+
+/* The instruction set the context's kernels use: "avx512", "avxvnni", "avx2" or "scalar" (a
+ * static string; RECUR_ISA's names). */
+RECUR_API const char *recur_context_isa(const struct recur_context *ctx);
+/* Measures the machine as the context's kernels see it, on its n_threads_batch threads and its
+ * instruction set: the multiply-add peak in GFLOP/s (independent FMA chains, no memory
+ * traffic) and the read bandwidth in GB/s (streaming a 256 MiB buffer, allocated for the call
+ * and freed). For benchmarks that set a speed against the bound that limits it. Takes a second
+ * or so; the context must not be decoding at the same time. False with the error set when an
+ * argument is NULL or the buffer cannot be had. */
+RECUR_API bool recur_context_probe(struct recur_context *ctx, double *fma_gflops,
+                                   double *read_gbps);
+
 /* This thread's last error message ("" when none). Valid until the thread's next failure. */
 RECUR_API const char *recur_last_error(void);
+
+/* ---- logging ----------------------------------------------------------------------------- */
+
+enum recur_log_level {
+    RECUR_LOG_LEVEL_DEBUG = 0,
+    RECUR_LOG_LEVEL_INFO = 1,
+    RECUR_LOG_LEVEL_WARN = 2,
+    RECUR_LOG_LEVEL_ERROR = 3,
+};
+/* Receives one message of the library: text is a NUL-terminated line ending in '\n', valid
+ * only during the call (copy it to keep it); user is the pointer given to recur_log_set. */
+typedef void (*recur_log_callback)(enum recur_log_level level, const char *text, void *user);
+/* Sends the library's messages (the warnings a model's load can give, such as a vocabulary
+ * without its pre-tokenizer key, and debug notes) to callback instead of the default logger,
+ * which writes warnings and errors to stderr and drops the rest. NULL restores the default (and
+ * forgets user). One setting for the whole process, as llama_log_set: set it before loading
+ * models or starting threads that use the library, not while they run. Messages are cut at
+ * 1,023 bytes. Failures are never reported through the log: they return an error and set
+ * recur_last_error. */
+RECUR_API void recur_log_set(recur_log_callback callback, void *user);
 
 /* ---- batches ----------------------------------------------------------------------------- */
 
@@ -149,17 +247,30 @@ struct recur_batch {
     int32_t *n_seq_id;
     recur_seq_id **seq_id;
     int8_t *logits;
+    /* Set by recur_batch_init (0 in any other batch): the tokens and the sequence ids per token
+     * its arrays hold, which recur_batch_add fills up to. recur_decode does not read them. */
+    int32_t n_tokens_max;
+    int32_t n_seq_max;
 };
 
 /* Allocates a batch for up to n_tokens tokens (embd > 0: embedding rows of embd floats
  * instead of token ids), each with up to n_seq_max sequence ids. n_tokens is set to 0; fill
- * the arrays and set n_tokens. Free with recur_batch_free. On allocation failure every
- * pointer is NULL (check batch.pos). */
+ * the arrays and set n_tokens, or add tokens with recur_batch_add. Free with recur_batch_free. On
+ * allocation failure every pointer is NULL (check batch.pos). */
 RECUR_API struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
 /* A batch over the caller's tokens, all on sequence 0 at the positions that follow what
  * sequence 0 holds, output for the last token only. Nothing is allocated: do not free. */
 RECUR_API struct recur_batch recur_batch_get_one(recur_token *tokens, int32_t n_tokens);
 RECUR_API void recur_batch_free(struct recur_batch batch);
+/* Appends one token to a batch made by recur_batch_init with token ids (embd == 0), as
+ * llama.cpp's common_batch_add: token at position pos on the n_seq_ids sequences seq_ids[..],
+ * with its output (logits) wanted or not; n_tokens grows by one. Returns 0, or -1 with the error
+ * set, the batch unchanged, when the batch is full (n_tokens already the n_tokens it was made
+ * for), n_seq_ids is not 1 .. its n_seq_max, seq_ids is NULL, batch is NULL, or the batch was not
+ * made by recur_batch_init for token ids (recur_batch_get_one, an embedding batch, a batch
+ * built by hand). Ids and positions are checked by recur_decode, not here. */
+RECUR_API int32_t recur_batch_add(struct recur_batch *batch, recur_token token, recur_pos pos,
+                                  const recur_seq_id *seq_ids, int32_t n_seq_ids, bool logits);
 
 /*
  * Decodes a batch: any mix of sequences and tokens, split into ubatches of equal tokens per

@@ -14,9 +14,9 @@ shift 2
 # of the library's JSON schemas; python3-numpy runs the reference of the model tests;
 # python3-jinja2 renders the real chat templates that the chat template test compares recur
 # with; python3-regex the independent reference of the 'default' pre-tokenizer
-# (tests/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
+# (tests/ref/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
 # JSON outputs; node and npm the openai client of the server tests; chromium the browser
-# that the web page's test (tests/webui, playwright-core from npm) drives.
+# that the web page's test (tests/serve/webui, playwright-core from npm) drives.
 packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
     libcjson-dev libhiredis-dev redis-server nginx-light python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
 # Node.js may come from elsewhere than Debian (the machines here have it); only when there is
@@ -48,11 +48,11 @@ generator=()
 cmake -S "$root" -B "$root/$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" "$@" >/dev/null
 cmake --build "$root/$build_dir" -j "$(nproc)"
 
-# the official openai npm package, for the server tests (locked in tests/openai)
-if [ ! -d "$root/tests/openai/node_modules/openai" ]; then
-    (cd "$root/tests/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# the official openai npm package, for the server tests (locked in tests/serve/openai)
+if [ ! -d "$root/tests/serve/openai/node_modules/openai" ]; then
+    (cd "$root/tests/serve/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-# playwright-core (no browser download: it drives the chromium above), for tests/webui
-if [ ! -d "$root/tests/webui/node_modules/playwright-core" ]; then
-    (cd "$root/tests/webui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# playwright-core (no browser download: it drives the chromium above), for tests/serve/webui
+if [ ! -d "$root/tests/serve/webui/node_modules/playwright-core" ]; then
+    (cd "$root/tests/serve/webui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

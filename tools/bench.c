@@ -20,16 +20,13 @@
 #include <string.h>
 
 #include "common.h"
-#include "core/core.h"
-#include "gguf/gguf.h"
-#include "ops/ops.h"
-#include "pool/pool.h"
 #include "tools.h"
 
 #define MAX_NP 16
 
 struct bench_opts {
     const char *model;
+    char model_buf[GEN_PATH_MAX];
     int32_t n_prompt, n_gen, reps, n_threads;
     int32_t np[MAX_NP];
     int n_np;
@@ -123,7 +120,7 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             return TOOL_USAGE;
         }
     }
-    if (!o->model) o->model = gen_default_model();
+    if (!o->model) o->model = gen_default_model(o->model_buf);
     return -1;
 }
 
@@ -140,17 +137,15 @@ static double run_once(struct recur_context *ctx, struct recur_batch *b, int32_t
     double t0 = gen_now_s();
     for (int32_t step = 0; step < n_steps; step++) {
         b->n_tokens = 0;
-        for (int32_t s = 0; s < n_seq; s++)
-            for (int32_t j = 0; j < per_call; j++) {
-                int32_t k = b->n_tokens++;
+        int32_t added = 0;
+        for (recur_seq_id s = 0; s < n_seq && added == 0; s++)
+            for (int32_t j = 0; j < per_call && added == 0; j++) {
                 *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-                b->token[k] = (recur_token)((*rng >> 33) % (uint64_t)n_vocab);
-                b->pos[k] = step * per_call + j;
-                b->n_seq_id[k] = 1;
-                b->seq_id[k][0] = s;
-                b->logits[k] = all_logits || j == per_call - 1;
+                const recur_token t = (recur_token)((*rng >> 33) % (uint64_t)n_vocab);
+                added = recur_batch_add(b, t, step * per_call + j, &s, 1,
+                                        all_logits || j == per_call - 1);
             }
-        if (recur_decode(ctx, *b) != 0) {
+        if (added != 0 || recur_decode(ctx, *b) != 0) {
             fprintf(stderr, "recur: decode failed: %s\n", recur_last_error());
             return -1;
         }
@@ -185,28 +180,25 @@ static bool measure(struct recur_context *ctx, struct recur_batch *b, const stru
 }
 
 /* Weights the layers multiply by (elements) and bytes read per token by one sequence. */
-static bool weight_sizes(const char *path, double *layer_elems, double *out_elems,
+static void weight_sizes(const struct recur_model *model, double *layer_elems, double *out_elems,
                          double *bytes_per_token, double *file_bytes) {
-    struct rgguf *g = rgguf_open(path, true);
-    if (!g) return false;
     *layer_elems = *out_elems = *bytes_per_token = *file_bytes = 0;
-    const struct rgguf_tensor *out = rgguf_find_tensor(g, "output.weight");
-    if (!out) out = rgguf_find_tensor(g, "token_embd.weight");
-    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
-        const struct rgguf_tensor *t = rgguf_tensor(g, i);
-        *file_bytes += (double)t->nbytes;
-        if (strncmp(t->name, "blk.", 4) == 0) {
-            *bytes_per_token += (double)t->nbytes;
-            if (t->n_dims == 2 && !strstr(t->name, "conv1d") && !strstr(t->name, "ssm_a"))
-                *layer_elems += (double)t->ne[0] * (double)t->ne[1];
+    struct recur_tensor_info out = {0}, embd = {0}, t;
+    for (int32_t i = 0; i < recur_model_n_tensors(model) && recur_model_tensor(model, i, &t); i++) {
+        *file_bytes += (double)t.nbytes;
+        if (strcmp(t.name, "output.weight") == 0) out = t;
+        if (strcmp(t.name, "token_embd.weight") == 0) embd = t;
+        if (strncmp(t.name, "blk.", 4) == 0) {
+            *bytes_per_token += (double)t.nbytes;
+            if (t.n_dims == 2 && !strstr(t.name, "conv1d") && !strstr(t.name, "ssm_a"))
+                *layer_elems += (double)t.ne[0] * (double)t.ne[1];
         }
     }
-    if (out) {
-        *out_elems = (double)out->ne[0] * (double)out->ne[1];
-        *bytes_per_token += (double)out->nbytes;
+    if (!out.name) out = embd; /* a tied model multiplies by its embedding */
+    if (out.name) {
+        *out_elems = (double)out.ne[0] * (double)out.ne[1];
+        *bytes_per_token += (double)out.nbytes;
     }
-    rgguf_close(g);
-    return true;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -214,11 +206,6 @@ int cmd_bench(int argc, char **argv) {
     int st = parse(argc, argv, &o);
     if (st >= 0) return st;
 
-    double layer_elems, out_elems, bytes_tok, file_bytes;
-    if (!weight_sizes(o.model, &layer_elems, &out_elems, &bytes_tok, &file_bytes)) {
-        fprintf(stderr, "recur: %s\n", rcore_error_get());
-        return TOOL_FAIL;
-    }
     int32_t max_np = 1, max_batch = o.n_prompt > 1 ? o.n_prompt : 1;
     for (int i = 0; i < o.n_np; i++) {
         if (o.np[i] > max_np) max_np = o.np[i];
@@ -234,33 +221,27 @@ int cmd_bench(int argc, char **argv) {
     struct recur_context *ctx;
     if (!gen_load(&go, (uint32_t)max_np, &model, &ctx)) return TOOL_FAIL;
     const int32_t n_vocab = recur_model_n_vocab(model);
+    double layer_elems, out_elems, bytes_tok, file_bytes;
+    weight_sizes(model, &layer_elems, &out_elems, &bytes_tok, &file_bytes);
     int ret = TOOL_FAIL;
     struct result res[MAX_NP + 1];
     int n_res = 0;
     struct recur_batch b = recur_batch_init(max_batch, 0, 1);
-    struct rpool *pool = rpool_create(o.n_threads);
-    const size_t probe_bytes = (size_t)256 << 20;
-    float *probe_buf = malloc(probe_bytes);
-    if (!b.pos || !pool || !probe_buf) {
+    if (!b.pos) {
         fprintf(stderr, "recur: out of memory for the benchmark\n");
         goto done;
     }
 
     /* the machine, on the same threads and ISA as the model */
-    enum rops_isa isa;
-    if (!rops_isa_from_env(&isa)) {
+    double gflops, gbps;
+    if (!recur_context_probe(ctx, &gflops, &gbps)) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
         goto done;
     }
-    const struct rops_exec ex = {.pool = pool, .n_threads = o.n_threads, .isa = isa};
-    for (size_t i = 0; i < probe_bytes / sizeof(float); i++) probe_buf[i] = (float)(i & 1023);
-    const double gflops = rops_probe_gflops(&ex);
-    const double gbps = rops_probe_read_gbps(&ex, probe_buf, probe_bytes);
-    rpool_free(pool);
-    pool = NULL;
+    const char *isa = recur_context_isa(ctx);
     if (!o.json)
         fprintf(stderr, "machine: %.1f GFLOP/s FMA peak, %.1f GB/s read (%d threads, %s)\n", gflops,
-                gbps, o.n_threads, rops_isa_name(isa));
+                gbps, o.n_threads, isa);
 
     const double flops_prompt = 2 * layer_elems, flops_gen = 2 * (layer_elems + out_elems);
     if (o.n_prompt > 0) {
@@ -289,8 +270,8 @@ int cmd_bench(int argc, char **argv) {
                "  \"machine\": {\"fma_gflops\": %.2f, \"read_gbps\": %.2f},\n"
                "  \"weights\": {\"layer_params\": %.0f, \"output_params\": %.0f, "
                "\"bytes_per_token\": %.0f},\n  \"results\": [\n",
-               o.model, file_bytes, o.n_threads, rops_isa_name(isa), o.reps, gflops, gbps,
-               layer_elems, out_elems, bytes_tok);
+               o.model, file_bytes, o.n_threads, isa, o.reps, gflops, gbps, layer_elems, out_elems,
+               bytes_tok);
         for (int i = 0; i < n_res; i++)
             printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
                    "\"min_tps\": %.2f, \"max_tps\": %.2f, \"bound_tps\": %.2f, "
@@ -307,14 +288,12 @@ int cmd_bench(int argc, char **argv) {
     const char *base = strrchr(o.model, '/');
     for (int i = 0; i < n_res; i++)
         fprintf(tf, "| %s | %.1f MiB | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
-                base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads, rops_isa_name(isa),
-                res[i].test, res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
+                base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads, isa, res[i].test,
+                res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
                 100.0 * res[i].median / res[i].bound);
     fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     ret = TOOL_OK;
 done:
-    free(probe_buf);
-    rpool_free(pool);
     recur_batch_free(b);
     recur_free(ctx);
     recur_model_free(model);

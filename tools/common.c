@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
 #include "store.h"
 #include "tools.h"
 
@@ -130,7 +129,7 @@ static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const cha
 }
 
 static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
-                       ...) RCORE_PRINTF(4, 5);
+                       ...) TOOL_PRINTF(4, 5);
 static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
                        ...) {
     va_list ap;
@@ -377,7 +376,7 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
         }
         if (!ok) return usage_error(cmd, accepted, summary, "%s: '%s' is not a valid value", a, v);
     }
-    if (!o->model) o->model = gen_default_model();
+    if (!o->model) o->model = gen_default_model(o->model_buf);
     if ((accepted & GBIT(G_PROMPT)) && !o->prompt == !o->prompt_file)
         return usage_error(cmd, accepted, summary, "give the prompt with -p or -f (one of them)");
     if ((o->grammar != NULL) + (o->grammar_file != NULL) + (o->json_schema != NULL) > 1)
@@ -388,14 +387,22 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     return -1;
 }
 
-const char *gen_default_model(void) {
+const char *gen_default_model(char *buf) {
     const char *env = getenv("RECUR_MODEL");
     if (env && *env) return env;
-#ifdef RECUR_DEFAULT_MODEL
-    return RECUR_DEFAULT_MODEL;
-#else
-    return "models/recur-mamba-fortunes.gguf";
-#endif
+    static const char shipped[] = "models/recur-mamba-fortunes.gguf";
+    ssize_t n = readlink("/proc/self/exe", buf, GEN_PATH_MAX - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        if (slash && (size_t)(slash + 1 - buf) + sizeof shipped <= GEN_PATH_MAX) {
+            memcpy(slash + 1, shipped, sizeof shipped);
+            return buf;
+        }
+    }
+    /* no /proc: the current folder's */
+    memcpy(buf, shipped, sizeof shipped);
+    return buf;
 }
 
 char *gen_read_file(const char *path, const char *what, size_t *len) {
@@ -628,15 +635,11 @@ bool gen_decode_prompt(struct recur_context *ctx, recur_seq_id seq, const recur_
     for (int32_t i = 0; i < n_tokens && ok; i += chunk) {
         int32_t k = n_tokens - i < chunk ? n_tokens - i : chunk;
         recur_pos start = recur_memory_seq_pos_max(recur_get_memory(ctx), seq) + 1;
-        for (int32_t j = 0; j < k; j++) {
-            b.token[j] = tokens[i + j];
-            b.pos[j] = start + j;
-            b.n_seq_id[j] = 1;
-            b.seq_id[j][0] = seq;
-            b.logits[j] = i + j == n_tokens - 1;
-        }
-        b.n_tokens = k;
-        int32_t ret = recur_decode(ctx, b);
+        b.n_tokens = 0;
+        int32_t ret = 0;
+        for (int32_t j = 0; j < k && ret == 0; j++)
+            ret = recur_batch_add(&b, tokens[i + j], start + j, &seq, 1, i + j == n_tokens - 1);
+        if (ret == 0) ret = recur_decode(ctx, b);
         if (ret != 0) {
             fprintf(stderr, "%srecur: decoding the prompt failed (%d): %s\n", bar ? "\n" : "", ret,
                     recur_last_error());

@@ -78,8 +78,12 @@ enum gen_flag {
 #define GEN_MAX_HOSTS 8
 #define GEN_MAX_KEYS  16 /* --api-key on the command line; --api-key-file takes any number */
 
+/* Room for the path gen_default_model makes. */
+#define GEN_PATH_MAX 4096
+
 struct gen_opts {
     const char *model;
+    char model_buf[GEN_PATH_MAX]; /* holds model when gen_default_model made it */
     const char *prompt;
     const char *prompt_file;
     int32_t n_predict;
@@ -133,8 +137,10 @@ struct gen_opts {
 int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o);
 
 /* The model used without -m: $RECUR_MODEL when set, else the trained model that ships in the
- * source tree (models/recur-mamba-fortunes.gguf, its path compiled in). */
-const char *gen_default_model(void);
+ * source tree, found as models/recur-mamba-fortunes.gguf beside the recur executable (the build
+ * links the tree's models/ folder there, so no path of the tree is compiled in). The path is
+ * written into buf (GEN_PATH_MAX bytes) unless it is the environment's; returns it. */
+const char *gen_default_model(char *buf);
 
 /* A decimal integer in [min, max], the whole string; false otherwise. */
 bool gen_parse_long(const char *s, long min, long max, long *out);

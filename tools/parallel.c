@@ -120,13 +120,12 @@ int cmd_parallel(int argc, char **argv) {
                 n_live--;
                 continue;
             }
-            int32_t k = b.n_tokens++;
-            b.token[k] = t;
-            b.pos[k] = n_prompt + s[i].n_out - 1;
-            b.n_seq_id[k] = 1;
-            b.seq_id[k][0] = i;
-            b.logits[k] = 1;
-            s[i].row = k;
+            const recur_seq_id seq = i;
+            s[i].row = b.n_tokens;
+            if (recur_batch_add(&b, t, n_prompt + s[i].n_out - 1, &seq, 1, true) != 0) {
+                fprintf(stderr, "recur: %s\n", recur_last_error());
+                goto done;
+            }
         }
         if (b.n_tokens == 0) break;
         int32_t r = recur_decode(ctx, b);

@@ -10,7 +10,7 @@
  * BOS when the vocabulary adds BOS, and only its second half is scored: the logits at
  * positions c/2 .. c-2 predict the tokens at c/2+1 .. c-1, c - c/2 - 1 tokens per window.
  *
- * --score-all is the training script's method (tools/train): the same windows, but every
+ * --score-all is the training script's method (tools/dev/train): the same windows, but every
  * token after the window's first is scored (c - 1 per window), and a text of one window is
  * enough. It is the figure to compare with the trainer's held-out loss.
  *
@@ -69,7 +69,7 @@ int cmd_perplexity(int argc, char **argv) {
                   "does: windows of -c tokens, each decoded from a zero state (-np at a time),\n"
                   "BOS first when the vocabulary adds it, the second half of each scored.\n"
                   "  --score-all        score every token after each window's first, as the\n"
-                  "                     training script (tools/train) does",
+                  "                     training script (tools/dev/train) does",
                   &o);
     free(args);
     if (st >= 0) return st;
@@ -154,18 +154,14 @@ int cmd_perplexity(int argc, char **argv) {
         const int32_t nw = n_windows - w0 < n_par ? n_windows - w0 : n_par;
         recur_memory_clear(mem, true); /* every window starts from a zero state */
         batch.n_tokens = 0;
-        for (int32_t s = 0; s < nw; s++) {
+        int32_t r = 0;
+        for (recur_seq_id s = 0; s < nw && r == 0; s++) {
             const recur_token *win = tokens + (size_t)(w0 + s) * (size_t)n_ctx;
-            for (int32_t j = 0; j < n_ctx; j++) {
-                int32_t k = batch.n_tokens++;
-                batch.token[k] = j == 0 && bos >= 0 ? bos : win[j];
-                batch.pos[k] = j;
-                batch.n_seq_id[k] = 1;
-                batch.seq_id[k][0] = s;
-                batch.logits[k] = j >= first && j < n_ctx - 1; /* the last predicts nothing */
-            }
+            for (int32_t j = 0; j < n_ctx && r == 0; j++) /* the last token predicts nothing */
+                r = recur_batch_add(&batch, j == 0 && bos >= 0 ? bos : win[j], j, &s, 1,
+                                    j >= first && j < n_ctx - 1);
         }
-        int32_t r = recur_decode(ctx, batch);
+        if (r == 0) r = recur_decode(ctx, batch);
         if (r != 0) {
             fprintf(stderr, "\nrecur: decoding window %d failed (%d): %s\n", w0 + 1, r,
                     recur_last_error());

@@ -215,15 +215,12 @@ int cmd_run(int argc, char **argv) {
                            draft);
         }
         const recur_pos p = recur_memory_seq_pos_max(recur_get_memory(ctx), 0) + 1;
-        for (int32_t i = 0; i <= k; i++) {
-            vb.token[i] = i == 0 ? t : draft[i - 1];
-            vb.pos[i] = p + i;
-            vb.n_seq_id[i] = 1;
-            vb.seq_id[i][0] = 0;
-            vb.logits[i] = 1;
-        }
-        vb.n_tokens = k + 1;
-        if (recur_decode(ctx, vb) != 0) {
+        const recur_seq_id seq0 = 0;
+        vb.n_tokens = 0;
+        int32_t added = 0;
+        for (int32_t i = 0; i <= k && added == 0; i++)
+            added = recur_batch_add(&vb, i == 0 ? t : draft[i - 1], p + i, &seq0, 1, true);
+        if (added != 0 || recur_decode(ctx, vb) != 0) {
             fprintf(stderr, "\nrecur: decode failed: %s\n", recur_last_error());
             ok = false;
             break;

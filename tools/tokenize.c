@@ -9,10 +9,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "core/core.h"
-#include "gguf/gguf.h"
 #include "tools.h"
-#include "vocab/vocab.h"
 
 static void usage(FILE *out) {
     fprintf(out, "usage: recur tokenize -m FILE (-p TEXT | -f FILE) [--out IDS.bin] [--no-bos]\n"
@@ -65,10 +62,11 @@ int cmd_tokenize(int argc, char **argv) {
     if (!text) return TOOL_FAIL;
     int ret = TOOL_FAIL;
     int32_t *ids = NULL;
-    struct rvocab *v = NULL;
-    struct rgguf *g = rgguf_open(o.model, true);
-    if (!g || !(v = rvocab_load(g))) {
-        fprintf(stderr, "recur: %s\n", rcore_error_get());
+    struct recur_model_params mp = recur_model_default_params();
+    mp.vocab_only = true;
+    struct recur_model *v = recur_model_load_from_file(o.model, mp);
+    if (!v) {
+        fprintf(stderr, "recur: %s\n", recur_last_error());
         goto done;
     }
     if (len > INT32_MAX / 2) {
@@ -80,9 +78,9 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "recur: out of memory\n");
         goto done;
     }
-    int32_t n = rvocab_tokenize(v, text, (int32_t)len, ids, cap, add_special, false);
+    int32_t n = recur_tokenize(v, text, (int32_t)len, ids, cap, add_special, false);
     if (n < 0) {
-        fprintf(stderr, "recur: tokenizing failed: %s\n", rcore_error_get());
+        fprintf(stderr, "recur: tokenizing failed: %s\n", recur_last_error());
         goto done;
     }
     if (out_path) {
@@ -106,8 +104,7 @@ int cmd_tokenize(int argc, char **argv) {
     ret = TOOL_OK;
 done:
     free(ids);
-    rvocab_free(v);
-    rgguf_close(g);
+    recur_model_free(v);
     free(text);
     return ret;
 }

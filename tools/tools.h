@@ -6,13 +6,27 @@
 #ifndef RECUR_TOOLS_H
 #define RECUR_TOOLS_H
 
+/* printf-format checking for the tools' own message helpers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TOOL_PRINTF(a, b)
+#endif
+
 /* Exit statuses shared by every subcommand. */
 enum { TOOL_OK = 0, TOOL_FAIL = 1, TOOL_USAGE = 2 };
 
-/* recur mkmodel: writes a random-weight model in llama.cpp's GGUF layout (tools/mkmodel.c). */
-int cmd_mkmodel(int argc, char **argv);
-/* recur setmeta: a GGUF file with string key-values set, tensors copied (tools/setmeta.c). */
-int cmd_setmeta(int argc, char **argv);
+/* One entry of a program's command table (recur.c, dev/dev.c): the name, the entry point and
+ * the line the program's --help gives it. */
+struct tool_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+/* recur mkmodel, recur setmeta: development commands of the recur-dev program (tools/dev/),
+ * run as `recur-dev CMD ARGS` from the folder of the running recur (tools/recur.c). */
+int cmd_dev(int argc, char **argv);
 /* recur bench: prompt and generation speed against the machine's bounds (tools/bench.c). */
 int cmd_bench(int argc, char **argv);
 /* recur quantize: a model's weight matrices in another type (tools/quantize.c). */

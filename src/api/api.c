@@ -38,7 +38,50 @@ const char *recur_last_error(void) {
     return rcore_error_get();
 }
 
+/* The public levels are core's, in the same order. */
+_Static_assert((int)RECUR_LOG_LEVEL_DEBUG == (int)RCORE_LOG_DEBUG &&
+                   (int)RECUR_LOG_LEVEL_WARN == (int)RCORE_LOG_WARN &&
+                   (int)RECUR_LOG_LEVEL_ERROR == (int)RCORE_LOG_ERROR,
+               "log levels");
+
+/* The public callback stays the user's; core calls this one, which hands each message on. */
+static recur_log_callback log_callback;
+
+static void log_forward(enum rcore_log_level level, const char *text, void *user) {
+    log_callback((enum recur_log_level)level, text, user);
+}
+
+void recur_log_set(recur_log_callback callback, void *user) {
+    log_callback = callback;
+    rcore_log_set(callback ? log_forward : NULL, user);
+}
+
 /* ---- models ------------------------------------------------------------------------------ */
+
+/* The vocabulary and the keys of any GGUF file, its architecture whatever it names: no
+ * weights are read or checked. */
+static struct recur_model *load_vocab_only(struct recur_model *model, const char *path,
+                                           bool use_mmap) {
+    const char *arch = "";
+    size_t len = 0;
+    if (!(model->gguf = rgguf_open(path, use_mmap))) goto fail;
+    if (rgguf_find_key(model->gguf, "general.architecture") >= 0 &&
+        !rgguf_get_str(model->gguf, "general.architecture", &arch, &len))
+        goto fail_named;
+    if (!(model->arch = malloc(len + 1))) {
+        rcore_error_set("out of memory");
+        goto fail_named;
+    }
+    memcpy(model->arch, arch, len);
+    model->arch[len] = '\0';
+    if (!(model->vocab = rvocab_load(model->gguf))) goto fail_named;
+    return model;
+fail_named:
+    rcore_error_prefix("%s", path);
+fail:
+    recur_model_free(model);
+    return NULL;
+}
 
 struct recur_model *recur_model_load_from_file(const char *path, struct recur_model_params params) {
     if (!path) {
@@ -50,6 +93,7 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         rcore_error_set("%s: out of memory", path);
         return NULL;
     }
+    if (params.vocab_only) return load_vocab_only(model, path, params.use_mmap);
     if (!(model->m = rmodel_load(path, params.use_mmap))) {
         free(model);
         return NULL;
@@ -87,6 +131,7 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
 bool recur_model_mapping(const struct recur_model *model, const void **addr, size_t *size) {
     *addr = NULL;
     *size = 0;
+    if (!model->m) return false; /* vocab_only: no weights are read from the file */
     const struct rgguf *g = rmodel_gguf(model->m);
     if (!rgguf_is_mapped(g)) return false;
     rgguf_bytes(g, addr, size);
@@ -97,50 +142,78 @@ void recur_model_free(struct recur_model *model) {
     if (!model) return;
     rvocab_free(model->vocab);
     rmodel_free(model->m);
+    rgguf_close(model->gguf);
+    free(model->arch);
     free(model);
 }
 
 int32_t recur_model_n_vocab(const struct recur_model *model) {
-    return rmodel_n_vocab(model->m);
+    return model->m ? rmodel_n_vocab(model->m) : rvocab_n_tokens(model->vocab);
 }
 
 int32_t recur_model_n_embd(const struct recur_model *model) {
-    return rmodel_n_embd(model->m);
+    return model->m ? rmodel_n_embd(model->m) : 0;
 }
 
 int32_t recur_model_n_layer(const struct recur_model *model) {
-    return rmodel_n_layer(model->m);
+    return model->m ? rmodel_n_layer(model->m) : 0;
 }
 
 const char *recur_model_arch_name(const struct recur_model *model) {
-    return rmodel_arch_name(model->m);
+    return model->m ? rmodel_arch_name(model->m) : model->arch;
 }
 
 uint64_t recur_model_size(const struct recur_model *model) {
-    const struct rgguf *g = rmodel_gguf(model->m);
     uint64_t bytes = 0;
-    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) bytes += rgguf_tensor(g, i)->nbytes;
+    for (int32_t i = 0; i < recur_model_n_tensors(model); i++)
+        bytes += rgguf_tensor(api_model_gguf(model), i)->nbytes;
     return bytes;
 }
 
 uint64_t recur_model_n_params(const struct recur_model *model) {
-    const struct rgguf *g = rmodel_gguf(model->m);
     uint64_t n = 0;
-    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
-        const struct rgguf_tensor *t = rgguf_tensor(g, i);
-        uint64_t e = 1;
-        for (uint32_t d = 0; d < RGGUF_MAX_DIMS; d++) e *= (uint64_t)t->ne[d]; /* unused: 1 */
-        n += e;
+    for (int32_t i = 0; i < recur_model_n_tensors(model); i++) {
+        const struct rgguf_tensor *t = rgguf_tensor(api_model_gguf(model), i);
+        uint64_t elems = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) elems *= (uint64_t)t->ne[d];
+        n += elems;
     }
     return n;
 }
 
+int32_t recur_model_n_tensors(const struct recur_model *model) {
+    if (!model || !model->m) return 0;
+    /* only a file of tens of gigabytes of empty tensors could pass INT32_MAX: such are cut */
+    const int64_t n = rgguf_n_tensors(rmodel_gguf(model->m));
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+bool recur_model_tensor(const struct recur_model *model, int32_t i,
+                        struct recur_tensor_info *info) {
+    if (!model || !info) {
+        rcore_error_set("recur_model_tensor: model and info must not be NULL");
+        return false;
+    }
+    const int32_t n = recur_model_n_tensors(model);
+    if (i < 0 || i >= n) {
+        rcore_error_set("recur_model_tensor: tensor %d is not in 0 .. %d", i, n - 1);
+        return false;
+    }
+    const struct rgguf_tensor *t = rgguf_tensor(rmodel_gguf(model->m), i);
+    info->name = t->name;
+    info->n_dims = (int32_t)t->n_dims;
+    for (int d = 0; d < 4; d++) info->ne[d] = t->ne[d];
+    info->type = rgguf_type_name(t->type);
+    info->nbytes = t->nbytes;
+    return true;
+}
+
 recur_token recur_token_bos(const struct recur_model *model) {
-    return rmodel_token_bos(model->m);
+    return model->m ? rmodel_token_bos(model->m) : rvocab_bos(model->vocab);
 }
 
 recur_token recur_token_eos(const struct recur_model *model) {
-    return rmodel_token_eos(model->m);
+    return model->m ? rmodel_token_eos(model->m) : rvocab_eos(model->vocab);
 }
 
 /* ---- contexts ---------------------------------------------------------------------------- */
@@ -172,6 +245,10 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
                                             struct recur_context_params params) {
     if (!model) {
         rcore_error_set("model is NULL");
+        return NULL;
+    }
+    if (!model->m) {
+        rcore_error_set("the model was loaded with vocab_only: it has no weights to decode with");
         return NULL;
     }
     if (!check_context_params(&params)) return NULL;
@@ -268,6 +345,32 @@ const struct recur_model *recur_get_model(const struct recur_context *ctx) {
     return ctx->model;
 }
 
+const char *recur_context_isa(const struct recur_context *ctx) {
+    return rops_isa_name(ctx->isa);
+}
+
+bool recur_context_probe(struct recur_context *ctx, double *fma_gflops, double *read_gbps) {
+    if (!ctx || !fma_gflops || !read_gbps) {
+        rcore_error_set("recur_context_probe: ctx, fma_gflops and read_gbps must not be NULL");
+        return false;
+    }
+    /* larger than the caches of the CPUs recur runs on, so the stream comes from memory */
+    const size_t n_bytes = (size_t)256 << 20;
+    float *buf = malloc(n_bytes);
+    if (!buf) {
+        rcore_error_set("recur_context_probe: out of memory for a %zu MiB buffer", n_bytes >> 20);
+        return false;
+    }
+    /* written first, so that the pages are real memory and not the shared zero page */
+    for (size_t i = 0; i < n_bytes / sizeof(float); i++) buf[i] = (float)(i & 1023);
+    const struct rops_exec ex = {
+        .pool = ctx->pool, .n_threads = ctx->params.n_threads_batch, .isa = ctx->isa};
+    *fma_gflops = rops_probe_gflops(&ex);
+    *read_gbps = rops_probe_read_gbps(&ex, buf, n_bytes);
+    free(buf);
+    return true;
+}
+
 void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
     n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
     n_threads_batch = n_threads_batch < 1 ? 1 : n_threads_batch > 256 ? 256 : n_threads_batch;
@@ -310,8 +413,42 @@ struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, int32_t n_se
         recur_batch_free(b);
         memset(&b, 0, sizeof b);
         rcore_error_set("recur_batch_init: out of memory for %d tokens", n_tokens);
+        return b;
     }
+    b.n_tokens_max = n_tokens;
+    b.n_seq_max = n_seq_max;
     return b;
+}
+
+int32_t recur_batch_add(struct recur_batch *batch, recur_token token, recur_pos pos,
+                        const recur_seq_id *seq_ids, int32_t n_seq_ids, bool logits) {
+    if (!batch || !seq_ids) {
+        rcore_error_set("recur_batch_add: batch and seq_ids must not be NULL");
+        return -1;
+    }
+    if (batch->n_tokens_max <= 0 || !batch->token || !batch->pos || !batch->n_seq_id ||
+        !batch->seq_id || !batch->logits) {
+        rcore_error_set("recur_batch_add: the batch was not made by recur_batch_init for token "
+                        "ids");
+        return -1;
+    }
+    if (batch->n_tokens < 0 || batch->n_tokens >= batch->n_tokens_max) {
+        rcore_error_set("recur_batch_add: the batch is full (%d of %d tokens)", batch->n_tokens,
+                        batch->n_tokens_max);
+        return -1;
+    }
+    if (n_seq_ids < 1 || n_seq_ids > batch->n_seq_max) {
+        rcore_error_set("recur_batch_add: %d sequence ids, the batch holds 1 .. %d per token",
+                        n_seq_ids, batch->n_seq_max);
+        return -1;
+    }
+    const int32_t i = batch->n_tokens++;
+    batch->token[i] = token;
+    batch->pos[i] = pos;
+    batch->n_seq_id[i] = n_seq_ids;
+    memcpy(batch->seq_id[i], seq_ids, sizeof(recur_seq_id) * (size_t)n_seq_ids);
+    batch->logits[i] = logits;
+    return 0;
 }
 
 struct recur_batch recur_batch_get_one(recur_token *tokens, int32_t n_tokens) {

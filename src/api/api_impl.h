@@ -11,9 +11,17 @@
 #include "../vocab/vocab.h"
 
 struct recur_model {
-    struct rmodel *m;
+    struct rmodel *m;     /* NULL for a vocab_only model */
     struct rvocab *vocab; /* from the model file's tokenizer.ggml.* keys */
+    /* vocab_only: the file (its metadata) and its general.architecture; NULL otherwise */
+    struct rgguf *gguf;
+    char *arch;
 };
+
+/* The model's GGUF file (keys, tensors), with or without weights. */
+static inline const struct rgguf *api_model_gguf(const struct recur_model *model) {
+    return model->m ? rmodel_gguf(model->m) : model->gguf;
+}
 
 struct recur_context {
     const struct recur_model *model;

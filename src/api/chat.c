@@ -54,7 +54,7 @@ const char *recur_model_chat_template(const struct recur_model *model, const cha
     } else {
         strcpy(key, "tokenizer.chat_template");
     }
-    const struct rgguf *g = rmodel_gguf(model->m);
+    const struct rgguf *g = api_model_gguf(model);
     if (rgguf_find_key(g, key) < 0) {
         rcore_error_set("the model has no chat template (no key %s)", key);
         return NULL;

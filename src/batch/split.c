@@ -33,6 +33,7 @@
 
 #include "../core/core.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,8 +343,10 @@ static bool place_sets(struct grouping *g, size_t n_seq, struct placement *pl,
 
     while (w->n_put < nt) {
         const size_t n_ready = rq_size(&pl->ready);
+        /* the earliest pending token always heads all its sequences: a debug build stops here,
+           a release build refuses the batch rather than loop */
+        assert(n_ready > 0);
         if (n_ready == 0) {
-            /* cannot happen: the earliest pending token always heads all its sequences */
             rcore_error_set("batch: internal error: no ready sequence set with %zu tokens left",
                             nt - w->n_put);
             return false;

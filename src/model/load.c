@@ -107,3 +107,12 @@ bool rmodel_load_common(struct rmodel *m) {
     rcore_error_clear(); /* absent special tokens are not an error */
     return true;
 }
+
+size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, size_t n) {
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (base) *slots[i] = base + off;
+        off += sizes[i] + 16;
+    }
+    return off;
+}

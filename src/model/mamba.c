@@ -109,13 +109,9 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
                  Cd = m->mamba.conv_dim;
     const size_t sizes[] = {n * E, n * P,  n * Cd, m->mamba.mamba2 ? 0 : n * (R + 2 * N),
                             n * R, n * Di, n * Di};
-    float **slots[] = {&v->h, &v->xz, &v->xc, &v->xdb, &v->dtr, &v->dt, &v->y};
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (base) *slots[i] = base + off;
-        off += sizes[i] + 16; /* keeps rows apart: 64-byte gaps */
-    }
-    return off;
+    float **const slots[] = {&v->h, &v->xz, &v->xc, &v->xdb, &v->dtr, &v->dt, &v->y};
+    _Static_assert(sizeof slots / sizeof slots[0] == sizeof sizes / sizeof sizes[0], "slots");
+    return rmodel_ws_carve(base, slots, sizes, sizeof sizes / sizeof sizes[0]);
 }
 
 size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {

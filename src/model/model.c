@@ -3,6 +3,7 @@
  * loaders' helpers are in load.c. */
 #include "model_impl.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,13 +154,9 @@ static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct 
     const size_t n_out = n < OUT_CHUNK ? n : OUT_CHUNK;
     const size_t sizes[] = {n * E, n_out * V, n_out * E, n * (size_t)max_in(m),
                             m->ops->ws_floats(m, n)};
-    float **slots[] = {&v->x, &v->logit, &v->norm, &v->scratch, &v->arch};
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (base) *slots[i] = base + off;
-        off += sizes[i] + 16; /* keeps rows apart: 64-byte gaps */
-    }
-    return off;
+    float **const slots[] = {&v->x, &v->logit, &v->norm, &v->scratch, &v->arch};
+    _Static_assert(sizeof slots / sizeof slots[0] == sizeof sizes / sizeof sizes[0], "slots");
+    return rmodel_ws_carve(base, slots, sizes, sizeof sizes / sizeof sizes[0]);
 }
 
 struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, uint32_t n_seq_max) {
@@ -236,6 +233,11 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
                     const struct rmodel_out *out) {
     const uint32_t n_seqs = ub->n_seqs, nst = ub->n_seq_tokens;
     const int64_t E = m->n_embd;
+    /* the API splits batches by n_ubatch and places each one before this call: a mismatch is
+       a bug of the caller, which a debug build stops at (a release build refuses it) */
+    assert(ub->n_tokens <= ws->n_ubatch);
+    assert(nst > 0 && n_seqs * nst == ub->n_tokens && rmem_n(mem) == n_seqs &&
+           n_seqs <= ws->n_seqs);
     if (ub->n_tokens > ws->n_ubatch) {
         rcore_error_set("ubatch of %u tokens, the workspace holds %u", ub->n_tokens, ws->n_ubatch);
         return false;

@@ -70,7 +70,8 @@ struct rmodel_out {
  * Runs the model over a ubatch already placed in mem, its kernels as ex says (threads, ISA)
  * (rmem_find_slot / rmem_bctx_apply): reads the states of the block, writes the new ones. Token ids
  * come from ub->token, or, for an embedding batch, rows of embd_in (indexed by batch index, n_embd
- * floats each). Returns false only on a broken invariant (error set); shapes were checked at load.
+ * floats each). Returns false only on a broken invariant (error set; a debug build asserts), or
+ * when the memory cannot gather the states (out of memory); shapes were checked at load.
  */
 bool rmodel_forward(const struct rmodel *model, const struct rops_exec *ex, struct rmodel_ws *ws,
                     struct rmem *mem, const struct rbatch_ubatch *ub, const float *embd_in,

@@ -177,21 +177,18 @@ static size_t lora_floats(const struct rmodel *m) {
 static size_t ws_layout(const struct rmodel *m, uint32_t n, float *base, struct rrwkv_ws *v) {
     const size_t E = (size_t)m->n_embd, L = lora_floats(m), F = m->rwkv.n_ff,
                  P = 5 * (size_t)m->rwkv.mix_dim; /* RWKV-6's ddlerp chunks */
-    float **slots[] = {&v->a,      &v->sx,     &v->mix[0], &v->mix[1], &v->mix[2], &v->mix[3],
-                       &v->mix[4], &v->mix[5], &v->lora,   &v->part,   &v->tmp,    &v->r,
-                       &v->k,      &v->v,      &v->g,      &v->w,      &v->y,      &v->kk,
-                       &v->ia,     &v->vfirst, &v->ff};
-    const size_t n_slots = sizeof slots / sizeof slots[0];
-    size_t off = 0;
-    for (size_t i = 0; i < n_slots; i++) {
-        size_t size = n * E;
-        if (slots[i] == &v->lora) size = n * L;
-        if (slots[i] == &v->part) size = n * P;
-        if (slots[i] == &v->ff) size = n * F;
-        if (base) *slots[i] = base + off;
-        off += size + 16; /* keeps rows apart: 64-byte gaps */
-    }
-    return off;
+    float **const slots[] = {&v->a,      &v->sx,     &v->mix[0], &v->mix[1], &v->mix[2], &v->mix[3],
+                             &v->mix[4], &v->mix[5], &v->lora,   &v->part,   &v->tmp,    &v->r,
+                             &v->k,      &v->v,      &v->g,      &v->w,      &v->y,      &v->kk,
+                             &v->ia,     &v->vfirst, &v->ff};
+    enum { N_SLOTS = sizeof slots / sizeof slots[0] };
+    size_t sizes[N_SLOTS]; /* n tokens of E floats, but for the LoRA, ddlerp and FFN rows */
+    for (size_t i = 0; i < N_SLOTS; i++)
+        sizes[i] = slots[i] == &v->lora   ? n * L
+                   : slots[i] == &v->part ? n * P
+                   : slots[i] == &v->ff   ? n * F
+                                          : n * E;
+    return rmodel_ws_carve(base, slots, sizes, N_SLOTS);
 }
 
 size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch) {
@@ -341,7 +338,8 @@ void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
     for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
     shift_store(m, io, w.a, 1);
 
-    /* (rwkv6 (5)) the converter divided these layers' output weights; halving x undoes it */
+    /* docs/rwkv6.md, step (5): the converter divided these layers' output weights; halving x
+       undoes it */
     const uint32_t every = m->rwkv.rescale_every;
     if (!m->rwkv.v7 && every && (uint32_t)(il + 1) % every == 0)
         for (int64_t i = 0; i < n * E; i++) io->x[i] *= 0.5f;

@@ -5,6 +5,7 @@
  */
 #include "ops.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -28,6 +29,8 @@ int rops_type_supported(uint32_t ggml_type, int64_t n_cols) {
 }
 
 void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
+    /* the model checked every matrix's type and shape at load: a row outside it is a bug */
+    assert(r >= 0 && r < w->n_rows && rops_type_supported(w->type, w->n_cols));
     rops_row_tile(w, r, 0, w->n_cols, out);
 }
 
@@ -170,6 +173,7 @@ size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
 
 void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                  float *y) {
+    assert(rops_type_supported(w->type, w->n_cols) && "a matrix the loader did not check");
     if (n < 1) return; /* the AVX2 gemv would take n = 0 for its 3-input kernel */
     if (!block_type(w->type)) {
         matmul_f32_inputs(ex, w, x, n, y);

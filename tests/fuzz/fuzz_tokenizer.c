@@ -1,7 +1,7 @@
 /* libFuzzer target: the tokenizer (src/vocab) on any text, with and without special tokens,
  * and the detokenizer on what comes out. The first input byte chooses: bit 0 parse_special,
  * bits 1-2 the vocabulary: GPT-2's byte-level BPE (tests/data/ggml-vocab-gpt-2.gguf), a small
- * RWKV world vocabulary built at start-up (bit 1: tests/rwkv_vocab.h: <s>, all 256 bytes,
+ * RWKV world vocabulary built at start-up (bit 1: tests/lib/rwkv_vocab.h: <s>, all 256 bytes,
  * words that are prefixes of each other, UTF-8, [PAD] tokens) or LLaMA's SentencePiece
  * vocabulary (bit 2: tests/data/ggml-vocab-llama-spm.gguf; bit 1 then also adds BOS). The rest
  * is the text.
@@ -23,7 +23,7 @@
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 
-#include "../rwkv_vocab.h"
+#include "../lib/rwkv_vocab.h"
 
 static struct rvocab *vocab;
 static struct rvocab *rwkv;

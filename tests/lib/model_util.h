@@ -1,0 +1,109 @@
+/*
+ * Helpers of the tests that decode models through the public API (test_model.c,
+ * test_rollback.c): contexts as ctest configures them, decoding a run of tokens on one
+ * sequence, logits of a text decoded alone, token histories. Include after test.h.
+ */
+#ifndef RECUR_TEST_MODEL_UTIL_H
+#define RECUR_TEST_MODEL_UTIL_H
+
+#include <math.h>
+#include <stdbool.h>
+
+#include "recur.h"
+
+/* "Equal" logits: a relative error under 1e-5 (the same arithmetic in another grouping of
+ * tokens may round differently once kernels are vectorised or threaded). */
+#define SAME 1e-5
+
+static unsigned long long rng = 42;
+/* the model under test and its vocabulary size (set by main) */
+static struct recur_model *model;
+static int32_t V;
+
+static double rel_err(const float *a, const float *b, int32_t n) {
+    double max = 0, ss = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > max || d != d) max = d != d ? INFINITY : d;
+        ss += (double)b[i] * b[i];
+    }
+    double rms = sqrt(ss / n);
+    return rms > 0 ? max / rms : max;
+}
+
+/* A context with p's rollback settings (NULL: defaults), n_seq sequences, n_ubatch. */
+static struct recur_context *new_ctx_with(struct recur_model *m, uint32_t n_seq, uint32_t n_ubatch,
+                                          const struct recur_context_params *base) {
+    struct recur_context_params p = base ? *base : recur_context_default_params();
+    p.n_seq_max = n_seq;
+    p.n_batch = 512;
+    p.n_ubatch = n_ubatch;
+    /* ctest runs these tests with 1 thread and with several (RECUR_TEST_THREADS), and on
+       every kernel path (RECUR_ISA: scalar, avx2, avxvnni, avx512) */
+    const char *threads = getenv("RECUR_TEST_THREADS");
+    if (threads) p.n_threads = p.n_threads_batch = atoi(threads);
+    struct recur_context *ctx = recur_init_from_model(m, p);
+    if (!ctx) fprintf(stderr, "recur_init_from_model: %s\n", recur_last_error());
+    REQUIRE(ctx);
+    return ctx;
+}
+
+static struct recur_context *new_ctx(struct recur_model *m, uint32_t n_seq, uint32_t n_ubatch) {
+    return new_ctx_with(m, n_seq, n_ubatch, NULL);
+}
+
+/* Decodes tokens on seq at the positions that follow; logits for all (all) or the last. */
+static int32_t decode_seq(struct recur_context *ctx, int32_t seq, const int32_t *tokens, int32_t n,
+                          bool all) {
+    struct recur_batch b = recur_batch_init(n, 0, 1);
+    REQUIRE(b.pos);
+    int32_t start = recur_memory_seq_pos_max(recur_get_memory(ctx), seq) + 1;
+    for (int32_t i = 0; i < n; i++)
+        REQUIRE(recur_batch_add(&b, tokens[i], start + i, &seq, 1, all || i == n - 1) == 0);
+    int32_t ret = recur_decode(ctx, b);
+    recur_batch_free(b);
+    return ret;
+}
+
+/* Logits of every token of tokens, decoded alone in a fresh context (n x n_vocab). */
+static float *alone(struct recur_model *m, const int32_t *tokens, int32_t n) {
+    const int32_t nv = recur_model_n_vocab(m);
+    struct recur_context *ctx = new_ctx(m, 1, 512);
+    float *out = malloc(sizeof(float) * (size_t)nv * (size_t)n);
+    REQUIRE(out);
+    CHECK(decode_seq(ctx, 0, tokens, n, true) == 0);
+    for (int32_t i = 0; i < n; i++) {
+        float *l = recur_get_logits_ith(ctx, i);
+        REQUIRE(l);
+        memcpy(out + (size_t)i * nv, l, sizeof(float) * (size_t)nv);
+    }
+    recur_free(ctx);
+    return out;
+}
+
+static void random_tokens(int32_t *t, int32_t n, int32_t n_vocab) {
+    for (int32_t i = 0; i < n; i++) t[i] = test_rand_int(&rng, n_vocab);
+}
+
+/* A sequence's history, to decode it alone and compare. */
+struct hist {
+    int32_t t[256];
+    int32_t n;
+};
+
+static void hist_add(struct hist *h, const int32_t *t, int32_t n) {
+    REQUIRE(h->n + n <= 256);
+    memcpy(h->t + h->n, t, sizeof(int32_t) * (size_t)n);
+    h->n += n;
+}
+
+/* The last logits of seq in ctx equal decoding its history alone. */
+static void check_alone(struct recur_context *ctx, int32_t row, const struct hist *h,
+                        const char *what) {
+    float *ref = alone(model, h->t, h->n);
+    double e = rel_err(recur_get_logits_ith(ctx, row), ref + (size_t)(h->n - 1) * V, V);
+    CHECK_MSG(e < SAME, "%s: %.3g", what, e);
+    free(ref);
+}
+
+#endif

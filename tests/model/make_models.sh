@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Writes the random-weight Mamba-1, Mamba-2, RWKV-6 and RWKV-7 models the model tests run on (a ctest fixture).
+#   make_models.sh RECUR_BIN OUT_DIR
+# The file name says the weight type, which sets the tolerance against the reference.
+set -euo pipefail
+recur=$1
+out=$2
+# every model gets its vocabulary from the test data, named here (recur carries no default)
+vocab=$(cd "$(dirname "$0")" && pwd)/../data/ggml-vocab-gpt-2.gguf
+mkdir -p "$out"
+mk() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba --vocab-file "$vocab" "$@"
+}
+mk2() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" --arch mamba2 --vocab-file "$vocab" "$@"
+}
+mk f32-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 1 --type f32
+mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tied --inner 80 --conv 3
+mk f32-rms --embd 32 --layers 2 --vocab 256 --state 16 --seed 3 --type f32 --dt-b-c-rms
+mk f16-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 4 --type f16
+mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --tied --dt-rank 8
+# Mamba-2: heads sharing groups of B and C; a tied f16 one with a 3-wide conv
+mk2 f32-mamba2 --embd 64 --layers 2 --vocab 512 --state 8 --seed 6 --type f32 --heads 4 --groups 2
+mk2 f16-mamba2-tied --embd 32 --layers 3 --vocab 300 --state 16 --seed 7 --type f16 --tied \
+    --heads 2 --conv 3
+# RWKV-6: several heads, small LoRAs; an f16 one that halves the residual every 2 layers
+mkr() {
+    local name=$1
+    shift
+    "$recur" mkmodel "$out/$name.gguf" --vocab-file "$vocab" "$@"
+}
+mkr f32-rwkv6 --arch rwkv6 --embd 64 --layers 3 --vocab 400 --seed 8 --type f32 --head-size 16 \
+    --mix-dim 8 --decay-dim 16
+mkr f16-rwkv6-rescale --arch rwkv6 --embd 32 --layers 4 --vocab 300 --seed 9 --type f16 \
+    --head-size 8 --ff 96 --mix-dim 4 --decay-dim 8 --rescale 2
+# RWKV-7: three layers, so the value residual mixes in two
+mkr f32-rwkv7 --arch rwkv7 --embd 64 --layers 3 --vocab 400 --seed 10 --type f32 --head-size 16 \
+    --lora-w 8 --lora-a 8 --lora-v 4 --lora-g 16
+mkr bf16-rwkv7 --arch rwkv7 --embd 32 --layers 2 --vocab 300 --seed 11 --type bf16 --head-size 8 \
+    --ff 64 --lora-w 4 --lora-a 4 --lora-v 4 --lora-g 8
+# quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
+# the shapes are whole 32-value blocks, so that every matrix is converted
+quantize() {
+    "$recur" quantize "$out/$1.gguf" "$out/$2.gguf" "$3" 2>"$out/$2.log"
+    grep -q ": [1-9][0-9]* of [0-9]* tensors in $3" "$out/$2.log" || {
+        echo "make_models: quantize $1 -> $2: nothing was converted" >&2
+        return 1
+    }
+}
+quantize f32-untied q8_0-untied q8_0
+quantize f32-rms q4_0-rms q4_0
+quantize f32-mamba2 q8_0-mamba2 q8_0
+quantize f32-rwkv6 q8_0-rwkv6 q8_0
+quantize f32-rwkv7 q8_0-rwkv7 q8_0
+echo "make_models: $(ls "$out"/*.gguf | wc -l) models in $out"
