@@ -611,9 +611,6 @@ void *serve_sched_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             continue;
         }
-        int32_t n_tasks = 0;
-        for (int32_t q = 0; q < s->lim.n_parallel; q++)
-            if (s->active[q]) w->tasks[n_tasks++] = s->active[q];
         pthread_mutex_unlock(&s->mu);
 
         for (int32_t i = 0; i < n_new; i++)
@@ -622,6 +619,13 @@ void *serve_sched_main(void *arg) {
                 fail_task(s, fresh[i], fresh[i]->error);
                 pthread_mutex_unlock(&s->mu);
             }
+        /* this step's tasks, after the starts: a task that failed to start is retired, and may
+           be freed already (its client gone), so it must not be among them */
+        pthread_mutex_lock(&s->mu);
+        int32_t n_tasks = 0;
+        for (int32_t q = 0; q < s->lim.n_parallel; q++)
+            if (s->active[q]) w->tasks[n_tasks++] = s->active[q];
+        pthread_mutex_unlock(&s->mu);
         /* the batch: one token per running choice, then prompt chunks in the room left; each
            task's rows are one run, [base, base + len) */
         const double t0 = serve_now();

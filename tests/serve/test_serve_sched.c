@@ -149,6 +149,30 @@ static void test_bad_token(struct recur_model *m, recur_token ref[3][8]) {
     world_stop(&w);
 }
 
+/* A task that fails to start after its client is gone (its last reference the scheduler's):
+ * it is freed when it fails, and the step must not touch it afterwards (ASan would see it). */
+static void test_gone_before_start(struct recur_model *m, recur_token ref[3][8]) {
+    struct world w;
+    world_start(&w, m);
+    struct task *bad = make_task(m, texts[1], recur_model_n_vocab(m));
+    struct task *good = make_task(m, texts[0], -1);
+    REQUIRE(serve_submit(&w.s, bad));
+    REQUIRE(serve_submit(&w.s, good));
+    pthread_mutex_lock(&w.s.mu);
+    serve_task_release(&w.s, bad); /* the client left: only the scheduler holds it */
+    pthread_mutex_unlock(&w.s.mu);
+    struct task *one[1] = {good};
+    REQUIRE(pthread_create(&w.sched, NULL, serve_sched_main, &w.s) == 0);
+    pthread_mutex_lock(&w.s.mu);
+    while (good->state == TASK_QUEUED || good->state == TASK_RUNNING)
+        pthread_cond_wait(&w.s.progress, &w.s.mu);
+    pthread_mutex_unlock(&w.s.mu);
+    CHECK(good->state == TASK_DONE && memcmp(good->choice[0].out, ref[0], sizeof ref[0]) == 0);
+    CHECK(w.s.m.requests_failed == 1);
+    release_all(&w, one, 1);
+    world_stop(&w);
+}
+
 static void test_retry(struct recur_model *m, recur_token ref[3][8]) {
     struct world w;
     world_start(&w, m);
@@ -206,6 +230,7 @@ int main(int argc, char **argv) {
     recur_token ref[3][8];
     reference(m, ref);
     test_bad_token(m, ref);
+    test_gone_before_start(m, ref);
     test_retry(m, ref);
     test_unknown_state(m);
     recur_model_free(m);
