@@ -20,7 +20,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     srv.model =
         recur_model_load_from_file(path ? path : RECUR_FUZZ_MODEL, recur_model_default_params());
     if (!srv.model) abort();
-    srv.lim = (struct serve_limits){4, 4, 64, 128, 1 << 16, 10, -1, 0}; /* -n, -c: not given */
+    srv.lim = (struct serve_limits){.n_parallel = 4,
+                                    .queue_max = 4,
+                                    .max_prompt = 64,
+                                    .max_tokens = 128,
+                                    .max_body = 1 << 16,
+                                    .timeout_s = 10,
+                                    .read_s = 10,
+                                    .n_predict = -1, /* -n, -c: not given */
+                                    .n_ctx = 0};
     pthread_mutex_init(&srv.mu, NULL);
     return 0;
 }

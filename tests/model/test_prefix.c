@@ -26,6 +26,19 @@ static void state_for(float *s, float v) {
     for (int i = 0; i < SF; i++) s[i] = v + (float)i;
 }
 
+/* c written to buf (w says how much) and read back into a new cache of the same shape. */
+static struct rpfx *through_stream(const struct rpfx *c, uint8_t *buf, size_t cap,
+                                   struct rio_writer *w) {
+    rio_writer_buffer(w, buf, cap);
+    CHECK(rpfx_write(c, w));
+    struct rpfx *copy = rpfx_create(1 << 20, SF);
+    REQUIRE(copy);
+    struct rio_reader r;
+    rio_reader_buffer(&r, buf, w->n_done);
+    CHECK(rpfx_read(copy, &r));
+    return copy;
+}
+
 static void test_store(void) {
     const int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8}, b[] = {1, 2, 9, 9};
     float st[SF];
@@ -68,13 +81,8 @@ static void test_store(void) {
     /* streams: round trip; a corrupt or foreign stream changes nothing */
     uint8_t buf[4096];
     struct rio_writer w;
-    rio_writer_buffer(&w, buf, sizeof buf);
-    CHECK(rpfx_write(c, &w));
-    struct rpfx *c2 = rpfx_create(1 << 20, SF);
-    REQUIRE(c2);
     struct rio_reader r;
-    rio_reader_buffer(&r, buf, w.n_done);
-    CHECK(rpfx_read(c2, &r));
+    struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
     CHECK(rpfx_find(c2, 0, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
     CHECK(rpfx_find(c2, 0, b, 4, 4, &got) == 4 && got[0] == 30);
     buf[w.n_done / 2] ^= 0x10;
@@ -143,13 +151,8 @@ static void test_tenants(void) {
 
     uint8_t buf[4096];
     struct rio_writer w;
-    rio_writer_buffer(&w, buf, sizeof buf);
-    CHECK(rpfx_write(c, &w));
-    struct rpfx *c2 = rpfx_create(1 << 20, SF);
-    REQUIRE(c2);
     struct rio_reader r;
-    rio_reader_buffer(&r, buf, w.n_done);
-    CHECK(rpfx_read(c2, &r));
+    struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
     CHECK(rpfx_find(c2, 7, a, 6, 6, &got) == 4 && got[0] == 10);
     CHECK(rpfx_find(c2, 8, a, 6, 6, &got) == 4 && got[0] == 20);
     CHECK(rpfx_find(c2, 9, a, 6, 6, &got) == 0);
