@@ -11,8 +11,10 @@
  * broadcasts feed 12 FMAs (was 4 rows x 3 inputs of dot products: ~150 -> ~195 GFLOP/s on 2
  * threads). One to three inputs (generation) skip the panel: each
  * weight is converted in registers on its way to its FMAs, or, for q8_0 / q4_0, multiplied as
- * bytes with the quantized inputs (maddubs), and the next block of rows is prefetched while
- * the current one computes (2.4x the read bandwidth of one thread without). The scan: per channel
+ * bytes with the quantized inputs (maddubs); one input on float weights reads one row at a
+ * time (one sequential stream for the hardware prefetcher), the others blocks of rows side by
+ * side with the next block prefetched (2.4x the read bandwidth of one thread without, on the
+ * machine of issue 6). The scan: per channel
  * its d_state states as vectors, with a vector exp.
  */
 #include "ops_impl.h"
@@ -51,13 +53,62 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
     }
 }
 
-/* One to three inputs (generation): each weight is used by at most three FMAs, so it is
- * converted in registers on its way to them rather than through a panel in L1; the rows of
- * a block are streamed side by side. */
+/* One input (generation of one sequence): each weight is used by one FMA, so it is converted
+ * in registers on its way to it rather than through a panel in L1. One row at a time, front to
+ * back, so that a thread's share of the matrix is one sequential stream, which the hardware
+ * prefetcher follows on its own: eight rows side by side with software prefetches of the next
+ * block read 26-28 GB/s on 2 threads of a Zen 5 where this reads 33-35 (interleaved rounds,
+ * bench/RESULTS.md, issue 21's generation). U independent accumulators hide the FMA latency. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
-                                                            const float *x, int NB, int RB,
-                                                            float *y, int64_t r0, int64_t r1) {
+                                                            const float *x, int NB, int U, float *y,
+                                                            int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    const int64_t ku = k8 - k8 % (8 * U);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        __m256 acc[3][4];
+        for (int i = 0; i < NB; i++)
+            for (int u = 0; u < U; u++) acc[i][u] = _mm256_setzero_ps();
+        int64_t c = 0;
+        for (; c < ku; c += 8 * U)
+            for (int u = 0; u < U; u++) {
+                const __m256 wv = load8(type, row, c + 8 * u);
+                for (int i = 0; i < NB; i++)
+                    acc[i][u] =
+                        _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c + 8 * u), acc[i][u]);
+            }
+        for (; c < k8; c += 8) {
+            const __m256 wv = load8(type, row, c);
+            for (int i = 0; i < NB; i++)
+                acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i][0]);
+        }
+        for (int i = 0; i < NB; i++) {
+            __m256 sum = acc[i][0];
+            for (int u = 1; u < U; u++) sum = _mm256_add_ps(sum, acc[i][u]);
+            float s = hsum(sum);
+            /* the last k % 8 columns (float types only: block rows are whole blocks) */
+            for (int64_t c2 = k8; c2 < k; c2++) {
+                const float wc = type == ROPS_TYPE_F32 ? ((const float *)row)[c2]
+                                 : type == ROPS_TYPE_F16
+                                     ? rcore_f16_to_f32(((const uint16_t *)row)[c2])
+                                     : rcore_bf16_to_f32(((const uint16_t *)row)[c2]);
+                s += wc * x[i * k + c2];
+            }
+            y[i * m + r] = s;
+        }
+    }
+}
+
+/* Two or three inputs: four rows side by side, so that each input's vector, loaded once, feeds
+ * four FMAs, with the next block of four rows prefetched while this one computes (short row
+ * streams side by side are too short for the hardware prefetcher). Here the loads, not the
+ * stream, bound the loop: on a Zen 5 this beat one row at a time by 10-40% for two and three
+ * inputs (and lost by a third for one). */
+static inline __attribute__((always_inline)) void gemv_block(enum rops_type type,
+                                                             const struct rops_mat *w,
+                                                             const float *x, int NB, int RB,
+                                                             float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
     for (int64_t r = r0; r < r1; r += RB) {
         const int64_t rb = r1 - r < RB ? r1 - r : RB;
@@ -109,7 +160,7 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (r + 4 < m) /* a few rows ahead: one row is a stream too short to prefetch itself */
+        if (NB >= 5 && r + 4 < m) /* 4 rows ahead: it paid for 5-7 inputs only (ops_avx512.c) */
             for (size_t o = 0; o < w->row_bytes; o += 64)
                 _mm_prefetch((const char *)row + 4 * w->row_bytes + o, _MM_HINT_T0);
         __m256 acc[8];
@@ -137,11 +188,11 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
     static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
                          int64_t r1) {                                                             \
         if (NB == 1)                                                                               \
-            gemv_rows(T, w, x, 1, 8, y, r0, r1);                                                   \
+            gemv_rows(T, w, x, 1, 4, y, r0, r1);                                                   \
         else if (NB == 2)                                                                          \
-            gemv_rows(T, w, x, 2, 4, y, r0, r1);                                                   \
+            gemv_block(T, w, x, 2, 4, y, r0, r1);                                                  \
         else                                                                                       \
-            gemv_rows(T, w, x, 3, 4, y, r0, r1);                                                   \
+            gemv_block(T, w, x, 3, 4, y, r0, r1);                                                  \
     }
 GEMV_FOR_TYPE(ROPS_TYPE_F32)
 GEMV_FOR_TYPE(ROPS_TYPE_F16)

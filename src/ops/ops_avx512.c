@@ -6,10 +6,10 @@
  * ones (ops_avx2.c), which every CPU with AVX-512 runs.
  *
  * The products, as the AVX2 ones (ops_avx2.c) with 16 lanes:
- * - one to three inputs (generation): each weight converted in registers on its way to its
- *   FMAs (f16 by vcvtph2ps, bf16 by a shift), the rows of a block side by side, the next
- *   block prefetched while the current one computes;
- * - four to seven: one weight row at a time, 16 weights converted once and used by every input;
+ * - one to seven inputs (generation): each weight converted in registers on its way to its
+ *   FMAs (f16 by vcvtph2ps, bf16 by a shift); one input takes the AVX2 kernel (one sequential
+ *   stream of rows, which read more here), two and three four rows side by side, four to seven
+ *   one row at a time with each 16 weights used by every input;
  * - more (prompts): a panel of 32 weight rows x ROPS_GEMM512_KT columns converted to f32 once
  *   (column-major), then 8 inputs x 32 rows at a time on 16 accumulators that are the outputs
  *   themselves: per column two panel loads and eight broadcasts feed 16 FMAs.
@@ -65,12 +65,60 @@ static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c
     }
 }
 
-/* ---- one to three inputs ------------------------------------------------------------------- */
+/* ---- two to seven inputs ------------------------------------------------------------------ */
 
+/* Four to seven inputs: one weight row at a time, front to back, so that a thread's share of
+ * the matrix is one sequential stream, which the hardware prefetcher follows on its own. Each 16
+ * weights are converted once in registers and used by the NB inputs' FMAs; U independent
+ * accumulators per input hide the FMA latency. PF > 0: each row also prefetches the row PF rows
+ * ahead, which paid for 5-7 inputs, whose FMAs slow the stream down, and cost for 4 (2 threads
+ * of a Zen 5, interleaved rounds: bench/RESULTS.md, issue 21's generation). Eight inputs and
+ * more take the panel path below, which converts the weights once per eight. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
-                                                            const float *x, int NB, int RB,
+                                                            const float *x, int NB, int U, int PF,
                                                             float *y, int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
+    const int64_t ku = k16 - k16 % (16 * U);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        if (PF > 0 && r + PF < m)
+            for (size_t o = 0; o < w->row_bytes; o += 64)
+                _mm_prefetch((const char *)row + (size_t)PF * w->row_bytes + o, _MM_HINT_T0);
+        __m512 acc[7][4];
+        for (int i = 0; i < NB; i++)
+            for (int u = 0; u < U; u++) acc[i][u] = _mm512_setzero_ps();
+        int64_t c = 0;
+        for (; c < ku; c += 16 * U)
+            for (int u = 0; u < U; u++) {
+                const __m512 wv = load16(type, row, c + 16 * u);
+                for (int i = 0; i < NB; i++)
+                    acc[i][u] =
+                        _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * k + c + 16 * u), acc[i][u]);
+            }
+        for (; c < k16; c += 16) {
+            const __m512 wv = load16(type, row, c);
+            for (int i = 0; i < NB; i++)
+                acc[i][0] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * k + c), acc[i][0]);
+        }
+        for (int i = 0; i < NB; i++) {
+            __m512 sum = acc[i][0];
+            for (int u = 1; u < U; u++) sum = _mm512_add_ps(sum, acc[i][u]);
+            float s = _mm512_reduce_add_ps(sum);
+            for (int64_t c2 = k16; c2 < k; c2++) s += weight_at(type, row, c2) * x[i * k + c2];
+            y[i * m + r] = s;
+        }
+    }
+}
+
+/* Two or three inputs: four rows side by side, so that each input's vector, loaded once, feeds
+ * four FMAs, with the next block of four rows prefetched while this one computes. Here the
+ * loads, not the stream, bound the loop: on the same Zen 5 this beat one row at a time by
+ * 10-15% for two and three inputs (and lost by as much for one). */
+static inline __attribute__((always_inline)) void gemv_block(enum rops_type type,
+                                                             const struct rops_mat *w,
+                                                             const float *x, int NB, int RB,
+                                                             float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
     for (int64_t r = r0; r < r1; r += RB) {
         const int64_t rb = r1 - r < RB ? r1 - r : RB;
@@ -106,57 +154,27 @@ static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
     }
 }
 
-/* ---- four to seven inputs ------------------------------------------------------------------ */
-
-static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
-                                                            const struct rops_mat *w,
-                                                            const float *x, int NB, float *y,
-                                                            int64_t r0, int64_t r1) {
-    const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (r + 4 < m) /* a few rows ahead: one row is a stream too short to prefetch itself */
-            for (size_t o = 0; o < w->row_bytes; o += 64)
-                _mm_prefetch((const char *)row + 4 * w->row_bytes + o, _MM_HINT_T0);
-        __m512 acc[8];
-        for (int i = 0; i < NB; i++) acc[i] = _mm512_setzero_ps();
-        for (int64_t c = 0; c < k16; c += 16) {
-            const __m512 wv = load16(type, row, c);
-            for (int i = 0; i < NB; i++)
-                acc[i] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * k + c), acc[i]);
-        }
-        for (int i = 0; i < NB; i++) {
-            float s = _mm512_reduce_add_ps(acc[i]);
-            for (int64_t c = k16; c < k; c++) s += weight_at(type, row, c) * x[i * k + c];
-            y[i * m + r] = s;
-        }
-    }
-}
-
 #define GEMV_FOR_TYPE(T)                                                                           \
     static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
                          int64_t r1) {                                                             \
         switch (NB) {                                                                              \
-        case 1:                                                                                    \
-            gemv_rows(T, w, x, 1, 8, y, r0, r1);                                                   \
-            break;                                                                                 \
         case 2:                                                                                    \
-            gemv_rows(T, w, x, 2, 4, y, r0, r1);                                                   \
+            gemv_block(T, w, x, 2, 4, y, r0, r1);                                                  \
             break;                                                                                 \
         case 3:                                                                                    \
-            gemv_rows(T, w, x, 3, 4, y, r0, r1);                                                   \
+            gemv_block(T, w, x, 3, 4, y, r0, r1);                                                  \
             break;                                                                                 \
         case 4:                                                                                    \
-            gemv_many(T, w, x, 4, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 4, 1, 0, y, r0, r1);                                                \
             break;                                                                                 \
         case 5:                                                                                    \
-            gemv_many(T, w, x, 5, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 5, 2, 4, y, r0, r1);                                                \
             break;                                                                                 \
         case 6:                                                                                    \
-            gemv_many(T, w, x, 6, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 6, 2, 4, y, r0, r1);                                                \
             break;                                                                                 \
         default:                                                                                   \
-            gemv_many(T, w, x, 7, y, r0, r1);                                                      \
+            gemv_rows(T, w, x, 7, 2, 4, y, r0, r1);                                                \
             break;                                                                                 \
         }                                                                                          \
     }
@@ -392,6 +410,13 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
                                int64_t r0, int64_t r1) {
     const bool floats =
         w->type == ROPS_TYPE_F32 || w->type == ROPS_TYPE_F16 || w->type == ROPS_TYPE_BF16;
+    if (n == 1 && floats) {
+        /* one input streams the weights: the AVX2 kernel's one row of 32 weights a step read
+           6-8% more than 16-lane steps here (AVX-512 double-pumped on a Zen 5: no wider FMAs
+           to win, and the 256-bit conversions issue more freely) */
+        rops_matmul_rows_avx2(w, x, n, y, r0, r1);
+        return;
+    }
     if (n <= 7 && floats) { /* in registers: faster than the panel for so few inputs */
         if (w->type == ROPS_TYPE_F32)
             gemv_ROPS_TYPE_F32(w, x, (int)n, y, r0, r1);
