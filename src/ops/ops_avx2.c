@@ -57,7 +57,7 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
  * in registers on its way to it rather than through a panel in L1. One row at a time, front to
  * back, so that a thread's share of the matrix is one sequential stream, which the hardware
  * prefetcher follows on its own: eight rows side by side with software prefetches of the next
- * block read 26-28 GB/s on 2 threads of a Zen 5 where this reads 33-35 (interleaved rounds,
+ * block read 26-28 GB/s on 2 threads of a Zen 4 (EPYC) where this reads 33-35 (interleaved rounds,
  * bench/RESULTS.md, issue 21's generation). U independent accumulators hide the FMA latency. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
@@ -103,7 +103,7 @@ static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
 /* Two or three inputs: four rows side by side, so that each input's vector, loaded once, feeds
  * four FMAs, with the next block of four rows prefetched while this one computes (short row
  * streams side by side are too short for the hardware prefetcher). Here the loads, not the
- * stream, bound the loop: on a Zen 5 this beat one row at a time by 10-40% for two and three
+ * stream, bound the loop: on a Zen 4 this beat one row at a time by 10-40% for two and three
  * inputs (and lost by a third for one). */
 static inline __attribute__((always_inline)) void gemv_block(enum rops_type type,
                                                              const struct rops_mat *w,

@@ -72,7 +72,7 @@ static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c
  * weights are converted once in registers and used by the NB inputs' FMAs; U independent
  * accumulators per input hide the FMA latency. PF > 0: each row also prefetches the row PF rows
  * ahead, which paid for 5-7 inputs, whose FMAs slow the stream down, and cost for 4 (2 threads
- * of a Zen 5, interleaved rounds: bench/RESULTS.md, issue 21's generation). Eight inputs and
+ * of a Zen 4, interleaved rounds: bench/RESULTS.md, issue 21's generation). Eight inputs and
  * more take the panel path below, which converts the weights once per eight. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
 
 /* Two or three inputs: four rows side by side, so that each input's vector, loaded once, feeds
  * four FMAs, with the next block of four rows prefetched while this one computes. Here the
- * loads, not the stream, bound the loop: on the same Zen 5 this beat one row at a time by
+ * loads, not the stream, bound the loop: on the same Zen 4 this beat one row at a time by
  * 10-15% for two and three inputs (and lost by as much for one). */
 static inline __attribute__((always_inline)) void gemv_block(enum rops_type type,
                                                              const struct rops_mat *w,
@@ -411,9 +411,9 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
     const bool floats =
         w->type == ROPS_TYPE_F32 || w->type == ROPS_TYPE_F16 || w->type == ROPS_TYPE_BF16;
     if (n == 1 && floats) {
-        /* one input streams the weights: the AVX2 kernel's one row of 32 weights a step read
-           6-8% more than 16-lane steps here (AVX-512 double-pumped on a Zen 5: no wider FMAs
-           to win, and the 256-bit conversions issue more freely) */
+        /* one input streams the weights: the AVX2 kernel's steps of 32 weights read 6-8% more
+           than 16-lane steps on a Zen 4 (double-pumped AVX-512: no wider FMAs to win), and
+           even at 8 lanes the FMAs outrun the memory several times over on any of these CPUs */
         rops_matmul_rows_avx2(w, x, n, y, r0, r1);
         return;
     }
