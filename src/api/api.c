@@ -305,7 +305,7 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
     }
     if (params.prefix_cache_bytes) {
         const size_t block = rmem_snap_block_bytes(ctx->mem);
-        if (!(ctx->block = malloc(block)) ||
+        if (!(ctx->block = rcore_alloc64(block, false)) ||
             !(ctx->prefix =
                   rpfx_create((size_t)params.prefix_cache_bytes, block / sizeof(float)))) {
             if (!ctx->block) rcore_error_set("out of memory for a context");
@@ -325,7 +325,7 @@ void recur_free(struct recur_context *ctx) {
     free(ctx->logits);
     free(ctx->embd);
     rpfx_free(ctx->prefix);
-    free(ctx->block);
+    rcore_free64(ctx->block);
     free(ctx);
 }
 

@@ -1,6 +1,7 @@
 #include "core.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -230,4 +231,27 @@ uint64_t rcore_rng_next(struct rcore_rng *r) {
     s[2] ^= t;
     s[3] = rotl64(s[3], 45);
     return result;
+}
+
+/* ---- memory the vector kernels stream --------------------------------------------------- */
+
+/* The block from malloc / calloc is kept in the pointer-sized word just before the aligned
+ * address, which the padding always has room for. */
+void *rcore_alloc64(size_t bytes, bool zero) {
+    size_t total;
+    if (!rcore_add_size(bytes, RCORE_ALIGN + sizeof(void *), &total)) return NULL;
+    void *raw = zero ? calloc(1, total) : malloc(total);
+    if (!raw) return NULL;
+    const uintptr_t at =
+        ((uintptr_t)raw + sizeof(void *) + RCORE_ALIGN - 1) & ~(uintptr_t)(RCORE_ALIGN - 1);
+    void *p = (void *)at;
+    memcpy((char *)p - sizeof(void *), &raw, sizeof raw);
+    return p;
+}
+
+void rcore_free64(void *p) {
+    if (!p) return;
+    void *raw;
+    memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+    free(raw);
 }

@@ -113,4 +113,19 @@ static inline bool rcore_add_size(size_t a, size_t b, size_t *out) {
     return true;
 }
 
+/* ---- memory the vector kernels stream --------------------------------------------------- */
+
+/* Alignment of rcore_alloc64's memory: a cache line, and one AVX-512 vector, so that no vector
+ * load of an array that starts there and steps by whole vectors straddles two lines (an
+ * AVX-512 gemv of 4 inputs measured 87 GFLOP/s with its inputs aligned and 59 with them 16
+ * bytes off, where glibc's large mallocs put them: bench/RESULTS.md, issue 21). */
+#define RCORE_ALIGN 64
+
+/* bytes of memory aligned to RCORE_ALIGN, zero-filled when zero is true (calloc's, so pages
+ * never written cost nothing); NULL when it cannot be had or bytes overflows (the caller sets
+ * the error). Free it with rcore_free64 only; bytes may be 0. */
+void *rcore_alloc64(size_t bytes, bool zero);
+/* Frees what rcore_alloc64 returned. NULL is fine. */
+void rcore_free64(void *p);
+
 #endif /* RECUR_CORE_H */

@@ -135,8 +135,8 @@ struct rmem *rmem_create(const struct rmem_params *p) {
             return NULL;
         }
         /* calloc: a fresh memory reads as zero states, and free cells hold no garbage */
-        if (k_all && !(mem->k[il] = calloc(1, k_all))) goto oom;
-        if (v_all && !(mem->v[il] = calloc(1, v_all))) goto oom;
+        if (k_all && !(mem->k[il] = rcore_alloc64(k_all, true))) goto oom;
+        if (v_all && !(mem->v[il] = rcore_alloc64(v_all, true))) goto oom;
         if (mem->k_row_bytes[il] > mem->max_row_bytes) mem->max_row_bytes = mem->k_row_bytes[il];
         if (mem->v_row_bytes[il] > mem->max_row_bytes) mem->max_row_bytes = mem->v_row_bytes[il];
     }
@@ -169,15 +169,15 @@ oom:
 void rmem_free(struct rmem *mem) {
     if (!mem) return;
     for (uint32_t il = 0; il < mem->n_layer; il++) {
-        if (mem->k) free(mem->k[il]);
-        if (mem->v) free(mem->v[il]);
+        if (mem->k) rcore_free64(mem->k[il]);
+        if (mem->v) rcore_free64(mem->v[il]);
     }
     free(mem->k);
     free(mem->v);
     free(mem->k_row_bytes);
     free(mem->v_row_bytes);
     free(mem->row_tmp);
-    free(mem->gather);
+    rcore_free64(mem->gather);
     meta_free(&mem->meta);
     meta_free(&mem->saved);
     free(mem->seq_stamp);

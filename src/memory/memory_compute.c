@@ -11,7 +11,8 @@
  *    the common case, is one such.
  *  - Gathered: otherwise (a fork, a move, f16/bf16 states) the states are converted into one
  *    f32 buffer (K rows of the block, then V rows), and written back, converted, into rows
- *    head .. head+n-1 at the end. The buffer grows to the largest block seen and is kept;
+ *    head .. head+n-1 at the end. The buffer (aligned for the kernels) grows to the largest
+ *    block seen and is kept;
  *    it is sized for the widest layer, so only a first layer can fail for want of memory,
  *    before any state was written.
  */
@@ -64,12 +65,15 @@ bool rmem_layer_begin(struct rmem *mem, uint32_t il, struct rmem_layer *out) {
         if ((size_t)n * per > need) need = (size_t)n * per;
     }
     if (need > mem->gather_cap) {
-        float *grown = realloc(mem->gather, need * sizeof(float));
+        /* aligned for the kernels; nothing in the old buffer is kept between blocks */
+        float *grown =
+            need <= SIZE_MAX / sizeof(float) ? rcore_alloc64(need * sizeof(float), false) : NULL;
         if (!grown) {
             rcore_error_set("out of memory gathering %u states of layer %u (%zu bytes)", n, il,
                             need * sizeof(float));
             return false;
         }
+        rcore_free64(mem->gather);
         mem->gather = grown;
         mem->gather_cap = need;
     }

@@ -27,7 +27,7 @@ const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dim
     }
     size_t n = 1;
     for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
-    float *dst = malloc(n * sizeof(float));
+    float *dst = rcore_alloc64(n * sizeof(float), false); /* vectors the kernels load */
     if (!dst) goto oom;
     struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes};
     rops_get_row(&as_mat, 0, dst);
@@ -112,7 +112,8 @@ size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, s
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         if (base) *slots[i] = base + off;
-        off += sizes[i] + 16;
+        /* whole 64-byte lines, so that every array starts where an aligned base does */
+        off += (sizes[i] + 15) / 16 * 16 + 16;
     }
     return off;
 }

@@ -77,7 +77,7 @@ fail:
 
 void rmodel_free(struct rmodel *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->n_small; i++) free(m->small[i]);
+    for (size_t i = 0; i < m->n_small; i++) rcore_free64(m->small[i]);
     free(m->small);
     if (m->ops) m->ops->free(m);
     rgguf_close(m->gguf);
@@ -164,12 +164,12 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
     const uint32_t n_seqs = n_seq_max < n_ubatch ? n_seq_max : n_ubatch;
     struct ws_view v;
     size_t n = ws_layout(m, n_ubatch, NULL, &v);
-    if (!ws || n == 0 || !(ws->buf = malloc(n * sizeof(float))) ||
+    if (!ws || n == 0 || !(ws->buf = rcore_alloc64(n * sizeof(float), false)) ||
         !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
         !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
         !(ws->save_v = calloc(n_ubatch, sizeof *ws->save_v))) {
         if (ws) {
-            free(ws->buf);
+            rcore_free64(ws->buf);
             free(ws->snap);
             free(ws->save_k);
         }
@@ -185,7 +185,7 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
 
 void rmodel_ws_free(struct rmodel_ws *ws) {
     if (!ws) return;
-    free(ws->buf);
+    rcore_free64(ws->buf);
     free(ws->snap);
     free(ws->save_k);
     free(ws->save_v);

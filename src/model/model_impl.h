@@ -121,10 +121,11 @@ typedef void (*rmodel_tokens_fn)(const void *ctx, int64_t t0, int64_t t1);
 void rmodel_for_tokens(const struct rops_exec *ex, int64_t n, int64_t per_token,
                        rmodel_tokens_fn fn, const void *ctx);
 
-/* Lays out n arrays of sizes[i] floats one after the other in a workspace, each followed by a
- * 16-float (64-byte) gap that keeps the rows of different arrays off one cache line. With base
- * (not NULL), *slots[i] points at array i in it. Returns the floats the layout takes, so that
- * one function both sizes a workspace (base NULL) and carves it. */
+/* Lays out n arrays of sizes[i] floats one after the other in a workspace, each rounded up to
+ * whole 64-byte lines and followed by a 16-float (64-byte) gap that keeps the rows of different
+ * arrays off one cache line: with a base aligned to 64 bytes (rcore_alloc64) every array starts
+ * on a line. With base (not NULL), *slots[i] points at array i in it. Returns the floats the
+ * layout takes, so that one function both sizes a workspace (base NULL) and carves it. */
 size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, size_t n);
 
 /*

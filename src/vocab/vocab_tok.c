@@ -170,7 +170,9 @@ static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
  * lookahead stops at the piece's end, as in llama.cpp, whose splitters see one piece at a
  * time); after the last pattern, BPE-merges the piece. Depth is at most RVOCAB_PRE_MAX. */
 static bool split_run(struct tok *t, int level, const uint8_t *s, size_t n) {
-    if (level == t->v->pre->n_patterns) return bpe_piece(t, s, n);
+    /* n_patterns <= RVOCAB_PRE_MAX; the second test tells the compiler so (its inlining of the
+       recursion warned of re[4] and re[5] otherwise) */
+    if (level == t->v->pre->n_patterns || level >= RVOCAB_PRE_MAX) return bpe_piece(t, s, n);
     const pcre2_code *re = t->v->re[level];
     size_t off = 0;
     while (off < n) {

@@ -1,6 +1,6 @@
 /*
- * Tests of src/core: the thread-local last error, the log callback, the element types and the
- * f16 / bf16 conversions.
+ * Tests of src/core: the thread-local last error, the log callback, the element types, the
+ * f16 / bf16 conversions, checked size arithmetic and the 64-byte aligned allocations.
  *
  * The conversions are checked against references that share no code with core.c: the
  * compiler's own _Float16 where it has one (gcc on x86-64 converts through libgcc or F16C, both
@@ -651,6 +651,32 @@ static void test_checked_arithmetic(void) {
     CHECK(!rcore_add_size(SIZE_MAX, SIZE_MAX, &out) && out == 77);
 }
 
+/* ---- aligned memory --------------------------------------------------------------------- */
+
+static void test_alloc64(void) {
+    /* many sizes, so that malloc's own offsets (16 bytes past a page for the large blocks it
+       maps, anything for the small) are all met: every block on a 64-byte line, usable to its
+       last byte, zeroed when asked for, and each freed without a complaint (ASan/valgrind) */
+    const size_t sizes[] = {0, 1, 15, 16, 63, 64, 65, 100, 4095, 4096, 131071, 1u << 20, 5u << 20};
+    void *kept[sizeof sizes / sizeof sizes[0]];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = rcore_alloc64(sizes[i], i % 2 == 0);
+        kept[i] = p;
+        CHECK(p != NULL);
+        if (!p) continue;
+        CHECK(((uintptr_t)p & 63) == 0);
+        bool zero = true;
+        for (size_t b = 0; i % 2 == 0 && b < sizes[i]; b++) zero &= p[b] == 0;
+        CHECK(zero);
+        if (sizes[i]) memset(p, 0xa5, sizes[i]);
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) rcore_free64(kept[i]);
+    /* sizes the padding would overflow: NULL, not a short block */
+    CHECK(rcore_alloc64(SIZE_MAX, false) == NULL);
+    CHECK(rcore_alloc64(SIZE_MAX - 32, true) == NULL);
+    rcore_free64(NULL);
+}
+
 int main(void) {
     RUN(test_error_set_get_clear);
     RUN(test_error_prefix);
@@ -667,6 +693,7 @@ int main(void) {
     RUN(test_f32_to_bf16_ties);
     RUN(test_rows);
     RUN(test_checked_arithmetic);
+    RUN(test_alloc64);
     if (!HAVE_FLOAT16)
         printf("test_core: this compiler has no _Float16; f16 checked against the arithmetic "
                "reference only\n");
