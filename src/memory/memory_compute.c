@@ -66,8 +66,9 @@ bool rmem_layer_begin(struct rmem *mem, uint32_t il, struct rmem_layer *out) {
     }
     if (need > mem->gather_cap) {
         /* aligned for the kernels; nothing in the old buffer is kept between blocks */
+        size_t bytes;
         float *grown =
-            need <= SIZE_MAX / sizeof(float) ? rcore_alloc64(need * sizeof(float), false) : NULL;
+            rcore_mul_size(need, sizeof(float), &bytes) ? rcore_alloc64(bytes, false) : NULL;
         if (!grown) {
             rcore_error_set("out of memory gathering %u states of layer %u (%zu bytes)", n, il,
                             need * sizeof(float));

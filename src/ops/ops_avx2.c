@@ -53,6 +53,18 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
     }
 }
 
+/* Weight c of a float-type row, as f32 (the columns past the last whole vector). */
+static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_F32:
+        return ((const float *)row)[c];
+    case ROPS_TYPE_F16:
+        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
+    default:
+        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
+    }
+}
+
 /* One input (generation of one sequence): each weight is used by one FMA, so it is converted
  * in registers on its way to it rather than through a panel in L1. One row at a time, front to
  * back, so that a thread's share of the matrix is one sequential stream, which the hardware
@@ -61,42 +73,26 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
  * bench/RESULTS.md, issue 21's generation). U independent accumulators hide the FMA latency. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
-                                                            const float *x, int NB, int U, float *y,
+                                                            const float *x, int U, float *y,
                                                             int64_t r0, int64_t r1) {
-    const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    const int64_t k = w->n_cols, k8 = k & ~(int64_t)7;
     const int64_t ku = k8 - k8 % (8 * U);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        __m256 acc[3][4];
-        for (int i = 0; i < NB; i++)
-            for (int u = 0; u < U; u++) acc[i][u] = _mm256_setzero_ps();
+        __m256 acc[4];
+        for (int u = 0; u < U; u++) acc[u] = _mm256_setzero_ps();
         int64_t c = 0;
         for (; c < ku; c += 8 * U)
-            for (int u = 0; u < U; u++) {
-                const __m256 wv = load8(type, row, c + 8 * u);
-                for (int i = 0; i < NB; i++)
-                    acc[i][u] =
-                        _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c + 8 * u), acc[i][u]);
-            }
-        for (; c < k8; c += 8) {
-            const __m256 wv = load8(type, row, c);
-            for (int i = 0; i < NB; i++)
-                acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i][0]);
-        }
-        for (int i = 0; i < NB; i++) {
-            __m256 sum = acc[i][0];
-            for (int u = 1; u < U; u++) sum = _mm256_add_ps(sum, acc[i][u]);
-            float s = hsum(sum);
-            /* the last k % 8 columns (float types only: block rows are whole blocks) */
-            for (int64_t c2 = k8; c2 < k; c2++) {
-                const float wc = type == ROPS_TYPE_F32 ? ((const float *)row)[c2]
-                                 : type == ROPS_TYPE_F16
-                                     ? rcore_f16_to_f32(((const uint16_t *)row)[c2])
-                                     : rcore_bf16_to_f32(((const uint16_t *)row)[c2]);
-                s += wc * x[i * k + c2];
-            }
-            y[i * m + r] = s;
-        }
+            for (int u = 0; u < U; u++)
+                acc[u] = _mm256_fmadd_ps(load8(type, row, c + 8 * u),
+                                         _mm256_loadu_ps(x + c + 8 * u), acc[u]);
+        for (; c < k8; c += 8)
+            acc[0] = _mm256_fmadd_ps(load8(type, row, c), _mm256_loadu_ps(x + c), acc[0]);
+        for (int u = 1; u < U; u++) acc[0] = _mm256_add_ps(acc[0], acc[u]);
+        float s = hsum(acc[0]);
+        /* the last k % 8 columns (float types only: block rows are whole blocks) */
+        for (int64_t c2 = k8; c2 < k; c2++) s += weight_at(type, row, c2) * x[c2];
+        y[r] = s;
     }
 }
 
@@ -136,13 +132,7 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
             for (int i = 0; i < NB; i++) {
                 float s = hsum(acc[j][i]);
                 /* the last k % 8 columns (float types only: block rows are whole blocks) */
-                for (int64_t c = k8; c < k; c++) {
-                    const float wc = type == ROPS_TYPE_F32 ? ((const float *)rows[j])[c]
-                                     : type == ROPS_TYPE_F16
-                                         ? rcore_f16_to_f32(((const uint16_t *)rows[j])[c])
-                                         : rcore_bf16_to_f32(((const uint16_t *)rows[j])[c]);
-                    s += wc * x[i * k + c];
-                }
+                for (int64_t c = k8; c < k; c++) s += weight_at(type, rows[j], c) * x[i * k + c];
                 y[i * m + r + j] = s;
             }
     }
@@ -172,13 +162,7 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
         }
         for (int i = 0; i < NB; i++) {
             float s = hsum(acc[i]);
-            for (int64_t c = k8; c < k; c++) {
-                const float wc = type == ROPS_TYPE_F32 ? ((const float *)row)[c]
-                                 : type == ROPS_TYPE_F16
-                                     ? rcore_f16_to_f32(((const uint16_t *)row)[c])
-                                     : rcore_bf16_to_f32(((const uint16_t *)row)[c]);
-                s += wc * x[i * k + c];
-            }
+            for (int64_t c = k8; c < k; c++) s += weight_at(type, row, c) * x[i * k + c];
             y[i * m + r] = s;
         }
     }
@@ -188,7 +172,7 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
     static void gemv_##T(const struct rops_mat *w, const float *x, int NB, float *y, int64_t r0,   \
                          int64_t r1) {                                                             \
         if (NB == 1)                                                                               \
-            gemv_rows(T, w, x, 1, 4, y, r0, r1);                                                   \
+            gemv_rows(T, w, x, 4, y, r0, r1);                                                      \
         else if (NB == 2)                                                                          \
             gemv_block(T, w, x, 2, 4, y, r0, r1);                                                  \
         else                                                                                       \
@@ -242,17 +226,6 @@ static inline __attribute__((always_inline)) __m256 load8_any(enum rops_type typ
         return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
     }
     return load8(type, row, c);
-}
-
-static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
-    switch (type) {
-    case ROPS_TYPE_F32:
-        return ((const float *)row)[c];
-    case ROPS_TYPE_F16:
-        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
-    default:
-        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
-    }
 }
 
 static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {

@@ -1,6 +1,7 @@
 /* Unit tests of the recurrent memory's operations, one behaviour at a time, edge cases
  * included. The random, long-running check is test_memory_property.c. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,9 @@ static void test_layer_view(void) {
     CHECK(st.k_row == 3 && st.v_row == 5);
     /* in place: the view is the block's rows themselves */
     CHECK((void *)st.k == (void *)((float *)rmem_k_data(mem, 0) + (size_t)rmem_head(mem) * 3));
+    /* every layer's states start on a 64-byte line (the kernels' vector loads; rcore_alloc64) */
+    CHECK(((uintptr_t)rmem_k_data(mem, 0) & 63) == 0 && ((uintptr_t)rmem_v_data(mem, 0) & 63) == 0);
+    CHECK(((uintptr_t)rmem_k_data(mem, 1) & 63) == 0 && ((uintptr_t)rmem_v_data(mem, 1) & 63) == 0);
     CHECK(!rmem_layer_begin(mem, 1, &st));
     CHECK_ERR("the previous layer was not ended");
     rmem_layer_end(mem, 0);
@@ -113,6 +117,7 @@ static void test_layer_view(void) {
     REQUIRE(decode_each(mem, seqs, 2, 16) == RMEM_OK);
     REQUIRE(rmem_layer_begin(mem, 0, &st));
     CHECK((void *)st.k != rmem_k_data(mem, 0));
+    CHECK(((uintptr_t)st.k & 63) == 0); /* the gather buffer: aligned too */
     rmem_layer_end(mem, 0);
     rmem_free(mem);
 }
