@@ -53,18 +53,6 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
     }
 }
 
-/* Weight c of a float-type row, as f32 (the columns past the last whole vector). */
-static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
-    switch (type) {
-    case ROPS_TYPE_F32:
-        return ((const float *)row)[c];
-    case ROPS_TYPE_F16:
-        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
-    default:
-        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
-    }
-}
-
 /* One input (generation of one sequence): each weight is used by one FMA, so it is converted
  * in registers on its way to it rather than through a panel in L1. One row at a time, front to
  * back, so that a thread's share of the matrix is one sequential stream, which the hardware
@@ -91,7 +79,7 @@ static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
         for (int u = 1; u < U; u++) acc[0] = _mm256_add_ps(acc[0], acc[u]);
         float s = hsum(acc[0]);
         /* the last k % 8 columns (float types only: block rows are whole blocks) */
-        for (int64_t c2 = k8; c2 < k; c2++) s += weight_at(type, row, c2) * x[c2];
+        for (int64_t c2 = k8; c2 < k; c2++) s += rops_weight_at(type, row, c2) * x[c2];
         y[r] = s;
     }
 }
@@ -132,7 +120,8 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
             for (int i = 0; i < NB; i++) {
                 float s = hsum(acc[j][i]);
                 /* the last k % 8 columns (float types only: block rows are whole blocks) */
-                for (int64_t c = k8; c < k; c++) s += weight_at(type, rows[j], c) * x[i * k + c];
+                for (int64_t c = k8; c < k; c++)
+                    s += rops_weight_at(type, rows[j], c) * x[i * k + c];
                 y[i * m + r + j] = s;
             }
     }
@@ -162,7 +151,7 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
         }
         for (int i = 0; i < NB; i++) {
             float s = hsum(acc[i]);
-            for (int64_t c = k8; c < k; c++) s += weight_at(type, row, c) * x[i * k + c];
+            for (int64_t c = k8; c < k; c++) s += rops_weight_at(type, row, c) * x[i * k + c];
             y[i * m + r] = s;
         }
     }
@@ -273,7 +262,7 @@ static inline __attribute__((always_inline)) void pack_panel(enum rops_type type
         for (int64_t c = kt8; c < kt; c++)
             for (int64_t j = 0; j < 8; j++)
                 panel[c * ROPS_GEMM_RB + g + j] =
-                    g + j < rb ? weight_at(type, rows[j], k0 + c) : 0.0f;
+                    g + j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
     }
 }
 

@@ -54,17 +54,6 @@ static inline __attribute__((always_inline)) __m512 load16(enum rops_type type, 
     }
 }
 
-static inline float weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
-    switch (type) {
-    case ROPS_TYPE_F32:
-        return ((const float *)row)[c];
-    case ROPS_TYPE_F16:
-        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
-    default:
-        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
-    }
-}
-
 /* ---- two to seven inputs ------------------------------------------------------------------ */
 
 /* Four to seven inputs: one weight row at a time, front to back, so that a thread's share of
@@ -105,7 +94,7 @@ static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
             __m512 sum = acc[i][0];
             for (int u = 1; u < U; u++) sum = _mm512_add_ps(sum, acc[i][u]);
             float s = _mm512_reduce_add_ps(sum);
-            for (int64_t c2 = k16; c2 < k; c2++) s += weight_at(type, row, c2) * x[i * k + c2];
+            for (int64_t c2 = k16; c2 < k; c2++) s += rops_weight_at(type, row, c2) * x[i * k + c2];
             y[i * m + r] = s;
         }
     }
@@ -148,7 +137,8 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
         for (int64_t j = 0; j < rb; j++)
             for (int i = 0; i < NB; i++) {
                 float s = _mm512_reduce_add_ps(acc[j][i]);
-                for (int64_t c = k16; c < k; c++) s += weight_at(type, rows[j], c) * x[i * k + c];
+                for (int64_t c = k16; c < k; c++)
+                    s += rops_weight_at(type, rows[j], c) * x[i * k + c];
                 y[i * m + r + j] = s;
             }
     }
@@ -281,7 +271,7 @@ static inline __attribute__((always_inline)) void pack_panel(enum rops_type type
         for (int64_t c = 0; c < kt8; c += 8) pack16x8_f16(rows, k0 + c, panel + c * GEMM_RB + g);
         for (int64_t c = kt8; c < kt; c++)
             for (int64_t j = 0; j < 16; j++)
-                panel[c * GEMM_RB + g + j] = weight_at(type, rows[j], k0 + c);
+                panel[c * GEMM_RB + g + j] = rops_weight_at(type, rows[j], k0 + c);
     }
     for (; g < rows16; g += 8) {
         if (g >= rb) { /* a zero group, so that the 16-row vector it belongs to is defined */
@@ -303,7 +293,8 @@ static inline __attribute__((always_inline)) void pack_panel(enum rops_type type
         /* the last kt % 8 columns (float types only: block rows are whole blocks) */
         for (int64_t c = kt8; c < kt; c++)
             for (int64_t j = 0; j < 8; j++)
-                panel[c * GEMM_RB + g + j] = g + j < rb ? weight_at(type, rows[j], k0 + c) : 0.0f;
+                panel[c * GEMM_RB + g + j] =
+                    g + j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
     }
 }
 

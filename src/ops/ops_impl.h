@@ -8,7 +8,21 @@
 
 #include <stdbool.h>
 
+#include "../core/core.h"
 #include "ops.h"
+
+/* Weight c of a row of a float type (f32, f16, bf16) as f32: the vector kernels' columns past
+ * their last whole vector. */
+static inline float rops_weight_at(enum rops_type type, const uint8_t *row, int64_t c) {
+    switch (type) {
+    case ROPS_TYPE_F32:
+        return ((const float *)row)[c];
+    case ROPS_TYPE_F16:
+        return rcore_f16_to_f32(((const uint16_t *)row)[c]);
+    default:
+        return rcore_bf16_to_f32(((const uint16_t *)row)[c]);
+    }
+}
 
 /* The portable matmul's tiles: ROPS_RB weight rows, ROPS_KT columns (a multiple of the
  * 32-element quant block) converted to f32 at a time. ROPS_RB is also the grain of the
