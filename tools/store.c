@@ -12,10 +12,12 @@
  *  - Redis: "recur:FP:TENANT:e:E" a string (the blob, with a TTL), "recur:FP:TENANT:i:C" a set
  *    of "L:E" (its TTL renewed with each add): the entries under that checkpoint, each with its
  *    hash, so that a lookup fetches only one whose tokens its prompt reproduces (an index
- *    also lists other conversations that share the checkpoint's tokens and go on otherwise). Size: Redis's own maxmemory with
- *    maxmemory-policy allkeys-lru (deploy/README.md). Two connections, one for the decode
- *    loop's reads and one for the writer thread, each with a short timeout; a failed one is
- *    dropped and tried again at most every second, meanwhile every read is a miss.
+ *    also lists other conversations that share the checkpoint's tokens and go on otherwise).
+ *    Size: Redis's own maxmemory with maxmemory-policy allkeys-lru (deploy/README.md). Two
+ *    connections, one for the decode loop's reads (a short timeout: a slow read is a miss) and
+ *    one for the writer thread (a longer one, and a write is tried again after a lost
+ *    connection); a failed one is dropped and made again at most every second, meanwhile
+ *    every read is a miss.
  *  - A folder: DIR/FP/TENANT/C/L-E.entry, written to a temporary name and renamed (a reader
  *    never sees half a file). The writer deletes entries past the TTL and, when the folder is
  *    over its budget, the least recently written first.
@@ -83,6 +85,7 @@ static double now_s(void) {
 
 struct store_opts store_default_opts(void) {
     return (struct store_opts){.timeout_s = 0.1,
+                               .write_timeout_s = 2.0,
                                .ttl_s = 86400,
                                .max_bytes = (uint64_t)4 << 30,
                                .queue_bytes = (uint64_t)256 << 20};
@@ -100,13 +103,13 @@ static void count(struct store *st, uint64_t *field) {
 
 /* ---- Redis ---------------------------------------------------------------------------------- */
 
-/* The connection, made (again) when there is none and the last failure is a second old. */
-static redisContext *rconn_get(struct store *st, struct rconn *rc) {
+/* The connection, made (again) when there is none and the last failure is a second old; its
+ * connect and commands wait up to timeout_s. */
+static redisContext *rconn_get(struct store *st, struct rconn *rc, double timeout_s) {
     if (rc->c) return rc->c;
     if (now_s() < rc->next_try) return NULL;
-    const struct timeval tv = {(time_t)st->o.timeout_s,
-                               (suseconds_t)((st->o.timeout_s - (double)(time_t)st->o.timeout_s) *
-                                             1e6)};
+    const struct timeval tv = {(time_t)timeout_s,
+                               (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
     redisContext *c = redisConnectWithTimeout(st->host, st->port, tv);
     if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
         if (c) redisFree(c);
@@ -134,13 +137,12 @@ static void rconn_fail(struct store *st, struct rconn *rc) {
     count(st, &st->s.errors);
 }
 
-static void redis_key(char *out, size_t n, uint64_t model, uint64_t tenant, char kind,
-                      uint64_t h) {
+static void redis_key(char *out, size_t n, uint64_t model, uint64_t tenant, char kind, uint64_t h) {
     snprintf(out, n, "recur:%016" PRIx64 ":%016" PRIx64 ":%c:%016" PRIx64, model, tenant, kind, h);
 }
 
 static bool redis_put(struct store *st, const struct job *j) {
-    redisContext *c = rconn_get(st, &st->wr);
+    redisContext *c = rconn_get(st, &st->wr, st->o.write_timeout_s);
     if (!c) return false;
     char ek[96], ik[96], len[40], ttl[24];
     redis_key(ek, sizeof ek, j->model, j->tenant, 'e', j->e);
@@ -150,7 +152,8 @@ static bool redis_put(struct store *st, const struct job *j) {
     const char *set[] = {"SET", ek, j->blob, "EX", ttl};
     const size_t set_len[] = {3, strlen(ek), j->len, 2, strlen(ttl)};
     const char *sadd[] = {"SADD", ik, len}, *exp[] = {"EXPIRE", ik, ttl};
-    const size_t sadd_len[] = {4, strlen(ik), strlen(len)}, exp_len[] = {6, strlen(ik), strlen(ttl)};
+    const size_t sadd_len[] = {4, strlen(ik), strlen(len)},
+                 exp_len[] = {6, strlen(ik), strlen(ttl)};
     redisAppendCommandArgv(c, 5, set, set_len);
     redisAppendCommandArgv(c, 3, sadd, sadd_len);
     redisAppendCommandArgv(c, 3, exp, exp_len);
@@ -172,12 +175,13 @@ static bool redis_put(struct store *st, const struct job *j) {
 static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
                          const recur_token *tokens, int32_t min_len, int32_t max_len, void **blob,
                          size_t *len) {
-    redisContext *c = rconn_get(st, &st->rd);
+    redisContext *c = rconn_get(st, &st->rd, st->o.timeout_s);
     if (!c) {
         count(st, &st->s.errors);
         return 0;
     }
-    const int32_t c_hi = max_len / CHECKPOINT * CHECKPOINT, c_lo = min_len / CHECKPOINT * CHECKPOINT;
+    const int32_t c_hi = max_len / CHECKPOINT * CHECKPOINT,
+                  c_lo = min_len / CHECKPOINT * CHECKPOINT;
     const int32_t n_idx = (c_hi - c_lo) / CHECKPOINT + 1;
     char key[96];
     for (int32_t k = 0; k < n_idx; k++) {
@@ -264,9 +268,8 @@ static bool dir_put(struct store *st, const struct job *j) {
     return ok;
 }
 
-static int32_t dir_get(struct store *st, uint64_t model, uint64_t tenant,
-                       const recur_token *tokens, int32_t min_len, int32_t max_len, void **blob,
-                       size_t *len) {
+static int32_t dir_get(struct store *st, uint64_t model, uint64_t tenant, const recur_token *tokens,
+                       int32_t min_len, int32_t max_len, void **blob, size_t *len) {
     const int32_t c_lo = min_len / CHECKPOINT * CHECKPOINT;
     for (int32_t cp = max_len / CHECKPOINT * CHECKPOINT; cp >= c_lo; cp -= CHECKPOINT) {
         char d[PATH_MAX];
@@ -367,6 +370,28 @@ static void dir_sweep(struct store *st) {
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
+/* A write to Redis, tried again after a lost connection (the writer is nobody's critical path,
+ * so it waits out the reconnect pause rather than lose the entry): at most WRITE_TRIES tries,
+ * none once the store is stopping. */
+#define WRITE_TRIES 3
+static bool redis_put_tries(struct store *st, const struct job *j) {
+    for (int k = 0;; k++) {
+        if (redis_put(st, j)) return true;
+        pthread_mutex_lock(&st->mu);
+        const bool stop = st->stop;
+        pthread_mutex_unlock(&st->mu);
+        if (stop || k + 1 == WRITE_TRIES) return false;
+        while (!st->wr.c && now_s() < st->wr.next_try) { /* the pause, in steps that see stop */
+            const struct timespec ms20 = {0, 20 * 1000 * 1000};
+            nanosleep(&ms20, NULL);
+            pthread_mutex_lock(&st->mu);
+            const bool stopping = st->stop;
+            pthread_mutex_unlock(&st->mu);
+            if (stopping) return false;
+        }
+    }
+}
+
 static void *writer(void *arg) {
     struct store *st = arg;
     pthread_mutex_lock(&st->mu);
@@ -378,7 +403,7 @@ static void *writer(void *arg) {
         if (!st->head) st->tail = NULL;
         st->busy = true;
         pthread_mutex_unlock(&st->mu);
-        const bool ok = st->redis ? redis_put(st, j) : dir_put(st, j);
+        const bool ok = st->redis ? redis_put_tries(st, j) : dir_put(st, j);
         if (!st->redis && now_s() > st->next_sweep) {
             dir_sweep(st);
             st->next_sweep = now_s() + 60;
@@ -386,6 +411,7 @@ static void *writer(void *arg) {
         pthread_mutex_lock(&st->mu);
         st->busy = false;
         st->s.queued_bytes -= j->len;
+        st->s.queued--;
         if (ok)
             st->s.puts++;
         else
@@ -414,14 +440,21 @@ static void hook_put(void *user, uint64_t model, uint64_t tenant, const recur_to
         return;
     }
     memcpy(copy, blob, len);
-    *j = (struct job){model, tenant, n, hash_tokens(tokens, n),
-                      hash_tokens(tokens, n / CHECKPOINT * CHECKPOINT), copy, len, NULL};
+    *j = (struct job){model,
+                      tenant,
+                      n,
+                      hash_tokens(tokens, n),
+                      hash_tokens(tokens, n / CHECKPOINT * CHECKPOINT),
+                      copy,
+                      len,
+                      NULL};
     if (st->tail)
         st->tail->next = j;
     else
         st->head = j;
     st->tail = j;
     st->s.queued_bytes += len;
+    st->s.queued++;
     pthread_cond_signal(&st->cv);
     pthread_mutex_unlock(&st->mu);
 }
@@ -432,8 +465,9 @@ static int32_t hook_get(void *user, uint64_t model, uint64_t tenant, const recur
     if (max_len > n) max_len = n;
     if (min_len < 1) min_len = 1;
     if (max_len < min_len) return 0;
-    const int32_t got = st->redis ? redis_get(st, model, tenant, tokens, min_len, max_len, blob, len)
-                                  : dir_get(st, model, tenant, tokens, min_len, max_len, blob, len);
+    const int32_t got = st->redis
+                            ? redis_get(st, model, tenant, tokens, min_len, max_len, blob, len)
+                            : dir_get(st, model, tenant, tokens, min_len, max_len, blob, len);
     pthread_mutex_lock(&st->mu);
     st->s.gets++;
     if (got > 0)

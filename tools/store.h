@@ -21,11 +21,14 @@
 struct store;
 
 struct store_opts {
-    double timeout_s;     /* a Redis connect or command (default 0.1): slower is a miss */
-    int64_t ttl_s;        /* entries expire after this (default 86400) */
-    uint64_t max_bytes;   /* a folder's budget (default 4 GiB; Redis: its maxmemory) */
-    uint64_t queue_bytes; /* writes waiting for the writer thread (default 256 MiB); more are
-                             dropped, counted */
+    double timeout_s;       /* a Redis read's connect or command (default 0.1): slower is a
+                               miss */
+    double write_timeout_s; /* the writer thread's (default 2): it holds up nothing, and a write
+                               it gives up on is lost */
+    int64_t ttl_s;          /* entries expire after this (default 86400) */
+    uint64_t max_bytes;     /* a folder's budget (default 4 GiB; Redis: its maxmemory) */
+    uint64_t queue_bytes;   /* writes waiting for the writer thread (default 256 MiB); more are
+                               dropped, counted */
 };
 
 struct store_opts store_default_opts(void);
@@ -43,7 +46,7 @@ struct recur_prefix_store store_hooks(struct store *st);
 struct store_stats {
     uint64_t gets, hits, misses, errors; /* errors: failed or timed-out store operations */
     uint64_t puts, put_errors, dropped;  /* dropped: the write queue was full */
-    uint64_t queued_bytes;
+    uint64_t queued, queued_bytes;       /* writes not yet done: waiting or being written */
 };
 void store_get_stats(struct store *st, struct store_stats *out);
 

@@ -208,6 +208,19 @@ st, r1, _, _ = turn(D, history + [{"role": "assistant", "content": reply1},
                                   {"role": "user", "content": "More."}])
 check("once Redis is up, writes go through",
       wait_for(lambda: len(red.keys("recur:*:e:*")) >= 1), red.keys("recur:*"))
+# Redis restarts under D: D's writer holds a dead connection, and its next write must not be
+# lost to it (the writer reconnects after its pause and tries again)
+red.stop()
+red = Redis(rport)
+before = D.metrics()
+st, r3, _, _ = turn(D, history + [{"role": "user", "content": "Once more."}])
+check("after a Redis restart D answers", st == 200 and r3)
+check("its writes reach the new Redis: none lost to the dead connection",
+      wait_for(lambda: D.metrics().get("recur_prefix_store_queued", -1) == 0 and
+               len(red.keys("recur:*:e:*")) >= 1) and
+      D.metrics().get("recur_prefix_store_write_errors_total", -1) ==
+      before.get("recur_prefix_store_write_errors_total", -2),
+      (red.keys("recur:*"), before, D.metrics()))
 D.stop()
 red.stop()
 
