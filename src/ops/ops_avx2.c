@@ -129,22 +129,22 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
 
 /* Four to seven inputs (several sequences, or a token and its drafts): one weight row at a
  * time, each 8 weights converted once in registers and used by NB FMAs, the inputs read from
- * cache as they are needed (eight of them would not fit in registers with the accumulators).
- * The panel path converts the weights through memory instead, which for so few inputs costs
- * as much as the products. */
+ * cache as they are needed (eight of them would not fit in registers with the accumulators),
+ * and the stream prefetched ROPS_GEMV_PF_AHEAD bytes ahead. The panel path converts the
+ * weights through memory instead, which for so few inputs costs as much as the products. */
 static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
                                                             const struct rops_mat *w,
                                                             const float *x, int NB, float *y,
                                                             int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    const int64_t esz = type == ROPS_TYPE_F32 ? 4 : 2;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (NB >= 5 && r + 4 < m) /* 4 rows ahead: it paid for 5-7 inputs only (ops_avx512.c) */
-            for (size_t o = 0; o < w->row_bytes; o += 64)
-                _mm_prefetch((const char *)row + 4 * w->row_bytes + o, _MM_HINT_T0);
         __m256 acc[8];
         for (int i = 0; i < NB; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t c = 0; c < k8; c += 8) {
+            if ((c * esz & 63) == 0) /* a line per line consumed (ops_impl.h) */
+                _mm_prefetch((const char *)row + c * esz + ROPS_GEMV_PF_AHEAD, _MM_HINT_T0);
             const __m256 wv = load8(type, row, c);
             for (int i = 0; i < NB; i++)
                 acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i]);

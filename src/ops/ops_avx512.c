@@ -57,29 +57,28 @@ static inline __attribute__((always_inline)) __m512 load16(enum rops_type type, 
 /* ---- two to seven inputs ------------------------------------------------------------------ */
 
 /* Four to seven inputs: one weight row at a time, front to back, so that a thread's share of
- * the matrix is one sequential stream, which the hardware prefetcher follows on its own. Each 16
- * weights are converted once in registers and used by the NB inputs' FMAs; U independent
- * accumulators per input hide the FMA latency. PF > 0: each row also prefetches the row PF rows
- * ahead, which paid for 5-7 inputs, whose FMAs slow the stream down, and cost for 4 (2 threads
- * of a Zen 4, interleaved rounds: bench/RESULTS.md, issue 21's generation). Eight inputs and
- * more take the panel path below, which converts the weights once per eight. */
+ * the matrix is one sequential stream. Each 16 weights are converted once in registers and used
+ * by the NB inputs' FMAs; U independent accumulators per input hide the FMA latency. With this
+ * many FMAs per weight the stream is prefetched ROPS_GEMV_PF_AHEAD bytes ahead (ops_impl.h).
+ * Eight inputs and more take the panel path below, which converts the weights once per eight. */
 static inline __attribute__((always_inline)) void gemv_rows(enum rops_type type,
                                                             const struct rops_mat *w,
-                                                            const float *x, int NB, int U, int PF,
-                                                            float *y, int64_t r0, int64_t r1) {
+                                                            const float *x, int NB, int U, float *y,
+                                                            int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols, m = w->n_rows, k16 = k & ~(int64_t)15;
+    const int64_t esz = type == ROPS_TYPE_F32 ? 4 : 2;
     const int64_t ku = k16 - k16 % (16 * U);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (PF > 0 && r + PF < m)
-            for (size_t o = 0; o < w->row_bytes; o += 64)
-                _mm_prefetch((const char *)row + (size_t)PF * w->row_bytes + o, _MM_HINT_T0);
         __m512 acc[7][4];
         for (int i = 0; i < NB; i++)
             for (int u = 0; u < U; u++) acc[i][u] = _mm512_setzero_ps();
         int64_t c = 0;
         for (; c < ku; c += 16 * U)
             for (int u = 0; u < U; u++) {
+                if (((c + 16 * u) * esz & 63) == 0) /* near a row's end: the next row's lines */
+                    _mm_prefetch((const char *)row + (c + 16 * u) * esz + ROPS_GEMV_PF_AHEAD,
+                                 _MM_HINT_T0);
                 const __m512 wv = load16(type, row, c + 16 * u);
                 for (int i = 0; i < NB; i++)
                     acc[i][u] =
@@ -155,16 +154,16 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
             gemv_block(T, w, x, 3, 4, y, r0, r1);                                                  \
             break;                                                                                 \
         case 4:                                                                                    \
-            gemv_rows(T, w, x, 4, 1, 0, y, r0, r1);                                                \
+            gemv_rows(T, w, x, 4, 1, y, r0, r1);                                                   \
             break;                                                                                 \
         case 5:                                                                                    \
-            gemv_rows(T, w, x, 5, 2, 4, y, r0, r1);                                                \
+            gemv_rows(T, w, x, 5, 2, y, r0, r1);                                                   \
             break;                                                                                 \
         case 6:                                                                                    \
-            gemv_rows(T, w, x, 6, 2, 4, y, r0, r1);                                                \
+            gemv_rows(T, w, x, 6, 2, y, r0, r1);                                                   \
             break;                                                                                 \
         default:                                                                                   \
-            gemv_rows(T, w, x, 7, 2, 4, y, r0, r1);                                                \
+            gemv_rows(T, w, x, 7, 2, y, r0, r1);                                                   \
             break;                                                                                 \
         }                                                                                          \
     }

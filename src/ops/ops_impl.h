@@ -24,6 +24,14 @@ static inline float rops_weight_at(enum rops_type type, const uint8_t *row, int6
     }
 }
 
+/* How far ahead the four-to-seven-input gemv kernels (AVX2, AVX-512) prefetch their stream of
+ * weight rows, a line per line consumed. With four or more FMAs per weight a core does not run
+ * far enough ahead of its loads to keep the memory busy on its own (4 inputs from DRAM, one
+ * thread of a Zen 4: 13 GB/s, against 22 in L2 and 26 for one input). 1 KiB ahead: 4 to 7
+ * sequences +5-20% on 2 threads, AVX2 and AVX-512 alike, where whole rows a few rows ahead had
+ * cost for 4 and paid less for 5-7; 2 KiB was as good, 512 B less (bench/RESULTS.md, issue 21). */
+#define ROPS_GEMV_PF_AHEAD 1024
+
 /* The portable matmul's tiles: ROPS_RB weight rows, ROPS_KT columns (a multiple of the
  * 32-element quant block) converted to f32 at a time. ROPS_RB is also the grain of the
  * threads' row split for one to three inputs. */
