@@ -12,6 +12,9 @@
  *  - /v1/chat/completions: chat.completion / chat.completion.chunk (a first chunk per choice
  *    with delta {role, content: ""}, content deltas, a chunk with an empty delta and the
  *    finish_reason); logprobs {content: [{token, logprob, bytes, top_logprobs}], refusal}.
+ *  - both OpenAI shapes carry llama-server's "timings" {cache_n, prompt_n, prompt_ms, ...,
+ *    predicted_per_second} beside "usage" (several tasks: counts summed, the longest times),
+ *    and streamed in each choice's chunk with its finish_reason.
  *  - /completion: llama-server's object (an array for several prompts or n_cmpl > 1), with
  *    completion_probabilities {id, token, logprob, bytes, top_logprobs} or, with
  *    post_sampling_probs, {id, token, prob, bytes, top_probs}; streamed: {content, tokens,
@@ -247,6 +250,51 @@ static double per(double a, double b) {
 }
 
 /* /completion's object for choice i of t (whole: the text; final stream event: ""). */
+/* llama-server's "timings" of a task, or the sums (counts) and the longest (times) of a
+ * request's tasks. */
+struct timings {
+    double cache_n, prompt_n, prompt_ms, predicted_n, predicted_ms;
+};
+
+/* Task t's, with n_out tokens generated (a choice's, or all of its choices'). A stream's choice
+ * that ends before its task does is timed to now. */
+static struct timings timings_of(const struct task *t, int32_t n_out) {
+    const double end = t->state == TASK_DONE ? t->t_done : serve_now();
+    const double first = t->t_first > 0 ? t->t_first : end; /* no token: the prompt only */
+    return (struct timings){t->n_cached, t->n_prompt - t->n_cached, (first - t->t_started) * 1e3,
+                            n_out, (end - first) * 1e3};
+}
+
+static void add_timings(cJSON *j, struct timings m) {
+    cJSON *tm = cJSON_AddObjectToObject(j, "timings");
+    cJSON_AddNumberToObject(tm, "cache_n", m.cache_n);
+    cJSON_AddNumberToObject(tm, "prompt_n", m.prompt_n);
+    cJSON_AddNumberToObject(tm, "prompt_ms", m.prompt_ms);
+    cJSON_AddNumberToObject(tm, "prompt_per_token_ms", per(m.prompt_ms, m.prompt_n));
+    cJSON_AddNumberToObject(tm, "prompt_per_second", per(1e3 * m.prompt_n, m.prompt_ms));
+    cJSON_AddNumberToObject(tm, "predicted_n", m.predicted_n);
+    cJSON_AddNumberToObject(tm, "predicted_ms", m.predicted_ms);
+    cJSON_AddNumberToObject(tm, "predicted_per_token_ms", per(m.predicted_ms, m.predicted_n));
+    cJSON_AddNumberToObject(tm, "predicted_per_second", per(1e3 * m.predicted_n, m.predicted_ms));
+}
+
+/* A request's: its tasks' counts summed, the longest of their times. */
+static struct timings request_timings(const struct serve_request *r) {
+    struct timings all = {0};
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        const struct task *t = r->tasks[ti];
+        int32_t n_out = 0;
+        for (int i = 0; i < t->n; i++) n_out += t->choice[i].n_out;
+        const struct timings m = timings_of(t, n_out);
+        all.cache_n += m.cache_n;
+        all.prompt_n += m.prompt_n;
+        all.predicted_n += m.predicted_n;
+        if (m.prompt_ms > all.prompt_ms) all.prompt_ms = m.prompt_ms;
+        if (m.predicted_ms > all.predicted_ms) all.predicted_ms = m.predicted_ms;
+    }
+    return all;
+}
+
 static cJSON *llama_json(const struct server *s, const struct serve_request *r,
                          const struct task *t, int i, int index, bool whole) {
     const struct choice *c = &t->choice[i];
@@ -277,18 +325,7 @@ static cJSON *llama_json(const struct server *s, const struct serve_request *r,
                                 ? t->stop[c->stop_word]
                                 : "");
     cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
-    cJSON *tm = cJSON_AddObjectToObject(j, "timings");
-    const double pn = t->n_prompt - t->n_cached, pms = (t->t_first - t->t_started) * 1e3;
-    const double gn = c->n_out, gms = (t->t_done - t->t_first) * 1e3;
-    cJSON_AddNumberToObject(tm, "cache_n", t->n_cached);
-    cJSON_AddNumberToObject(tm, "prompt_n", pn);
-    cJSON_AddNumberToObject(tm, "prompt_ms", pms);
-    cJSON_AddNumberToObject(tm, "prompt_per_token_ms", per(pms, pn));
-    cJSON_AddNumberToObject(tm, "prompt_per_second", per(1e3 * pn, pms));
-    cJSON_AddNumberToObject(tm, "predicted_n", gn);
-    cJSON_AddNumberToObject(tm, "predicted_ms", gms);
-    cJSON_AddNumberToObject(tm, "predicted_per_token_ms", per(gms, gn));
-    cJSON_AddNumberToObject(tm, "predicted_per_second", per(1e3 * gn, gms));
+    add_timings(j, timings_of(t, c->n_out));
     if (whole && r->n_probs > 0) {
         cJSON *probs = cJSON_AddArrayToObject(j, "completion_probabilities");
         llama_probs_add(s, t, c, 0, tokens_ready(c, c->len), probs);
@@ -369,6 +406,7 @@ static cJSON *final_json(const struct server *s, const struct serve_request *r) 
         }
     }
     add_usage(j, r);
+    add_timings(j, request_timings(r));
     return j;
 }
 
@@ -497,6 +535,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
             cJSON_AddNullToObject(o, "logprobs");
             cJSON_AddStringToObject(o, "finish_reason",
                                     c->finish_reason ? c->finish_reason : "stop");
+            add_timings(root, timings_of(t, c->n_out)); /* as llama-server's last chunk */
         }
         return event(root);
     }
@@ -509,6 +548,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     if (finish_now) {
         sn->finished = true;
         cJSON_AddStringToObject(o, "finish_reason", c->finish_reason ? c->finish_reason : "stop");
+        add_timings(root, timings_of(t, c->n_out));
     } else {
         cJSON_AddNullToObject(o, "finish_reason");
     }
@@ -661,15 +701,14 @@ static void whole_cleanup(struct server *s, void *state) {
     free(r);
 }
 
-enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
-                             struct serve_request *r, struct serve_cont *cont) {
-    r->park = (struct serve_park){.conn = conn,
-                                  .on_progress = r->stream,
-                                  .deadline = s->lim.timeout_s > 0
-                                                  ? serve_now() + s->lim.timeout_s
-                                                  : 0,
-                                  .expire = expire_request,
-                                  .owner = r};
+enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn, struct serve_request *r,
+                             struct serve_cont *cont) {
+    r->park =
+        (struct serve_park){.conn = conn,
+                            .on_progress = r->stream,
+                            .deadline = s->lim.timeout_s > 0 ? serve_now() + s->lim.timeout_s : 0,
+                            .expire = expire_request,
+                            .owner = r};
     for (int ti = 0; ti < r->n_tasks; ti++) {
         struct task *t = r->tasks[ti];
         t->park = &r->park;
@@ -683,8 +722,8 @@ enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
             pthread_mutex_unlock(&s->mu);
             serve_request_free(s, r);
             free(r);
-            return serve_send_error(conn, status, status == 503 ? "unavailable_error" : "server_error",
-                                    why);
+            return serve_send_error(conn, status,
+                                    status == 503 ? "unavailable_error" : "server_error", why);
         }
     }
     if (r->stream) {

@@ -204,6 +204,9 @@ st, ev, done = srv.stream("/v1/completions", {"prompt": PROMPT, "max_tokens": 5,
 check("include_usage: the last chunk has choices [] and usage", done and ev[-1]["choices"] == [] and
       ev[-1]["usage"]["completion_tokens"] == 5, ev[-1:])
 check("include_usage: usage null before", all(e["usage"] is None for e in ev[:-1]) and len(ev) > 1)
+check("the finish chunk has the timings", ev[-2]["choices"][0]["finish_reason"] == "length" and
+      ev[-2]["timings"]["predicted_n"] == 5 and
+      ev[-2]["timings"]["prompt_n"] + ev[-2]["timings"]["cache_n"] == len(ptoks), ev[-2:])
 st, ev, done = srv.stream("/v1/completions", {"prompt": PROMPT, "max_tokens": 5, "temperature": 0,
                                               "stream": True, "logprobs": 1, "echo": True})
 toks = [t for e in ev for c in e["choices"] for t in (c["logprobs"] or {}).get("tokens", [])]
@@ -326,6 +329,12 @@ check("chat renders chatml (the model has no template)", msg == {"role": "assist
       b["usage"]["prompt_tokens"] == len(tokenize(chatml)), (b, want_text))
 check("chat usage", b["usage"]["completion_tokens"] <= 12 and
       "cached_tokens" in b["usage"]["prompt_tokens_details"], b["usage"])
+tm, chat_n_out = b.get("timings", {}), b["usage"]["completion_tokens"]
+check("chat timings (llama-server's): the counts are usage's, the times positive",
+      tm.get("prompt_n", -1) + tm.get("cache_n", -1) == b["usage"]["prompt_tokens"] and
+      tm.get("cache_n") == b["usage"]["prompt_tokens_details"]["cached_tokens"] and
+      tm.get("predicted_n") == b["usage"]["completion_tokens"] and tm.get("prompt_ms", 0) > 0 and
+      tm.get("predicted_ms", 0) > 0 and tm.get("predicted_per_second", 0) > 0, b)
 st, b2, _ = post("/chat/completions", {"messages": [{"role": "user", "content": [
     {"type": "text", "text": USER[:5]}, {"type": "text", "text": USER[5:]}]}],
     "max_tokens": 12, "temperature": 0})
@@ -360,6 +369,10 @@ for i in (0, 1):
     seq_ok &= cs[-1]["delta"] == {} and cs[-1]["finish_reason"] in ("stop", "length")
     seq_ok &= "".join(c["delta"].get("content", "") for c in cs) == want_text
 check("chat stream: role chunk, content deltas, finish chunk, [DONE], per choice", seq_ok, ev)
+fin = [e for e in ev if e["choices"][0]["finish_reason"]]
+check("chat stream: each choice's finish chunk, and only it, has timings",
+      len(fin) == 2 and all(e.get("timings", {}).get("predicted_n") == chat_n_out for e in fin) and
+      sum("timings" in e for e in ev) == 2, fin)
 check("chat stream without include_usage: no usage", all("usage" not in e for e in ev))
 st, ev, done = srv.stream("/v1/chat/completions", {"messages": [{"role": "user", "content": USER}],
                                                    "max_tokens": 3, "stream": True,
