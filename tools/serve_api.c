@@ -293,8 +293,8 @@ bool serve_check_length(struct parse *p, struct server *s, const char *text, siz
             n = cut;
             cuts++;
         }
-        const int32_t got = recur_tokenize(s->model, text + at, (int32_t)n, scratch,
-                                           COUNT_CHUNK + 2, false, false);
+        const int32_t got =
+            recur_tokenize(s->model, text + at, (int32_t)n, scratch, COUNT_CHUNK + 2, false, false);
         if (got < 0) break; /* the whole tokenization reports it */
         counted += got;
         over = counted - COUNT_CUT_SLACK * cuts > max;
@@ -411,6 +411,22 @@ static int prompts_field(struct parse *p, const cJSON **list, bool llama) {
 }
 
 /* stream_options: {"include_usage": bool} */
+/* ignore_eos, as llama-server: the end of text (and a chat template's end of turn, when it is
+ * one token) can never be sampled, so an answer runs to its length or a stop string. */
+static void ignore_eos_bias(struct parse *p, const struct server *s, struct task *t) {
+    if (p->bad) return;
+    const recur_token eos = recur_token_eos(s->model);
+    const recur_token eog[2] = {eos, t->eot_token > 0 && t->eot_token != eos ? t->eot_token : -1};
+    struct recur_logit_bias *g = realloc(t->bias, sizeof *g * (size_t)(t->n_bias + 2));
+    if (!g) {
+        serve_fail(p, "out of memory");
+        return;
+    }
+    t->bias = g;
+    for (int i = 0; i < 2; i++)
+        if (eog[i] >= 0) t->bias[t->n_bias++] = (struct recur_logit_bias){eog[i], -INFINITY};
+}
+
 static void stream_options_field(struct parse *p, struct serve_request *r) {
     const cJSON *f = serve_field(p, "stream_options");
     if (p->bad || !f) return;
@@ -621,14 +637,9 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         sp.top_k = (int32_t)num_field(&p, "top_k", 40, 0, 1e9, true);
         sp.top_p = (float)num_field(&p, "top_p", 0.95, 0, 1, false);
         sp.min_p = (float)num_field(&p, "min_p", 0.05, 0, 1, false);
-        sp.penalty_repeat = (float)num_field(&p, "repeat_penalty", 1.0, 1e-6, 100, false);
-        const double last_n = num_field(&p, "repeat_last_n", 64, -1, 1e9, true);
-        /* -1: the whole context, i.e. everything this sequence can hold */
-        sp.penalty_last_n = last_n < 0 ? s->lim.max_prompt + s->lim.max_tokens : (int32_t)last_n;
         sp.penalty_present = (float)num_field(&p, "presence_penalty", 0, -100, 100, false);
         sp.penalty_freq = (float)num_field(&p, "frequency_penalty", 0, -100, 100, false);
         serve_samplers_field(&p, &sp);
-        t->ignore_eos = bool_field(&p, "ignore_eos", false);
         const double slot = num_field(&p, "id_slot", -1, -1, 1e9, true);
         if (!p.bad && slot != -1)
             serve_fail(&p, "\"id_slot\": only -1 (any free slot) is supported; the scheduler "
@@ -641,6 +652,12 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         sp.penalty_present = (float)num_field(&p, "presence_penalty", 0, -2, 2, false);
         sp.penalty_freq = (float)num_field(&p, "frequency_penalty", 0, -2, 2, false);
     }
+    /* llama-server's, which it takes on the OpenAI endpoints too */
+    sp.penalty_repeat = (float)num_field(&p, "repeat_penalty", 1.0, 1e-6, 100, false);
+    const double last_n = num_field(&p, "repeat_last_n", 64, -1, 1e9, true);
+    /* -1: the whole context, i.e. everything this sequence can hold */
+    sp.penalty_last_n = last_n < 0 ? s->lim.max_prompt + s->lim.max_tokens : (int32_t)last_n;
+    t->ignore_eos = bool_field(&p, "ignore_eos", false);
     const double seed = num_field(&p, "seed", -1, -9007199254740991.0, 9007199254740991.0, true);
     /* no seed (or llama-server's -1): a random one */
     sp.seed =
@@ -651,6 +668,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     stream_options_field(&p, r);
     stop_field(&p, t);
     serve_logit_bias_field(&p, s, t, llama);
+    if (t->ignore_eos) ignore_eos_bias(&p, s, t);
     serve_grammar_field(&p, s, t);
 
     /* what the answer reports */

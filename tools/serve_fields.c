@@ -48,13 +48,16 @@ static const struct field openai_fields[] = {
     {"seed", F_USED, 0},
     {"top_k", F_USED, 0},
     {"min_p", F_USED, 0},
+    {"repeat_penalty", F_USED, 0}, /* llama-server's extensions, as on /completion */
+    {"repeat_last_n", F_USED, 0},
+    {"ignore_eos", F_USED, 0},
     {"cache_prompt", F_USED, 0},
     {"response_format", F_USED, 0},
     {"grammar", F_USED, 0},
     {"json_schema", F_USED, 0},
-    {"suffix", F_OFF_SET, 0}, /* insertion: recur has no fill-in-the-middle */
-    {"model", F_HARMLESS, 0}, /* one model is served, whatever the name */
-    {"user", F_HARMLESS, 0},  /* an end-user id for abuse monitoring */
+    {"suffix", F_OFF_SET, 0},      /* insertion: recur has no fill-in-the-middle */
+    {"model", F_HARMLESS, 0},      /* one model is served, whatever the name */
+    {"user", F_HARMLESS, 0},       /* an end-user id for abuse monitoring */
     {"session_id", F_HARMLESS, 0}, /* routing only: the cache is keyed by content */
 };
 
@@ -133,6 +136,9 @@ static const struct field chat_fields[] = {
     {"logit_bias", F_USED, 0},
     {"top_k", F_USED, 0},
     {"min_p", F_USED, 0},
+    {"repeat_penalty", F_USED, 0}, /* llama-server's extensions, as on /completion */
+    {"repeat_last_n", F_USED, 0},
+    {"ignore_eos", F_USED, 0},
     {"cache_prompt", F_USED, 0},
     {"add_generation_prompt", F_USED, 0},
     {"response_format", F_USED, 0},

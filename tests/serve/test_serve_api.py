@@ -335,6 +335,43 @@ check("chat timings (llama-server's): the counts are usage's, the times positive
       tm.get("cache_n") == b["usage"]["prompt_tokens_details"]["cached_tokens"] and
       tm.get("predicted_n") == b["usage"]["completion_tokens"] and tm.get("prompt_ms", 0) > 0 and
       tm.get("predicted_ms", 0) > 0 and tm.get("predicted_per_second", 0) > 0, b)
+# llama-server's repeat_penalty / repeat_last_n / ignore_eos on the OpenAI endpoints: the chat's
+# answer is /completion's (whose penalties test_sample checks) over the same rendered prompt
+pen = {"repeat_penalty": 5.0, "repeat_last_n": 16}
+st, b3, _ = post("/v1/chat/completions", dict({"messages": [{"role": "user", "content": USER}],
+                                               "max_tokens": 24, "temperature": 0}, **pen))
+llama_pen = post("/completion", dict({"prompt": chatml, "n_predict": 24, "temperature": 0}, **pen))[1]
+plain = post("/completion", {"prompt": chatml, "n_predict": 24, "temperature": 0,
+                             "repeat_penalty": 1.0})[1]
+check("chat repeat_penalty and repeat_last_n: /completion's answer, not the unpenalized one",
+      st == 200 and b3["choices"][0]["message"]["content"] ==
+      llama_pen["content"].split("<|im_end|>")[0] and llama_pen["content"] != plain["content"],
+      (b3, llama_pen["content"], plain["content"]))
+oai_pen = post("/v1/completions", dict({"prompt": chatml, "max_tokens": 24, "temperature": 0},
+                                       **pen))[1]
+check("/v1/completions repeat_penalty: /completion's answer",
+      oai_pen["choices"][0]["text"] == llama_pen["content"], (oai_pen, llama_pen["content"]))
+eos_first = {"messages": [{"role": "user", "content": USER}], "max_tokens": 6, "temperature": 0,
+             "logit_bias": {str(EOS): 100}}
+st, e1, _ = post("/v1/chat/completions", eos_first)
+st2, e2, _ = post("/v1/chat/completions", dict(eos_first, ignore_eos=True))
+check("chat ignore_eos: an end of text the bias makes certain ends the answer at once, and with "
+      "ignore_eos it cannot be sampled: the answer runs to its length",
+      st == 200 and e1["usage"]["completion_tokens"] == 0 and
+      e1["choices"][0]["finish_reason"] == "stop" and st2 == 200 and
+      e2["usage"]["completion_tokens"] == 6 and e2["choices"][0]["finish_reason"] == "length",
+      (e1, e2))
+e5 = post("/v1/chat/completions", dict(eos_first, logit_bias={str(EOS): -100}))[1]
+check("... and its text is the one where the end of text is never likely (not ends of text "
+      "kept as tokens)", e2["choices"][0]["message"]["content"] ==
+      e5["choices"][0]["message"]["content"] != "", (e2, e5))
+st, e3, _ = post("/v1/completions", {"prompt": PROMPT, "max_tokens": 6, "temperature": 0,
+                                     "logit_bias": {str(EOS): 100}, "ignore_eos": True})
+check("/v1/completions ignore_eos", st == 200 and e3["usage"]["completion_tokens"] == 6, e3)
+st, e4, _ = post("/v1/chat/completions", {"messages": [{"role": "user", "content": USER}],
+                                          "repeat_last_n": -2})
+check("chat repeat_last_n below -1: a 400 naming it", st == 400 and
+      "repeat_last_n" in e4["error"]["message"], e4)
 st, b2, _ = post("/chat/completions", {"messages": [{"role": "user", "content": [
     {"type": "text", "text": USER[:5]}, {"type": "text", "text": USER[5:]}]}],
     "max_tokens": 12, "temperature": 0})

@@ -123,20 +123,21 @@ async function* events(resp) {
 
 // ---- settings ----------------------------------------------------------------------------------
 
-// Every sampling field the server takes. only: the endpoints that take it (the chat endpoint,
-// OpenAI's, has no repeat penalty or ignore_eos; /completion calls the length n_predict).
+// Every sampling field the server takes. only: the one endpoint the page sends it to, and why
+// (/completion calls the length n_predict).
 const FIELDS = [
   { key: "temperature", label: "Temperature", kind: "number", step: "0.05", hint: "0: always the most likely token" },
   { key: "top_k", label: "Top-k", kind: "int", hint: "keep the k most likely tokens; 0: all" },
   { key: "top_p", label: "Top-p", kind: "number", step: "0.01", hint: "keep the most likely tokens up to this mass (0..1)" },
   { key: "min_p", label: "Min-p", kind: "number", step: "0.01", hint: "drop tokens below this share of the best one (0..1)" },
-  { key: "repeat_penalty", label: "Repeat penalty", kind: "number", step: "0.05", only: "completion", hint: "1: off" },
-  { key: "repeat_last_n", label: "Repeat last n", kind: "int", only: "completion", hint: "tokens the penalties look back; -1: all" },
+  { key: "repeat_penalty", label: "Repeat penalty", kind: "number", step: "0.05", hint: "1: off" },
+  { key: "repeat_last_n", label: "Repeat last n", kind: "int", hint: "tokens the penalties look back; -1: all" },
   { key: "presence_penalty", label: "Presence penalty", kind: "number", step: "0.1", hint: "0: off" },
   { key: "frequency_penalty", label: "Frequency penalty", kind: "number", step: "0.1", hint: "0: off" },
   { key: "seed", label: "Seed", kind: "int", hint: "-1 or empty: a new one each time" },
   { key: "max_tokens", label: "Max tokens (max_tokens / n_predict)", kind: "int", hint: "the most tokens an answer gets" },
-  { key: "ignore_eos", label: "Ignore end of text (ignore_eos)", kind: "bool", only: "completion" },
+  { key: "ignore_eos", label: "Ignore end of text (ignore_eos)", kind: "bool", only: "completion",
+    why: "a chat answer would not end with its turn" },
   { key: "stop", label: "Stop strings (one a line, at most 4)", kind: "lines" },
   { key: "grammar", label: "Grammar (GBNF, rule root)", kind: "text", placeholder: 'root ::= "yes" | "no"' },
   { key: "json_schema", label: "JSON schema", kind: "json", placeholder: '{"type": "object", "properties": {"name": {"type": "string"}}}' },
@@ -172,7 +173,7 @@ function buildSettings() {
     if (f.kind === "bool") input.checked = saved[f.key] === true;
     else input.value = saved[f.key] ?? "";
     const note = document.createElement("small");
-    note.textContent = [f.hint, f.only ? "Playground only: the chat endpoint does not take it" : ""].filter(Boolean).join(". ");
+    note.textContent = [f.hint, f.only ? `Playground only: ${f.why}` : ""].filter(Boolean).join(". ");
     if (f.kind === "bool") row.append(input, label);
     else row.append(label, input);
     if (note.textContent) row.append(note);

@@ -390,12 +390,14 @@ try {
   expected = null;
   server = await startServer(new URL(base).port);
   await setSetting("set-max-tokens", "16");
+  await setSetting("set-repeat-penalty", "1.1");
   await sendChat("Back again?");
   await waitState(lastAssistant(), ["done"]);
   check("a restarted server: the page works again", (await lastAssistant().locator(".content").textContent()).length > 0);
   const reqLast = lastRequest("/v1/chat/completions");
-  check("the chat request leaves out what only /completion takes (ignore_eos is set)",
-    !("ignore_eos" in reqLast.body) && !("n_predict" in reqLast.body) && reqLast.body.max_tokens === 16, JSON.stringify(reqLast.body));
+  check("the chat request leaves out what only the playground sends (ignore_eos is set), and has the repeat penalty",
+    !("ignore_eos" in reqLast.body) && !("n_predict" in reqLast.body) && reqLast.body.max_tokens === 16 &&
+      reqLast.body.repeat_penalty === 1.1, JSON.stringify(reqLast.body));
 } catch (e) {
   check("the run went through", false, e.stack);
   await shot("webui-failure.png").catch(() => {});
