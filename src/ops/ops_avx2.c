@@ -780,53 +780,45 @@ void rops_map_rows_avx2(enum rops_map f, float *x, int64_t ld, const float *bias
     }
 }
 
-/* The conv for 8 channels at a time: their states and weights are turned lag-major into
- * registers, the window slides over the tokens in registers, and the states go back. */
+/* The conv in token order (ops_avx512.c says why): a thread's channels of one token, then the
+ * next, 8 at a time, the last ones by masked lanes; the weights and states turned lag-major
+ * once per call. Sums: the bias, then the oldest input first. */
 void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
-    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner;
-    if (K > 8 || K < 2) { /* windows this long or short are not Mamba's; keep the plain path */
+    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner, nc = c1 - c0;
+    float *wt = K >= 2 && K <= 8 ? rops_conv_lagmajor(a, c0, nc) : NULL;
+    if (!wt) { /* windows this long or short are not Mamba's, or no memory: the plain path */
         rops_conv_channels_scalar(a, c0, c1);
         return;
     }
-    int64_t c = c0;
-    for (; c + 8 <= c1; c += 8) {
-        __m256 wk[8];
-        float tmp[8][8];
-        for (int64_t k = 0; k < K; k++) {
-            for (int j = 0; j < 8; j++) tmp[k][j] = a->w[(c + j) * K + k];
-            wk[k] = _mm256_loadu_ps(tmp[k]);
+    float *prev = wt + K * nc; /* the state's inputs, lag-major: prev + k * nc, oldest first */
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(nc % 8)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        const float *x = rops_conv_seq_begin(a, s, c0, nc, prev);
+        for (int64_t t = 0; t < a->n_tok; t++) {
+            const float *in[8];
+            for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
+            float *out = a->xc + (s * a->n_tok + t) * Di + c0;
+            int64_t j = 0;
+            for (; j + 8 <= nc; j += 8) {
+                __m256 sum = _mm256_loadu_ps(a->b + c0 + j);
+                for (int64_t k = 0; k < K; k++)
+                    sum = _mm256_fmadd_ps(_mm256_loadu_ps(wt + k * nc + j),
+                                          _mm256_loadu_ps(in[k] + j), sum);
+                _mm256_storeu_ps(out + j, silu8(sum));
+            }
+            if (j < nc) {
+                __m256 sum = _mm256_maskload_ps(a->b + c0 + j, tail);
+                for (int64_t k = 0; k < K; k++)
+                    sum = _mm256_fmadd_ps(_mm256_maskload_ps(wt + k * nc + j, tail),
+                                          _mm256_maskload_ps(in[k] + j, tail), sum);
+                _mm256_maskstore_ps(out + j, tail, silu8(sum));
+            }
+            rops_conv_save(a, s, t, c0, nc, in);
         }
-        const __m256 bias = _mm256_loadu_ps(a->b + c);
-        for (int64_t s = 0; s < a->n_seqs; s++) {
-            float *st = a->state + (s * Di + c) * n_prev;
-            __m256 win[8]; /* win[k]: input at lag n_prev - k, oldest first */
-            for (int64_t k = 0; k < n_prev; k++) {
-                for (int j = 0; j < 8; j++) tmp[k][j] = st[j * n_prev + k];
-                win[k] = _mm256_loadu_ps(tmp[k]);
-            }
-            const float *x = a->x + s * a->n_tok * a->x_stride + c;
-            float *xc = a->xc + s * a->n_tok * Di + c;
-            for (int64_t t = 0; t < a->n_tok; t++) {
-                win[n_prev] = _mm256_loadu_ps(x + t * a->x_stride);
-                __m256 sum = bias;
-                for (int64_t k = 0; k < K; k++) sum = _mm256_fmadd_ps(wk[k], win[k], sum);
-                _mm256_storeu_ps(xc + t * Di, silu8(sum));
-                for (int64_t k = 0; k < n_prev; k++) win[k] = win[k + 1];
-                float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
-                if (dst) /* the window after token t, channel-major as the state */
-                    for (int64_t k = 0; k < n_prev; k++) {
-                        float v[8];
-                        _mm256_storeu_ps(v, win[k]);
-                        for (int j = 0; j < 8; j++) dst[(c + j) * n_prev + k] = v[j];
-                    }
-            }
-            for (int64_t k = 0; k < n_prev; k++) {
-                _mm256_storeu_ps(tmp[k], win[k]);
-                for (int j = 0; j < 8; j++) st[j * n_prev + k] = tmp[k][j];
-            }
-        }
+        rops_conv_seq_end(a, s, c0, nc, x, prev);
     }
-    if (c < c1) rops_conv_channels_scalar(a, c, c1);
+    free(wt);
 }
 
 void rops_scan_channels_avx2(const struct rops_scan_args *a, int64_t c0, int64_t c1) {

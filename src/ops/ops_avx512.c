@@ -26,6 +26,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/core.h"
@@ -590,53 +591,41 @@ static void map_rows_avx512(enum rops_map f, float *x, int64_t ld, const float *
     }
 }
 
-/* Mamba's conv for 16 channels at a time (the tail by masked lanes), as the AVX2 kernel does 8:
- * the states and weights turned lag-major into registers, the window sliding over the tokens in
- * registers; the sums in the AVX2 kernel's order. Each pass over the tokens reads whole 64-byte
- * lines of their rows. */
+/* Mamba's conv in token order: a thread's channels of one token, then the next, so that the
+ * inputs are read front to back in whole rows (a row of x is the in-projection's output, 3 to
+ * 13 KiB), the window's earlier rows still in L1. Going over the tokens one group of channels
+ * at a time instead read each row's 64 bytes a pass, 6.9 MB apart per pass over a 512-token
+ * Mamba-2 prompt: 4-5% of it (bench/RESULTS.md, issue 21). The weights and the states are
+ * turned lag-major once per call (lag k's row of weights: wt + k * nc); the sums are in the
+ * order of the AVX2 kernel (bias, then the oldest input first), so the bits are its. */
 static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
-    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner;
-    if (K > 8 || K < 2) { /* windows this long or short are not Mamba's; keep the plain path */
+    const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner, nc = c1 - c0;
+    float *wt = K >= 2 && K <= 8 ? rops_conv_lagmajor(a, c0, nc) : NULL;
+    if (!wt) { /* windows this long or short are not Mamba's, or no memory: the plain path */
         rops_conv_channels_scalar(a, c0, c1);
         return;
     }
-    for (int64_t c = c0; c < c1; c += 16) {
-        const int64_t nc = c1 - c < 16 ? c1 - c : 16;
-        const __mmask16 m = lanes16(nc);
-        __m512 wk[8], win[8]; /* win[k]: input at lag n_prev - k, oldest first */
-        float tmp[8][16] = {{0}};
-        for (int64_t k = 0; k < K; k++) {
-            for (int64_t j = 0; j < nc; j++) tmp[k][j] = a->w[(c + j) * K + k];
-            wk[k] = _mm512_loadu_ps(tmp[k]);
+    float *prev = wt + K * nc; /* the state's inputs, lag-major: prev + k * nc, oldest first */
+    const __mmask16 tail = lanes16(nc % 16);
+    for (int64_t s = 0; s < a->n_seqs; s++) {
+        const float *x = rops_conv_seq_begin(a, s, c0, nc, prev);
+        for (int64_t t = 0; t < a->n_tok; t++) {
+            const float *in[8];
+            for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
+            float *out = a->xc + (s * a->n_tok + t) * Di + c0;
+            for (int64_t j = 0; j < nc; j += 16) {
+                const __mmask16 m = nc - j >= 16 ? (__mmask16)0xffff : tail;
+                __m512 sum = _mm512_maskz_loadu_ps(m, a->b + c0 + j);
+                for (int64_t k = 0; k < K; k++)
+                    sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wt + k * nc + j),
+                                          _mm512_maskz_loadu_ps(m, in[k] + j), sum);
+                _mm512_mask_storeu_ps(out + j, m, silu16(sum));
+            }
+            rops_conv_save(a, s, t, c0, nc, in);
         }
-        const __m512 bias = _mm512_maskz_loadu_ps(m, a->b + c);
-        for (int64_t s = 0; s < a->n_seqs; s++) {
-            float *st = a->state + (s * Di + c) * n_prev;
-            for (int64_t k = 0; k < n_prev; k++) {
-                for (int64_t j = 0; j < nc; j++) tmp[k][j] = st[j * n_prev + k];
-                win[k] = _mm512_loadu_ps(tmp[k]);
-            }
-            const float *x = a->x + s * a->n_tok * a->x_stride + c;
-            float *xc = a->xc + s * a->n_tok * Di + c;
-            for (int64_t t = 0; t < a->n_tok; t++) {
-                win[n_prev] = _mm512_maskz_loadu_ps(m, x + t * a->x_stride);
-                __m512 sum = bias;
-                for (int64_t k = 0; k < K; k++) sum = _mm512_fmadd_ps(wk[k], win[k], sum);
-                _mm512_mask_storeu_ps(xc + t * Di, m, silu16(sum));
-                for (int64_t k = 0; k < n_prev; k++) win[k] = win[k + 1];
-                float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
-                if (dst) /* the window after token t, channel-major as the state */
-                    for (int64_t k = 0; k < n_prev; k++) {
-                        _mm512_storeu_ps(tmp[k], win[k]);
-                        for (int64_t j = 0; j < nc; j++) dst[(c + j) * n_prev + k] = tmp[k][j];
-                    }
-            }
-            for (int64_t k = 0; k < n_prev; k++) {
-                _mm512_storeu_ps(tmp[k], win[k]);
-                for (int64_t j = 0; j < nc; j++) st[j * n_prev + k] = tmp[k][j];
-            }
-        }
+        rops_conv_seq_end(a, s, c0, nc, x, prev);
     }
+    free(wt);
 }
 
 /* ---- Mamba-2's chunk products (ops_ssd.c; struct rops_ssd_mm in ops_impl.h) ---------------- */

@@ -7,6 +7,7 @@
 #define RECUR_OPS_IMPL_H
 
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "../core/core.h"
 #include "ops.h"
@@ -31,6 +32,57 @@ static inline float rops_weight_at(enum rops_type type, const uint8_t *row, int6
  * sequences +5-20% on 2 threads, AVX2 and AVX-512 alike, where whole rows a few rows ahead had
  * cost for 4 and paid less for 5-7; 2 KiB was as good, 512 B less (bench/RESULTS.md, issue 21). */
 #define ROPS_GEMV_PF_AHEAD 1024
+
+/* The token-order conv kernels' (AVX2, AVX-512) scalar parts, for a thread's channels
+ * [c0, c0 + nc). rops_conv_lagmajor: the weights lag-major (lag k's at wt + k * nc) in a block
+ * that also holds, after them, the sequence's state inputs lag-major (prev = wt + K * nc,
+ * oldest first); NULL when out of memory (the caller takes the plain path). Free it. */
+static inline float *rops_conv_lagmajor(const struct rops_conv_args *a, int64_t c0, int64_t nc) {
+    const int64_t K = a->d_conv;
+    float *wt = malloc(sizeof(float) * (size_t)(2 * K - 1) * (size_t)nc);
+    if (wt)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < nc; j++) wt[k * nc + j] = a->w[(c0 + j) * K + k];
+    return wt;
+}
+
+/* Sequence s's state inputs into prev (lag-major), and its inputs at channel c0. */
+static inline const float *rops_conv_seq_begin(const struct rops_conv_args *a, int64_t s,
+                                               int64_t c0, int64_t nc, float *prev) {
+    const int64_t n_prev = a->d_conv - 1;
+    const float *st = a->state + (s * a->d_inner + c0) * n_prev;
+    for (int64_t k = 0; k < n_prev; k++)
+        for (int64_t j = 0; j < nc; j++) prev[k * nc + j] = st[j * n_prev + k];
+    return a->x + s * a->n_tok * a->x_stride + c0;
+}
+
+/* The inputs of token u (u >= -(d_conv - 1)) of the sequence whose inputs are x. */
+static inline const float *rops_conv_row(const struct rops_conv_args *a, const float *x,
+                                         const float *prev, int64_t nc, int64_t u) {
+    return u >= 0 ? x + u * a->x_stride : prev + (u + a->d_conv - 1) * nc;
+}
+
+/* After token t: its window into a->save's entry, if it has one (channel-major, as the state);
+ * in[k] holds the inputs at lag d_conv - 1 - k. */
+static inline void rops_conv_save(const struct rops_conv_args *a, int64_t s, int64_t t, int64_t c0,
+                                  int64_t nc, const float *const *in) {
+    const int64_t n_prev = a->d_conv - 1;
+    float *dst = a->save ? a->save[s * a->n_tok + t] : NULL;
+    if (dst)
+        for (int64_t k = 0; k < n_prev; k++)
+            for (int64_t j = 0; j < nc; j++) dst[(c0 + j) * n_prev + k] = in[k + 1][j];
+}
+
+/* The state after the sequence's last token (prev is a copy: the state may be written over). */
+static inline void rops_conv_seq_end(const struct rops_conv_args *a, int64_t s, int64_t c0,
+                                     int64_t nc, const float *x, const float *prev) {
+    const int64_t n_prev = a->d_conv - 1;
+    float *st = a->state + (s * a->d_inner + c0) * n_prev;
+    for (int64_t k = 0; k < n_prev; k++) {
+        const float *row = rops_conv_row(a, x, prev, nc, a->n_tok - n_prev + k);
+        for (int64_t j = 0; j < nc; j++) st[j * n_prev + k] = row[j];
+    }
+}
 
 /* The portable matmul's tiles: ROPS_RB weight rows, ROPS_KT columns (a multiple of the
  * 32-element quant block) converted to f32 at a time. ROPS_RB is also the grain of the
