@@ -19,8 +19,10 @@
  *    connection); a failed one is dropped and made again at most every second, meanwhile
  *    every read is a miss.
  *  - A folder: DIR/FP/TENANT/C/L-E.entry, written to a temporary name and renamed (a reader
- *    never sees half a file). The writer deletes entries past the TTL and, when the folder is
- *    over its budget, the least recently written first.
+ *    never sees half a file). The writer deletes entries past the TTL (once a minute) and, as
+ *    soon as the folder is over its budget, the least recently written first (its bytes
+ *    counted by each sweep and each write since: other processes' writes are seen at the next
+ *    sweep).
  *
  * The blob's contents are the library's business (cache.c checks them); here it is bytes.
  */
@@ -74,7 +76,10 @@ struct store {
     bool stop, busy;
     pthread_t writer;
     struct store_stats s;
-    double next_sweep; /* the folder's TTL and budget sweep */
+    double next_sweep;  /* the folder's TTL and budget sweep: once a minute, and ... */
+    uint64_t dir_bytes; /* ... as soon as the folder's bytes (as of the last sweep, plus what
+                           this process wrote since) pass its budget */
+    bool dir_over;      /* the last sweep left it over budget: wait for the minute */
 };
 
 static double now_s(void) {
@@ -350,7 +355,8 @@ static int by_mtime(const void *a, const void *b) {
     return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
-/* Entries past the TTL go, then the oldest while the folder is over its budget. */
+/* Entries past the TTL go, then the oldest while the folder is over its budget; the bytes
+ * left are noted. */
 static void dir_sweep(struct store *st) {
     struct file_rec *v = NULL;
     size_t n = 0, cap = 0;
@@ -366,6 +372,9 @@ static void dir_sweep(struct store *st) {
         free(v[i].path);
     }
     free(v);
+    st->dir_bytes = total;
+    st->dir_over = total > st->o.max_bytes;
+    st->next_sweep = now_s() + 60;
 }
 
 /* ---- the writer ----------------------------------------------------------------------------- */
@@ -404,9 +413,10 @@ static void *writer(void *arg) {
         st->busy = true;
         pthread_mutex_unlock(&st->mu);
         const bool ok = st->redis ? redis_put_tries(st, j) : dir_put(st, j);
-        if (!st->redis && now_s() > st->next_sweep) {
-            dir_sweep(st);
-            st->next_sweep = now_s() + 60;
+        if (!st->redis) {
+            if (ok) st->dir_bytes += j->len; /* an entry written over counts twice: a sweep early */
+            if (now_s() > st->next_sweep || (st->dir_bytes > st->o.max_bytes && !st->dir_over))
+                dir_sweep(st);
         }
         pthread_mutex_lock(&st->mu);
         st->busy = false;

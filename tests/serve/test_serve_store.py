@@ -87,6 +87,24 @@ m = B.metrics()
 check("metrics: a second-tier hit", m.get("recur_prefix_store_hits_total") == 1, m)
 B.stop()
 
+print("a folder tier keeps to its budget, at once")
+small = os.path.join(tmp, "small-tier")
+F = Server("--prefix-cache-store", small, "--prefix-cache-store-mb", "1")
+for k in range(6):  # six different conversations: their entries are several MiB in all
+    st, _, _, _ = turn(F, [{"role": "user", "content": "Tell me fortune number %d of the sea." % k}])
+    check("folder budget: turn %d" % k, st == 200)
+fm = {}
+check("folder budget: the writes are done",
+      wait_for(lambda: fm.update(F.metrics()) or fm.get("recur_prefix_store_queued", -1) == 0))
+sizes = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(small) for f in fs
+         if f.endswith(".entry")]
+written = fm.get("recur_prefix_store_writes_total", 0)
+check("folder budget: more was written than 1 MiB holds",
+      sizes and written * max(sizes) > 2 * (1 << 20), (written, sizes))
+check("folder budget: within seconds the folder holds at most 1 MiB",
+      0 < sum(sizes) <= 1 << 20, (sum(sizes), len(sizes), written))
+F.stop()
+
 print("a Redis tier is shared between servers")
 rport = free_port()
 red = Redis(rport)
