@@ -149,7 +149,8 @@ static bool authorized(const struct server *s, struct MHD_Connection *conn, uint
     const char *given = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
     const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
     for (int i = 0; i < s->n_api_keys; i++)
-        if ((given && strcmp(given, s->api_keys[i]) == 0) || (x && strcmp(x, s->api_keys[i]) == 0)) {
+        if ((given && strcmp(given, s->api_keys[i]) == 0) ||
+            (x && strcmp(x, s->api_keys[i]) == 0)) {
             *tenant = key_tenant(s->api_keys[i]);
             return true;
         }
@@ -405,6 +406,13 @@ static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls)
                 "recur serve: -n %d is more than --max-tokens %d (the most a request may ask "
                 "for)\n",
                 o->srv_n_predict, o->max_tokens);
+        return false;
+    }
+    if ((int64_t)o->n_batch < o->n_parallel) {
+        fprintf(stderr,
+                "recur serve: --batch-size %u is less than --parallel %d: each decode step "
+                "takes a token of every sequence that generates\n",
+                o->n_batch, o->n_parallel);
         return false;
     }
     if (o->srv_n_ctx == 1) {

@@ -416,9 +416,8 @@ static bool start_task(struct server *s, struct task *t) {
     }
     /* the prompt's logprobs need every position's logits: nothing may be skipped */
     if (t->cache_prompt && !t->prompt_logprobs) {
-        const int32_t got =
-            recur_prefix_cache_restore_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
-                                              t->n_prompt);
+        const int32_t got = recur_prefix_cache_restore_tenant(s->ctx, t->tenant, t->choice[0].seq,
+                                                              t->prompt, t->n_prompt);
         if (got > 0) t->n_cached = got;
     }
     t->prefilled = t->n_cached;
@@ -593,8 +592,7 @@ void *serve_sched_main(void *arg) {
         sweep_queue(s);
         /* cancelled tasks go first: their sequences are free for this step */
         for (int32_t q = 0; q < s->lim.n_parallel; q++)
-            if (s->active[q] && s->active[q]->cancelled)
-                fail_task(s, s->active[q], "cancelled");
+            if (s->active[q] && s->active[q]->cancelled) fail_task(s, s->active[q], "cancelled");
         int32_t n_new = 0;
         struct task *fresh[SERVE_MAX_N * 4];
         while (n_new < (int32_t)(sizeof fresh / sizeof fresh[0])) {
@@ -641,13 +639,10 @@ void *serve_sched_main(void *arg) {
                 struct choice *c = &t->choice[i];
                 c->row = -1;
                 if (c->finished || c->n_out == 0) continue;
-                const int32_t j = b.n_tokens++;
-                b.token[j] = c->out[c->n_out - 1];
-                b.pos[j] = t->n_prompt + c->n_out - 1;
-                b.n_seq_id[j] = 1;
-                b.seq_id[j][0] = c->seq;
-                b.logits[j] = 1;
-                c->row = j;
+                /* at most n_parallel of these, within n_batch (serve.c): the add cannot fail */
+                c->row = b.n_tokens;
+                recur_batch_add(&b, c->out[c->n_out - 1], t->n_prompt + c->n_out - 1, &c->seq, 1,
+                                true);
             }
             w->len[k] = b.n_tokens - w->base[k];
         }
@@ -665,13 +660,10 @@ void *serve_sched_main(void *arg) {
             t->chunk_row = b.n_tokens;
             t->chunk_n = end - t->prefilled;
             for (int32_t p = t->prefilled; p < end; p++) {
-                const int32_t j = b.n_tokens++;
-                b.token[j] = t->prompt[p];
-                b.pos[j] = p;
-                b.n_seq_id[j] = 1;
-                b.seq_id[j][0] = t->choice[0].seq;
-                b.logits[j] = p == t->n_prompt - 1 || t->prompt_logprobs;
-                if (p == t->n_prompt - 1) w->prompt_row[k] = j;
+                if (p == t->n_prompt - 1) w->prompt_row[k] = b.n_tokens;
+                /* within n_batch (end is), so the add cannot fail */
+                recur_batch_add(&b, t->prompt[p], p, &t->choice[0].seq, 1,
+                                p == t->n_prompt - 1 || t->prompt_logprobs);
             }
             w->len[k] = b.n_tokens - w->base[k];
             t->prefilled = end;

@@ -50,6 +50,8 @@ for args, want in ((["--slot-save-path", os.path.join(tmp, "missing")], "missing
                    (["-n", "100", "--max-tokens", "50"], "--max-tokens"),
                    (["--host", "not-an-address"], "not an IPv4 or IPv6 address"),
                    (["-c", "-3"], "-c"),
+                   (["-np", "8", "-b", "4", "-ub", "4"], "--batch-size 4 is less than --parallel 8"),
+                   (["-b", "8", "-ub", "8"], "--batch-size 8 is less than --parallel 16"),
                    (["--chat-template", "nosuch"],
                     'chat template "nosuch" is not supported: neither a builtin name')):
     p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0"] + args, capture_output=True,
