@@ -44,7 +44,8 @@ const T = 60000; // the longest wait for one step (the sanitizer build is slow)
 
 // `recur serve` on port (0: a free one); resolves when it listens.
 function startServer(port) {
-  const proc = spawn(recur, ["serve", "-m", model, "--port", String(port), "-t", "2", "-np", "2", "--api-key", KEY],
+  const proc = spawn(recur, ["serve", "-m", model, "--port", String(port), "-t", "2", "-np", "2", "--api-key", KEY,
+    "--max-tokens", "100000"],
     { stdio: ["ignore", "ignore", "pipe"] });
   return new Promise((resolve, reject) => {
     let buf = "";
@@ -228,7 +229,9 @@ try {
     reqS.body.messages[0].content === "You tell fortunes." && reqS.body.messages.length === 4, JSON.stringify(reqS?.body?.messages));
 
   // ---- stop mid-stream frees the slot ------------------------------------------------------------
-  await setSetting("set-max-tokens", "4000");
+  // 50,000 tokens: some 40 s of this model on 2 threads, so that a loaded machine's slow clicks
+  // still land while it streams (4,000 took 3 s, and once ended before the click)
+  await setSetting("set-max-tokens", "50000");
   await sendChat("Tell me a long story.");
   const streaming = assistant(2);
   await page.waitForFunction(() => {
@@ -247,7 +250,7 @@ try {
   check("Stop: /slots shows every slot free", freed);
   const m = await (await fetch(base + "/metrics", { headers: { Authorization: `Bearer ${KEY}` } })).text();
   const generated = Number(/^llamacpp:tokens_predicted_total (\S+)$/m.exec(m)?.[1] ?? NaN);
-  check("Stop: generation ended well before the 4000 tokens asked", generated < 4000, String(generated));
+  check("Stop: generation ended well before the 50,000 tokens asked", generated < 50000, String(generated));
   const stoppedStats = await streaming.locator(".stats").textContent();
   check("the stopped answer keeps its text and says stopped, with its length and speed",
     (await streaming.locator(".content").textContent()).length > 40 && /stopped/.test(stoppedStats) &&
@@ -369,7 +372,7 @@ try {
   await page.setViewportSize({ width: 1280, height: 800 });
 
   // ---- the server goes away: connection lost, shown; the page goes on -----------------------------
-  await setSetting("set-max-tokens", "4000");
+  await setSetting("set-max-tokens", "50000");
   await sendChat("Keep going until the server is gone.");
   await page.waitForFunction(() => {
     const c = [...document.querySelectorAll(".msg.assistant .content")].at(-1);
