@@ -336,7 +336,7 @@ check("... and on /v1/completions (cached_tokens)", st == 200 and
 check("B stops", B.stop() == 0)
 
 # ---- a fresh server: the same greedy text; a busy slot ------------------------------------
-C = Server("-np", "1", "--slot-save-path", slot_dir, "--no-webui")
+C = Server("-np", "1", "--slot-save-path", slot_dir, "--no-webui", "--max-tokens", "100000")
 for path in ("/", "/webui/app.js", "/webui/style.css"):
     st, body, _ = C.request("GET", path)
     check("--no-webui: GET %s is a 404" % path, st == 404 and body["error"]["code"] == 404,
@@ -348,15 +348,16 @@ check("restored state, same greedy text as a fresh server",
       (cold, warm))
 check("... on /v1/completions too", warm_oai["choices"][0]["text"] == cold.get("content"),
       (warm_oai, cold))
-# a long streamed request holds the only slot while the action is asked
+# a long streamed request holds the only slot while the action is asked (50,000 tokens: some
+# 40 s of this model, so that it still runs through the checks on a loaded machine)
 conn = http.client.HTTPConnection("127.0.0.1", C.port, timeout=60)
 conn.request("POST", "/completion", body=json.dumps(
-    {"prompt": "The", "n_predict": 4000, "ignore_eos": True, "stream": True}).encode())
+    {"prompt": "The", "n_predict": 50000, "ignore_eos": True, "stream": True}).encode())
 stream = conn.getresponse()
 stream.readline()  # the first event: the slot is decoding
 st, slots, _ = C.request("GET", "/slots")
 check("/slots: a busy slot is processing", slots[0]["is_processing"] is True and
-      slots[0]["next_token"]["n_decoded"] > 0 and slots[0]["params"]["n_predict"] == 4000, slots)
+      slots[0]["next_token"]["n_decoded"] > 0 and slots[0]["params"]["n_predict"] == 50000, slots)
 st, b, _ = C.request("GET", "/slots?fail_on_no_slot=1")
 check("/slots?fail_on_no_slot=1 with every slot busy: 503", st == 503, b)
 st, b, resp = C.post("/slots/0?action=save", {"filename": "busy.bin"})

@@ -162,9 +162,15 @@ S.stop()
 # ---- the drain ------------------------------------------------------------------------------
 
 print("SIGTERM: refuse new connections, 503 the queued, finish the running")
-S = Server("-np", "4", "--queue", "16")
+S = Server("-np", "4", "--queue", "16", "--max-tokens", "100000")
 results = {}
-n_long = 1000  # long enough to be running at the signal, short enough under the sanitizers
+# the streams must still run at the signal, after the checks before it, in any build on any
+# machine: about 4 s of this server's single-stream speed (4 streams share it), at least 1000
+st, b, _ = S.post("/completion", {"prompt": "Speed", "n_predict": 200, "ignore_eos": True,
+                                  "temperature": 0}, timeout=300)
+check("the speed of one stream", st == 200 and b["timings"]["predicted_per_second"] > 0, b)
+n_long = max(1000, min(100000, int(4 * b["timings"]["predicted_per_second"])))
+print("streams of %d tokens" % n_long)
 
 
 def stream_job(i, n=None):
