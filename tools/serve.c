@@ -101,6 +101,16 @@ struct endpoint {
     serve_handler fn;
 };
 
+static enum MHD_Result h_apply_template(struct server *s, struct MHD_Connection *conn,
+                                        const struct serve_req *rq) {
+    return serve_handle_chat_prompt(s, conn, rq, false);
+}
+
+static enum MHD_Result h_input_tokens(struct server *s, struct MHD_Connection *conn,
+                                      const struct serve_req *rq) {
+    return serve_handle_chat_prompt(s, conn, rq, true);
+}
+
 static const struct endpoint endpoints[] = {
     /* the web page (serve_webui.c): open, as the page must load before it can send the key */
     {"/", false, M_GET, false, false, serve_webui},
@@ -120,6 +130,8 @@ static const struct endpoint endpoints[] = {
     {"/v1/completions", false, M_POST, true, false, h_openai},
     {"/v1/chat/completions", false, M_POST, true, false, h_chat},
     {"/chat/completions", false, M_POST, true, false, h_chat},
+    {"/apply-template", false, M_POST, true, false, h_apply_template},
+    {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {

@@ -748,16 +748,28 @@ void serve_request_free(struct server *s, struct serve_request *r) {
     r->response_fields = r->settings = NULL;
 }
 
-enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
-                                        const struct serve_req *rq, enum task_api api) {
+struct serve_request *serve_request_new(struct server *s, struct MHD_Connection *conn,
+                                        const struct serve_req *rq, enum task_api api,
+                                        enum MHD_Result *answered) {
     struct serve_request *r = malloc(sizeof *r);
-    if (!r) return serve_send_error(conn, 500, "server_error", "out of memory");
+    if (!r) {
+        *answered = serve_send_error(conn, 500, "server_error", "out of memory");
+        return NULL;
+    }
     char msg[200];
     if (!serve_parse_request(s, rq->body, api, r, msg, sizeof msg)) {
         serve_request_free(s, r);
         free(r);
-        return serve_send_error(conn, 400, "invalid_request_error", msg);
+        *answered = serve_send_error(conn, 400, "invalid_request_error", msg);
+        return NULL;
     }
     for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->tenant = rq->tenant;
-    return serve_answer(s, conn, r, rq->cont);
+    return r;
+}
+
+enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
+                                        const struct serve_req *rq, enum task_api api) {
+    enum MHD_Result answered;
+    struct serve_request *r = serve_request_new(s, conn, rq, api, &answered);
+    return r ? serve_answer(s, conn, r, rq->cont) : answered;
 }

@@ -114,8 +114,15 @@ const char *serve_chat_template(const struct server *s);
 
 /* Submits r's tasks and answers: streamed, or whole once they end (the connection parked
  * until then, through cont). Takes r over (frees it). A refused submission answers 503. */
-enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn,
-                             struct serve_request *r, struct serve_cont *cont);
+enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn, struct serve_request *r,
+                             struct serve_cont *cont);
+
+/* A request of api parsed from rq's body, its tasks in rq's tenant; NULL when it is bad or
+ * there is no memory, with the 400 (naming the field) or 500 answered into *answered. Free
+ * with serve_request_free, then free(), unless serve_answer takes it over. */
+struct serve_request *serve_request_new(struct server *s, struct MHD_Connection *conn,
+                                        const struct serve_req *rq, enum task_api api,
+                                        enum MHD_Result *answered);
 
 /* POST /v1/completions (API_OPENAI), /completion (API_LLAMA), /v1/chat/completions
  * (API_CHAT). */

@@ -213,6 +213,8 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
             recur_tokenize(s->model, t->eot, (int32_t)strlen(t->eot), one, 4, false, true);
         if (k == 1) t->eot_token = one[0];
     }
+    t->prompt_text = text; /* the rendered chat: /apply-template answers it */
+    text = NULL;
 done:
     for (int k = 0; owned && k < n; k++) free(owned[k]);
     free(owned);

@@ -1,6 +1,6 @@
 /*
  * recur serve: the endpoints beside the completions (serve_meta.c: models, props, slots,
- * metrics, tokenize, detokenize; serve_slots.c: slot save/restore/erase; serve_webui.c: the
+ * metrics, tokenize, detokenize, apply-template, input_tokens; serve_slots.c: slot save/restore/erase; serve_webui.c: the
  * web page) and the handler
  * shape the dispatch table (serve.c) calls.
  */
@@ -38,6 +38,12 @@ struct serve_req {
 typedef enum MHD_Result (*serve_handler)(struct server *s, struct MHD_Connection *conn,
                                          const struct serve_req *rq);
 
+/* A chat completion's body, checked as /v1/chat/completions checks it, and not run: count
+ * false, llama-server's /apply-template ({"prompt": the rendered chat}); true, its
+ * /v1/chat/completions/input_tokens ({"object": "response.input_tokens", "input_tokens": the
+ * rendered chat's tokens}). */
+enum MHD_Result serve_handle_chat_prompt(struct server *s, struct MHD_Connection *conn,
+                                         const struct serve_req *rq, bool count);
 /* Answers status with j (taken over). */
 enum MHD_Result serve_send_json(struct MHD_Connection *conn, unsigned status, cJSON *j);
 

@@ -1,6 +1,7 @@
 /*
  * recur serve's informational endpoints, shaped as llama-server's (see serve_endpoints.h):
- * GET /v1/models (and /models), /props, /slots, /metrics; POST /tokenize, /detokenize.
+ * GET /v1/models (and /models), /props, /slots, /metrics; POST /tokenize, /detokenize,
+ * /apply-template, /v1/chat/completions/input_tokens.
  */
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -519,4 +520,24 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
                                 rows[i].name, rows[i].help, rows[i].name, rows[i].type,
                                 rows[i].name, rows[i].v);
     return serve_send_text(conn, 200, "text/plain; version=0.0.4", out, NULL);
+}
+
+enum MHD_Result serve_handle_chat_prompt(struct server *s, struct MHD_Connection *conn,
+                                         const struct serve_req *rq, bool count) {
+    enum MHD_Result answered;
+    struct serve_request *r = serve_request_new(s, conn, rq, API_CHAT, &answered);
+    if (!r) return answered;
+    const struct task *t = r->tasks[0];
+    cJSON *j = cJSON_CreateObject();
+    if (j && count) {
+        cJSON_AddStringToObject(j, "object", "response.input_tokens");
+        cJSON_AddNumberToObject(j, "input_tokens", t->n_prompt);
+    } else if (j) {
+        const char *text = t->prompt_text ? t->prompt_text : "";
+        serve_add_text(j, "prompt", text, strlen(text));
+    }
+    serve_request_free(s, r);
+    free(r);
+    if (!j) return serve_send_error(conn, 500, "server_error", "out of memory");
+    return serve_send_json(conn, 200, j);
 }

@@ -335,6 +335,28 @@ check("chat timings (llama-server's): the counts are usage's, the times positive
       tm.get("cache_n") == b["usage"]["prompt_tokens_details"]["cached_tokens"] and
       tm.get("predicted_n") == b["usage"]["completion_tokens"] and tm.get("prompt_ms", 0) > 0 and
       tm.get("predicted_ms", 0) > 0 and tm.get("predicted_per_second", 0) > 0, b)
+# llama-server's /apply-template and /v1/chat/completions/input_tokens: the chat, not run
+st, at, _ = post("/apply-template", {"messages": [{"role": "user", "content": USER}]})
+check("/apply-template: the rendered chat (chatml here)", st == 200 and at == {"prompt": chatml},
+      (st, at))
+st, at2, _ = post("/apply-template", {"messages": [{"role": "user", "content": USER}],
+                                      "add_generation_prompt": False, "temperature": 0.5})
+check("/apply-template: add_generation_prompt false, and sampling fields checked but unused",
+      st == 200 and at2 == {"prompt": "<|im_start|>user\n%s<|im_end|>\n" % USER}, (st, at2))
+st, it, _ = post("/v1/chat/completions/input_tokens",
+                 {"messages": [{"role": "user", "content": USER}], "max_tokens": 5})
+check("input_tokens: the chat's prompt_tokens",
+      st == 200 and it == {"object": "response.input_tokens",
+                           "input_tokens": len(tokenize(chatml))} and
+      it["input_tokens"] == b["usage"]["prompt_tokens"], (st, it, b["usage"]))
+for path in ("/apply-template", "/v1/chat/completions/input_tokens"):
+    st, e, _ = post(path, {"prompt": "no messages"})
+    check("%s: a body that is no chat is a 400 naming the field" % path,
+          st == 400 and "prompt" in e["error"]["message"], (st, e))
+    st, e, _ = post(path, {"messages": [{"role": "user", "content": USER}], "tools": [{}]})
+    check("%s: what the chat refuses, it refuses" % path,
+          st == 400 and "tools" in e["error"]["message"], (st, e))
+
 # llama-server's repeat_penalty / repeat_last_n / ignore_eos on the OpenAI endpoints: the chat's
 # answer is /completion's (whose penalties test_sample checks) over the same rendered prompt
 pen = {"repeat_penalty": 5.0, "repeat_last_n": 16}

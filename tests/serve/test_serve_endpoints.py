@@ -410,7 +410,8 @@ check_webui_file(K, "/webui/app.js", WEBUI_TYPES[".js"])
 st, body, _ = K.request("HEAD", "/")
 check("HEAD / needs no key", st == 200, st)
 for path, method in (("/props", "GET"), ("/v1/chat/completions", "POST"),
-                     ("/completion", "POST"), ("/slots", "GET")):
+                     ("/completion", "POST"), ("/slots", "GET"), ("/apply-template", "POST"),
+                     ("/v1/chat/completions/input_tokens", "POST")):
     st, body, _ = K.request(method, path, {} if method == "POST" else None)
     check("the page's API %s %s still needs the key: 401" % (method, path), st == 401, (st, body))
 st, body, _ = K.request("GET", "/v1/models")
