@@ -178,7 +178,8 @@ double rops_probe_read_gbps(const struct rops_exec *ex, const void *buf, size_t 
  * conv_state + s * (d_conv-1) * d_inner.
  * x: tokens x d_inner inputs (row stride x_stride); xc: tokens x d_inner (stride d_inner),
  *   xc[t][c] = silu(sum_k w[c*d_conv + k] * window_t[k][c] + b[c]),
- * where window_t is the d_conv inputs ending at token t.
+ * where window_t is the d_conv inputs ending at token t. xc must not overlap x: the kernels
+ * go in token order and read earlier tokens' inputs after writing their outputs.
  *
  * save (conv and scan): NULL, or per token of the call (sequence s, token t: save[s * n_tok +
  * t]) NULL or where to copy that sequence's state as it is after token t, in the layout of one
