@@ -666,6 +666,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     t->cache_prompt = bool_field(&p, "cache_prompt", true);
     r->stream = bool_field(&p, "stream", false);
     stream_options_field(&p, r);
+    r->timings_per_token = bool_field(&p, "timings_per_token", false);
     stop_field(&p, t);
     serve_logit_bias_field(&p, s, t, llama);
     if (t->ignore_eos) ignore_eos_bias(&p, s, t);

@@ -48,6 +48,7 @@ struct serve_request {
     int n_tasks;
     bool stream;
     bool include_usage;     /* stream_options.include_usage */
+    bool timings_per_token; /* llama-server's: every streamed chunk has the timings so far */
     bool echo;              /* /v1/completions: the prompt before the text */
     int logprobs;           /* /v1/completions: top alternatives (0..5), -1: no logprobs */
     bool chat_logprobs;     /* chat: logprobs true (top_logprobs in task.n_top) */

@@ -51,6 +51,7 @@ static const struct field openai_fields[] = {
     {"repeat_penalty", F_USED, 0}, /* llama-server's extensions, as on /completion */
     {"repeat_last_n", F_USED, 0},
     {"ignore_eos", F_USED, 0},
+    {"timings_per_token", F_USED, 0},
     {"cache_prompt", F_USED, 0},
     {"response_format", F_USED, 0},
     {"grammar", F_USED, 0},
@@ -99,7 +100,7 @@ static const struct field llama_fields[] = {
     {"grammar", F_USED, 0},
     {"json_schema", F_USED, 0},
     {"lora", F_OFF_SET, 0},
-    {"timings_per_token", F_OFF_SET, 0},
+    {"timings_per_token", F_USED, 0},
     {"return_progress", F_OFF_SET, 0},
     /* parameters of samplers that are off (refused above unless off): no effect */
     {"dynatemp_exponent", F_HARMLESS, 0},
@@ -139,6 +140,7 @@ static const struct field chat_fields[] = {
     {"repeat_penalty", F_USED, 0}, /* llama-server's extensions, as on /completion */
     {"repeat_last_n", F_USED, 0},
     {"ignore_eos", F_USED, 0},
+    {"timings_per_token", F_USED, 0},
     {"cache_prompt", F_USED, 0},
     {"add_generation_prompt", F_USED, 0},
     {"response_format", F_USED, 0},

@@ -14,7 +14,8 @@
  *    finish_reason); logprobs {content: [{token, logprob, bytes, top_logprobs}], refusal}.
  *  - both OpenAI shapes carry llama-server's "timings" {cache_n, prompt_n, prompt_ms, ...,
  *    predicted_per_second} beside "usage" (several tasks: counts summed, the longest times),
- *    and streamed in each choice's chunk with its finish_reason.
+ *    and streamed in each choice's chunk with its finish_reason; with timings_per_token, every
+ *    content chunk (and /completion's) has them so far.
  *  - /completion: llama-server's object (an array for several prompts or n_cmpl > 1), with
  *    completion_probabilities {id, token, logprob, bytes, top_logprobs} or, with
  *    post_sampling_probs, {id, token, prob, bytes, top_probs}; streamed: {content, tokens,
@@ -511,6 +512,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         if (r->n_probs > 0)
             llama_probs_add(s, t, c, from, upto,
                             cJSON_AddArrayToObject(root, "completion_probabilities"));
+        if (r->timings_per_token) add_timings(root, timings_of(t, c->n_out));
         return event(root);
     }
     const bool finish_now = c->finished && !sn->finished;
@@ -530,6 +532,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
                 cJSON_AddNullToObject(o, "logprobs");
             }
             cJSON_AddNullToObject(o, "finish_reason");
+            if (r->timings_per_token) add_timings(root, timings_of(t, c->n_out));
         } else {
             sn->finished = true;
             cJSON_AddNullToObject(o, "logprobs");
@@ -551,6 +554,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         add_timings(root, timings_of(t, c->n_out));
     } else {
         cJSON_AddNullToObject(o, "finish_reason");
+        if (r->timings_per_token) add_timings(root, timings_of(t, c->n_out));
     }
     return event(root);
 }

@@ -207,6 +207,24 @@ check("include_usage: usage null before", all(e["usage"] is None for e in ev[:-1
 check("the finish chunk has the timings", ev[-2]["choices"][0]["finish_reason"] == "length" and
       ev[-2]["timings"]["predicted_n"] == 5 and
       ev[-2]["timings"]["prompt_n"] + ev[-2]["timings"]["cache_n"] == len(ptoks), ev[-2:])
+st, ev, done = srv.stream("/completion", {"prompt": PROMPT, "n_predict": 6, "temperature": 0,
+                                          "stream": True, "timings_per_token": True})
+pn = [e.get("timings", {}).get("predicted_n", -1) for e in ev if not e.get("stop")]
+check("timings_per_token: every /completion chunk has the timings so far, counting up",
+      st == 200 and pn and pn == sorted(pn) and 0 < pn[0] and ev[-1].get("stop") is True and
+      pn[-1] <= ev[-1]["timings"]["predicted_n"] == ev[-1]["tokens_predicted"], ev)
+st, ev, done = srv.stream("/v1/chat/completions", {
+    "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0,
+    "stream": True, "timings_per_token": True})
+content = [e for e in ev if e["choices"][0]["delta"].get("content")]
+check("timings_per_token: every chat content chunk has the timings so far",
+      done and content and all("timings" in e and e["timings"]["predicted_n"] >= 1
+                               for e in content), ev)
+st, ev, done = srv.stream("/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0,
+                                          "stream": True})
+check("without timings_per_token: only /completion's last object has the timings",
+      st == 200 and ev and ev[-1].get("stop") is True and "timings" in ev[-1] and
+      not any("timings" in e for e in ev[:-1]), [(e.get("stop"), "timings" in e) for e in ev])
 st, ev, done = srv.stream("/v1/completions", {"prompt": PROMPT, "max_tokens": 5, "temperature": 0,
                                               "stream": True, "logprobs": 1, "echo": True})
 toks = [t for e in ev for c in e["choices"] for t in (c["logprobs"] or {}).get("tokens", [])]
@@ -282,7 +300,7 @@ for field, value in (("mirostat", 2), ("typical_p", 0.5), ("dry_multiplier", 0.8
                      ("json_schema", {"type": "object", "not": {}}),  # outside the subset
                      ("id_slot", 2), ("n_indent", 4),
                      ("min_keep", 2), ("lora", [{"id": 0, "scale": 1}]), ("top_n_sigma", 1),
-                     ("t_max_predict_ms", 100), ("timings_per_token", True)):
+                     ("t_max_predict_ms", 100)):
     refused(field, "/completion", {"prompt": PROMPT, field: value}, field)
 refused("samplers: one recur lacks", "/completion", {"prompt": PROMPT, "samplers": ["mirostat"]},
         "samplers")
