@@ -410,7 +410,6 @@ static int prompts_field(struct parse *p, const cJSON **list, bool llama) {
     return n;
 }
 
-/* stream_options: {"include_usage": bool} */
 /* ignore_eos, as llama-server: the end of text (and a chat template's end of turn, when it is
  * one token) can never be sampled, so an answer runs to its length or a stop string. */
 static void ignore_eos_bias(struct parse *p, const struct server *s, struct task *t) {
@@ -427,6 +426,7 @@ static void ignore_eos_bias(struct parse *p, const struct server *s, struct task
         if (eog[i] >= 0) t->bias[t->n_bias++] = (struct recur_logit_bias){eog[i], -INFINITY};
 }
 
+/* stream_options: {"include_usage": bool} */
 static void stream_options_field(struct parse *p, struct serve_request *r) {
     const cJSON *f = serve_field(p, "stream_options");
     if (p->bad || !f) return;

@@ -383,20 +383,21 @@ static void dir_sweep(struct store *st) {
  * so it waits out the reconnect pause rather than lose the entry): at most WRITE_TRIES tries,
  * none once the store is stopping. */
 #define WRITE_TRIES 3
+static bool stopping(struct store *st) {
+    pthread_mutex_lock(&st->mu);
+    const bool stop = st->stop;
+    pthread_mutex_unlock(&st->mu);
+    return stop;
+}
+
 static bool redis_put_tries(struct store *st, const struct job *j) {
-    for (int k = 0;; k++) {
+    for (int k = 1;; k++) {
         if (redis_put(st, j)) return true;
-        pthread_mutex_lock(&st->mu);
-        const bool stop = st->stop;
-        pthread_mutex_unlock(&st->mu);
-        if (stop || k + 1 == WRITE_TRIES) return false;
+        if (k == WRITE_TRIES || stopping(st)) return false;
         while (!st->wr.c && now_s() < st->wr.next_try) { /* the pause, in steps that see stop */
+            if (stopping(st)) return false;
             const struct timespec ms20 = {0, 20 * 1000 * 1000};
             nanosleep(&ms20, NULL);
-            pthread_mutex_lock(&st->mu);
-            const bool stopping = st->stop;
-            pthread_mutex_unlock(&st->mu);
-            if (stopping) return false;
         }
     }
 }
