@@ -2,9 +2,12 @@
  * bench_isa: the kernels on each instruction set this CPU runs, side by side, on the shapes of
  * a mamba-130m-shaped model (embd 768, d_inner 1536, d_state 16, dt_rank 48): the products of
  * its layers (in_proj 768 -> 3072, x_proj 1536 -> 80, out_proj 1536 -> 768) in f16, bf16, f32,
- * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, and the scan for 1 and 512 tokens.
+ * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, and the scan for 1 and 512 tokens; and RWKV's WKV6
+ * and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for 1 and 512 tokens.
  *
- *   bench_isa [--reps N] [--threads T]
+ *   bench_isa [--reps N] [--threads T] [--only TEXT]
+ *
+ * --only runs the rows whose name contains TEXT ("wkv", "f16 in_proj").
  *
  * Each figure is the minimum (the run other load on the machine disturbed least) and the median
  * over N rounds (default 21) of the time of one call, a round timing enough back-to-back calls to
@@ -38,21 +41,27 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One benchmarked call: a product or a scan. */
+/* One benchmarked call: a product, Mamba's scan or a WKV. */
 struct job {
-    const struct rops_mat *w; /* NULL: the scan */
+    const struct rops_mat *w; /* NULL: the scan or the WKV */
     const float *x;
     int64_t n;
     float *y;
-    const struct rops_scan_args *scan;
+    const struct rops_scan_args *scan; /* NULL: the WKV */
     struct rops_exec ex;
+    const struct rops_wkv_args *wkv;
+    bool v7;
 };
 
 static void run(const struct job *j) {
     if (j->w)
         rops_matmul(&j->ex, j->w, j->x, j->n, j->y);
-    else
+    else if (j->scan)
         rops_ssm_scan(&j->ex, j->scan);
+    else if (j->v7)
+        rops_wkv7(&j->ex, j->wkv);
+    else
+        rops_wkv6(&j->ex, j->wkv);
 }
 
 /* Seconds per call over a round of iters calls. */
@@ -68,8 +77,11 @@ struct isa_set {
 };
 
 /* Times one job on every instruction set, interleaved; prints a row. */
+static const char *only; /* --only: the rows to run, by a part of their name */
+
 static void bench_row(const char *what, double flops, struct job *j, const struct isa_set *is,
                       int reps) {
+    if (only && !strstr(what, only)) return;
     double mins[ROPS_ISA_COUNT], meds[ROPS_ISA_COUNT];
     int64_t iters[ROPS_ISA_COUNT];
     double *t = malloc(sizeof(double) * (size_t)(reps * ROPS_ISA_COUNT));
@@ -107,6 +119,52 @@ static void bench_row(const char *what, double flops, struct job *j, const struc
     free(t);
 }
 
+/* WKV6 and WKV7 over one sequence of an RWKV 130m-shaped layer: embd 768, heads of 64, inputs
+ * in the ranges the models give them (decays in (0.6, 0.99); RWKV-7's a and b small), so that
+ * the state stays bounded over the repeated calls. Flops per state element and token: WKV6 7
+ * (two multiply-adds into y, a multiply and a multiply-add into the state), WKV7 9 (one more
+ * multiply-add for sum_j a[j] S[i][j]). */
+static bool bench_wkv(struct rpool *pool, int nth, const struct isa_set *is, int reps) {
+    const int64_t E = 768, hs = 64, T = 512;
+    float *in = malloc(sizeof(float) * (size_t)(7 * T * E)), *u = malloc(sizeof(float) * (size_t)E);
+    float *state = calloc((size_t)(E * hs), sizeof(float));
+    if (!in || !u || !state) {
+        free(in), free(u), free(state);
+        return false;
+    }
+    float *r = in, *k = in + T * E, *v = in + 2 * T * E, *w = in + 3 * T * E, *a = in + 4 * T * E,
+          *b = in + 5 * T * E, *y = in + 6 * T * E;
+    for (int64_t i = 0; i < T * E; i++) {
+        r[i] = frand(), k[i] = frand(), v[i] = frand();
+        w[i] = 0.6f + 0.39f * (frand() * 0.5f + 0.5f);
+        a[i] = 0.3f * frand(), b[i] = 0.3f * frand();
+    }
+    for (int64_t i = 0; i < E; i++) u[i] = frand();
+    for (int v7 = 0; v7 <= 1; v7++)
+        for (int64_t n = 1; n <= T; n *= T) {
+            const struct rops_wkv_args wa = {.state = state,
+                                             .r = r,
+                                             .k = k,
+                                             .v = v,
+                                             .w = w,
+                                             .u = v7 ? NULL : u,
+                                             .a = v7 ? a : NULL,
+                                             .b = v7 ? b : NULL,
+                                             .n_seqs = 1,
+                                             .n_tok = n,
+                                             .n_embd = E,
+                                             .head_size = hs,
+                                             .y = y};
+            char what[64];
+            snprintf(what, sizeof what, "wkv%d 12x64 tokens=%lld", v7 ? 7 : 6, (long long)n);
+            struct job j = {NULL, NULL,   0, NULL, NULL, {pool, nth, ROPS_ISA_AVX2, NULL, 0},
+                            &wa,  v7 == 1};
+            bench_row(what, (v7 ? 9.0 : 7.0) * (double)(E * hs * n), &j, is, reps);
+        }
+    free(in), free(u), free(state);
+    return true;
+}
+
 int main(int argc, char **argv) {
     int reps = 21, nth = 1;
     for (int i = 1; i < argc; i++) {
@@ -114,8 +172,10 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             nth = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_isa [--reps N] [--threads T]\n");
+            fprintf(stderr, "usage: bench_isa [--reps N] [--threads T] [--only TEXT]\n");
             return 2;
         }
     }
@@ -196,8 +256,9 @@ int main(int argc, char **argv) {
                 char what[64];
                 snprintf(what, sizeof what, "%s %s n=%lld", type_names[ti], mats[mi].name,
                          (long long)ns[ni]);
-                struct job j = {&w, x,    ns[ni],
-                                y,  NULL, {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes}};
+                struct job j = {&w,   x,    ns[ni],
+                                y,    NULL, {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes},
+                                NULL, false};
                 bench_row(what, 2.0 * (double)(k * m * ns[ni]), &j, &is, reps);
             }
         }
@@ -234,10 +295,14 @@ int main(int argc, char **argv) {
                                           .y = y};
         char what[64];
         snprintf(what, sizeof what, "scan 1536x16 tokens=%lld", (long long)T);
-        struct job j = {NULL, NULL, 0, NULL, &sa, {pool, nth, ROPS_ISA_AVX2, NULL, 0}};
+        struct job j = {NULL, NULL, 0, NULL, &sa, {pool, nth, ROPS_ISA_AVX2, NULL, 0}, NULL, false};
         bench_row(what, 4.0 * (double)(Di * N * T), &j, &is, reps);
     }
     free(state), free(A), free(dt), free(BC), free(D);
+    if (!bench_wkv(pool, nth, &is, reps)) {
+        fprintf(stderr, "bench_isa: out of memory\n");
+        return 1;
+    }
     free(x), free(y), free(wf), free(wq), free(scratch);
     rpool_free(pool);
     return 0;

@@ -1090,8 +1090,8 @@ void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64
 /* Every inner loop runs over a contiguous row of the state: the portable loop eight lanes at a
  * time, with a scalar tail for head sizes that are not multiples of 8. */
 
-void rops_wkv6_head_avx2(float *S, const float *r, const float *k, const float *v, const float *w,
-                         const float *u, int64_t hs, float *y) {
+static void wkv6_head_avx2(float *S, const float *r, const float *k, const float *v, const float *w,
+                           const float *u, int64_t hs, float *y) {
     const int64_t hv = hs / 8 * 8;
     for (int64_t j = 0; j < hs; j++) y[j] = 0.0f;
     for (int64_t i = 0; i < hs; i++) {
@@ -1115,8 +1115,8 @@ void rops_wkv6_head_avx2(float *S, const float *r, const float *k, const float *
 
 /* ---- WKV7 ---------------------------------------------------------------------------------- */
 
-void rops_wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
-                         const float *a, const float *b, int64_t hs, float *y) {
+static void wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
+                           const float *a, const float *b, int64_t hs, float *y) {
     const int64_t hv = hs / 8 * 8;
     for (int64_t i = 0; i < hs; i++) {
         float *row = S + i * hs;
@@ -1144,6 +1144,44 @@ void rops_wkv7_head_avx2(float *S, const float *r, const float *w, const float *
     }
 }
 
+/* ---- WKV over a run of tokens (ops_wkv.h) -------------------------------------------------- */
+
+static inline unsigned wkv_outside_avx2(__m256 x) {
+    const __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(0x1p-60f), _CMP_GT_OQ),
+                                    _mm256_cmp_ps(x, _mm256_set1_ps(0x1p60f), _CMP_LT_OQ));
+    return ~(unsigned)_mm256_movemask_ps(in) & 0xffu;
+}
+
+#define WKV_V            __m256
+#define WKV_L            8
+#define WKV_LOAD(p)      _mm256_loadu_ps(p)
+#define WKV_STORE(p, x)  _mm256_storeu_ps(p, x)
+#define WKV_SET1(x)      _mm256_set1_ps(x)
+#define WKV_ZERO()       _mm256_setzero_ps()
+#define WKV_MUL(a, b)    _mm256_mul_ps(a, b)
+#define WKV_DIV(a, b)    _mm256_div_ps(a, b)
+#define WKV_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define WKV_HSUM(x)      hsum(x)
+#define WKV_OUTSIDE(x)   wkv_outside_avx2(x)
+#define WKV6_IB          4 /* 32 values of a row: 4 sums + 4 of v in 16 registers */
+#define WKV7_IB          2 /* 16 values: v, sa, y and the next sa, 2 each */
+#define WKV_NAME(x)      x##_avx2
+#include "ops_wkv.h"
+
+void rops_wkv6_run_avx2(const struct rops_wkv_run *p) {
+    if (p->hs % (WKV6_IB * WKV_L) == 0 && p->hs <= WKV_MAX_HS)
+        wkv6_run_fast_avx2(p);
+    else
+        rops_wkv_run_tokens(p, wkv6_head_avx2, NULL);
+}
+
+void rops_wkv7_run_avx2(const struct rops_wkv_run *p) {
+    if (p->hs % (WKV7_IB * WKV_L) == 0 && p->hs <= WKV_MAX_HS && p->n >= WKV7_RUN_MIN)
+        wkv7_run_fast_avx2(p);
+    else
+        rops_wkv_run_tokens(p, NULL, wkv7_head_avx2);
+}
+
 static const struct rops_kernels table = {
     .isa = ROPS_ISA_AVX2,
     .matmul_rows = rops_matmul_rows_avx2,
@@ -1160,8 +1198,8 @@ static const struct rops_kernels table = {
     .ssd_decays = rops_ssd_decays_avx2,
     .ssd_scale_rows = rops_ssd_scale_rows_avx2,
     .ssd_transpose = rops_ssd_transpose_avx2,
-    .wkv6_head = rops_wkv6_head_avx2,
-    .wkv7_head = rops_wkv7_head_avx2,
+    .wkv6_run = rops_wkv6_run_avx2,
+    .wkv7_run = rops_wkv7_run_avx2,
     .probe_fma = rops_probe_fma_avx2,
     .probe_sum = rops_probe_sum_avx2,
 };

@@ -791,53 +791,46 @@ static void scan2_heads_avx512(const struct rops_scan2_args *a, int64_t h0, int6
         }
 }
 
-/* One token of one WKV6 head (see ops_impl.h): each row of the state 16 lanes at a time, the
- * last lanes masked. */
-static void wkv6_head_avx512(float *S, const float *r, const float *k, const float *v,
-                             const float *w, const float *u, int64_t hs, float *y) {
-    for (int64_t j = 0; j < hs; j += 16)
-        _mm512_mask_storeu_ps(y + j, lanes16(hs - j), _mm512_setzero_ps());
-    for (int64_t i = 0; i < hs; i++) {
-        float *row = S + i * hs;
-        const __m512 vr = _mm512_set1_ps(r[i]), vk = _mm512_set1_ps(k[i]),
-                     vw = _mm512_set1_ps(w[i]), vu = _mm512_set1_ps(u[i] * k[i]);
-        for (int64_t j = 0; j < hs; j += 16) {
-            const __mmask16 m = lanes16(hs - j);
-            const __m512 vv = _mm512_maskz_loadu_ps(m, v + j),
-                         st = _mm512_maskz_loadu_ps(m, row + j);
-            /* y += r * (s + u k v);  s = w s + k v */
-            _mm512_mask_storeu_ps(
-                y + j, m,
-                _mm512_fmadd_ps(vr, _mm512_fmadd_ps(vu, vv, st), _mm512_maskz_loadu_ps(m, y + j)));
-            _mm512_mask_storeu_ps(row + j, m, _mm512_fmadd_ps(vw, st, _mm512_mul_ps(vk, vv)));
-        }
-    }
+/* ---- WKV over a run of tokens (ops_wkv.h) -------------------------------------------------- */
+
+static inline unsigned wkv_outside_avx512(__m512 x) {
+    const __mmask16 in = _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p-60f), _CMP_GT_OQ) &
+                         _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p60f), _CMP_LT_OQ);
+    return ~(unsigned)in & 0xffffu;
 }
 
-/* One token of one WKV7 head (see ops_impl.h). */
-static void wkv7_head_avx512(float *S, const float *r, const float *w, const float *k,
-                             const float *v, const float *a, const float *b, int64_t hs, float *y) {
-    for (int64_t i = 0; i < hs; i++) {
-        float *row = S + i * hs;
-        __m512 vsa = _mm512_setzero_ps();
-        for (int64_t j = 0; j < hs; j += 16) {
-            const __mmask16 m = lanes16(hs - j);
-            vsa = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + j),
-                                  _mm512_maskz_loadu_ps(m, row + j), vsa);
-        }
-        const __m512 bsa = _mm512_set1_ps(_mm512_reduce_add_ps(vsa)), bvi = _mm512_set1_ps(v[i]);
-        __m512 vacc = _mm512_setzero_ps();
-        for (int64_t j = 0; j < hs; j += 16) {
-            const __mmask16 m = lanes16(hs - j);
-            __m512 st =
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), _mm512_maskz_loadu_ps(m, w + j));
-            st = _mm512_fmadd_ps(bvi, _mm512_maskz_loadu_ps(m, k + j), st);
-            st = _mm512_fmadd_ps(bsa, _mm512_maskz_loadu_ps(m, b + j), st);
-            _mm512_mask_storeu_ps(row + j, m, st);
-            vacc = _mm512_fmadd_ps(st, _mm512_maskz_loadu_ps(m, r + j), vacc);
-        }
-        y[i] = _mm512_reduce_add_ps(vacc);
-    }
+#define WKV_V            __m512
+#define WKV_L            16
+#define WKV_LOAD(p)      _mm512_loadu_ps(p)
+#define WKV_STORE(p, x)  _mm512_storeu_ps(p, x)
+#define WKV_SET1(x)      _mm512_set1_ps(x)
+#define WKV_ZERO()       _mm512_setzero_ps()
+#define WKV_MUL(a, b)    _mm512_mul_ps(a, b)
+#define WKV_DIV(a, b)    _mm512_div_ps(a, b)
+#define WKV_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define WKV_HSUM(x)      _mm512_reduce_add_ps(x)
+#define WKV_OUTSIDE(x)   wkv_outside_avx512(x)
+/* 32 values at a time, as AVX2's WKV6: on a Zen 4 a whole row of 64 took 1.3x (WKV6) and 1.2x
+   (WKV7) the time, 16 values 1.3x (bench_isa, 12 heads of 64, 512 tokens) */
+#define WKV6_IB     2
+#define WKV7_IB     2
+#define WKV_NAME(x) x##_avx512
+#include "ops_wkv.h"
+
+/* Other heads, and WKV7's short runs, take the AVX2 kernels: per-token kernels of 16 lanes
+ * (masked) measured no faster than AVX2's on a Zen 4, WKV6's 0.75x (bench_isa, 12 heads of 64). */
+static void wkv6_run_avx512(const struct rops_wkv_run *p) {
+    if (p->hs % (WKV6_IB * WKV_L) == 0 && p->hs <= WKV_MAX_HS)
+        wkv6_run_fast_avx512(p);
+    else
+        rops_wkv6_run_avx2(p);
+}
+
+static void wkv7_run_avx512(const struct rops_wkv_run *p) {
+    if (p->hs % (WKV7_IB * WKV_L) == 0 && p->hs <= WKV_MAX_HS && p->n >= WKV7_RUN_MIN)
+        wkv7_run_fast_avx512(p);
+    else
+        rops_wkv7_run_avx2(p);
 }
 
 /* ---- machine probes ------------------------------------------------------------------------ */
@@ -883,8 +876,8 @@ static const struct rops_kernels table = {
     .ssd_decays = rops_ssd_decays_avx2,
     .ssd_scale_rows = rops_ssd_scale_rows_avx2,
     .ssd_transpose = rops_ssd_transpose_avx2,
-    .wkv6_head = wkv6_head_avx512,
-    .wkv7_head = wkv7_head_avx512,
+    .wkv6_run = wkv6_run_avx512,
+    .wkv7_run = wkv7_run_avx512,
     .probe_fma = probe_fma_avx512,
     .probe_sum = probe_sum_avx512,
 };

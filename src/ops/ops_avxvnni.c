@@ -33,8 +33,8 @@ static const struct rops_kernels table = {
     .ssd_decays = rops_ssd_decays_avx2,
     .ssd_scale_rows = rops_ssd_scale_rows_avx2,
     .ssd_transpose = rops_ssd_transpose_avx2,
-    .wkv6_head = rops_wkv6_head_avx2,
-    .wkv7_head = rops_wkv7_head_avx2,
+    .wkv6_run = rops_wkv6_run_avx2,
+    .wkv7_run = rops_wkv7_run_avx2,
     .probe_fma = rops_probe_fma_avx2,
     .probe_sum = rops_probe_sum_avx2,
 };

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/core.h"
 #include "ops.h"
@@ -148,6 +149,42 @@ struct rops_ssd_mm {
     bool accumulate, tril_a, tril_c;
 };
 
+/* A run of n tokens of one head of rops_wkv6 / rops_wkv7 (one sequence's, in order): the head's
+ * state S (hs x hs, in the layout of ops.h), updated; token t's vectors r, k, v, w (and a, b) at
+ * + t * ld, its output at y + t * ld; u the head's bonus (WKV6). save NULL, or per token NULL or
+ * the whole state to write after it, this head's part at save[t] + save_off. */
+struct rops_wkv_run {
+    float *S;
+    const float *r, *k, *v, *w;
+    const float *a, *b; /* WKV7 */
+    const float *u;     /* WKV6 */
+    int64_t ld, n, hs;
+    float *y;
+    float *const *save;
+    int64_t save_off;
+};
+
+/* A WKV kernel of one token (the instruction sets' per-token forms). */
+typedef void (*rops_wkv6_tok_fn)(float *S, const float *r, const float *k, const float *v,
+                                 const float *w, const float *u, int64_t hs, float *y);
+typedef void (*rops_wkv7_tok_fn)(float *S, const float *r, const float *w, const float *k,
+                                 const float *v, const float *a, const float *b, int64_t hs,
+                                 float *y);
+
+/* A run by one of those a token at a time (f6 for WKV6, else f7), the snapshots copied. */
+static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_tok_fn f6,
+                                       rops_wkv7_tok_fn f7) {
+    for (int64_t t = 0; t < p->n; t++) {
+        const int64_t o = t * p->ld;
+        if (f6)
+            f6(p->S, p->r + o, p->k + o, p->v + o, p->w + o, p->u, p->hs, p->y + o);
+        else
+            f7(p->S, p->r + o, p->w + o, p->k + o, p->v + o, p->a + o, p->b + o, p->hs, p->y + o);
+        float *dst = p->save ? p->save[t] : NULL;
+        if (dst) memcpy(dst + p->save_off, p->S, sizeof(float) * (size_t)(p->hs * p->hs));
+    }
+}
+
 /* One instruction set's kernels. Every entry is set (an instruction set without its own kernel
  * for a job takes a narrower set's); the arguments are those of the public call (ops.h) unless
  * said otherwise. */
@@ -191,12 +228,9 @@ struct rops_kernels {
                            const float *scale, float *dst, int64_t ldd);
     void (*ssd_transpose)(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                           int64_t ldd);
-    /* One token of one WKV head (ops_rwkv.c): the state S (hs x hs) and the output y (hs);
-       u is the head's bonus (WKV6). */
-    void (*wkv6_head)(float *S, const float *r, const float *k, const float *v, const float *w,
-                      const float *u, int64_t hs, float *y);
-    void (*wkv7_head)(float *S, const float *r, const float *w, const float *k, const float *v,
-                      const float *a, const float *b, int64_t hs, float *y);
+    /* A run of tokens of one WKV head (ops_rwkv.c; see struct rops_wkv_run). */
+    void (*wkv6_run)(const struct rops_wkv_run *run);
+    void (*wkv7_run)(const struct rops_wkv_run *run);
     /* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats
        (the result keeps the compiler from skipping the reads). */
     double (*probe_fma)(int64_t iters);
@@ -249,10 +283,8 @@ void rops_ssd_scale_rows_avx2(int64_t rows, int64_t cols, const float *src, int6
                               const float *scale, float *dst, int64_t ldd);
 void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                              int64_t ldd);
-void rops_wkv6_head_avx2(float *S, const float *r, const float *k, const float *v, const float *w,
-                         const float *u, int64_t hs, float *y);
-void rops_wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
-                         const float *a, const float *b, int64_t hs, float *y);
+void rops_wkv6_run_avx2(const struct rops_wkv_run *run);
+void rops_wkv7_run_avx2(const struct rops_wkv_run *run);
 double rops_probe_fma_avx2(int64_t iters);
 float rops_probe_sum_avx2(const float *p, size_t n_floats);
 

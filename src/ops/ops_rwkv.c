@@ -3,14 +3,13 @@
  * docs/rwkv7.md (14)), each head of each sequence a head_size x head_size state.
  *
  * The scans share the heads out among the threads (heads are independent, and a head's state,
- * 16 KiB at head_size 64, stays in the core's L1/L2 cache across the tokens of a ubatch). A
- * token of a head is one call of the instruction set's wkv6_head / wkv7_head kernel
- * (ops_impl.h).
+ * 16 KiB at head_size 64, stays in the core's L1 cache across the tokens of a ubatch). A
+ * sequence's tokens of a head are one call of the instruction set's wkv6_run / wkv7_run kernel
+ * (ops_impl.h; the vector ones in ops_wkv.h).
  */
 #include "ops_impl.h"
 
 #include <math.h>
-#include <string.h>
 
 void rops_layernorm(enum rops_isa isa, const float *x, const float *w, const float *b, int64_t k,
                     float eps, float *out) {
@@ -30,21 +29,28 @@ static void wkv_thread(void *arg, int ith, int nth) {
     const struct rops_wkv_args *a = t->a;
     const int64_t hs = a->head_size, H = a->n_embd / hs, E = a->n_embd;
     const int64_t h0 = H * ith / nth, h1 = H * (ith + 1) / nth;
+    /* a head's tokens one after the other: its state stays in L1 over the run */
     for (int64_t s = 0; s < a->n_seqs; s++)
-        for (int64_t t0 = s * a->n_tok, tk = t0; tk < t0 + a->n_tok; tk++) {
-            const int64_t row = tk * E;
-            float *dst = a->save ? a->save[tk] : NULL;
-            for (int64_t h = h0; h < h1; h++) {
-                float *S = a->state + s * E * hs + h * hs * hs;
-                const int64_t o = row + h * hs;
-                if (!t->v7)
-                    t->k->wkv6_head(S, a->r + o, a->k + o, a->v + o, a->w + o, a->u + h * hs, hs,
-                                    a->y + o);
-                else
-                    t->k->wkv7_head(S, a->r + o, a->w + o, a->k + o, a->v + o, a->a + o, a->b + o,
-                                    hs, a->y + o);
-                if (dst) memcpy(dst + h * hs * hs, S, sizeof(float) * (size_t)(hs * hs));
-            }
+        for (int64_t h = h0; h < h1; h++) {
+            const int64_t o = s * a->n_tok * E + h * hs;
+            const struct rops_wkv_run run = {.S = a->state + s * E * hs + h * hs * hs,
+                                             .r = a->r + o,
+                                             .k = a->k + o,
+                                             .v = a->v + o,
+                                             .w = a->w + o,
+                                             .a = t->v7 ? a->a + o : NULL,
+                                             .b = t->v7 ? a->b + o : NULL,
+                                             .u = t->v7 ? NULL : a->u + h * hs,
+                                             .ld = E,
+                                             .n = a->n_tok,
+                                             .hs = hs,
+                                             .y = a->y + o,
+                                             .save = a->save ? a->save + s * a->n_tok : NULL,
+                                             .save_off = h * hs * hs};
+            if (t->v7)
+                t->k->wkv7_run(&run);
+            else
+                t->k->wkv6_run(&run);
         }
 }
 

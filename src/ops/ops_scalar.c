@@ -366,6 +366,14 @@ static void wkv7_head_scalar(float *S, const float *r, const float *w, const flo
     }
 }
 
+static void wkv6_run_scalar(const struct rops_wkv_run *p) {
+    rops_wkv_run_tokens(p, wkv6_head_scalar, NULL);
+}
+
+static void wkv7_run_scalar(const struct rops_wkv_run *p) {
+    rops_wkv_run_tokens(p, NULL, wkv7_head_scalar);
+}
+
 /* ---- machine probes ------------------------------------------------------------------------ */
 
 static double probe_fma_scalar(int64_t iters) {
@@ -408,8 +416,8 @@ const struct rops_kernels rops_kernels_scalar = {
     .ssd_decays = ssd_decays_scalar,
     .ssd_scale_rows = ssd_scale_rows_scalar,
     .ssd_transpose = ssd_transpose_scalar,
-    .wkv6_head = wkv6_head_scalar,
-    .wkv7_head = wkv7_head_scalar,
+    .wkv6_run = wkv6_run_scalar,
+    .wkv7_run = wkv7_run_scalar,
     .probe_fma = probe_fma_scalar,
     .probe_sum = probe_sum_scalar,
 };

@@ -109,7 +109,10 @@ static void ref_wkv(int v7, int64_t S, int64_t T, int64_t E, int64_t hs, const f
             }
 }
 
-static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t E, int64_t hs) {
+/* decays: 0 in (0.6, 0.99); 1 some channels' decays tiny (1e-3 .. 1e-30, and 0), so that the
+ * vector kernels' scaled state folds rows (columns) every few tokens or every token */
+static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t E, int64_t hs,
+                      int decays) {
     const int64_t n = S * T, ns = E * hs;
     float *r = malloc(sizeof(float) * (size_t)(n * E)),
           *k = malloc(sizeof(float) * (size_t)(n * E)),
@@ -128,6 +131,8 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
     for (int64_t i = 0; i < n * E; i++) {
         r[i] = frand(), k[i] = frand(), v[i] = frand();
         w[i] = 0.6f + 0.39f * (frand() + 1.0f) / 2.0f; /* decays in (0.6, 0.99) */
+        if (decays == 1 && i % 7 == 3) w[i] = powf(10.0f, -3.0f - 27.0f * (frand() + 1.0f) / 2.0f);
+        if (decays == 1 && i % 29 == 5) w[i] = 0.0f;
         /* RWKV-7's a = -kk, b = kk * iclr: small, so the state stays bounded */
         a[i] = 0.3f * frand(), b[i] = 0.3f * frand();
     }
@@ -187,9 +192,10 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
             }
             CHECK_MSG(
                 ey < 1e-4 && es < 1e-4 && bad_saves == 0,
-                "wkv%d %s threads %d S %lld T %lld E %lld hs %lld: y %g state %g, %d bad saves",
+                "wkv%d %s threads %d S %lld T %lld E %lld hs %lld decays %d: y %g state %g, %d "
+                "bad saves",
                 v7 ? 7 : 6, rops_isa_name(isas[ii]), nth, (long long)S, (long long)T, (long long)E,
-                (long long)hs, ey, es, bad_saves);
+                (long long)hs, decays, ey, es, bad_saves);
         }
     }
     free(r), free(k), free(v), free(w), free(a), free(b), free(u), free(s0), free(st), free(y);
@@ -199,13 +205,17 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
 static void test_wkv(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
-    const int64_t shapes[][4] = {
-        /* S, T, E, head_size */
-        {1, 1, 8, 8},   {2, 5, 32, 8},   {3, 4, 15, 5},
-        {1, 7, 64, 16}, {2, 3, 128, 64}, {2, 3, 48, 24}}; /* a vector of 16 and a part of one */
+    /* S, T, E, head_size. Heads of 32 and 64 take the vector sets' run kernels (ops_wkv.h:
+       WKV7's from 4 tokens on: 1, 3 and 40 tokens run both forms), the others the per-token
+       ones. The (0.6, 0.99) decays fold after 82 tokens or more (0.6^82 < 2^-60, the kernels'
+       bound): 100 tokens cross it; the tiny ones fold every token or two. */
+    const int64_t shapes[][4] = {{1, 1, 8, 8},    {2, 5, 32, 8},   {3, 4, 15, 5},    {1, 7, 64, 16},
+                                 {2, 3, 128, 64}, {2, 3, 48, 24},  {2, 40, 128, 64}, {1, 1, 64, 64},
+                                 {3, 9, 64, 32},  {1, 100, 64, 64}};
     for (int v7 = 0; v7 <= 1; v7++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            check_wkv(pool, v7, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+            for (int decays = 0; decays <= 1; decays++)
+                check_wkv(pool, v7, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], decays);
     rpool_free(pool);
 }
 
