@@ -2,8 +2,9 @@
  * bench_isa: the kernels on each instruction set this CPU runs, side by side, on the shapes of
  * a mamba-130m-shaped model (embd 768, d_inner 1536, d_state 16, dt_rank 48): the products of
  * its layers (in_proj 768 -> 3072, x_proj 1536 -> 80, out_proj 1536 -> 768) in f16, bf16, f32,
- * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, and the scan for 1 and 512 tokens; and RWKV's WKV6
- * and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for 1 and 512 tokens.
+ * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, the scan and the conv (d_conv 4) for 1 and 512
+ * tokens; and RWKV's WKV6 and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for
+ * 1 and 512 tokens.
  *
  *   bench_isa [--reps N] [--threads T] [--only TEXT]
  *
@@ -47,7 +48,8 @@ struct job {
     const float *x;
     int64_t n;
     float *y;
-    const struct rops_scan_args *scan; /* NULL: the WKV */
+    const struct rops_scan_args *scan; /* NULL: the conv or the WKV */
+    const struct rops_conv_args *conv; /* NULL: the WKV */
     struct rops_exec ex;
     const struct rops_wkv_args *wkv;
     bool v7;
@@ -58,6 +60,8 @@ static void run(const struct job *j) {
         rops_matmul(&j->ex, j->w, j->x, j->n, j->y);
     else if (j->scan)
         rops_ssm_scan(&j->ex, j->scan);
+    else if (j->conv)
+        rops_ssm_conv(&j->ex, j->conv);
     else if (j->v7)
         rops_wkv7(&j->ex, j->wkv);
     else
@@ -157,8 +161,7 @@ static bool bench_wkv(struct rpool *pool, int nth, const struct isa_set *is, int
                                              .y = y};
             char what[64];
             snprintf(what, sizeof what, "wkv%d 12x64 tokens=%lld", v7 ? 7 : 6, (long long)n);
-            struct job j = {NULL, NULL,   0, NULL, NULL, {pool, nth, ROPS_ISA_AVX2, NULL, 0},
-                            &wa,  v7 == 1};
+            struct job j = {.ex = {pool, nth, ROPS_ISA_AVX2, NULL, 0}, .wkv = &wa, .v7 = v7 == 1};
             bench_row(what, (v7 ? 9.0 : 7.0) * (double)(E * hs * n), &j, is, reps);
         }
     free(in), free(u), free(state);
@@ -256,9 +259,11 @@ int main(int argc, char **argv) {
                 char what[64];
                 snprintf(what, sizeof what, "%s %s n=%lld", type_names[ti], mats[mi].name,
                          (long long)ns[ni]);
-                struct job j = {&w,   x,    ns[ni],
-                                y,    NULL, {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes},
-                                NULL, false};
+                struct job j = {.w = &w,
+                                .x = x,
+                                .n = ns[ni],
+                                .y = y,
+                                .ex = {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes}};
                 bench_row(what, 2.0 * (double)(k * m * ns[ni]), &j, &is, reps);
             }
         }
@@ -295,9 +300,39 @@ int main(int argc, char **argv) {
                                           .y = y};
         char what[64];
         snprintf(what, sizeof what, "scan 1536x16 tokens=%lld", (long long)T);
-        struct job j = {NULL, NULL, 0, NULL, &sa, {pool, nth, ROPS_ISA_AVX2, NULL, 0}, NULL, false};
+        struct job j = {.scan = &sa, .ex = {pool, nth, ROPS_ISA_AVX2, NULL, 0}};
         bench_row(what, 4.0 * (double)(Di * N * T), &j, &is, reps);
     }
+    /* the conv: d_inner 1536, d_conv 4, one sequence (its inputs the scan's x) */
+    const int64_t K = 4;
+    float *cst = calloc((size_t)(Di * (K - 1)), sizeof(float)),
+          *cw = malloc(sizeof(float) * (size_t)(Di * K)),
+          *cwl = malloc(sizeof(float) * (size_t)(Di * K));
+    if (!cst || !cw || !cwl) {
+        fprintf(stderr, "bench_isa: out of memory\n");
+        return 1;
+    }
+    for (int64_t i = 0; i < Di * K; i++) cw[i] = 0.5f * frand();
+    for (int64_t c = 0; c < Di; c++) /* lag-major, as the model keeps them */
+        for (int64_t k = 0; k < K; k++) cwl[k * Di + c] = cw[c * K + k];
+    for (int64_t T = 1; T <= 512; T *= 512) {
+        const struct rops_conv_args ca = {.state = cst,
+                                          .x = x,
+                                          .x_stride = Di,
+                                          .n_seqs = 1,
+                                          .n_tok = T,
+                                          .d_inner = Di,
+                                          .d_conv = K,
+                                          .w = cw,
+                                          .b = D,
+                                          .w_lag = cwl,
+                                          .xc = y};
+        char what[64];
+        snprintf(what, sizeof what, "conv 1536x4 tokens=%lld", (long long)T);
+        struct job j = {.conv = &ca, .ex = {pool, nth, ROPS_ISA_AVX2, NULL, 0}};
+        bench_row(what, 2.0 * (double)(Di * K * T), &j, &is, reps);
+    }
+    free(cst), free(cw), free(cwl);
     free(state), free(A), free(dt), free(BC), free(D);
     if (!bench_wkv(pool, nth, &is, reps)) {
         fprintf(stderr, "bench_isa: out of memory\n");

@@ -14,10 +14,7 @@
 #define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
 #define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
 
-const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
-                              const int64_t *ne) {
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, n_dims, ne, FLOAT_TYPES);
-    if (!t) return NULL;
+float *rmodel_small_new(struct rmodel *m, size_t n, const char *name) {
     if (m->n_small == m->cap_small) {
         size_t cap = m->cap_small ? 2 * m->cap_small : 16;
         float **grown = realloc(m->small, cap * sizeof *grown);
@@ -25,17 +22,35 @@ const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dim
         m->small = grown;
         m->cap_small = cap;
     }
-    size_t n = 1;
-    for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
     float *dst = rcore_alloc64(n * sizeof(float), false); /* vectors the kernels load */
     if (!dst) goto oom;
-    struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes};
-    rops_get_row(&as_mat, 0, dst);
     m->small[m->n_small++] = dst;
     return dst;
 oom:
     rcore_error_set("out of memory reading tensor %s", name);
     return NULL;
+}
+
+const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
+                              const int64_t *ne) {
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, n_dims, ne, FLOAT_TYPES);
+    if (!t) return NULL;
+    size_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
+    float *dst = rmodel_small_new(m, n, name);
+    if (!dst) return NULL;
+    struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes};
+    rops_get_row(&as_mat, 0, dst);
+    return dst;
+}
+
+const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int64_t d_conv,
+                             const char *name) {
+    float *lag = rmodel_small_new(m, (size_t)(n_ch * d_conv), name);
+    if (!lag) return NULL;
+    for (int64_t c = 0; c < n_ch; c++)
+        for (int64_t k = 0; k < d_conv; k++) lag[k * n_ch + c] = w[c * d_conv + k];
+    return lag;
 }
 
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,

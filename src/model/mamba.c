@@ -78,6 +78,7 @@ static bool load(struct rmodel *m) {
         if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
             !rmodel_matrix(m, TNAME("ssm_in.weight"), E, 2 * Di, &L->ssm_in) ||
             !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+            !(L->conv_w_lag = rmodel_conv_lag(m, L->conv_w, Di, K, name)) ||
             !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_di)) ||
             !rmodel_matrix(m, TNAME("ssm_x.weight"), Di, R + 2 * N, &L->ssm_x) ||
             !rmodel_matrix(m, TNAME("ssm_dt.weight"), R, Di, &L->ssm_dt) ||
@@ -145,6 +146,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                                                .d_inner = Di,
                                                .d_conv = K,
                                                .w = L->conv_w,
+                                               .w_lag = L->conv_w_lag,
                                                .b = L->conv_b,
                                                .xc = w->xc,
                                                .save = save_conv});

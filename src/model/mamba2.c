@@ -54,6 +54,7 @@ static bool load(struct rmodel *m) {
         if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
             !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
             !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+            !(L->conv_w_lag = rmodel_conv_lag(m, L->conv_w, hp->conv_dim, hp->d_conv, name)) ||
             !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
             !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
             !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
@@ -123,6 +124,7 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                                                .d_inner = Cd,
                                                .d_conv = hp->d_conv,
                                                .w = L->conv_w,
+                                               .w_lag = L->conv_w_lag,
                                                .b = L->conv_b,
                                                .xc = w->xc,
                                                .save = save_conv});

@@ -11,6 +11,7 @@ struct rmamba_layer {
     const float *attn_norm;  /* n_embd */
     struct rops_mat ssm_in;  /* n_embd -> 2*d_inner (x, then z) */
     const float *conv_w;     /* d_inner x d_conv */
+    const float *conv_w_lag; /* the same lag-major (d_conv x d_inner), for the vector kernels */
     const float *conv_b;     /* d_inner */
     struct rops_mat ssm_x;   /* d_inner -> dt_rank + 2*d_state (dt, B, C) */
     struct rops_mat ssm_dt;  /* dt_rank -> d_inner */
@@ -106,6 +107,13 @@ bool rmodel_load_common(struct rmodel *m);
  * n_dims given, any dimensions past them must be 1 ({n} matches a file's {n, 1, 1}). */
 const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dims,
                               const int64_t *ne);
+/* n floats owned by the model (64-byte aligned), for what the loader derives from a tensor
+ * (name: for the error). NULL with the error set when out of memory. */
+float *rmodel_small_new(struct rmodel *m, size_t n, const char *name);
+/* The conv weights w (n_ch x d_conv) lag-major, as rops_conv_args' w_lag, owned by the model.
+ * NULL with the error set when out of memory. */
+const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int64_t d_conv,
+                             const char *name);
 /* A weight matrix {n_cols, n_rows} read in place. False with the error set. */
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                    struct rops_mat *out);

@@ -191,6 +191,9 @@ struct rops_conv_args {
     int64_t x_stride;
     int64_t n_seqs, n_tok, d_inner, d_conv;
     const float *w, *b; /* d_inner x d_conv weights, d_inner biases */
+    /* NULL, or w lag-major (w_lag[k * d_inner + c] = w[c * d_conv + k]): the order the vector
+       kernels read, which they otherwise make on every call (the model keeps one) */
+    const float *w_lag;
     float *xc;
     float *const *save;
 };

@@ -780,21 +780,95 @@ void rops_map_rows_avx2(enum rops_map f, float *x, int64_t ld, const float *bias
     }
 }
 
+/* d_conv 4: a sequence's state of 8 channels, 3 inputs each (24 floats, channel-major), to and
+ * from three lag vectors, each lane picked from the vector that holds it by a permute of each
+ * source and two blends (ops_avx512.c: the scalar copies were most of a generation token's
+ * conv). Output o of a conversion: lane l from source src(o, l), lane lane(o, l). */
+struct conv3_pick {
+    __m256i idx[3][3]; /* [output][source] */
+    __m256 from1[3], from2[3];
+};
+
+static void conv3_pick_init(struct conv3_pick *p, bool deinterleave) {
+    for (int o = 0; o < 3; o++) {
+        int idx[3][8] = {{0}}, m1[8], m2[8];
+        for (int l = 0; l < 8; l++) {
+            /* deinterleave: lag o's channel l is element 3l + o of the 24; interleave: element
+               8o + l is channel (8o + l) / 3's lag (8o + l) % 3 */
+            const int e = deinterleave ? 3 * l + o : 8 * o + l;
+            const int src = deinterleave ? e / 8 : e % 3, lane = deinterleave ? e % 8 : e / 3;
+            idx[src][l] = lane;
+            m1[l] = src == 1 ? -1 : 0;
+            m2[l] = src == 2 ? -1 : 0;
+        }
+        for (int v = 0; v < 3; v++) p->idx[o][v] = _mm256_loadu_si256((const __m256i *)idx[v]);
+        p->from1[o] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)m1));
+        p->from2[o] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)m2));
+    }
+}
+
+static inline __m256 conv3_pick(const struct conv3_pick *p, int o, __m256 s0, __m256 s1,
+                                __m256 s2) {
+    const __m256 a = _mm256_permutevar8x32_ps(s0, p->idx[o][0]),
+                 b = _mm256_permutevar8x32_ps(s1, p->idx[o][1]),
+                 c = _mm256_permutevar8x32_ps(s2, p->idx[o][2]);
+    return _mm256_blendv_ps(_mm256_blendv_ps(a, b, p->from1[o]), c, p->from2[o]);
+}
+
+/* rops_conv_seq_begin for d_conv 4 */
+static const float *conv3_seq_begin(const struct rops_conv_args *a, const struct conv3_pick *p,
+                                    int64_t s, int64_t c0, int64_t nc, float *prev) {
+    const float *st = a->state + (s * a->d_inner + c0) * 3;
+    int64_t j = 0;
+    for (; j + 8 <= nc; j += 8) {
+        const __m256 A = _mm256_loadu_ps(st + 3 * j), B = _mm256_loadu_ps(st + 3 * j + 8),
+                     C = _mm256_loadu_ps(st + 3 * j + 16);
+        for (int k = 0; k < 3; k++) _mm256_storeu_ps(prev + k * nc + j, conv3_pick(p, k, A, B, C));
+    }
+    for (; j < nc; j++)
+        for (int k = 0; k < 3; k++) prev[k * nc + j] = st[j * 3 + k];
+    return a->x + s * a->n_tok * a->x_stride + c0;
+}
+
+/* rops_conv_seq_end for d_conv 4 */
+static void conv3_seq_end(const struct rops_conv_args *a, const struct conv3_pick *p, int64_t s,
+                          int64_t c0, int64_t nc, const float *x, const float *prev) {
+    float *st = a->state + (s * a->d_inner + c0) * 3;
+    const float *r[3];
+    for (int k = 0; k < 3; k++) r[k] = rops_conv_row(a, x, prev, nc, a->n_tok - 3 + k);
+    int64_t j = 0;
+    for (; j + 8 <= nc; j += 8) {
+        const __m256 R0 = _mm256_loadu_ps(r[0] + j), R1 = _mm256_loadu_ps(r[1] + j),
+                     R2 = _mm256_loadu_ps(r[2] + j);
+        for (int v = 0; v < 3; v++)
+            _mm256_storeu_ps(st + 3 * j + 8 * v, conv3_pick(p, v, R0, R1, R2));
+    }
+    for (; j < nc; j++)
+        for (int k = 0; k < 3; k++) st[j * 3 + k] = r[k][j];
+}
+
 /* The conv in token order (ops_avx512.c says why): a thread's channels of one token, then the
- * next, 8 at a time, the last ones by masked lanes; the weights and states turned lag-major
- * once per call. Sums: the bias, then the oldest input first. */
+ * next, 8 at a time, the last ones by masked lanes; the weights lag-major (w_lag, else made per
+ * call), the states turned so per call. Sums: the bias, then the oldest input first. */
 void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
     const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner, nc = c1 - c0;
-    float *wt = K >= 2 && K <= 8 ? rops_conv_lagmajor(a, c0, nc) : NULL;
-    if (!wt) { /* windows this long or short are not Mamba's, or no memory: the plain path */
+    float stack[ROPS_CONV_STACK] __attribute__((aligned(64)));
+    struct rops_conv_lag lag;
+    if (K < 2 || K > 8 || !rops_conv_lag_begin(a, c0, nc, stack, ROPS_CONV_STACK, &lag)) {
+        /* windows this long or short are not Mamba's, or no memory: the plain path */
         rops_conv_channels_scalar(a, c0, c1);
         return;
     }
-    float *prev = wt + K * nc; /* the state's inputs, lag-major: prev + k * nc, oldest first */
+    const float *wt = lag.w;
+    const int64_t wld = lag.ld;
+    float *prev = lag.prev; /* the state's inputs, lag-major: prev + k * nc, oldest first */
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(nc % 8)),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    struct conv3_pick pin, pout;
+    if (K == 4) conv3_pick_init(&pin, true), conv3_pick_init(&pout, false);
     for (int64_t s = 0; s < a->n_seqs; s++) {
-        const float *x = rops_conv_seq_begin(a, s, c0, nc, prev);
+        const float *x = K == 4 ? conv3_seq_begin(a, &pin, s, c0, nc, prev)
+                                : rops_conv_seq_begin(a, s, c0, nc, prev);
         for (int64_t t = 0; t < a->n_tok; t++) {
             const float *in[8];
             for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
@@ -803,22 +877,25 @@ void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t
             for (; j + 8 <= nc; j += 8) {
                 __m256 sum = _mm256_loadu_ps(a->b + c0 + j);
                 for (int64_t k = 0; k < K; k++)
-                    sum = _mm256_fmadd_ps(_mm256_loadu_ps(wt + k * nc + j),
+                    sum = _mm256_fmadd_ps(_mm256_loadu_ps(wt + k * wld + j),
                                           _mm256_loadu_ps(in[k] + j), sum);
                 _mm256_storeu_ps(out + j, silu8(sum));
             }
             if (j < nc) {
                 __m256 sum = _mm256_maskload_ps(a->b + c0 + j, tail);
                 for (int64_t k = 0; k < K; k++)
-                    sum = _mm256_fmadd_ps(_mm256_maskload_ps(wt + k * nc + j, tail),
+                    sum = _mm256_fmadd_ps(_mm256_maskload_ps(wt + k * wld + j, tail),
                                           _mm256_maskload_ps(in[k] + j, tail), sum);
                 _mm256_maskstore_ps(out + j, tail, silu8(sum));
             }
             rops_conv_save(a, s, t, c0, nc, in);
         }
-        rops_conv_seq_end(a, s, c0, nc, x, prev);
+        if (K == 4)
+            conv3_seq_end(a, &pout, s, c0, nc, x, prev);
+        else
+            rops_conv_seq_end(a, s, c0, nc, x, prev);
     }
-    free(wt);
+    rops_conv_lag_end(&lag);
 }
 
 void rops_scan_channels_avx2(const struct rops_scan_args *a, int64_t c0, int64_t c1) {

@@ -595,20 +595,97 @@ static void map_rows_avx512(enum rops_map f, float *x, int64_t ld, const float *
  * inputs are read front to back in whole rows (a row of x is the in-projection's output, 3 to
  * 13 KiB), the window's earlier rows still in L1. Going over the tokens one group of channels
  * at a time instead read each row's 64 bytes a pass, 6.9 MB apart per pass over a 512-token
- * Mamba-2 prompt: 4-5% of it (bench/RESULTS.md, issue 21). The weights and the states are
- * turned lag-major once per call (lag k's row of weights: wt + k * nc); the sums are in the
+ * Mamba-2 prompt: 4-5% of it (bench/RESULTS.md, issue 21). The weights are lag-major (the
+ * model's w_lag, else made per call) and the states turned so per call; the sums are in the
  * order of the AVX2 kernel (bias, then the oldest input first), so the bits are its. */
+/* d_conv 4 (every Mamba's): a sequence's state of 16 channels, 3 inputs each (channel-major,
+ * 48 floats), to and from three lag vectors by two-source permutes, where the scalar copies
+ * of rops_conv_seq_begin / _end were 85% of a generation token's conv (bench_isa "conv
+ * 1536x4 tokens=1"). deint[k] picks lag k: lanes whose element 3l + k lies in the first two
+ * vectors take it there, the others from the third; inter[v] builds output vector v the same
+ * way from lags 0 and 1, then 2 (d*, i*: lo the first permute's indices, hi the second's). */
+struct conv3_perm {
+    __m512i dlo[3], dhi[3], ilo[3], ihi[3];
+};
+
+static void conv3_perm_init(struct conv3_perm *p) {
+    for (int k = 0; k < 3; k++) {
+        int lo[16], hi[16];
+        for (int l = 0; l < 16; l++) {
+            const int e = 3 * l + k;
+            lo[l] = e < 32 ? e : 0;
+            hi[l] = e < 32 ? l : 16 + e - 32;
+        }
+        p->dlo[k] = _mm512_loadu_si512(lo);
+        p->dhi[k] = _mm512_loadu_si512(hi);
+    }
+    for (int v = 0; v < 3; v++) {
+        int lo[16], hi[16];
+        for (int l = 0; l < 16; l++) {
+            const int e = 16 * v + l, lag = e % 3, ch = e / 3;
+            lo[l] = lag == 0 ? ch : lag == 1 ? 16 + ch : 0;
+            hi[l] = lag == 2 ? 16 + ch : l;
+        }
+        p->ilo[v] = _mm512_loadu_si512(lo);
+        p->ihi[v] = _mm512_loadu_si512(hi);
+    }
+}
+
+/* rops_conv_seq_begin for d_conv 4 */
+static const float *conv3_seq_begin(const struct rops_conv_args *a, const struct conv3_perm *p,
+                                    int64_t s, int64_t c0, int64_t nc, float *prev) {
+    const float *st = a->state + (s * a->d_inner + c0) * 3;
+    int64_t j = 0;
+    for (; j + 16 <= nc; j += 16) {
+        const __m512 A = _mm512_loadu_ps(st + 3 * j), B = _mm512_loadu_ps(st + 3 * j + 16),
+                     C = _mm512_loadu_ps(st + 3 * j + 32);
+        for (int k = 0; k < 3; k++)
+            _mm512_storeu_ps(
+                prev + k * nc + j,
+                _mm512_permutex2var_ps(_mm512_permutex2var_ps(A, p->dlo[k], B), p->dhi[k], C));
+    }
+    for (; j < nc; j++)
+        for (int k = 0; k < 3; k++) prev[k * nc + j] = st[j * 3 + k];
+    return a->x + s * a->n_tok * a->x_stride + c0;
+}
+
+/* rops_conv_seq_end for d_conv 4 */
+static void conv3_seq_end(const struct rops_conv_args *a, const struct conv3_perm *p, int64_t s,
+                          int64_t c0, int64_t nc, const float *x, const float *prev) {
+    float *st = a->state + (s * a->d_inner + c0) * 3;
+    const float *r[3];
+    for (int k = 0; k < 3; k++) r[k] = rops_conv_row(a, x, prev, nc, a->n_tok - 3 + k);
+    int64_t j = 0;
+    for (; j + 16 <= nc; j += 16) {
+        const __m512 R0 = _mm512_loadu_ps(r[0] + j), R1 = _mm512_loadu_ps(r[1] + j),
+                     R2 = _mm512_loadu_ps(r[2] + j);
+        for (int v = 0; v < 3; v++)
+            _mm512_storeu_ps(
+                st + 3 * j + 16 * v,
+                _mm512_permutex2var_ps(_mm512_permutex2var_ps(R0, p->ilo[v], R1), p->ihi[v], R2));
+    }
+    for (; j < nc; j++)
+        for (int k = 0; k < 3; k++) st[j * 3 + k] = r[k][j];
+}
+
 static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
     const int64_t K = a->d_conv, n_prev = K - 1, Di = a->d_inner, nc = c1 - c0;
-    float *wt = K >= 2 && K <= 8 ? rops_conv_lagmajor(a, c0, nc) : NULL;
-    if (!wt) { /* windows this long or short are not Mamba's, or no memory: the plain path */
+    float stack[ROPS_CONV_STACK] __attribute__((aligned(64)));
+    struct rops_conv_lag lag;
+    if (K < 2 || K > 8 || !rops_conv_lag_begin(a, c0, nc, stack, ROPS_CONV_STACK, &lag)) {
+        /* windows this long or short are not Mamba's, or no memory: the plain path */
         rops_conv_channels_scalar(a, c0, c1);
         return;
     }
-    float *prev = wt + K * nc; /* the state's inputs, lag-major: prev + k * nc, oldest first */
+    const float *wt = lag.w;
+    const int64_t wld = lag.ld;
+    float *prev = lag.prev; /* the state's inputs, lag-major: prev + k * nc, oldest first */
     const __mmask16 tail = lanes16(nc % 16);
+    struct conv3_perm perm;
+    if (K == 4) conv3_perm_init(&perm);
     for (int64_t s = 0; s < a->n_seqs; s++) {
-        const float *x = rops_conv_seq_begin(a, s, c0, nc, prev);
+        const float *x = K == 4 ? conv3_seq_begin(a, &perm, s, c0, nc, prev)
+                                : rops_conv_seq_begin(a, s, c0, nc, prev);
         for (int64_t t = 0; t < a->n_tok; t++) {
             const float *in[8];
             for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
@@ -617,15 +694,18 @@ static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int
                 const __mmask16 m = nc - j >= 16 ? (__mmask16)0xffff : tail;
                 __m512 sum = _mm512_maskz_loadu_ps(m, a->b + c0 + j);
                 for (int64_t k = 0; k < K; k++)
-                    sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wt + k * nc + j),
+                    sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wt + k * wld + j),
                                           _mm512_maskz_loadu_ps(m, in[k] + j), sum);
                 _mm512_mask_storeu_ps(out + j, m, silu16(sum));
             }
             rops_conv_save(a, s, t, c0, nc, in);
         }
-        rops_conv_seq_end(a, s, c0, nc, x, prev);
+        if (K == 4)
+            conv3_seq_end(a, &perm, s, c0, nc, x, prev);
+        else
+            rops_conv_seq_end(a, s, c0, nc, x, prev);
     }
-    free(wt);
+    rops_conv_lag_end(&lag);
 }
 
 /* ---- Mamba-2's chunk products (ops_ssd.c; struct rops_ssd_mm in ops_impl.h) ---------------- */

@@ -35,17 +35,46 @@ static inline float rops_weight_at(enum rops_type type, const uint8_t *row, int6
 #define ROPS_GEMV_PF_AHEAD 1024
 
 /* The token-order conv kernels' (AVX2, AVX-512) scalar parts, for a thread's channels
- * [c0, c0 + nc). rops_conv_lagmajor: the weights lag-major (lag k's at wt + k * nc) in a block
- * that also holds, after them, the sequence's state inputs lag-major (prev = wt + K * nc,
- * oldest first); NULL when out of memory (the caller takes the plain path). Free it. */
-static inline float *rops_conv_lagmajor(const struct rops_conv_args *a, int64_t c0, int64_t nc) {
+ * [c0, c0 + nc). rops_conv_lag_begin: lag k's weights at w + k * ld (a->w_lag's, or made
+ * lag-major here), and room for a sequence's state inputs lag-major (prev + k * nc, oldest
+ * first): in the caller's stack buffer (stack_floats of it) when they fit, else allocated.
+ * False when out of memory (the caller takes the plain path); rops_conv_lag_end frees. A
+ * token of one sequence (generation) then costs no allocation and no pass over the weights. */
+struct rops_conv_lag {
+    const float *w;
+    int64_t ld;
+    float *prev;
+    float *block; /* allocated, or NULL */
+};
+
+static inline bool rops_conv_lag_begin(const struct rops_conv_args *a, int64_t c0, int64_t nc,
+                                       float *stack, size_t stack_floats, struct rops_conv_lag *l) {
     const int64_t K = a->d_conv;
-    float *wt = malloc(sizeof(float) * (size_t)(2 * K - 1) * (size_t)nc);
-    if (wt)
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t j = 0; j < nc; j++) wt[k * nc + j] = a->w[(c0 + j) * K + k];
-    return wt;
+    const size_t need = (size_t)((a->w_lag ? 0 : K) + K - 1) * (size_t)nc;
+    l->block = need > stack_floats ? malloc(sizeof(float) * need) : NULL;
+    float *buf = need > stack_floats ? l->block : stack;
+    if (!buf) return false;
+    if (a->w_lag) {
+        l->w = a->w_lag + c0;
+        l->ld = a->d_inner;
+        l->prev = buf;
+        return true;
+    }
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < nc; j++) buf[k * nc + j] = a->w[(c0 + j) * K + k];
+    l->w = buf;
+    l->ld = nc;
+    l->prev = buf + K * nc;
+    return true;
 }
+
+static inline void rops_conv_lag_end(struct rops_conv_lag *l) {
+    free(l->block);
+}
+
+/* Floats of the conv kernels' stack buffer: a token's window of 1536 channels, d_conv 4, with
+ * its weights (24 KiB). */
+#define ROPS_CONV_STACK 6144
 
 /* Sequence s's state inputs into prev (lag-major), and its inputs at channel c0. */
 static inline const float *rops_conv_seq_begin(const struct rops_conv_args *a, int64_t s,

@@ -496,13 +496,21 @@ static void test_ssm(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
     const int64_t shapes[][4] = {/* n_seqs, n_tok, d_inner, d_state */
-                                 {1, 1, 8, 16}, {3, 5, 24, 16},       {2, 7, 13, 8},
-                                 {4, 3, 40, 5}, {2, 9, 1536 / 8, 16}, {3, 2, 37, 16}};
+                                 {1, 1, 8, 16},
+                                 {3, 5, 24, 16},
+                                 {2, 7, 13, 8},
+                                 {4, 3, 40, 5},
+                                 {2, 9, 1536 / 8, 16},
+                                 {3, 2, 37, 16},
+                                 /* a 130m layer's channels: the kernels' window buffer on the
+                                    stack with w_lag, allocated without it on one thread */
+                                 {1, 2, 1536, 16}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t S = shapes[si][0], T = shapes[si][1], Di = shapes[si][2], N = shapes[si][3];
         const int64_t K = 4, n = S * T;
         float *xz = malloc(sizeof(float) * (size_t)(n * 2 * Di)),
               *w = malloc(sizeof(float) * (size_t)(Di * K));
+        float *wl = malloc(sizeof(float) * (size_t)(Di * K)); /* w lag-major (w_lag) */
         float *b = malloc(sizeof(float) * (size_t)Di),
               *conv0 = malloc(sizeof(float) * (size_t)(S * Di * (K - 1)));
         float *dt = malloc(sizeof(float) * (size_t)(n * Di)),
@@ -526,8 +534,8 @@ static void test_ssm(void) {
               *sv = malloc(sizeof(float) * (size_t)(n * ks));
         float **save_k = malloc(sizeof(float *) * (size_t)n),
               **save_v = malloc(sizeof(float *) * (size_t)n);
-        REQUIRE(xz && w && b && conv0 && dt && A && BC && D && ssm0 && conv && ssm && xc && y &&
-                rconv && rssm && rxc && ry && rsk && rsv && sk && sv && save_k && save_v);
+        REQUIRE(xz && w && wl && b && conv0 && dt && A && BC && D && ssm0 && conv && ssm && xc &&
+                y && rconv && rssm && rxc && ry && rsk && rsv && sk && sv && save_k && save_v);
         for (int64_t t = 0; t < n; t++) { /* every third token and each sequence's last */
             const bool want = t % 3 == 1 || t % T == T - 1;
             save_k[t] = want ? sk + t * kc : NULL;
@@ -535,6 +543,8 @@ static void test_ssm(void) {
         }
         for (int64_t i = 0; i < n * 2 * Di; i++) xz[i] = frand() * 2;
         for (int64_t i = 0; i < Di * K; i++) w[i] = frand();
+        for (int64_t c = 0; c < Di; c++)
+            for (int64_t k = 0; k < K; k++) wl[k * Di + c] = w[c * K + k];
         for (int64_t i = 0; i < Di; i++) b[i] = frand() * 0.5f, D[i] = frand();
         for (int64_t i = 0; i < S * Di * (K - 1); i++) conv0[i] = frand();
         for (int64_t i = 0; i < n * Di; i++) dt[i] = 0.001f + 0.2f * (frand() + 1.0f);
@@ -576,7 +586,9 @@ static void test_ssm(void) {
                 const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
                 memcpy(conv, conv0, sizeof(float) * (size_t)(S * Di * (K - 1)));
                 memcpy(ssm, ssm0, sizeof(float) * (size_t)(S * Di * N));
-                const bool save = nth == 2; /* with and without saves */
+                /* with and without saves; the weights lag-major from the caller (w_lag) or
+                   made by the kernels */
+                const bool save = nth == 2;
                 memset(sk, 0xff, sizeof(float) * (size_t)(n * kc));
                 memset(sv, 0xff, sizeof(float) * (size_t)(n * ks));
                 rops_ssm_conv(&ex, &(struct rops_conv_args){.state = conv,
@@ -588,6 +600,7 @@ static void test_ssm(void) {
                                                             .d_conv = K,
                                                             .w = w,
                                                             .b = b,
+                                                            .w_lag = save ? wl : NULL,
                                                             .xc = xc,
                                                             .save = save ? save_k : NULL});
                 rops_ssm_scan(&ex, &(struct rops_scan_args){.state = ssm,
@@ -651,7 +664,8 @@ static void test_ssm(void) {
                           rops_isa_name(isas[ii]), nth, si, e_xc, e_y, e_conv, e_ssm);
             }
         }
-        free(xz), free(w), free(b), free(conv0), free(dt), free(A), free(BC), free(D), free(ssm0);
+        free(xz), free(w), free(wl), free(b), free(conv0), free(dt), free(A), free(BC), free(D),
+            free(ssm0);
         free(conv), free(ssm), free(xc), free(y), free(rconv), free(rssm), free(rxc), free(ry);
         free(rsk), free(rsv), free(sk), free(sv), free(save_k), free(save_v);
     }
