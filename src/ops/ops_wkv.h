@@ -24,12 +24,12 @@
  *   WKV7: S = S~ diag(g)        (column j is g[j] times column j of S~)
  * with g the product of the decays since the row (column) was last folded, and a token adds
  * k / g' (WKV7: also b / g') times its vectors to S~ and multiplies nothing. Per element and
- * token: WKV6 two multiply-adds instead of four (docs/rwkv6.md (14)); WKV7 four instead of five
- * (docs/rwkv7.md (14)), in one pass over the state instead of two (the next token's
- * sum_j a[j] S[i][j] is taken in the pass that writes the state it reads). A row (column)
- * whose g would leave (WKV_LO, WKV_HI) is folded first, S~ = g S~ and g = 1, and takes that
- * token's decay directly; so S~ = S / g stays within 2^60 of the state, far inside float's
- * 2^128, and the sums' rounding is as the direct form's (each row or column of S~ has one
+ * token: WKV6 two multiply-adds instead of three and a multiply (docs/rwkv6.md (14)); WKV7 four
+ * instead of four and a multiply (docs/rwkv7.md (14)), in one pass over the state instead of
+ * two (the next token's sum_j a[j] S[i][j] is taken in the pass that writes the state it
+ * reads). A row (column) whose g would leave (WKV_LO, WKV_HI) is folded first, S~ = g S~ and g = 1,
+ * and takes that token's decay directly; so S~ = S / g stays within 2^60 of the state, far inside
+ * float's 2^128, and the sums' rounding is as the direct form's (each row or column of S~ has one
  * scale). The outputs agree with the direct form to float rounding: tests/unit/test_ops_rwkv.c
  * checks both against float64.
  *
