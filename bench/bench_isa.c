@@ -4,7 +4,7 @@
  * its layers (in_proj 768 -> 3072, x_proj 1536 -> 80, out_proj 1536 -> 768) in f16, bf16, f32,
  * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, the scan and the conv (d_conv 4) for 1 and 512
  * tokens; and RWKV's WKV6 and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for
- * 1 and 512 tokens.
+ * 1, 16 and 512 tokens.
  *
  *   bench_isa [--reps N] [--threads T] [--only TEXT]
  *
@@ -145,7 +145,8 @@ static bool bench_wkv(struct rpool *pool, int nth, const struct isa_set *is, int
     }
     for (int64_t i = 0; i < E; i++) u[i] = frand();
     for (int v7 = 0; v7 <= 1; v7++)
-        for (int64_t n = 1; n <= T; n *= T) {
+        for (int ni = 0; ni < 3; ni++) {
+            const int64_t n = (const int64_t[]){1, 16, T}[ni];
             const struct rops_wkv_args wa = {.state = state,
                                              .r = r,
                                              .k = k,

@@ -1192,8 +1192,72 @@ static void wkv6_head_avx2(float *S, const float *r, const float *k, const float
 
 /* ---- WKV7 ---------------------------------------------------------------------------------- */
 
+/* The sums of four vectors each: [sum a, sum b, sum c, sum d]. */
+static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* One token of a head of up to 64 keys, a multiple of 8: four rows at a time, both of a row's
+ * sums taken in one pass over the old state, the output by
+ *   y[i] = sum_j S[i][j] (w[j] r[j]) + v[i] (k . r) + sa[i] (b . r)
+ * (the new state's row times r, expanded), so that no row's update waits on its own sums
+ * being added across the lanes, and the update loads w, k and b once for the four rows:
+ * bench_isa "wkv7 12x64 tokens=1" 11.5 -> 5.6 us (a row at a time, two passes each). */
+static void wkv7_head_rows4_avx2(float *S, const float *r, const float *w, const float *k,
+                                 const float *v, const float *a, const float *b, int64_t hs,
+                                 float *y) {
+    float wr[64] __attribute__((aligned(32)));
+    __m256 kr = _mm256_setzero_ps(), br = _mm256_setzero_ps();
+    for (int64_t j = 0; j < hs; j += 8) {
+        const __m256 rj = _mm256_loadu_ps(r + j);
+        _mm256_store_ps(wr + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), rj));
+        kr = _mm256_fmadd_ps(_mm256_loadu_ps(k + j), rj, kr);
+        br = _mm256_fmadd_ps(_mm256_loadu_ps(b + j), rj, br);
+    }
+    const float skr = hsum(kr), sbr = hsum(br);
+    for (int64_t i0 = 0; i0 < hs; i0 += 4) {
+        float *row = S + i0 * hs;
+        __m256 sa0 = _mm256_setzero_ps(), sa1 = sa0, sa2 = sa0, sa3 = sa0;
+        __m256 y0 = sa0, y1 = sa0, y2 = sa0, y3 = sa0;
+        for (int64_t j = 0; j < hs; j += 8) {
+            const __m256 aj = _mm256_loadu_ps(a + j), wrj = _mm256_load_ps(wr + j);
+            const __m256 s0 = _mm256_loadu_ps(row + j), s1 = _mm256_loadu_ps(row + hs + j),
+                         s2 = _mm256_loadu_ps(row + 2 * hs + j),
+                         s3 = _mm256_loadu_ps(row + 3 * hs + j);
+            sa0 = _mm256_fmadd_ps(aj, s0, sa0), y0 = _mm256_fmadd_ps(wrj, s0, y0);
+            sa1 = _mm256_fmadd_ps(aj, s1, sa1), y1 = _mm256_fmadd_ps(wrj, s1, y1);
+            sa2 = _mm256_fmadd_ps(aj, s2, sa2), y2 = _mm256_fmadd_ps(wrj, s2, y2);
+            sa3 = _mm256_fmadd_ps(aj, s3, sa3), y3 = _mm256_fmadd_ps(wrj, s3, y3);
+        }
+        float sa[4], ys[4];
+        _mm_storeu_ps(sa, hsum4(sa0, sa1, sa2, sa3));
+        _mm_storeu_ps(ys, hsum4(y0, y1, y2, y3));
+        __m256 bsa[4], bvi[4];
+        for (int q = 0; q < 4; q++) {
+            y[i0 + q] = ys[q] + v[i0 + q] * skr + sa[q] * sbr;
+            bsa[q] = _mm256_set1_ps(sa[q]);
+            bvi[q] = _mm256_set1_ps(v[i0 + q]);
+        }
+        for (int64_t j = 0; j < hs; j += 8) { /* S = S w + v k + sa b, the four rows */
+            const __m256 wj = _mm256_loadu_ps(w + j), kj = _mm256_loadu_ps(k + j),
+                         bj = _mm256_loadu_ps(b + j);
+            for (int q = 0; q < 4; q++) {
+                float *p = row + q * hs + j;
+                __m256 st = _mm256_mul_ps(_mm256_loadu_ps(p), wj);
+                st = _mm256_fmadd_ps(bvi[q], kj, st);
+                _mm256_storeu_ps(p, _mm256_fmadd_ps(bsa[q], bj, st));
+            }
+        }
+    }
+}
+
 static void wkv7_head_avx2(float *S, const float *r, const float *w, const float *k, const float *v,
                            const float *a, const float *b, int64_t hs, float *y) {
+    if (hs % 8 == 0 && hs <= 64) {
+        wkv7_head_rows4_avx2(S, r, w, k, v, a, b, hs, y);
+        return;
+    }
     const int64_t hv = hs / 8 * 8;
     for (int64_t i = 0; i < hs; i++) {
         float *row = S + i * hs;

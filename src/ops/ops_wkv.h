@@ -35,8 +35,8 @@
  *
  * WKV7's sums run over j, the keys, a column of the state: the kernel works on the transpose
  * T~[j][i] = S~[i][j] (a copy on the stack), so that its vectors run over i and no sum needs
- * the lanes added up. The copy costs two passes over the state per run, which a run of one
- * token does not earn back (WKV7_RUN_MIN).
+ * the lanes added up. The copy costs two passes over the state per run, which a short run
+ * does not earn back (WKV7_RUN_MIN).
  */
 #ifndef WKV_NAME
 #error "define WKV_V, WKV_L, ... and WKV_NAME before including ops_wkv.h"
@@ -48,9 +48,10 @@
 #define WKV_MAX_HS 64 /* the largest head the kernels hold (all of RWKV-6's and RWKV-7's) */
 #define WKV_LO     0x1p-60f
 #define WKV_HI     0x1p60f
-/* Tokens in a run from which WKV7 takes the transposed kernel; fewer take the per-token one.
- * bench_isa, 12 heads of 64, one token: the copy in and out is most of a token's work. */
-#define WKV7_RUN_MIN 4
+/* Tokens in a run from which WKV7 takes the transposed kernel; fewer take the per-token one:
+ * the copy in and out costs ~26 us for 12 heads of 64 (bench_isa), a token ~4.2 us here and
+ * ~5.6 us by the per-token kernel, the same at 12-16 tokens. */
+#define WKV7_RUN_MIN 12
 
 /* Per-key (WKV6: per-row) factors of one token, for the main loops' broadcasts. */
 struct WKV_NAME(wkv_tok) {
