@@ -153,7 +153,8 @@ RECUR_API bool recur_model_quantize(const char *in_path, const char *out_path,
  * max(n_threads, n_threads_batch) - 1 worker threads (they spin briefly after each kernel,
  * then sleep). Its kernels use the widest instruction set the CPU runs (AVX-512, AVX2 with
  * AVX-VNNI, AVX2 or portable C), or the one the environment variable RECUR_ISA names (avx512,
- * avxvnni, avx2 or scalar).
+ * avxvnni, avx2 or scalar). The thread that calls recur_decode does a worker's share too, with
+ * up to 64 KiB of its stack for the kernels' tiles (the workers have the system's default).
  * NULL on failure: invalid parameters (the message names the field), memory or threads that
  * cannot be had, a RECUR_ISA that names no instruction set or one this CPU does not run. */
 RECUR_API struct recur_context *recur_init_from_model(struct recur_model *model,
