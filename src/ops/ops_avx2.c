@@ -825,9 +825,7 @@ static const float *conv3_seq_begin(const struct rops_conv_args *a, const struct
                      C = _mm256_loadu_ps(st + 3 * j + 16);
         for (int k = 0; k < 3; k++) _mm256_storeu_ps(prev + k * nc + j, conv3_pick(p, k, A, B, C));
     }
-    for (; j < nc; j++)
-        for (int k = 0; k < 3; k++) prev[k * nc + j] = st[j * 3 + k];
-    return a->x + s * a->n_tok * a->x_stride + c0;
+    return rops_conv_seq_begin(a, s, c0, nc, j, prev); /* the last channels */
 }
 
 /* rops_conv_seq_end for d_conv 4 */
@@ -843,8 +841,7 @@ static void conv3_seq_end(const struct rops_conv_args *a, const struct conv3_pic
         for (int v = 0; v < 3; v++)
             _mm256_storeu_ps(st + 3 * j + 8 * v, conv3_pick(p, v, R0, R1, R2));
     }
-    for (; j < nc; j++)
-        for (int k = 0; k < 3; k++) st[j * 3 + k] = r[k][j];
+    rops_conv_seq_end(a, s, c0, nc, j, x, prev); /* the last channels */
 }
 
 /* The conv in token order (ops_avx512.c says why): a thread's channels of one token, then the
@@ -868,7 +865,7 @@ void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t
     if (K == 4) conv3_pick_init(&pin, true), conv3_pick_init(&pout, false);
     for (int64_t s = 0; s < a->n_seqs; s++) {
         const float *x = K == 4 ? conv3_seq_begin(a, &pin, s, c0, nc, prev)
-                                : rops_conv_seq_begin(a, s, c0, nc, prev);
+                                : rops_conv_seq_begin(a, s, c0, nc, 0, prev);
         for (int64_t t = 0; t < a->n_tok; t++) {
             const float *in[8];
             for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
@@ -893,7 +890,7 @@ void rops_conv_channels_avx2(const struct rops_conv_args *a, int64_t c0, int64_t
         if (K == 4)
             conv3_seq_end(a, &pout, s, c0, nc, x, prev);
         else
-            rops_conv_seq_end(a, s, c0, nc, x, prev);
+            rops_conv_seq_end(a, s, c0, nc, 0, x, prev);
     }
     rops_conv_lag_end(&lag);
 }

@@ -644,9 +644,7 @@ static const float *conv3_seq_begin(const struct rops_conv_args *a, const struct
                 prev + k * nc + j,
                 _mm512_permutex2var_ps(_mm512_permutex2var_ps(A, p->dlo[k], B), p->dhi[k], C));
     }
-    for (; j < nc; j++)
-        for (int k = 0; k < 3; k++) prev[k * nc + j] = st[j * 3 + k];
-    return a->x + s * a->n_tok * a->x_stride + c0;
+    return rops_conv_seq_begin(a, s, c0, nc, j, prev); /* the last channels */
 }
 
 /* rops_conv_seq_end for d_conv 4 */
@@ -664,8 +662,7 @@ static void conv3_seq_end(const struct rops_conv_args *a, const struct conv3_per
                 st + 3 * j + 16 * v,
                 _mm512_permutex2var_ps(_mm512_permutex2var_ps(R0, p->ilo[v], R1), p->ihi[v], R2));
     }
-    for (; j < nc; j++)
-        for (int k = 0; k < 3; k++) st[j * 3 + k] = r[k][j];
+    rops_conv_seq_end(a, s, c0, nc, j, x, prev); /* the last channels */
 }
 
 static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int64_t c1) {
@@ -685,7 +682,7 @@ static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int
     if (K == 4) conv3_perm_init(&perm);
     for (int64_t s = 0; s < a->n_seqs; s++) {
         const float *x = K == 4 ? conv3_seq_begin(a, &perm, s, c0, nc, prev)
-                                : rops_conv_seq_begin(a, s, c0, nc, prev);
+                                : rops_conv_seq_begin(a, s, c0, nc, 0, prev);
         for (int64_t t = 0; t < a->n_tok; t++) {
             const float *in[8];
             for (int64_t k = 0; k < K; k++) in[k] = rops_conv_row(a, x, prev, nc, t - n_prev + k);
@@ -703,7 +700,7 @@ static void conv_channels_avx512(const struct rops_conv_args *a, int64_t c0, int
         if (K == 4)
             conv3_seq_end(a, &perm, s, c0, nc, x, prev);
         else
-            rops_conv_seq_end(a, s, c0, nc, x, prev);
+            rops_conv_seq_end(a, s, c0, nc, 0, x, prev);
     }
     rops_conv_lag_end(&lag);
 }

@@ -76,13 +76,15 @@ static inline void rops_conv_lag_end(struct rops_conv_lag *l) {
  * its weights (24 KiB). */
 #define ROPS_CONV_STACK 6144
 
-/* Sequence s's state inputs into prev (lag-major), and its inputs at channel c0. */
+/* Sequence s's state inputs into prev (lag-major), and its inputs at channel c0. Channels
+ * [j0, nc) of the thread's: a kernel that turns whole vectors of them itself passes the first
+ * one it left. */
 static inline const float *rops_conv_seq_begin(const struct rops_conv_args *a, int64_t s,
-                                               int64_t c0, int64_t nc, float *prev) {
+                                               int64_t c0, int64_t nc, int64_t j0, float *prev) {
     const int64_t n_prev = a->d_conv - 1;
     const float *st = a->state + (s * a->d_inner + c0) * n_prev;
     for (int64_t k = 0; k < n_prev; k++)
-        for (int64_t j = 0; j < nc; j++) prev[k * nc + j] = st[j * n_prev + k];
+        for (int64_t j = j0; j < nc; j++) prev[k * nc + j] = st[j * n_prev + k];
     return a->x + s * a->n_tok * a->x_stride + c0;
 }
 
@@ -103,14 +105,15 @@ static inline void rops_conv_save(const struct rops_conv_args *a, int64_t s, int
             for (int64_t j = 0; j < nc; j++) dst[(c0 + j) * n_prev + k] = in[k + 1][j];
 }
 
-/* The state after the sequence's last token (prev is a copy: the state may be written over). */
+/* The state after the sequence's last token (prev is a copy: the state may be written over),
+ * channels [j0, nc) as rops_conv_seq_begin's. */
 static inline void rops_conv_seq_end(const struct rops_conv_args *a, int64_t s, int64_t c0,
-                                     int64_t nc, const float *x, const float *prev) {
+                                     int64_t nc, int64_t j0, const float *x, const float *prev) {
     const int64_t n_prev = a->d_conv - 1;
     float *st = a->state + (s * a->d_inner + c0) * n_prev;
     for (int64_t k = 0; k < n_prev; k++) {
         const float *row = rops_conv_row(a, x, prev, nc, a->n_tok - n_prev + k);
-        for (int64_t j = 0; j < nc; j++) st[j * n_prev + k] = row[j];
+        for (int64_t j = j0; j < nc; j++) st[j * n_prev + k] = row[j];
     }
 }
 

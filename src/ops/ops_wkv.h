@@ -88,6 +88,15 @@ WKV_NAME(wkv_factors)(struct WKV_NAME(wkv_tok) * f, float *g, const float *r, co
 
 /* ---- WKV6: state rows i (keys), lanes over j (values) ------------------------------------ */
 
+/* dst = diag(g) S~ (dst may be S~): the state in its own layout. */
+static void WKV_NAME(wkv6_unscale)(const float *S, const float *g, int64_t hs, float *dst) {
+    for (int64_t i = 0; i < hs; i++) {
+        const WKV_V gi = WKV_SET1(g[i]);
+        for (int64_t j = 0; j < hs; j += WKV_L)
+            WKV_STORE(dst + i * hs + j, WKV_MUL(gi, WKV_LOAD(S + i * hs + j)));
+    }
+}
+
 static void WKV_NAME(wkv6_run_fast)(const struct rops_wkv_run *p) {
     const int64_t hs = p->hs;
     float *S = p->S;
@@ -131,29 +140,17 @@ static void WKV_NAME(wkv6_run_fast)(const struct rops_wkv_run *p) {
             for (int q = 0; q < WKV6_IB; q++) WKV_STORE(y + j0 + q * WKV_L, acc[q]);
         }
         float *dst = p->save ? p->save[t] : NULL;
-        if (dst) {
-            dst += p->save_off;
-            for (int64_t i = 0; i < hs; i++) {
-                const WKV_V gi = WKV_SET1(g[i]);
-                for (int64_t j = 0; j < hs; j += WKV_L)
-                    WKV_STORE(dst + i * hs + j, WKV_MUL(gi, WKV_LOAD(S + i * hs + j)));
-            }
-        }
+        if (dst) WKV_NAME(wkv6_unscale)(S, g, hs, dst + p->save_off);
     }
-    for (int64_t i = 0; i < hs; i++) {
-        if (g[i] == 1.0f) continue;
-        const WKV_V gi = WKV_SET1(g[i]);
-        for (int64_t j = 0; j < hs; j += WKV_L)
-            WKV_STORE(S + i * hs + j, WKV_MUL(gi, WKV_LOAD(S + i * hs + j)));
-    }
+    WKV_NAME(wkv6_unscale)(S, g, hs, S);
 }
 
 /* ---- WKV7: T~[j][i] = S~[i][j], rows j (keys), lanes over i (values) ---------------------- */
 
-/* dst[i][j] = T[j][i] g[j] (g NULL: 1): the state in its own layout. */
+/* dst[i][j] = T[j][i] g[j]: the state in its own layout. */
 static void WKV_NAME(wkv7_untranspose)(const float *T, const float *g, int64_t hs, float *dst) {
     for (int64_t i = 0; i < hs; i++)
-        for (int64_t j = 0; j < hs; j++) dst[i * hs + j] = T[j * hs + i] * (g ? g[j] : 1.0f);
+        for (int64_t j = 0; j < hs; j++) dst[i * hs + j] = T[j * hs + i] * g[j];
 }
 
 static void WKV_NAME(wkv7_run_fast)(const struct rops_wkv_run *p) {
