@@ -36,6 +36,7 @@ struct rgram {
 #define RGRAM_MAX_ELEMS (1u << 20)
 
 static inline bool rgram_set_has(const struct rgram *g, const struct rgram_set *s, uint32_t cp) {
+    if (s->n == 0) return s->neg; /* `.` alone: a grammar with no ranges has ranges NULL */
     const struct rgram_range *r = g->ranges + s->first;
     size_t lo = 0, hi = s->n;
     while (lo < hi) { /* the first range whose hi >= cp */
@@ -52,6 +53,7 @@ static inline bool rgram_set_has(const struct rgram *g, const struct rgram_set *
 /* Some code point in [lo, hi] is in the set. */
 static inline bool rgram_set_meets(const struct rgram *g, const struct rgram_set *s, uint32_t lo,
                                    uint32_t hi) {
+    if (s->n == 0) return s->neg;
     const struct rgram_range *r = g->ranges + s->first;
     if (!s->neg) {
         for (uint32_t i = 0; i < s->n; i++)

@@ -160,6 +160,10 @@ static void test_match(void) {
         {"root ::= [^a-c]{2}", "da", -1},
         {"root ::= [a-cx]+", "cabx", 1},
         {"root ::= . \"z\"", "\xC3\xA9z", 1},
+        /* `.` in a grammar with no other class: no ranges at all (the fuzzer: NULL + 0) */
+        {"root ::= .", "\xC3\xA9", 1},
+        {"root ::= .", "ab", -1},
+        {"root ::= .+", "a\xE3\x81\x81", 1},
         {"root ::= \"\\x41\\u00e9\\U0001F600\\t\\\"\\\\\"", "A\xC3\xA9\xF0\x9F\x98\x80\t\"\\", 1},
         {"root ::= [\\]\\[]", "]", 1},
         {"root ::= \"a\" |", "", 1},
@@ -350,6 +354,7 @@ static void test_masks(void) {
                  "root ::= ([\xC3\xA0-\xC3\xBF] | [\xE3\x81\x81-\xE3\x82\x9F] | "
                  "\"\xF0\x9F\x98\x80\" | \" the\")+",
                  &vb, trie, 40, 7);
+    walk_grammar("dot", "root ::= .{1,3}", &vb, trie, 8, 9);
     static const char js[] =
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},"
         "\"n\":{\"type\":\"integer\",\"minimum\":-20,\"maximum\":300},\"tags\":{\"type\":\"array\","
