@@ -129,8 +129,10 @@ int64_t rmamba_max_in(const struct rmodel *m) {
 /* One layer over the block; save_conv / save_ssm (NULL: none) per ubatch token: where to
  * copy the state after that token (snapshots for rollback). */
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                          const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
-                          uint32_t nst, float *const *save_conv, float *const *save_ssm) {
+                          const struct rmamba_layer *L, const struct rmamba_ws *w,
+                          const struct rmodel_io *io) {
+    const uint32_t n_seqs = io->n_seqs, nst = io->nst;
+    float *const *save_conv = io->save_k, *const *save_ssm = io->save_v;
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, R = hp->dt_rank, K = hp->d_conv,
                   W = R + 2 * N, n = (int64_t)n_seqs * nst;
@@ -179,6 +181,12 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                                                .d_state = N,
                                                .y = w->y,
                                                .save = save_ssm});
+    if (io->out_tok) { /* the last layer: the outputs' rows only (model_impl.h) */
+        rmodel_rows_gather(w->y, Di, io->out_tok, io->n_out);
+        if (io->n_out > 0) rops_matmul(ex, &L->ssm_out, w->y, io->n_out, w->h);
+        rmodel_rows_add(w->x, w->h, E, io->out_tok, io->n_out);
+        return;
+    }
     rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
@@ -195,7 +203,7 @@ static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il
                   const struct rmodel_io *io) {
     struct rmamba_ws w;
     rmamba_ws_carve(m, io, &w);
-    layer_forward(m, ex, &m->layers[il], &w, io->n_seqs, io->nst, io->save_k, io->save_v);
+    layer_forward(m, ex, &m->layers[il], &w, io);
 }
 
 const struct rmodel_arch_ops rmodel_arch_mamba = {

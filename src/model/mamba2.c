@@ -107,8 +107,10 @@ static void gate_tokens(const void *arg, int64_t t0, int64_t t1) {
 
 /* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
 static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                          const struct rmamba_layer *L, const struct rmamba_ws *w, uint32_t n_seqs,
-                          uint32_t nst, float *const *save_conv, float *const *save_ssm) {
+                          const struct rmamba_layer *L, const struct rmamba_ws *w,
+                          const struct rmodel_io *io) {
+    const uint32_t n_seqs = io->n_seqs, nst = io->nst;
+    float *const *save_conv = io->save_k, *const *save_ssm = io->save_v;
     const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
                   P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
@@ -152,10 +154,23 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         rops_ssm_scan2_chunked(ex, &sa);
     else
         rops_ssm_scan2(ex, &sa);
+    /* the last layer: the gate and the projection for the outputs' rows only (model_impl.h) */
+    int64_t n_rows = n;
+    if (io->out_tok) {
+        rmodel_rows_gather(w->y, Di, io->out_tok, io->n_out);
+        rmodel_rows_gather(w->xz, P, io->out_tok, io->n_out);
+        n_rows = io->n_out;
+    }
     /* gate, then RMSNorm per group */
-    rops_map(ex, ROPS_MAP_SILU, w->xz, P, NULL, n, Di); /* z (spent after this) */
-    rmodel_for_tokens(ex, n, 3 * Di, gate_tokens, &c);
-    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
+    if (n_rows > 0) {
+        rops_map(ex, ROPS_MAP_SILU, w->xz, P, NULL, n_rows, Di); /* z (spent after this) */
+        rmodel_for_tokens(ex, n_rows, 3 * Di, gate_tokens, &c);
+        rops_matmul(ex, &L->ssm_out, w->y, n_rows, w->h);
+    }
+    if (io->out_tok) {
+        rmodel_rows_add(w->x, w->h, E, io->out_tok, io->n_out);
+        return;
+    }
     for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
 }
 
@@ -163,7 +178,7 @@ static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il
                   const struct rmodel_io *io) {
     struct rmamba_ws w;
     rmamba_ws_carve(m, io, &w);
-    layer_forward(m, ex, &m->layers[il], &w, io->n_seqs, io->nst, io->save_k, io->save_v);
+    layer_forward(m, ex, &m->layers[il], &w, io);
 }
 
 const struct rmodel_arch_ops rmodel_arch_mamba2 = {

@@ -167,11 +167,13 @@ struct rmodel_ws *rmodel_ws_create(const struct rmodel *m, uint32_t n_ubatch, ui
     if (!ws || n == 0 || !(ws->buf = rcore_alloc64(n * sizeof(float), false)) ||
         !(ws->snap = calloc(n_ubatch, sizeof *ws->snap)) ||
         !(ws->save_k = calloc(n_ubatch, sizeof *ws->save_k)) ||
-        !(ws->save_v = calloc(n_ubatch, sizeof *ws->save_v))) {
+        !(ws->save_v = calloc(n_ubatch, sizeof *ws->save_v)) ||
+        !(ws->out_tok = calloc(n_ubatch, sizeof *ws->out_tok))) {
         if (ws) {
             rcore_free64(ws->buf);
             free(ws->snap);
             free(ws->save_k);
+            free(ws->save_v);
         }
         free(ws);
         rcore_error_set("out of memory for a workspace of %u tokens", n_ubatch);
@@ -189,6 +191,7 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws->snap);
     free(ws->save_k);
     free(ws->save_v);
+    free(ws->out_tok);
     free(ws);
 }
 
@@ -274,7 +277,14 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
                            .save_k = any_snap ? ws->save_k : NULL,
                            .save_v = any_snap ? ws->save_v : NULL,
                            .buf = w.arch};
+    int32_t n_out = 0;
+    for (uint32_t t = 0; t < ub->n_tokens; t++)
+        if (ub->output[t]) ws->out_tok[n_out++] = (int32_t)t;
     for (int32_t il = 0; il < m->n_layer; il++) {
+        if (il == m->n_layer - 1 && (uint32_t)n_out < ub->n_tokens) {
+            io.out_tok = ws->out_tok;
+            io.n_out = n_out;
+        }
         for (uint32_t t = 0; any_snap && t < ub->n_tokens; t++) {
             ws->save_k[t] = ws->snap[t] ? rmem_snap_k(mem, ws->snap[t], (uint32_t)il) : NULL;
             ws->save_v[t] = ws->snap[t] ? rmem_snap_v(mem, ws->snap[t], (uint32_t)il) : NULL;

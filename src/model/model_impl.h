@@ -142,6 +142,10 @@ size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, s
  * K and V state rows of this layer as f32 (n_seqs rows, rmodel_state_rows sizes), updated in
  * place; save_k / save_v: NULL or per token where that token's states go (snapshots); buf:
  * the architecture's own workspace (its ws_floats), kept across the layers of one ubatch.
+ * out_tok: NULL, or in the last layer the n_out tokens (ascending, fewer than n) whose x is
+ * read after it (those that output): the layer may skip its last products (those that feed
+ * only x, not the states) for the other tokens and leave their x unfinished, as llama.cpp
+ * does for the tokens outside inp_out_ids. A prompt's 511 tokens of 512 then skip them.
  */
 struct rmodel_io {
     float *x;
@@ -149,7 +153,15 @@ struct rmodel_io {
     uint32_t n_seqs, nst;
     float *const *save_k, *const *save_v;
     float *buf;
+    const int32_t *out_tok;
+    int32_t n_out;
 };
+
+/* Row rows[i] of buf (ld floats a row) moved to row i, for n rows: in place, since the rows
+ * ascend and so none is written before it is read. */
+void rmodel_rows_gather(float *buf, int64_t ld, const int32_t *rows, int32_t n);
+/* x's row rows[i] += d's row i, for n rows of ld floats. */
+void rmodel_rows_add(float *x, const float *d, int64_t ld, const int32_t *rows, int32_t n);
 
 /*
  * One architecture: what the shared forward pass (model.c) calls. Each architecture defines
@@ -185,6 +197,7 @@ struct rmodel_ws {
     /* per ubatch token: the snapshot to fill (rmem_snap_plan), and its rows in one layer */
     struct rmem_snap **snap;
     float **save_k, **save_v;
+    int32_t *out_tok; /* the tokens that output (rmodel_io.out_tok) */
 };
 
 #endif

@@ -341,6 +341,51 @@ static void test_outputs_and_batches(void) {
     CHECK_ERR("type_k");
 }
 
+/* Outputs on some tokens only: the last layer then computes its last products for those rows
+ * alone (model_impl.h rmodel_io.out_tok), so each must still equal its row of a decode where
+ * every token outputs, and the states the skipped rows leave must be whole: a chunk with no
+ * output at all, then one more, give the logits of the whole history. Two sequences in one
+ * batch, the outputs on neither's last token, so that the rows gathered are not the tail. */
+static void test_sparse_outputs(void) {
+    enum { N = 12, M = 6 };
+    int32_t t[2][N + M];
+    random_tokens(t[0], N + M, V);
+    random_tokens(t[1], N + M, V);
+    float *ref[2] = {alone(model, t[0], N + M), alone(model, t[1], N + M)};
+    struct recur_context *ctx = new_ctx(model, 2, 512);
+    struct recur_batch b = recur_batch_init(2 * N, 0, 1);
+    REQUIRE(b.pos);
+    const bool want[2][N] = {{1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+                             {0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0}};
+    for (int32_t i = 0; i < N; i++)
+        for (int32_t s = 0; s < 2; s++)
+            REQUIRE(recur_batch_add(&b, t[s][i], i, &s, 1, want[s][i]) == 0);
+    CHECK(recur_decode(ctx, b) == 0);
+    for (int32_t i = 0; i < N; i++)
+        for (int32_t s = 0; s < 2; s++) {
+            const float *l = recur_get_logits_ith(ctx, 2 * i + s);
+            CHECK((l != NULL) == want[s][i]);
+            if (!l) continue;
+            const double e = rel_err(l, ref[s] + (size_t)i * V, V);
+            CHECK_MSG(e < SAME, "sequence %d token %d of a sparse batch: %.3g", s, i, e);
+        }
+    /* no output at all, then the last token of sequence 1 */
+    b.n_tokens = 0;
+    for (int32_t i = N; i < N + M - 1; i++)
+        for (int32_t s = 0; s < 2; s++) REQUIRE(recur_batch_add(&b, t[s][i], i, &s, 1, false) == 0);
+    CHECK(recur_decode(ctx, b) == 0);
+    for (int32_t s = 0; s < 2; s++) {
+        CHECK(decode_seq(ctx, s, &t[s][N + M - 1], 1, false) == 0);
+        const double e =
+            rel_err(recur_get_logits_ith(ctx, -1), ref[s] + (size_t)(N + M - 1) * V, V);
+        CHECK_MSG(e < SAME, "sequence %d after a chunk without outputs: %.3g", s, e);
+    }
+    recur_batch_free(b);
+    recur_free(ctx);
+    free(ref[0]);
+    free(ref[1]);
+}
+
 /* The whole state of a context, to compare memories through the public API. */
 static uint8_t *snapshot(struct recur_context *ctx, size_t *n) {
     *n = recur_state_get_size(ctx);
@@ -544,6 +589,7 @@ static int run_api(const char *path, const char *other_path) {
     RUN(test_many_sequences);
     RUN(test_fork_and_ops);
     RUN(test_outputs_and_batches);
+    RUN(test_sparse_outputs);
     RUN(test_invalid_batches);
     RUN(test_state);
     /* last: its random tokens would change the others' (one generator), and
