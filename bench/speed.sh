@@ -5,11 +5,14 @@
 # --families, the other three architectures too (issue 21), in f16: the 130m-shaped Mamba-2
 # (d_state 128, 24 heads of 64) and the 0.1B-shaped RWKV-6 and RWKV-7 (12 layers, heads of 64).
 # recur bench's table names the ISA in use (RECUR_ISA picks one); OUT_DIR/machine.txt the CPU.
-#   bench/speed.sh [OUT_DIR] [--f32] [--families]   (run ./run.sh once first, for build/tools/recur)
+# --models-only makes the models and stops (bench/side_by_side.py uses them); RECUR names the
+# recur program (default build/tools/recur).
+#   bench/speed.sh [OUT_DIR] [--f32] [--families] [--models-only]
+#   (run ./run.sh once first, for build/tools/recur)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/speed}
-recur=build/tools/recur
+recur=${RECUR:-build/tools/recur}
 # every model below takes GPT-2's vocabulary (mkmodel has no default: it carries no path)
 export RECUR_VOCAB_FILE=${RECUR_VOCAB_FILE:-tests/data/ggml-vocab-gpt-2.gguf}
 mkdir -p "$out"
@@ -21,11 +24,12 @@ q8="$out/mamba-130m-shape-q8_0.gguf"
 q4="$out/mamba-130m-shape-q4_0.gguf"
 [ -f "$q4" ] || "$recur" quantize "$model" "$q4" q4_0
 models=("$model" "$q8" "$q4")
-want_f32=false families=false
+want_f32=false families=false models_only=false
 for a in "${@:2}"; do
     case "$a" in
     --f32) want_f32=true ;;
     --families) families=true ;;
+    --models-only) models_only=true ;;
     *) echo "speed.sh: unknown flag $a" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +51,7 @@ if $families; then
         models+=("$r")
     done
 fi
+$models_only && exit 0
 # the CPU beside the figures (bench/RESULTS.md records it with each): the machines change
 {
     grep -m1 'model name' /proc/cpuinfo || true
