@@ -133,15 +133,15 @@ size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, s
     return off;
 }
 
-void rmodel_rows_gather(float *buf, int64_t ld, const int32_t *rows, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
+void rmodel_rows_gather(float *buf, int64_t ld, const int32_t *rows, int64_t n) {
+    for (int64_t i = 0; rows && i < n; i++)
         if (rows[i] != i)
             memcpy(buf + (int64_t)i * ld, buf + (int64_t)rows[i] * ld, (size_t)ld * sizeof(float));
 }
 
-void rmodel_rows_add(float *x, const float *d, int64_t ld, const int32_t *rows, int32_t n) {
-    for (int32_t i = 0; i < n; i++) {
-        float *row = x + (int64_t)rows[i] * ld;
+void rmodel_rows_add(float *x, const float *d, int64_t ld, const int32_t *rows, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float *row = x + (rows ? rows[i] : i) * ld;
         const float *di = d + (int64_t)i * ld;
         for (int64_t c = 0; c < ld; c++) row[c] += di[c];
     }

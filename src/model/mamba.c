@@ -181,14 +181,11 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                                                .d_state = N,
                                                .y = w->y,
                                                .save = save_ssm});
-    if (io->out_tok) { /* the last layer: the outputs' rows only (model_impl.h) */
-        rmodel_rows_gather(w->y, Di, io->out_tok, io->n_out);
-        if (io->n_out > 0) rops_matmul(ex, &L->ssm_out, w->y, io->n_out, w->h);
-        rmodel_rows_add(w->x, w->h, E, io->out_tok, io->n_out);
-        return;
-    }
-    rops_matmul(ex, &L->ssm_out, w->y, n, w->h);
-    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
+    /* in the last layer, the outputs' rows only (model_impl.h) */
+    const int64_t n_rows = rmodel_io_rows(io);
+    rmodel_rows_gather(w->y, Di, io->out_tok, n_rows);
+    if (n_rows > 0) rops_matmul(ex, &L->ssm_out, w->y, n_rows, w->h);
+    rmodel_rows_add(w->x, w->h, E, io->out_tok, n_rows);
 }
 
 void rmamba_ws_carve(const struct rmodel *m, const struct rmodel_io *io, struct rmamba_ws *w) {

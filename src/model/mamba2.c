@@ -154,24 +154,17 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         rops_ssm_scan2_chunked(ex, &sa);
     else
         rops_ssm_scan2(ex, &sa);
-    /* the last layer: the gate and the projection for the outputs' rows only (model_impl.h) */
-    int64_t n_rows = n;
-    if (io->out_tok) {
-        rmodel_rows_gather(w->y, Di, io->out_tok, io->n_out);
-        rmodel_rows_gather(w->xz, P, io->out_tok, io->n_out);
-        n_rows = io->n_out;
-    }
-    /* gate, then RMSNorm per group */
+    /* gate, RMSNorm per group and the projection; in the last layer for the outputs' rows only
+       (model_impl.h) */
+    const int64_t n_rows = rmodel_io_rows(io);
+    rmodel_rows_gather(w->y, Di, io->out_tok, n_rows);
+    rmodel_rows_gather(w->xz, P, io->out_tok, n_rows);
     if (n_rows > 0) {
         rops_map(ex, ROPS_MAP_SILU, w->xz, P, NULL, n_rows, Di); /* z (spent after this) */
         rmodel_for_tokens(ex, n_rows, 3 * Di, gate_tokens, &c);
         rops_matmul(ex, &L->ssm_out, w->y, n_rows, w->h);
     }
-    if (io->out_tok) {
-        rmodel_rows_add(w->x, w->h, E, io->out_tok, io->n_out);
-        return;
-    }
-    for (int64_t i = 0; i < n * E; i++) w->x[i] += w->h[i];
+    rmodel_rows_add(w->x, w->h, E, io->out_tok, n_rows);
 }
 
 static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,

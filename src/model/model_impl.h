@@ -157,11 +157,15 @@ struct rmodel_io {
     int32_t n_out;
 };
 
+/* The rows a layer's last products run on: io->n_out in the last layer, else all n. */
+static inline int64_t rmodel_io_rows(const struct rmodel_io *io) {
+    return io->out_tok ? io->n_out : (int64_t)io->n_seqs * io->nst;
+}
 /* Row rows[i] of buf (ld floats a row) moved to row i, for n rows: in place, since the rows
- * ascend and so none is written before it is read. */
-void rmodel_rows_gather(float *buf, int64_t ld, const int32_t *rows, int32_t n);
-/* x's row rows[i] += d's row i, for n rows of ld floats. */
-void rmodel_rows_add(float *x, const float *d, int64_t ld, const int32_t *rows, int32_t n);
+ * ascend and so none is written before it is read. rows NULL (every row): nothing to move. */
+void rmodel_rows_gather(float *buf, int64_t ld, const int32_t *rows, int64_t n);
+/* x's row rows[i] (rows NULL: row i) += d's row i, for n rows of ld floats. */
+void rmodel_rows_add(float *x, const float *d, int64_t ld, const int32_t *rows, int64_t n);
 
 /*
  * One architecture: what the shared forward pass (model.c) calls. Each architecture defines

@@ -335,15 +335,12 @@ void rrwkv_layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
 
     norm_shift(m, ex, io, L->ffn_norm, L->ffn_norm_b, io->k + E, w.a, w.sx);
     shift_store(m, io, w.a, 1);
-    if (io->out_tok) { /* the last layer: the channel mix of the outputs' rows only */
-        rmodel_rows_gather(w.a, E, io->out_tok, io->n_out);
-        rmodel_rows_gather(w.sx, E, io->out_tok, io->n_out);
-        if (io->n_out > 0) channel_mix(m, ex, L, io->n_out, &w);
-        rmodel_rows_add(io->x, w.tmp, E, io->out_tok, io->n_out);
-    } else {
-        channel_mix(m, ex, L, n, &w);
-        for (int64_t i = 0; i < n * E; i++) io->x[i] += w.tmp[i];
-    }
+    /* in the last layer, the channel mix of the outputs' rows only (model_impl.h) */
+    const int64_t n_rows = rmodel_io_rows(io);
+    rmodel_rows_gather(w.a, E, io->out_tok, n_rows);
+    rmodel_rows_gather(w.sx, E, io->out_tok, n_rows);
+    if (n_rows > 0) channel_mix(m, ex, L, n_rows, &w);
+    rmodel_rows_add(io->x, w.tmp, E, io->out_tok, n_rows);
 
     /* docs/rwkv6.md, step (5): the converter divided these layers' output weights; halving x
        undoes it */
