@@ -81,8 +81,13 @@ static const struct flag_spec specs[G_COUNT] = {
                         "redis://HOST:PORT[/DB] or a folder"},
     [G_PREFIX_TTL] = {NULL, "--prefix-cache-ttl", "S",
                       "seconds an entry of the second tier lives (default 86400)"},
-    [G_PREFIX_STORE_MB] = {NULL, "--prefix-cache-store-mb", "N",
-                           "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"},
+    [G_PREFIX_STORE_MB] =
+        {NULL, "--prefix-cache-store-mb", "N",
+         "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"},
+    [G_MAX_ANSWER_MB] = {NULL, "--max-answer-mb", "N",
+                         "the most MiB of JSON one answer may reach, estimated up front from "
+                         "its prompts, choices, tokens and probabilities (default 64; 0: no "
+                         "limit); a request past it is refused (400)"},
     [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
     [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
                       "most tokens a request may ask for (default 4096)"},
@@ -178,6 +183,7 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     o->port = 8080;
     o->queue_max = 64;
     o->max_tokens = 4096;
+    o->max_answer_mb = 64;
     o->timeout_s = 600;
     o->threads_http = 4;
     o->conn_max = 1024;
@@ -305,6 +311,9 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             break;
         case G_MAX_TOKENS:
             if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->max_tokens = (int32_t)n;
+            break;
+        case G_MAX_ANSWER_MB:
+            if ((ok = gen_parse_long(v, 0, 1L << 30, &n))) o->max_answer_mb = n;
             break;
         case G_TIMEOUT:
             if ((ok = gen_parse_long(v, 1, 86400, &n))) o->timeout_s = (double)n;
@@ -538,8 +547,7 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
         cp.prefix_cache_bytes = (uint64_t)o->cache_mb << 20;
         cp.n_rollback = 2;
     }
-    if (o->prompt_cache || o->prefix_store || o->state_in || o->state_out)
-        cp.checkpoint_every = 64;
+    if (o->prompt_cache || o->prefix_store || o->state_in || o->state_out) cp.checkpoint_every = 64;
     if (o->lookup && (uint32_t)o->lookup + 1 > cp.n_rollback)
         cp.n_rollback = (uint32_t)o->lookup + 1;
     return cp;
@@ -606,7 +614,9 @@ void gen_watch_mapping(const struct recur_model *model, const char *path) {
                      "new file over it (mv), never by writing into it (cp), or run with "
                      "--no-mmap\n",
                      path);
-    mapping.line_len = n < 0 ? 0 : (size_t)n < sizeof mapping.line ? (size_t)n : sizeof mapping.line - 1;
+    mapping.line_len = n < 0                             ? 0
+                       : (size_t)n < sizeof mapping.line ? (size_t)n
+                                                         : sizeof mapping.line - 1;
     mapping.addr = addr;
     mapping.size = size;
     struct sigaction sa;

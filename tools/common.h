@@ -71,6 +71,8 @@ enum gen_flag {
     G_PREFIX_STORE,
     G_PREFIX_TTL,
     G_PREFIX_STORE_MB,
+    /* recur serve's answers */
+    G_MAX_ANSWER_MB,
     G_COUNT
 };
 
@@ -116,16 +118,17 @@ struct gen_opts {
     int n_api_keys;
     const char *api_key_file;
     bool no_mmap, mlock;
-    int32_t threads_http; /* event-loop threads of the HTTP side */
-    int32_t conn_max;     /* connections at once */
-    int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
-    double read_s;        /* the most seconds a request's headers and body may take */
-    double idle_s;        /* an idle kept-alive connection is closed after this */
+    int32_t threads_http;     /* event-loop threads of the HTTP side */
+    int32_t conn_max;         /* connections at once */
+    int32_t conn_per_ip;      /* connections at once from one address, 0: no limit */
+    double read_s;            /* the most seconds a request's headers and body may take */
+    double idle_s;            /* an idle kept-alive connection is closed after this */
     const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
     int64_t prefix_ttl_s;
     int64_t prefix_store_mb;
     int32_t queue_max;
     int32_t max_tokens;
+    int64_t max_answer_mb; /* an answer's estimated JSON, in MiB (0: no limit) */
     double timeout_s;
     /* recur chat and recur serve */
     const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */

@@ -306,7 +306,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
      GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |           \
      GBIT(G_NO_MMAP) | GBIT(G_MLOCK) | GBIT(G_API_KEY_FILE) | GBIT(G_THREADS_HTTP) |               \
      GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT) |        \
-     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB) | GBIT(G_NO_WEBUI))
+     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB) | GBIT(G_NO_WEBUI) |      \
+     GBIT(G_MAX_ANSWER_MB))
 
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
@@ -557,6 +558,7 @@ int cmd_serve(int argc, char **argv) {
                                   .queue_max = o.queue_max,
                                   .max_prompt = 8192,
                                   .max_tokens = o.max_tokens,
+                                  .max_answer = (uint64_t)o.max_answer_mb << 20,
                                   .max_body = 1u << 20,
                                   .timeout_s = o.timeout_s,
                                   .n_predict = o.srv_n_predict,

@@ -114,8 +114,8 @@ struct task {
                               as none too: tasks are calloc'd; set by the chat parser) */
     struct recur_logit_bias *bias; /* copied into the samplers */
     int32_t n_bias;
-    char *prompt_text; /* the prompt's tokens as text (echo), NULL when not needed */
-    uint64_t tenant;   /* the API key's partition of the prefix cache (0: no key) */
+    char *prompt_text;       /* the prompt's tokens as text (echo), NULL when not needed */
+    uint64_t tenant;         /* the API key's partition of the prefix cache (0: no key) */
     struct serve_park *park; /* the connection waiting for it, NULL once that one is gone */
 
     /* progress (under server.mu) */
@@ -132,22 +132,23 @@ struct task {
     struct tok_prob *prompt_lp;            /* [n_prompt][1 + n_top] when prompt_logprobs: entry p is
                                               prompt[p] given prompt[0 .. p) (entry 0 unused) */
     int32_t chunk_pos, chunk_row, chunk_n; /* this step's prompt rows (prompt_logprobs) */
-    int refs; /* the connection and, once submitted, the scheduler (serve_submit takes it) */
-    uint64_t id;                           /* cmpl-<id> */
-    struct task *next;                     /* queue */
+    int refs;    /* the connection and, once submitted, the scheduler (serve_submit takes it) */
+    uint64_t id; /* cmpl-<id> */
+    struct task *next; /* queue */
 };
 
 struct serve_limits {
-    int32_t n_parallel; /* sequence slots */
-    int32_t queue_max;  /* waiting tasks; more get 503 */
-    int32_t max_prompt; /* prompt tokens */
-    int32_t max_tokens; /* tokens a request may ask for */
-    size_t max_body;    /* request bytes */
-    double timeout_s;   /* a request that is not done by then fails (504) */
-    double read_s;      /* the most seconds a request's headers and body may take to arrive */
-    int32_t n_predict;  /* tokens a request that names no length gets (-n; -1: max_tokens) */
-    int32_t n_ctx;      /* most tokens (prompt + generated) one sequence may hold (-c; 0: no
-                           limit): a recurrent state has no window, so this is a budget */
+    int32_t n_parallel;  /* sequence slots */
+    int32_t queue_max;   /* waiting tasks; more get 503 */
+    int32_t max_prompt;  /* prompt tokens */
+    int32_t max_tokens;  /* tokens a request may ask for */
+    uint64_t max_answer; /* an answer's estimated JSON bytes (serve_api.c), 0: no limit */
+    size_t max_body;     /* request bytes */
+    double timeout_s;    /* a request that is not done by then fails (504) */
+    double read_s;       /* the most seconds a request's headers and body may take to arrive */
+    int32_t n_predict;   /* tokens a request that names no length gets (-n; -1: max_tokens) */
+    int32_t n_ctx;       /* most tokens (prompt + generated) one sequence may hold (-c; 0: no
+                            limit): a recurrent state has no window, so this is a budget */
 };
 
 struct serve_metrics {
@@ -189,11 +190,11 @@ struct serve_sched {
 struct server {
     struct recur_model *model;
     struct recur_context *ctx;
-    const char *model_name;    /* --alias, else the model file's name */
-    const char *chat_template; /* --chat-template NAME, or NULL: the model's own (or default) */
+    const char *model_name;      /* --alias, else the model file's name */
+    const char *chat_template;   /* --chat-template NAME, or NULL: the model's own (or default) */
     const char *const *api_keys; /* --api-key / --api-key-file; NULL: none asked */
     int n_api_keys;
-    const char *model_path;    /* -m */
+    const char *model_path; /* -m */
     struct serve_limits lim;
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
     bool webui;                 /* the web page at / and /webui/ (--no-webui: 404) */
@@ -209,7 +210,7 @@ struct server {
     struct task **active; /* [n_parallel] tasks by first slot, NULL when free */
     bool *slot_used;      /* [n_parallel] */
     int32_t slots_in_use;
-    bool stopping; /* no new requests; finish the admitted ones */
+    bool stopping;             /* no new requests; finish the admitted ones */
     struct serve_park *parked; /* parked connections (serve_conn.c), under mu */
     uint64_t next_id;
     struct serve_metrics m;

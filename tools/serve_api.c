@@ -570,6 +570,51 @@ static cJSON *settings_json(struct server *s, const struct task *t, const struct
     return g;
 }
 
+/* What an answer's JSON takes per token, for the estimate of --max-answer-mb, rounded up from
+ * answers of the shipped model (a token is one to a few bytes of text): */
+#define ANS_TOKEN  48 /* a token: its text, and its place in the token and offset arrays */
+#define ANS_ENTRY  96 /* a probability entry, {"id", "token", "logprob", "bytes": [...]} */
+#define ANS_LEGACY 32 /* an alternative in a legacy top_logprobs object, "text": logprob */
+
+/* Refuses r when its answer could pass the server's limit: every choice of every prompt at its
+ * full length, with its probabilities (and echo's prompt). The answer is written as it is sent
+ * (serve_lazy.c), but the records it is made from are held until then, and a client that asks
+ * for half a gigabyte of JSON is refused before any of it is computed. */
+static void answer_size_check(struct parse *p, const struct server *s,
+                              const struct serve_request *r) {
+    if (p->bad || s->lim.max_answer == 0) return;
+    double total = 0, per_tok = ANS_TOKEN;
+    int32_t alts = 0, longest = 0, n = 0;
+    for (int ti = 0; ti < r->n_tasks; ti++) {
+        const struct task *t = r->tasks[ti];
+        per_tok = ANS_TOKEN;
+        if (r->api == API_LLAMA && r->n_probs > 0) {
+            alts = 1 + r->n_probs;
+            per_tok += alts * ANS_ENTRY;
+        } else if (r->api == API_CHAT && r->chat_logprobs) {
+            alts = 1 + t->n_top;
+            per_tok += alts * ANS_ENTRY;
+        } else if (r->api == API_OPENAI && r->logprobs >= 0) {
+            alts = 1 + t->n_top;
+            per_tok += ANS_TOKEN + t->n_top * ANS_LEGACY;
+        }
+        double choice = (double)t->max_tokens * per_tok;
+        if (r->echo) choice += (double)t->n_prompt * per_tok;
+        total += t->n * choice;
+        if (t->max_tokens > longest) longest = t->max_tokens;
+        n = t->n;
+    }
+    if (total <= (double)s->lim.max_answer) return;
+    char probs[48] = "";
+    if (alts > 0) snprintf(probs, sizeof probs, " x %d probabilities", (int)alts);
+    serve_fail(p,
+               "the answer could reach ~%.0f MiB of JSON (%d prompt%s x %d choice%s x %d "
+               "tokens%s%s), over the limit of %llu MiB (--max-answer-mb)",
+               total / (1 << 20), r->n_tasks, r->n_tasks == 1 ? "" : "s", n, n == 1 ? "" : "s",
+               (int)longest, probs, r->echo ? ", with the prompt echoed" : "",
+               (unsigned long long)(s->lim.max_answer >> 20));
+}
+
 bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
                          struct serve_request *r, char *msg, size_t msg_len) {
     memset(r, 0, sizeof *r);
@@ -712,6 +757,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         one_prompt(&p, s, plist[i], llama, c, what);
         check_prompt_len(&p, s, c, what);
     }
+    answer_size_check(&p, s, r);
     /* echo's text, and /completion's "prompt" */
     for (int i = 0; i < r->n_tasks && (r->echo || llama) && !p.bad; i++)
         prompt_text(&p, s, r->tasks[i]);

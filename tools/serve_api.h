@@ -111,6 +111,29 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);
 
+/* ---- answers written as they are sent (serve_lazy.c) ------------------------------------ */
+
+#define SERVE_LAZY_MARK '\x01'
+
+/* The number of elements of deferred array `part`, and element i of it (a new cJSON tree the
+ * reader prints and frees; NULL without memory). Elements are asked for in order. */
+typedef int64_t (*serve_lazy_count)(void *ctx, int part);
+typedef cJSON *(*serve_lazy_elem)(void *ctx, int part, int64_t i);
+struct serve_lazy;
+/* A raw cJSON item that stands for deferred array `part` (0 .. 0xffff) in a skeleton; NULL out
+ * of range or without memory. */
+cJSON *serve_lazy_mark(int part);
+/* True when the printed skeleton has no marker: it is the answer itself. */
+bool serve_lazy_plain(const char *skel);
+/* A reader of skel (printed JSON with markers; taken over, freed even on failure) whose
+ * arrays come from count and elem over ctx, which must outlive it. NULL without memory. */
+struct serve_lazy *serve_lazy_new(char *skel, serve_lazy_count count, serve_lazy_elem elem,
+                                  void *ctx);
+/* The next bytes of the answer, at most max, into buf: their number, 0 at the end, -1 without
+ * memory. */
+ssize_t serve_lazy_read(struct serve_lazy *z, char *buf, size_t max);
+void serve_lazy_free(struct serve_lazy *z); /* NULL is fine */
+
 /* ---- answers (serve_out.c) -------------------------------------------------------------- */
 
 /* Submits r's tasks and answers: streamed, or whole once they end (the connection parked

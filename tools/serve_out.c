@@ -95,41 +95,33 @@ static int32_t tokens_ready(const struct choice *c, size_t ready) {
     return k;
 }
 
-/* Legacy completions logprobs: arrays appended to. */
-struct legacy_lp {
-    cJSON *obj, *tokens, *token_logprobs, *top_logprobs, *text_offset;
+/* ---- per-token arrays: built at once (stream chunks) or deferred (whole answers) ----------- */
+
+/* A per-token array of an answer: chat's logprobs.content, /completion's
+ * completion_probabilities, or one of the four parallel arrays of a legacy logprobs object.
+ * Legacy arrays run over the prompt's tokens first when `prompt` (echo), then the choice's
+ * tokens [from, to). */
+enum part_kind { PART_CHAT, PART_LLAMA, PART_LEG_TOKENS, PART_LEG_LP, PART_LEG_TOP, PART_LEG_OFF };
+
+struct part {
+    enum part_kind kind;
+    const struct task *t;
+    const struct choice *c;
+    bool prompt;
+    int32_t from, to;
+    size_t base; /* legacy: the text offset of the choice's text (after an echoed prompt) */
+    size_t off;  /* legacy offsets: the prompt's text so far (elements come in order) */
 };
 
-static struct legacy_lp legacy_new(void) {
-    struct legacy_lp l;
-    l.obj = cJSON_CreateObject();
-    l.tokens = cJSON_AddArrayToObject(l.obj, "tokens");
-    l.token_logprobs = cJSON_AddArrayToObject(l.obj, "token_logprobs");
-    l.top_logprobs = cJSON_AddArrayToObject(l.obj, "top_logprobs");
-    l.text_offset = cJSON_AddArrayToObject(l.obj, "text_offset");
-    return l;
-}
+/* The deferred arrays of an answer being written (serve_lazy.c reads them by number). */
+struct answer {
+    const struct server *s;
+    struct part *parts;
+    int n_parts, cap;
+};
 
-/* One token: rec NULL (the first prompt token: nothing to condition on) gives nulls. */
-static void legacy_add(const struct server *s, struct legacy_lp *l, recur_token tok,
-                       const struct tok_prob *rec, int32_t n_top, size_t offset) {
-    char b[256];
-    cJSON_AddItemToArray(l->tokens, serve_text_json(b, (size_t)piece(s, tok, b)));
-    cJSON_AddItemToArray(l->token_logprobs, rec ? cJSON_CreateNumber(rec->v) : cJSON_CreateNull());
-    if (!rec) {
-        cJSON_AddItemToArray(l->top_logprobs, cJSON_CreateNull());
-    } else {
-        cJSON *d = cJSON_CreateObject();
-        for (int32_t k = 0; k < n_top; k++) {
-            const int32_t n = piece(s, rec[1 + k].id, b);
-            cJSON *key = serve_text_json(b, (size_t)n);
-            if (key && !cJSON_GetObjectItemCaseSensitive(d, key->valuestring))
-                cJSON_AddNumberToObject(d, key->valuestring, rec[1 + k].v);
-            cJSON_Delete(key);
-        }
-        cJSON_AddItemToArray(l->top_logprobs, d);
-    }
-    cJSON_AddItemToArray(l->text_offset, cJSON_CreateNumber((double)offset));
+static int64_t part_count(const struct part *p) {
+    return (p->prompt ? p->t->n_prompt : 0) + (p->to > p->from ? p->to - p->from : 0);
 }
 
 /* {token, logprob, bytes} (chat) or {id, token, logprob|prob, bytes} (/completion). */
@@ -145,61 +137,132 @@ static cJSON *tok_json(const struct server *s, const struct tok_prob *rec, bool 
     return o;
 }
 
-/* Chat's logprobs.content entries for tokens [from, to) of c. */
-static void chat_lp_add(const struct server *s, const struct task *t, const struct choice *c,
-                        int32_t from, int32_t to, cJSON *content) {
-    for (int32_t k = from; k < to; k++) {
-        const struct tok_prob *rec = c->lp + (size_t)k * (size_t)(1 + t->n_top);
-        cJSON *o = tok_json(s, rec, false, "logprob");
-        cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
-        for (int32_t i = 0; i < t->n_top; i++)
-            cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, false, "logprob"));
-        cJSON_AddItemToArray(content, o);
+/* A token's entry with its alternatives: chat's (recs in lp), or /completion's (post: the
+ * post-sampling probabilities when recorded). */
+static cJSON *entry_json(const struct server *s, const struct task *t, const struct choice *c,
+                         int32_t k, bool with_id) {
+    const bool post = with_id && c->post;
+    const int32_t n_alt = post ? c->post_n[k] : t->n_top;
+    const struct tok_prob *rec = post ? c->post + (size_t)k * (size_t)(1 + t->n_post)
+                                      : c->lp + (size_t)k * (size_t)(1 + t->n_top);
+    const char *name = post ? "prob" : "logprob";
+    cJSON *o = tok_json(s, rec, with_id, name);
+    cJSON *top = cJSON_AddArrayToObject(o, post ? "top_probs" : "top_logprobs");
+    for (int32_t i = 0; i < n_alt; i++)
+        cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, with_id, name));
+    return o;
+}
+
+/* Element e of a legacy array: a prompt token (rec NULL for the first: nothing to condition
+ * on, so nulls) or a choice's token. */
+static cJSON *legacy_elem(const struct server *s, struct part *p, int64_t e) {
+    const struct task *t = p->t;
+    char b[256];
+    recur_token tok;
+    const struct tok_prob *rec;
+    size_t offset;
+    if (p->prompt && e < t->n_prompt) {
+        tok = t->prompt[e];
+        rec = e == 0 ? NULL : t->prompt_lp + (size_t)e * (size_t)(1 + t->n_top);
+        offset = p->off;
+        p->off += (size_t)piece(s, tok, b);
+    } else {
+        const int32_t k = p->from + (int32_t)(e - (p->prompt ? t->n_prompt : 0));
+        tok = p->c->out[k];
+        rec = p->c->lp + (size_t)k * (size_t)(1 + t->n_top);
+        offset = p->base + tok_start(p->c, k);
+    }
+    switch (p->kind) {
+    case PART_LEG_TOKENS:
+        return serve_text_json(b, (size_t)piece(s, tok, b));
+    case PART_LEG_LP:
+        return rec ? cJSON_CreateNumber(rec->v) : cJSON_CreateNull();
+    case PART_LEG_TOP: {
+        if (!rec) return cJSON_CreateNull();
+        cJSON *d = cJSON_CreateObject();
+        for (int32_t k = 0; d && k < t->n_top; k++) {
+            cJSON *key = serve_text_json(b, (size_t)piece(s, rec[1 + k].id, b));
+            if (key && !cJSON_GetObjectItemCaseSensitive(d, key->valuestring))
+                cJSON_AddNumberToObject(d, key->valuestring, rec[1 + k].v);
+            cJSON_Delete(key);
+        }
+        return d;
+    }
+    default:
+        return cJSON_CreateNumber((double)offset);
     }
 }
 
-/* /completion's completion_probabilities entries for tokens [from, to) of c. */
-static void llama_probs_add(const struct server *s, const struct task *t, const struct choice *c,
-                            int32_t from, int32_t to, cJSON *arr) {
-    for (int32_t k = from; k < to; k++) {
-        cJSON *o, *top;
-        if (c->post) {
-            const struct tok_prob *rec = c->post + (size_t)k * (size_t)(1 + t->n_post);
-            o = tok_json(s, rec, true, "prob");
-            top = cJSON_AddArrayToObject(o, "top_probs");
-            for (int32_t i = 0; i < c->post_n[k]; i++)
-                cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, true, "prob"));
-        } else {
-            const struct tok_prob *rec = c->lp + (size_t)k * (size_t)(1 + t->n_top);
-            o = tok_json(s, rec, true, "logprob");
-            top = cJSON_AddArrayToObject(o, "top_logprobs");
-            for (int32_t i = 0; i < t->n_top; i++)
-                cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, true, "logprob"));
-        }
-        cJSON_AddItemToArray(arr, o);
+static cJSON *part_elem(const struct server *s, struct part *p, int64_t e) {
+    switch (p->kind) {
+    case PART_CHAT:
+        return entry_json(s, p->t, p->c, p->from + (int32_t)e, false);
+    case PART_LLAMA:
+        return entry_json(s, p->t, p->c, p->from + (int32_t)e, true);
+    default:
+        return legacy_elem(s, p, e);
     }
 }
 
-/* The legacy logprobs of choice c of t: the prompt's tokens first with echo. */
-static cJSON *legacy_logprobs(const struct server *s, const struct serve_request *r,
-                              const struct task *t, const struct choice *c, bool prompt,
-                              int32_t from, int32_t to, size_t base) {
-    struct legacy_lp l = legacy_new();
-    size_t off = 0;
-    if (prompt) {
-        char b[256];
-        for (int32_t p = 0; p < t->n_prompt; p++) {
-            const struct tok_prob *rec =
-                p == 0 ? NULL : t->prompt_lp + (size_t)p * (size_t)(1 + t->n_top);
-            legacy_add(s, &l, t->prompt[p], rec, t->n_top, off);
-            off += (size_t)piece(s, t->prompt[p], b);
+static int64_t answer_count(void *ctx, int part) {
+    const struct answer *a = ctx;
+    return part < a->n_parts ? part_count(&a->parts[part]) : 0;
+}
+
+static cJSON *answer_elem(void *ctx, int part, int64_t i) {
+    struct answer *a = ctx;
+    return part < a->n_parts ? part_elem(a->s, &a->parts[part], i) : NULL;
+}
+
+/* Array p: a marker registered in a (written as it is sent), or, a NULL, the array itself. */
+static cJSON *part_json(const struct server *s, struct answer *a, struct part p) {
+    if (a) {
+        if (a->n_parts == a->cap) {
+            const int cap = a->cap ? 2 * a->cap : 16;
+            struct part *g = realloc(a->parts, sizeof *g * (size_t)cap);
+            if (!g) return NULL;
+            a->parts = g;
+            a->cap = cap;
         }
+        cJSON *m = serve_lazy_mark(a->n_parts);
+        if (m) a->parts[a->n_parts++] = p;
+        return m;
     }
-    (void)r;
-    for (int32_t k = from; k < to; k++)
-        legacy_add(s, &l, c->out[k], c->lp + (size_t)k * (size_t)(1 + t->n_top), t->n_top,
-                   base + tok_start(c, k));
-    return l.obj;
+    cJSON *arr = cJSON_CreateArray();
+    const int64_t n = part_count(&p);
+    for (int64_t e = 0; arr && e < n; e++) cJSON_AddItemToArray(arr, part_elem(s, &p, e));
+    return arr;
+}
+
+/* The legacy logprobs of choice c of t: the prompt's tokens first with `prompt` (echo). */
+static cJSON *legacy_logprobs(const struct server *s, struct answer *a, const struct task *t,
+                              const struct choice *c, bool prompt, int32_t from, int32_t to,
+                              size_t base) {
+    static const struct {
+        enum part_kind kind;
+        const char *name;
+    } arrays[] = {{PART_LEG_TOKENS, "tokens"},
+                  {PART_LEG_LP, "token_logprobs"},
+                  {PART_LEG_TOP, "top_logprobs"},
+                  {PART_LEG_OFF, "text_offset"}};
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < sizeof arrays / sizeof arrays[0]; i++)
+        cJSON_AddItemToObject(o, arrays[i].name,
+                              part_json(s, a,
+                                        (struct part){.kind = arrays[i].kind,
+                                                      .t = t,
+                                                      .c = c,
+                                                      .prompt = prompt,
+                                                      .from = from,
+                                                      .to = to,
+                                                      .base = base}));
+    return o;
+}
+
+/* Chat's logprobs.content, or /completion's completion_probabilities, for tokens [from, to). */
+static cJSON *entries_json(const struct server *s, struct answer *a, enum part_kind kind,
+                           const struct task *t, const struct choice *c, int32_t from, int32_t to) {
+    return part_json(s, a, (struct part){.kind = kind, .t = t, .c = c, .from = from, .to = to});
 }
 
 static void add_usage(cJSON *j, const struct serve_request *r) {
@@ -250,7 +313,6 @@ static double per(double a, double b) {
     return b > 0 ? a / b : 0.0;
 }
 
-/* /completion's object for choice i of t (whole: the text; final stream event: ""). */
 /* llama-server's "timings" of a task, or the sums (counts) and the longest (times) of a
  * request's tasks. */
 struct timings {
@@ -296,7 +358,9 @@ static struct timings request_timings(const struct serve_request *r) {
     return all;
 }
 
-static cJSON *llama_json(const struct server *s, const struct serve_request *r,
+/* /completion's object for choice i of t: whole (the text and, deferred into a when a is not
+ * NULL, the probabilities) or the final stream event's (content ""). */
+static cJSON *llama_json(const struct server *s, struct answer *a, const struct serve_request *r,
                          const struct task *t, int i, int index, bool whole) {
     const struct choice *c = &t->choice[i];
     cJSON *j = cJSON_CreateObject();
@@ -328,8 +392,8 @@ static cJSON *llama_json(const struct server *s, const struct serve_request *r,
     cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
     add_timings(j, timings_of(t, c->n_out));
     if (whole && r->n_probs > 0) {
-        cJSON *probs = cJSON_AddArrayToObject(j, "completion_probabilities");
-        llama_probs_add(s, t, c, 0, tokens_ready(c, c->len), probs);
+        cJSON_AddItemToObject(j, "completion_probabilities",
+                              entries_json(s, a, PART_LLAMA, t, c, 0, tokens_ready(c, c->len)));
     }
     return j;
 }
@@ -351,13 +415,14 @@ static cJSON *project(cJSON *j, const cJSON *fields) {
     return out;
 }
 
-/* The whole answer of a finished request (s->mu held). */
-static cJSON *final_json(const struct server *s, const struct serve_request *r) {
+/* The whole answer of a finished request, its per-token arrays deferred into a. The tasks have
+ * ended, so nothing changes them: s->mu is not needed. */
+static cJSON *final_json(const struct server *s, struct answer *a, const struct serve_request *r) {
     if (r->api == API_LLAMA) {
         cJSON *list = cJSON_CreateArray();
         for (int ti = 0; ti < r->n_tasks; ti++)
             for (int i = 0; i < r->tasks[ti]->n; i++) {
-                cJSON *j = llama_json(s, r, r->tasks[ti], i, ti * r->tasks[ti]->n + i, true);
+                cJSON *j = llama_json(s, a, r, r->tasks[ti], i, ti * r->tasks[ti]->n + i, true);
                 cJSON_AddItemToArray(list, r->response_fields ? project(j, r->response_fields) : j);
             }
         if (cJSON_GetArraySize(list) == 1) {
@@ -381,7 +446,8 @@ static cJSON *final_json(const struct server *s, const struct serve_request *r) 
                 serve_add_text(m, "content", c->text, c->len);
                 if (r->chat_logprobs) {
                     cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
-                    chat_lp_add(s, t, c, 0, n_tok, cJSON_AddArrayToObject(lp, "content"));
+                    cJSON_AddItemToObject(lp, "content",
+                                          entries_json(s, a, PART_CHAT, t, c, 0, n_tok));
                     cJSON_AddNullToObject(lp, "refusal");
                 } else {
                     cJSON_AddNullToObject(o, "logprobs");
@@ -397,7 +463,7 @@ static cJSON *final_json(const struct server *s, const struct serve_request *r) 
                 free(both);
                 if (r->logprobs >= 0)
                     cJSON_AddItemToObject(o, "logprobs",
-                                          legacy_logprobs(s, r, t, c, r->echo, 0, n_tok, base));
+                                          legacy_logprobs(s, a, t, c, r->echo, 0, n_tok, base));
                 else
                     cJSON_AddNullToObject(o, "logprobs");
             }
@@ -435,8 +501,8 @@ struct stream {
     struct serve_request *r; /* r->park: the connection, parked between events */
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
-    char *pending; /* an event not yet handed to MHD */
-    size_t pending_len, pending_off;
+    struct answer ans;          /* an echo's prompt logprobs, written as they are sent */
+    struct serve_lazy *pending; /* an event not yet all handed to MHD */
 };
 
 static char *event(cJSON *j) {
@@ -484,7 +550,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         const char *pt = t->prompt_text ? t->prompt_text : "";
         serve_add_text(o, "text", pt, strlen(pt));
         if (r->logprobs >= 0)
-            cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, r, t, c, true, 0, 0, 0));
+            cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, &st->ans, t, c, true, 0, 0, 0));
         else
             cJSON_AddNullToObject(o, "logprobs");
         cJSON_AddNullToObject(o, "finish_reason");
@@ -510,8 +576,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         cJSON_AddBoolToObject(root, "stop", false);
         cJSON_AddNumberToObject(root, "id_slot", c->seq);
         if (r->n_probs > 0)
-            llama_probs_add(s, t, c, from, upto,
-                            cJSON_AddArrayToObject(root, "completion_probabilities"));
+            cJSON_AddItemToObject(root, "completion_probabilities",
+                                  entries_json(s, NULL, PART_LLAMA, t, c, from, upto));
         if (r->timings_per_token) add_timings(root, timings_of(t, c->n_out));
         return event(root);
     }
@@ -526,7 +592,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
             serve_add_text(d, "content", piece_at, piece_len);
             if (r->chat_logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
-                chat_lp_add(s, t, c, from, upto, cJSON_AddArrayToObject(lp, "content"));
+                cJSON_AddItemToObject(lp, "content",
+                                      entries_json(s, NULL, PART_CHAT, t, c, from, upto));
                 cJSON_AddNullToObject(lp, "refusal");
             } else {
                 cJSON_AddNullToObject(o, "logprobs");
@@ -545,7 +612,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     serve_add_text(o, "text", piece_at, piece_len);
     const size_t base = r->echo && t->prompt_text ? strlen(t->prompt_text) : 0;
     if (r->logprobs >= 0)
-        cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, r, t, c, false, from, upto, base));
+        cJSON_AddItemToObject(o, "logprobs",
+                              legacy_logprobs(s, NULL, t, c, false, from, upto, base));
     else
         cJSON_AddNullToObject(o, "logprobs");
     if (finish_now) {
@@ -587,7 +655,7 @@ static char *next_event(struct stream *st, bool *end) {
             if (ev) return ev;
             if (r->api == API_LLAMA && t->state == TASK_DONE && !sn->finished) {
                 sn->finished = true;
-                return event(llama_json(st->s, r, t, i, ti * t->n + i, false));
+                return event(llama_json(st->s, NULL, r, t, i, ti * t->n + i, false));
             }
             all_done &= t->state == TASK_DONE && sn->finished;
         }
@@ -621,8 +689,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     if (!st->pending) {
         bool end = false;
         pthread_mutex_lock(&s->mu);
-        st->pending = next_event(st, &end);
-        if (!st->pending && !end) {
+        char *ev = next_event(st, &end);
+        if (!ev && !end) {
             if (!st->r->tasks[0]->cancelled && timed_out(s, st->r->tasks[0]))
                 cancel_all(s, st->r, "timed out", 504);
             serve_park(s, &st->r->park);
@@ -631,18 +699,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         pthread_mutex_unlock(&s->mu);
         if (end) return MHD_CONTENT_READER_END_OF_STREAM;
-        st->pending_len = strlen(st->pending);
-        st->pending_off = 0;
+        /* an event's deferred arrays are an echo's prompt logprobs: the prompt is in, so they
+           no longer change and are written outside s->mu */
+        st->pending = ev ? serve_lazy_new(ev, answer_count, answer_elem, &st->ans) : NULL;
+        if (!st->pending) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
-    size_t n = st->pending_len - st->pending_off;
-    if (n > max) n = max;
-    memcpy(buf, st->pending + st->pending_off, n);
-    st->pending_off += n;
-    if (st->pending_off == st->pending_len) {
-        free(st->pending);
+    const ssize_t n = serve_lazy_read(st->pending, buf, max);
+    if (n <= 0) {
+        serve_lazy_free(st->pending);
         st->pending = NULL;
+        if (n < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+        return stream_read(cls, pos, buf, max); /* that event is all sent: the next one */
     }
-    return (ssize_t)n;
+    return n;
 }
 
 /* The response is gone (sent, or the client left): the tasks are no longer wanted. */
@@ -654,13 +723,43 @@ static void stream_free(void *cls) {
     pthread_mutex_unlock(&s->mu);
     serve_request_free(s, st->r);
     free(st->r);
-    free(st->pending);
+    serve_lazy_free(st->pending);
+    free(st->ans.parts);
     free(st);
 }
 
 /* ---- the answer -------------------------------------------------------------------------- */
 
-/* The whole answer once every task has ended; until then the connection stays parked. */
+/* A whole answer with per-token arrays, written as libmicrohttpd sends it (the response owns
+ * the request, whose ended tasks the arrays are read from). */
+struct whole {
+    struct server *s;
+    struct serve_request *r;
+    struct answer ans;
+    struct serve_lazy *z;
+};
+
+static ssize_t whole_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct whole *w = cls;
+    const ssize_t n = serve_lazy_read(w->z, buf, max);
+    return n > 0    ? n
+           : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
+                    : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void whole_free(void *cls) {
+    struct whole *w = cls;
+    serve_lazy_free(w->z);
+    free(w->ans.parts);
+    serve_request_free(w->s, w->r);
+    free(w->r);
+    free(w);
+}
+
+/* The whole answer once every task has ended; until then the connection stays parked. The
+ * answer is built and sent outside s->mu: ended tasks no longer change, and a large answer
+ * must not stall the other requests (every handler takes s->mu). */
 static enum MHD_Result whole_resume(struct server *s, struct MHD_Connection *conn,
                                     struct serve_cont *cont) {
     struct serve_request *r = cont->state;
@@ -673,26 +772,52 @@ static enum MHD_Result whole_resume(struct server *s, struct MHD_Connection *con
         pthread_mutex_unlock(&s->mu);
         return MHD_YES;
     }
-    const struct task *failed = NULL;
-    for (int ti = 0; ti < r->n_tasks && !failed; ti++)
-        if (r->tasks[ti]->state != TASK_DONE) failed = r->tasks[ti];
-    char *text = NULL, err[256];
-    int status = 200;
-    if (!failed) {
-        cJSON *j = final_json(s, r);
-        text = cJSON_PrintUnformatted(j);
-        cJSON_Delete(j);
-    } else {
-        snprintf(err, sizeof err, "%s", error_text(failed, &status));
-    }
     pthread_mutex_unlock(&s->mu);
     cont->resume = NULL;
     cont->cleanup = NULL;
     cont->state = NULL;
-    serve_request_free(s, r);
-    free(r);
-    if (failed) return serve_send_error(conn, (unsigned)status, error_type(status), err);
-    return serve_send_text(conn, 200, "application/json", text, NULL);
+    const struct task *failed = NULL;
+    for (int ti = 0; ti < r->n_tasks && !failed; ti++)
+        if (r->tasks[ti]->state != TASK_DONE) failed = r->tasks[ti];
+    if (failed) {
+        char err[256];
+        int status;
+        snprintf(err, sizeof err, "%s", error_text(failed, &status));
+        serve_request_free(s, r);
+        free(r);
+        return serve_send_error(conn, (unsigned)status, error_type(status), err);
+    }
+    struct whole *w = calloc(1, sizeof *w);
+    char *text = NULL;
+    if (w) {
+        w->s = s;
+        w->r = r;
+        w->ans.s = s;
+        cJSON *j = final_json(s, &w->ans, r);
+        text = j ? cJSON_PrintUnformatted(j) : NULL;
+        cJSON_Delete(j);
+    }
+    if (!text || serve_lazy_plain(text)) { /* no per-token arrays: the text is the answer */
+        if (w) free(w->ans.parts);
+        free(w);
+        serve_request_free(s, r);
+        free(r);
+        if (!text) return serve_send_error(conn, 500, "server_error", "out of memory");
+        return serve_send_text(conn, 200, "application/json", text, NULL);
+    }
+    w->z = serve_lazy_new(text, answer_count, answer_elem, &w->ans);
+    struct MHD_Response *resp = w->z ? MHD_create_response_from_callback(
+                                           MHD_SIZE_UNKNOWN, 64 * 1024, whole_read, w, whole_free)
+                                     : NULL;
+    if (!resp) {
+        whole_free(w);
+        return serve_send_error(conn, 500, "server_error", "out of memory");
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    serve_cors_headers(conn, resp);
+    const enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 /* The connection ended before the answer (cont.cleanup): the tasks are not wanted. */
@@ -742,6 +867,7 @@ enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn, stru
         }
         st->s = s;
         st->r = r;
+        st->ans.s = s;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         serve_cors_headers(conn, resp);
