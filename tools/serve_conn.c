@@ -23,6 +23,10 @@
  *    are expired (their work is cancelled; its end wakes them); and, once a second, the model
  *    file: a file written in place under a mapping changes the weights being served, so the
  *    server stops with a line that says so (a rename over it is harmless and only noted).
+ *    The clock is only a hint: the file's XXH64 is taken at start, and when its time changes
+ *    with its size kept, the file is hashed again, MODEL_HASH_STEP bytes a tick so that the
+ *    deadlines keep their pace, and the server stops only if the bytes differ (a touch, or a
+ *    copy of the same bytes, keeps it serving).
  *
  * Data structures: a doubly linked list of connections (insert and remove are O(1) from the
  * libmicrohttpd callbacks, the watcher walks it), and server.parked, a list of the parked.
@@ -37,9 +41,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
+
+#define MODEL_HASH_STEP (256u << 20) /* bytes of the model file hashed per watcher tick */
 
 struct conn {
     int fd;
@@ -57,10 +65,16 @@ struct serve_conns {
     bool stop, started;
     pthread_t watcher;
     struct server *s;
-    /* the model file, as mapped at start (watch_model) */
+    /* the model file, as mapped at start (watch_model): its stat and XXH64 then */
     const char *model_path;
     bool watch_model, replaced_noted;
     struct stat model_st;
+    uint64_t model_hash;
+    /* a check of the bytes under way after the file's time changed (fd >= 0), of the file as
+       stat'ed in check_st */
+    int check_fd;
+    struct stat check_st;
+    XXH64_state_t *check;
     char answer_408[320]; /* what a late request gets, written once at start */
     size_t answer_408_len;
 };
@@ -219,30 +233,95 @@ static void expire_parked(struct server *s, double now) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The model file, once a second: written in place under the mapping (same file, another size
- * or time), the weights being served are no longer the ones loaded. */
+/* Hashes up to `budget` more bytes of fd into h: 1 at the end of the file, 0 when there is
+ * more, -1 on a read error. */
+static int hash_some(int fd, XXH64_state_t *h, size_t budget) {
+    char buf[1 << 16];
+    while (budget > 0) {
+        const ssize_t n = read(fd, buf, sizeof buf < budget ? sizeof buf : budget);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        if (n == 0) return 1;
+        XXH64_update(h, buf, (size_t)n);
+        budget -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The XXH64 of the regular file at path into *out; false when it cannot be read. */
+static bool hash_file(const char *path, uint64_t *out) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    XXH64_state_t *h = fd >= 0 ? XXH64_createState() : NULL;
+    bool ok = h && XXH64_reset(h, 0) == XXH_OK;
+    int r = 0;
+    while (ok && (r = hash_some(fd, h, MODEL_HASH_STEP)) == 0) {
+    }
+    ok = ok && r == 1;
+    if (ok) *out = XXH64_digest(h);
+    XXH64_freeState(h);
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static void model_changed(const struct serve_conns *cs) {
+    fprintf(stderr,
+            "recur serve: %s was written in place while mapped: the weights being served "
+            "changed under the server, which stops now. Replace a model by renaming a new "
+            "file over it (mv), or run with --no-mmap\n",
+            cs->model_path);
+    fflush(stderr);
+    _exit(1);
+}
+
+static void check_end(struct serve_conns *cs) {
+    if (cs->check_fd >= 0) close(cs->check_fd);
+    cs->check_fd = -1;
+}
+
+/* The model file, once a second: written in place under the mapping (same file, another size,
+ * or another time and other bytes), the weights being served are no longer the ones loaded. */
 static void check_model(struct serve_conns *cs) {
     struct stat st;
-    if (stat(cs->model_path, &st) != 0 ||
-        st.st_ino != cs->model_st.st_ino || st.st_dev != cs->model_st.st_dev) {
+    if (stat(cs->model_path, &st) != 0 || st.st_ino != cs->model_st.st_ino ||
+        st.st_dev != cs->model_st.st_dev) {
         if (!cs->replaced_noted) /* renamed or removed: the mapping keeps the old file */
             fprintf(stderr,
                     "recur serve: %s was replaced or removed; still serving the model loaded at "
                     "start (restart to load the new file)\n",
                     cs->model_path);
         cs->replaced_noted = true;
+        check_end(cs);
         return;
     }
-    if (st.st_size != cs->model_st.st_size || st.st_mtim.tv_sec != cs->model_st.st_mtim.tv_sec ||
-        st.st_mtim.tv_nsec != cs->model_st.st_mtim.tv_nsec) {
-        fprintf(stderr,
-                "recur serve: %s was written in place while mapped: the weights being served "
-                "changed under the server, which stops now. Replace a model by renaming a new "
-                "file over it (mv), or run with --no-mmap\n",
-                cs->model_path);
-        fflush(stderr);
-        _exit(1);
+    if (st.st_size != cs->model_st.st_size) model_changed(cs);
+    if (st.st_mtim.tv_sec == cs->model_st.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == cs->model_st.st_mtim.tv_nsec)
+        return;
+    if (cs->check_fd >= 0 && (st.st_mtim.tv_sec != cs->check_st.st_mtim.tv_sec ||
+                              st.st_mtim.tv_nsec != cs->check_st.st_mtim.tv_nsec))
+        check_end(cs); /* written again meanwhile: start over */
+    if (cs->check_fd < 0) {
+        cs->check_fd = open(cs->model_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (cs->check_fd < 0 || XXH64_reset(cs->check, 0) != XXH_OK) {
+            check_end(cs); /* unreadable now: try again at the next check */
+            return;
+        }
+        cs->check_st = st;
     }
+}
+
+/* A tick of the check of the bytes, when one is under way. */
+static void check_model_bytes(struct serve_conns *cs) {
+    if (cs->check_fd < 0) return;
+    const int r = hash_some(cs->check_fd, cs->check, MODEL_HASH_STEP);
+    if (r == 0) return;
+    check_end(cs);
+    if (r < 0) return; /* unreadable: the next check starts over */
+    if (XXH64_digest(cs->check) != cs->model_hash) model_changed(cs);
+    fprintf(stderr,
+            "recur serve: %s was touched, but its bytes are the ones loaded: still serving\n",
+            cs->model_path);
+    cs->model_st = cs->check_st;
 }
 
 static void *watch(void *arg) {
@@ -264,6 +343,7 @@ static void *watch(void *arg) {
         expire_reads(cs, now);
         expire_parked(cs->s, now);
         if (cs->watch_model && ++tick % 10 == 0) check_model(cs);
+        if (cs->watch_model) check_model_bytes(cs);
         pthread_mutex_lock(&cs->mu);
     }
     pthread_mutex_unlock(&cs->mu);
@@ -275,23 +355,29 @@ bool serve_conns_start(struct server *s, const char *model_path, bool mapped) {
     if (!cs) return false;
     cs->s = s;
     cs->model_path = model_path;
-    cs->watch_model = mapped && stat(model_path, &cs->model_st) == 0;
+    cs->check_fd = -1;
+    /* the stat before the bytes: a write between the two changes the time, and is checked */
+    cs->watch_model = mapped && stat(model_path, &cs->model_st) == 0 &&
+                      (cs->check = XXH64_createState()) != NULL &&
+                      hash_file(model_path, &cs->model_hash);
     char body[160];
     snprintf(body, sizeof body,
              "{\"error\":{\"code\":408,\"message\":\"the request was not sent within %g "
              "seconds (--read-timeout)\",\"type\":\"timeout_error\"}}",
              s->lim.read_s);
-    cs->answer_408_len = (size_t)snprintf(
-        cs->answer_408, sizeof cs->answer_408,
-        "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
-        "application/json\r\nContent-Length: %zu\r\n\r\n%s",
-        strlen(body), body);
+    cs->answer_408_len =
+        (size_t)snprintf(cs->answer_408, sizeof cs->answer_408,
+                         "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
+                         "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         strlen(body), body);
     if (pthread_mutex_init(&cs->mu, NULL) != 0) {
+        XXH64_freeState(cs->check);
         free(cs);
         return false;
     }
     if (pthread_cond_init(&cs->cv, NULL) != 0) {
         pthread_mutex_destroy(&cs->mu);
+        XXH64_freeState(cs->check);
         free(cs);
         return false;
     }
@@ -315,6 +401,8 @@ void serve_conns_stop(struct server *s) {
         pthread_join(cs->watcher, NULL);
     }
     /* the daemons are stopped first, and they report every connection closed */
+    check_end(cs);
+    XXH64_freeState(cs->check);
     pthread_cond_destroy(&cs->cv);
     pthread_mutex_destroy(&cs->mu);
     free(cs);
