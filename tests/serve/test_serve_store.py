@@ -19,9 +19,7 @@ Usage: test_serve_store.py RECUR MODEL OTHER_MODEL
 import http.client
 import json
 import os
-import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Redis, Server as BaseServer, check, counts, free_port, wait_for  # noqa: E402,E501
+from fake_redis import FakeRedis  # noqa: E402
 
 recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="recur-store-")
@@ -335,112 +334,6 @@ for kind in ("fifo", "1 GiB"):
     else:
         S.proc.kill()
         S.proc.wait()
-
-
-class FakeRedis:
-    """A Redis on a loopback port that answers what store.c sends (SELECT, SET, SADD, EXPIRE:
-    OK; GET: nil; SMEMBERS: an empty set) until .attack is set; then the next SMEMBERS gets
-    'drip': a listing sent one byte every 40 ms, or 'huge': the header of an array of two
-    billion members, and nothing more. .held: for each attack, the seconds from its command to
-    the client closing the connection (None while it holds on)."""
-
-    def __init__(self):
-        self.attack, self.held, self.lock = None, [], threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = "redis://127.0.0.1:%d" % self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    @staticmethod
-    def _command(buf):
-        """the first whole command in buf (a RESP array of bulk strings) and the rest"""
-        end = buf.find(b"\r\n")
-        if end < 0:
-            return None, buf
-        n, at, args = int(buf[1:end]), end + 2, []
-        for _ in range(n):
-            end = buf.find(b"\r\n", at)
-            if end < 0:
-                return None, buf
-            size = int(buf[at + 1:end])
-            if len(buf) < end + 2 + size + 2:
-                return None, buf
-            args.append(buf[end + 2:end + 2 + size])
-            at = end + 2 + size + 2
-        return args, buf[at:]
-
-    def _closed_within(self, c, seconds):
-        """waits up to seconds for the peer to close (True), reading and dropping its bytes"""
-        end = time.monotonic() + seconds
-        while True:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([c], [], [], left)[0]:
-                return False
-            try:
-                if not c.recv(65536):
-                    return True
-            except OSError:
-                return True
-
-    def _serve(self, c):
-        buf = b""
-        while True:
-            args, buf = self._command(buf)
-            if args is None:
-                try:
-                    data = c.recv(65536)
-                except OSError:
-                    data = b""
-                if not data:
-                    c.close()
-                    return
-                buf += data
-                continue
-            name = args[0].upper()
-            with self.lock:
-                attack = self.attack if name == b"SMEMBERS" else None
-                if attack:
-                    self.attack = None
-                    self.held.append(None)
-                    k = len(self.held) - 1
-            try:
-                if not attack:
-                    c.sendall({b"GET": b"$-1\r\n", b"SMEMBERS": b"*0\r\n",
-                               b"SADD": b":1\r\n", b"EXPIRE": b":1\r\n"}.get(name, b"+OK\r\n"))
-                    continue
-                t0 = time.monotonic()
-                if attack == "huge":
-                    c.sendall(b"*2000000000\r\n")
-                    closed = self._closed_within(c, 60)
-                else:
-                    member = b"70:0123456789abcdef"
-                    reply = b"*3\r\n" + (b"$%d\r\n%s\r\n" % (len(member), member)) * 3
-                    closed = False
-                    for i in range(len(reply)):
-                        c.sendall(reply[i:i + 1])
-                        if self._closed_within(c, 0.04):
-                            closed = True
-                            break
-                if closed:
-                    self.held[k] = time.monotonic() - t0
-                    c.close()
-                    return
-            except OSError:
-                self.held[k] = time.monotonic() - t0
-                c.close()
-                return
-
-    def close(self):
-        self.sock.close()
 
 
 def stream_times(S, body, times):
