@@ -604,6 +604,7 @@ int cmd_serve(int argc, char **argv) {
         struct store_opts so = store_default_opts();
         so.ttl_s = o.prefix_ttl_s;
         so.max_bytes = (uint64_t)o.prefix_store_mb << 20;
+        so.state_bytes = s.state_bytes;
         char err[512];
         if (!(s.store = store_open(o.prefix_store, &so, err, sizeof err))) {
             fprintf(stderr, "recur serve: --prefix-cache-store %s\n", err);

@@ -14,15 +14,17 @@
  *    hash, so that a lookup fetches only one whose tokens its prompt reproduces (an index
  *    also lists other conversations that share the checkpoint's tokens and go on otherwise).
  *    Size: Redis's own maxmemory with maxmemory-policy allkeys-lru (deploy/README.md). Two
- *    connections, one for the decode loop's reads (a short timeout: a slow read is a miss) and
- *    one for the writer thread (a longer one, and a write is tried again after a lost
- *    connection); a failed one is dropped and made again at most every second, meanwhile
- *    every read is a miss.
+ *    connections, one for the decode loop's reads (one short deadline for a whole lookup, and
+ *    bounded replies: what is late or too big is a miss) and one for the writer thread (a
+ *    longer timeout for each read, and a write is tried again after a lost connection); a
+ *    failed one is dropped and made again at most every second, meanwhile every read is a
+ *    miss.
  *  - A folder: DIR/FP/TENANT/C/L-E.entry, written to a temporary name and renamed (a reader
  *    never sees half a file). The writer deletes entries past the TTL (once a minute) and, as
  *    soon as the folder is over its budget, the least recently written first (its bytes
  *    counted by each sweep and each write since: other processes' writes are seen at the next
- *    sweep).
+ *    sweep). A lookup opens an entry without blocking and refuses one that is not a regular
+ *    file or is bigger than an entry of its length can be (entry_max), unread.
  *
  * The blob's contents are the library's business (cache.c checks them); here it is bytes.
  */
@@ -31,13 +33,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -57,6 +62,13 @@ struct job {
     struct job *next;
 };
 
+/* the length of an array in hiredis's reader functions */
+#if HIREDIS_MAJOR >= 1
+typedef size_t array_len;
+#else
+typedef int array_len;
+#endif
+
 struct rconn {
     redisContext *c;
     double next_try; /* after a failure: not before this */
@@ -69,6 +81,8 @@ struct store {
     int port, db;
     char dir[PATH_MAX - 128]; /* room left for the names under it */
     struct rconn rd, wr;
+    redisReplyObjectFunctions rd_fn; /* rd's reader functions: hiredis's, but createArray ... */
+    void *(*rd_array)(const redisReadTask *, array_len); /* ... which checks, then calls this */
 
     pthread_mutex_t mu; /* the queue, the stats, stop */
     pthread_cond_t cv;  /* the writer: work or stop; flush: the queue emptied */
@@ -100,6 +114,15 @@ static uint64_t hash_tokens(const recur_token *t, int32_t n) {
     return XXH3_64bits(t, sizeof(recur_token) * (size_t)n);
 }
 
+/* The most bytes an entry of n tokens can have: the model's state, the tokens, and the
+ * library's fixed fields (magic, fingerprint, tenant, counts, checksum: well under ENTRY_HEAD).
+ * A bigger one is refused before it is read. */
+#define ENTRY_HEAD          4096
+#define STATE_BYTES_UNKNOWN ((uint64_t)256 << 20) /* when the caller did not say */
+static size_t entry_max(const struct store *st, int32_t n) {
+    return ENTRY_HEAD + sizeof(recur_token) * (size_t)n + (size_t)st->o.state_bytes;
+}
+
 static void count(struct store *st, uint64_t *field) {
     pthread_mutex_lock(&st->mu);
     (*field)++;
@@ -108,8 +131,8 @@ static void count(struct store *st, uint64_t *field) {
 
 /* ---- Redis ---------------------------------------------------------------------------------- */
 
-/* The connection, made (again) when there is none and the last failure is a second old; its
- * connect and commands wait up to timeout_s. */
+/* The writer's connection, made (again) when there is none and the last failure is a second
+ * old; its connect and each read wait up to timeout_s. */
 static redisContext *rconn_get(struct store *st, struct rconn *rc, double timeout_s) {
     if (rc->c) return rc->c;
     if (now_s() < rc->next_try) return NULL;
@@ -175,12 +198,131 @@ static bool redis_put(struct store *st, const struct job *j) {
     return ok;
 }
 
+/* ---- Redis: the decode loop's reads ------------------------------------------------------- */
+
+/* The read connection is not read by hiredis's blocking calls, whose timeout holds for each
+ * read of the socket, so that a server dripping its reply could hold a lookup for as long as it
+ * likes: its socket is non-blocking, every wait is a poll() against the lookup's deadline (one
+ * for the whole lookup: connect, commands and replies), and its replies are fed to hiredis's
+ * reader. What a lookup may receive is bounded before it is allocated: its bytes in all (the
+ * indexes' INDEX_REPLY_BYTES and the longest entry it may fetch), and an array longer than an index
+ * can be (MAX_MEMBERS) is refused from its header by the reader's createArray (hiredis would
+ * allocate it whole first). A lookup that fails or runs out of time drops the connection, whose
+ * next reply may be half read. */
+
+/* the members an index's reply may have, and their bytes ("L:E" with its framing) */
+#define MAX_MEMBERS       65536
+#define INDEX_REPLY_BYTES ((size_t)4 << 20)
+
+static void *guarded_array(const redisReadTask *task, array_len elements) {
+    const struct store *st = task->privdata;
+    if ((size_t)elements > MAX_MEMBERS) return NULL; /* the reader fails (a negative int too) */
+    return st->rd_array(task, elements);
+}
+
+static double left_ms(double deadline) {
+    return (deadline - now_s()) * 1e3;
+}
+
+/* Waits until c's socket is ready for events; false at the deadline or on an error. */
+static bool rd_wait(redisContext *c, short events, double deadline) {
+    for (;;) {
+        const double ms = left_ms(deadline);
+        if (ms <= 0) return false;
+        struct pollfd p = {.fd = c->fd, .events = events};
+        const int n = poll(&p, 1, (int)ms + 1);
+        if (n > 0) return true;
+        if (n < 0 && errno != EINTR) return false;
+    }
+}
+
+/* Sends the command argv; false at the deadline or on an error. */
+static bool rd_send(redisContext *c, int argc, const char **argv, const size_t *argl,
+                    double deadline) {
+    char *cmd = NULL;
+    const int len = redisFormatCommandArgv(&cmd, argc, argv, argl);
+    if (len < 0 || !cmd) return false;
+    bool ok = true;
+    for (size_t done = 0; ok && done < (size_t)len;) {
+        const ssize_t n = send(c->fd, cmd + done, (size_t)len - done, MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            ok = rd_wait(c, POLLOUT, deadline);
+        else
+            ok = false;
+    }
+    redisFreeCommand(cmd);
+    return ok;
+}
+
+/* The next reply; NULL at the deadline, on an error, on a refused reply, or once more than
+ * *budget bytes would have come (*budget is what is left). */
+static redisReply *rd_reply(redisContext *c, double deadline, size_t *budget) {
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) return NULL;
+        if (reply) return reply;
+        if (!rd_wait(c, POLLIN, deadline)) return NULL;
+        char buf[16384];
+        const ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (n <= 0 || (size_t)n > *budget) return NULL; /* closed, failed, or too much */
+        *budget -= (size_t)n;
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return NULL;
+    }
+}
+
+/* The read connection, made (again) when there is none and the last failure is a second old,
+ * within the deadline; NULL otherwise. */
+static redisContext *rd_conn(struct store *st, double deadline) {
+    struct rconn *rc = &st->rd;
+    if (rc->c) return rc->c;
+    if (now_s() < rc->next_try) return NULL;
+    const double left = deadline - now_s();
+    redisContext *c = NULL;
+    bool ok = left > 0;
+    if (ok) {
+        const struct timeval tv = {(time_t)left,
+                                   (suseconds_t)((left - (double)(time_t)left) * 1e6)};
+        c = redisConnectWithTimeout(st->host, st->port, tv);
+        const int fl = c && !c->err ? fcntl(c->fd, F_GETFL) : -1;
+        ok = fl >= 0 && fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) == 0;
+    }
+    if (ok) {
+        st->rd_fn = *c->reader->fn;
+        st->rd_array = st->rd_fn.createArray;
+        st->rd_fn.createArray = guarded_array;
+        c->reader->fn = &st->rd_fn;
+        c->reader->privdata = st;
+    }
+    if (ok && st->db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", st->db);
+        const char *argv[] = {"SELECT", db};
+        const size_t argl[] = {6, strlen(db)};
+        size_t budget = 1024;
+        redisReply *r = rd_send(c, 2, argv, argl, deadline) ? rd_reply(c, deadline, &budget) : NULL;
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+    }
+    if (!ok) {
+        if (c) redisFree(c);
+        rc->next_try = now_s() + 1.0;
+        return NULL;
+    }
+    rc->c = c;
+    return c;
+}
+
 /* The longest listed length in [min_len, max_len] whose prefix the prompt reproduces, and its
- * blob; 0 for none. */
+ * blob; 0 for none, and for all that does not come by the deadline. */
 static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
                          const recur_token *tokens, int32_t min_len, int32_t max_len, void **blob,
-                         size_t *len) {
-    redisContext *c = rconn_get(st, &st->rd, st->o.timeout_s);
+                         size_t *len, double deadline) {
+    redisContext *c = rd_conn(st, deadline);
     if (!c) {
         count(st, &st->s.errors);
         return 0;
@@ -188,19 +330,20 @@ static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
     const int32_t c_hi = max_len / CHECKPOINT * CHECKPOINT,
                   c_lo = min_len / CHECKPOINT * CHECKPOINT;
     const int32_t n_idx = (c_hi - c_lo) / CHECKPOINT + 1;
+    size_t budget = INDEX_REPLY_BYTES + entry_max(st, max_len) + 64;
     char key[96];
-    for (int32_t k = 0; k < n_idx; k++) {
+    bool failed = false;
+    for (int32_t k = 0; k < n_idx && !failed; k++) {
         const int32_t cp = c_hi - k * CHECKPOINT;
         redis_key(key, sizeof key, model, tenant, 'i', hash_tokens(tokens, cp));
         const char *argv[] = {"SMEMBERS", key};
         const size_t argl[] = {8, strlen(key)};
-        redisAppendCommandArgv(c, 2, argv, argl);
+        failed = !rd_send(c, 2, argv, argl, deadline);
     }
     int32_t best = 0;
-    bool failed = false;
-    for (int32_t k = 0; k < n_idx; k++) { /* read every reply, even once one has won */
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+    for (int32_t k = 0; k < n_idx && !failed; k++) { /* every reply, even once one has won */
+        redisReply *r = rd_reply(c, deadline, &budget);
+        if (!r) {
             failed = true;
             break;
         }
@@ -218,24 +361,25 @@ static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
             }
         freeReplyObject(r);
     }
+    redisReply *r = NULL;
+    if (!failed && best) {
+        redis_key(key, sizeof key, model, tenant, 'e', hash_tokens(tokens, best));
+        const char *argv[] = {"GET", key};
+        const size_t argl[] = {3, strlen(key)};
+        failed = !rd_send(c, 2, argv, argl, deadline) || !(r = rd_reply(c, deadline, &budget));
+    }
     if (failed) {
         rconn_fail(st, &st->rd);
         return 0;
     }
-    if (!best) return 0;
-    redis_key(key, sizeof key, model, tenant, 'e', hash_tokens(tokens, best));
-    redisReply *r = redisCommand(c, "GET %s", key);
-    if (!r) {
-        rconn_fail(st, &st->rd);
-        return 0;
-    }
     int32_t got = 0;
-    if (r->type == REDIS_REPLY_STRING && (*blob = malloc(r->len))) {
+    if (r && r->type == REDIS_REPLY_STRING && r->len <= entry_max(st, best) &&
+        (*blob = malloc(r->len))) {
         memcpy(*blob, r->str, r->len);
         *len = r->len;
         got = best;
     }
-    freeReplyObject(r);
+    if (r) freeReplyObject(r);
     return got;
 }
 
@@ -273,10 +417,49 @@ static bool dir_put(struct store *st, const struct job *j) {
     return ok;
 }
 
+/* The bytes of the entry file path, of at most max bytes, malloc'd; NULL for none. The open
+ * does not block and the file is checked before any read, as a slot file is (a FIFO there
+ * would hold the decode loop until something wrote to it; a device could be endless): one that
+ * is not a regular file, is empty or bigger than max, or does not read whole is refused (*bad
+ * set), and nothing is allocated for it before its size is known. */
+static void *dir_read(const char *path, size_t max, size_t *len, bool *bad) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *bad = errno != ENOENT; /* gone: a sweep took it since the listing */
+        return NULL;
+    }
+    struct stat sb;
+    void *buf = NULL;
+    size_t got = 0;
+    *bad = true;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (uint64_t)sb.st_size <= max && (buf = malloc((size_t)sb.st_size))) {
+        while (got < (size_t)sb.st_size) {
+            const ssize_t n = read(fd, (char *)buf + got, (size_t)sb.st_size - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break; /* failed, or shorter than it was */
+            got += (size_t)n;
+        }
+        *bad = got != (size_t)sb.st_size;
+    }
+    close(fd);
+    if (*bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = got;
+    return buf;
+}
+
 static int32_t dir_get(struct store *st, uint64_t model, uint64_t tenant, const recur_token *tokens,
-                       int32_t min_len, int32_t max_len, void **blob, size_t *len) {
+                       int32_t min_len, int32_t max_len, void **blob, size_t *len,
+                       double deadline) {
     const int32_t c_lo = min_len / CHECKPOINT * CHECKPOINT;
     for (int32_t cp = max_len / CHECKPOINT * CHECKPOINT; cp >= c_lo; cp -= CHECKPOINT) {
+        if (now_s() > deadline) { /* a slow disk: what is left is a miss */
+            count(st, &st->s.errors);
+            return 0;
+        }
         char d[PATH_MAX];
         dir_of(st, d, sizeof d, model, tenant, hash_tokens(tokens, cp));
         DIR *dh = opendir(d);
@@ -296,21 +479,9 @@ static int32_t dir_get(struct store *st, uint64_t model, uint64_t tenant, const 
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/%d-%016" PRIx64 ".entry", d, best,
                  hash_tokens(tokens, best));
-        FILE *f = fopen(path, "rb");
-        if (!f) continue;
-        struct stat sb;
-        void *buf = NULL;
-        size_t got = 0;
-        if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
-            (buf = malloc((size_t)sb.st_size)))
-            got = fread(buf, 1, (size_t)sb.st_size, f);
-        fclose(f);
-        if (buf && got == (size_t)sb.st_size) {
-            *blob = buf;
-            *len = got;
-            return best;
-        }
-        free(buf);
+        bool bad = false;
+        if ((*blob = dir_read(path, entry_max(st, best), len, &bad))) return best;
+        if (bad) count(st, &st->s.errors);
     }
     return 0;
 }
@@ -476,9 +647,10 @@ static int32_t hook_get(void *user, uint64_t model, uint64_t tenant, const recur
     if (max_len > n) max_len = n;
     if (min_len < 1) min_len = 1;
     if (max_len < min_len) return 0;
-    const int32_t got = st->redis
-                            ? redis_get(st, model, tenant, tokens, min_len, max_len, blob, len)
-                            : dir_get(st, model, tenant, tokens, min_len, max_len, blob, len);
+    const double deadline = now_s() + st->o.timeout_s; /* for the whole lookup */
+    const int32_t got =
+        st->redis ? redis_get(st, model, tenant, tokens, min_len, max_len, blob, len, deadline)
+                  : dir_get(st, model, tenant, tokens, min_len, max_len, blob, len, deadline);
     pthread_mutex_lock(&st->mu);
     st->s.gets++;
     if (got > 0)
@@ -554,6 +726,7 @@ struct store *store_open(const char *url, const struct store_opts *o, char *err,
         return NULL;
     }
     st->o = o ? *o : store_default_opts();
+    if (!st->o.state_bytes) st->o.state_bytes = STATE_BYTES_UNKNOWN;
     if (strncmp(url, "redis://", 8) == 0) {
         st->redis = true;
         if (!parse_redis(st, url, err, err_len)) {

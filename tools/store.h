@@ -6,8 +6,9 @@
  *
  * Keys are (model fingerprint, tenant, token prefix); values are the library's checked entry
  * blobs, so a corrupt, foreign or other-model value is a miss, never a wrong state. Writes go
- * through a bounded queue to a writer thread (the decode loop never waits on the store);
- * reads have a short timeout. A store that is down, slow or failing is a miss, counted.
+ * through a bounded queue to a writer thread (the decode loop never waits on the store); a
+ * lookup has a short deadline for the whole of it, and what it reads is bounded by the size an
+ * entry can have. A store that is down, slow, failing or lying is a miss, counted.
  */
 #ifndef RECUR_TOOLS_STORE_H
 #define RECUR_TOOLS_STORE_H
@@ -21,14 +22,17 @@
 struct store;
 
 struct store_opts {
-    double timeout_s;       /* a Redis read's connect or command (default 0.1): slower is a
-                               miss */
+    double timeout_s;       /* a lookup's deadline (default 0.1), the whole of it: connect,
+                               commands and replies; what comes later is a miss */
     double write_timeout_s; /* the writer thread's (default 2): it holds up nothing, and a write
                                it gives up on is lost */
     int64_t ttl_s;          /* entries expire after this (default 86400) */
     uint64_t max_bytes;     /* a folder's budget (default 4 GiB; Redis: its maxmemory) */
     uint64_t queue_bytes;   /* writes waiting for the writer thread (default 256 MiB); more are
                                dropped, counted */
+    uint64_t state_bytes;   /* the model's state (recur_prefix_cache_stats.entry_bytes): an
+                               entry bigger than it, its tokens and 4 KiB is refused unread; 0
+                               (the default): 256 MiB */
 };
 
 struct store_opts store_default_opts(void);

@@ -7,20 +7,28 @@
   history restored from Redis;
 - failures are misses, never errors: Redis down at start (and coming up later), Redis killed
   mid-run, a corrupt value, a value of another tenant (API key) and one of another model:
-  every request is answered with the right text, and /metrics counts what happened.
+  every request is answered with the right text, and /metrics counts what happened;
+- what a store holds or says cannot hold the decode loop: a folder's entries that are FIFOs
+  or sparse 1 GiB files are skipped unread, and a fake Redis that drips its reply or announces
+  two billion members is given up on within the lookup's 100 ms deadline, while another
+  client's stream goes on.
 
 Usage: test_serve_store.py RECUR MODEL OTHER_MODEL
 """
 
+import http.client
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Redis, Server as BaseServer, check, counts, free_port, wait_for  # noqa: E402,E501
+from fake_redis import FakeRedis  # noqa: E402
 
 recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="recur-store-")
@@ -277,6 +285,108 @@ check("chat: the loaded messages' state comes from the store",
 rc, out3, err3 = chat(["Tell me a fortune.", "Another one.", "And a third."])
 check("chat: the third reply is the one an unbroken chat gives",
       rc == 0 and out2 and out3 and out2[-1] == out3[-1], (out2[-1:], out3[-1:]))
+
+print("a folder tier's entry that is a FIFO or impossibly big: skipped unread, a miss")
+
+
+def vm_hwm_kib(S):
+    """the process's peak resident memory so far"""
+    with open("/proc/%d/status" % S.proc.pid) as f:
+        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
+
+
+for kind in ("fifo", "1 GiB"):
+    bad = os.path.join(tmp, "tier-" + kind.replace(" ", ""))
+    shutil.copytree(folder, bad)
+    n_bad = 0
+    for d, _, fs in os.walk(bad):  # every entry the lookup could choose is replaced
+        for f in fs:
+            if f.endswith(".entry"):
+                p = os.path.join(d, f)
+                os.remove(p)
+                if kind == "fifo":
+                    os.mkfifo(p)
+                else:
+                    with open(p, "wb") as fh:
+                        fh.truncate(1 << 30)  # sparse: nothing on disk, 1 GiB to read
+                n_bad += 1
+    S = Server("--prefix-cache-store", bad)
+    hwm0 = vm_hwm_kib(S)
+    body = {"messages": conv2, "max_tokens": 24, "temperature": 0}
+    try:  # a lookup that blocks on the FIFO would hold the request for ever
+        st, b, _ = S.post("/v1/chat/completions", body, timeout=30)
+    except OSError as e:
+        st, b = str(e), None
+    ok = st == 200
+    cached = b["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) if ok else -1
+    check("%s entries (%d): the request completes as a miss, with the right text" % (kind, n_bad),
+          n_bad and ok and cached == 0 and b["choices"][0]["message"]["content"] == reply2,
+          (st, cached))
+    if ok:
+        m = S.metrics()
+        check("%s entries: refused by the store, counted as its errors" % kind,
+              m.get("recur_prefix_store_errors_total", 0) >= 1 and
+              m.get("recur_prefix_store_refused_total", 0) == 0, m)
+        if kind != "fifo":
+            grew = vm_hwm_kib(S) - hwm0
+            check("1 GiB entries: not read (peak memory grew %d KiB)" % grew, grew < 256 << 10)
+        S.stop()
+    else:
+        S.proc.kill()
+        S.proc.wait()
+
+
+def stream_times(S, body, times):
+    """streams body from /completion, noting when each event comes"""
+    conn = http.client.HTTPConnection("127.0.0.1", S.port, timeout=60)
+    conn.request("POST", "/completion", body=json.dumps(dict(body, stream=True)).encode())
+    resp = conn.getresponse()
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        if line.startswith(b"data: "):
+            times.append(time.monotonic())
+    conn.close()
+
+
+print("a Redis that drips its reply, or announces two billion members: the lookup gives up "
+      "within its deadline")
+for attack in ("drip", "huge"):
+    fake = FakeRedis()
+    S = Server("--prefix-cache-store", fake.url)
+    times = []  # another client's stream: the decode loop must keep feeding it
+    streamer = threading.Thread(target=stream_times, args=(S, {
+        "prompt": "Once upon a time", "n_predict": 1000, "ignore_eos": True, "temperature": 0},
+        times))
+    streamer.start()
+    check("%s: the other stream runs" % attack, wait_for(lambda: len(times) >= 5))
+    fake.attack = attack
+    t0 = time.monotonic()
+    st, b, _ = S.post("/completion", {"prompt": [301, 302, 303, 304, 305], "n_predict": 1,
+                                      "temperature": 0}, timeout=60)
+    t1 = time.monotonic()
+    streamer.join()
+    check("%s: the store was asked" % attack, len(fake.held) == 1, fake.held)
+    check("%s: the request completes as a miss" % attack,
+          st == 200 and b.get("tokens_cached") == 0, (st, b))
+    during = [times[i + 1] - times[i] for i in range(len(times) - 1)
+              if times[i + 1] >= t0 and times[i] <= t1]
+    check("%s: the other stream went on after the request" % attack, times and times[-1] > t1,
+          (len(times), t1 - t0))
+    stall = max(during) if during else -1
+    print("%s: the request took %.3f s, the other stream's longest gap meanwhile %.3f s%s" %
+          (attack, t1 - t0, stall, "; the store held on %.3f s" % fake.held[0]
+           if fake.held and fake.held[0] is not None else ""))
+    # the deadline is 100 ms; a token step and a loaded machine's scheduling come on top
+    check("%s: the other stream never waited 0.5 s" % attack, 0 < stall < 0.5, stall)
+    if attack == "drip":
+        check("drip: the store hung up within 150 ms",
+              fake.held and fake.held[0] is not None and fake.held[0] < 0.15, fake.held)
+    check("%s: the failure is counted" % attack,
+          S.metrics().get("recur_prefix_store_errors_total", 0) >= 1)
+    S.stop()
+    fake.close()
 
 print("bad store flags")
 for url_bad, want in (("redis://", "no host"), ("redis://h:99999", "port"),
