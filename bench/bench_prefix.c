@@ -44,8 +44,8 @@ static recur_token *tokens_of(const struct recur_model *m, const char *path, int
     int32_t len;
     char *text = read_text(path, &len);
     if (!text) return NULL;
-    recur_token *t = malloc(sizeof(recur_token) * ((size_t)len + 2));
-    *n = t ? recur_tokenize(m, text, len, t, len + 2, true, false) : -1;
+    recur_token *t = malloc(sizeof(recur_token) * (size_t)RECUR_TOKENS_MAX(len));
+    *n = t ? recur_tokenize(m, text, len, t, RECUR_TOKENS_MAX(len), true, false) : -1;
     free(text);
     return *n > 0 ? t : NULL;
 }
@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
     p.prefix_cache_bytes = (uint64_t)1 << 30;
     struct recur_context *ctx = recur_init_from_model(m, p);
     int32_t na = 0, nb = 0;
-    recur_token *a = ctx ? tokens_of(m, argv[2], &na) : NULL, *b = a ? tokens_of(m, argv[3], &nb) : NULL;
+    recur_token *a = ctx ? tokens_of(m, argv[2], &na) : NULL,
+                *b = a ? tokens_of(m, argv[3], &nb) : NULL;
     if (!b) {
         fprintf(stderr, "%s\n", ctx ? "cannot read or tokenise A or B" : recur_last_error());
         return 1;

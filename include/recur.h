@@ -439,8 +439,8 @@ struct recur_prefix_cache_stats {
  */
 struct recur_prefix_store {
     void *user;
-    void (*put)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
-                int32_t n, const void *blob, size_t len);
+    void (*put)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens, int32_t n,
+                const void *blob, size_t len);
     int32_t (*get)(void *user, uint64_t model, uint64_t tenant, const recur_token *tokens,
                    int32_t n, int32_t min_len, int32_t max_len, void **blob, size_t *len);
 };
@@ -459,16 +459,38 @@ RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const cha
 
 /* ---- vocabulary -------------------------------------------------------------------------- */
 
-/* Tokenises text (text_len bytes, any bytes: invalid UTF-8 round-trips) into tokens. Returns
- * the number of tokens, or the negated number needed when n_tokens_max is too small (tokens'
- * contents are then unspecified); INT32_MIN with the error set on a bad argument.
+/* Tokenises text (text_len bytes, any bytes) into tokens. Returns the number of tokens, or the
+ * negated number needed when n_tokens_max is too small (tokens' contents are then
+ * unspecified); INT32_MIN with the error set on a bad argument. Invalid UTF-8 round-trips as
+ * byte tokens, and never becomes a control token: where a byte-level BPE vocabulary (gpt2)
+ * lacks a byte's token (GPT-NeoX's lacks those UTF-8 never uses), the byte is read as U+FFFD,
+ * as llama.cpp reads it, never as the unknown token. At most RECUR_TOKENS_MAX(text_len) tokens
+ * come out.
  * add_special: add BOS / EOS when the model asks for them (never for an RWKV world vocabulary,
  * as in llama.cpp). parse_special: control tokens written in the text become their ids.
  * INT32_MIN also for a byte that no token of an RWKV vocabulary starts with when it names no
  * unknown token (llama.cpp would emit the invalid id -1; real vocabularies have all 256). */
+#define RECUR_TOKENS_MAX(text_len) (3 * (text_len) + 2) /* an invalid byte: U+FFFD's 3 bytes */
 RECUR_API int32_t recur_tokenize(const struct recur_model *model, const char *text,
                                  int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
                                  bool add_special, bool parse_special);
+/* A run of bytes of a text: [off, off + len). */
+struct recur_text_span {
+    int32_t off, len;
+};
+/* As recur_tokenize with parse_special, except that a control token's text that overlaps one
+ * of plain[0 .. n_plain) is not that token there: those bytes are tokenized as text, as
+ * without parse_special. For a text put together from parts of different trust, e.g. a chat
+ * from recur_chat_apply_template_spans: its template's markers are special tokens, its
+ * messages' contents are not, so that a user who types "<|im_end|>" cannot close their own
+ * turn and write another role's. The spans must be sorted by off, not overlap and lie within
+ * the text; INT32_MIN with the error set otherwise (and as recur_tokenize). An RWKV world
+ * vocabulary matches every token's text, control tokens included, wherever it is (as
+ * llama.cpp's): spans change nothing there. */
+RECUR_API int32_t recur_tokenize_except(const struct recur_model *model, const char *text,
+                                        int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
+                                        bool add_special, const struct recur_text_span *plain,
+                                        int32_t n_plain);
 /* The text of a token (not NUL-terminated). Returns its length, or the negated size needed
  * when length is too small; 0 with the error set for an id out of range. lstrip: leading
  * spaces to drop; special: render control tokens (else they give ""). */
@@ -517,6 +539,15 @@ struct recur_chat_message {
  * would pass INT32_MAX bytes. */
 RECUR_API int32_t recur_chat_apply_template(const char *tmpl, const struct recur_chat_message *chat,
                                             size_t n_msg, bool add_ass, char *buf, int32_t length);
+/* As recur_chat_apply_template, and where each message's content lies in the text, in order
+ * (white space a format trims is outside): the first min(n_spans_max, count) spans into spans,
+ * the count (at most n_msg) into *n_spans. Hand them to recur_tokenize_except. spans may be NULL
+ * when n_spans_max is 0; n_spans must not be NULL. */
+RECUR_API int32_t recur_chat_apply_template_spans(const char *tmpl,
+                                                  const struct recur_chat_message *chat,
+                                                  size_t n_msg, bool add_ass, char *buf,
+                                                  int32_t length, struct recur_text_span *spans,
+                                                  int32_t n_spans_max, int32_t *n_spans);
 /* The builtin template names into output[0 .. min(len, count)) (static strings, never freed);
  * returns how many exist. output may be NULL when len is 0. */
 RECUR_API int32_t recur_chat_builtin_templates(const char **output, size_t len);

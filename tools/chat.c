@@ -198,11 +198,11 @@ static char *find_eot(const char *tmpl) {
  * parsed, malloc'd; NULL with a message. */
 static recur_token *tokenize(const struct chat *c, const char *text, size_t len, bool bos,
                              int32_t *n) {
-    if (len > INT32_MAX / 2) {
+    if (len > INT32_MAX / 4) {
         fprintf(stderr, "recur chat: the conversation is too long (%zu bytes)\n", len);
         return NULL;
     }
-    int32_t cap = (int32_t)len + 2;
+    int32_t cap = RECUR_TOKENS_MAX((int32_t)len);
     recur_token *t = malloc(sizeof *t * (size_t)cap);
     if (!t) {
         fprintf(stderr, "recur chat: out of memory\n");
@@ -211,7 +211,7 @@ static recur_token *tokenize(const struct chat *c, const char *text, size_t len,
     int32_t k = recur_tokenize(c->model, text, (int32_t)len, t, cap, bos, true);
     if (k == INT32_MIN || k < 0) {
         fprintf(stderr, "recur chat: tokenising failed: %s\n",
-                k == INT32_MIN ? recur_last_error() : "more tokens than bytes");
+                k == INT32_MIN ? recur_last_error() : "more tokens than RECUR_TOKENS_MAX");
         free(t);
         return NULL;
     }

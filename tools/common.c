@@ -517,18 +517,18 @@ int gen_add_grammar(const struct recur_model *model, const char *grammar,
 
 recur_token *gen_tokenize(const struct recur_model *model, const char *text, size_t len,
                           int32_t *n_tokens) {
-    if (len > INT32_MAX / 2) {
+    if (len > INT32_MAX / 4) {
         fprintf(stderr, "recur: the prompt is too long (%zu bytes)\n", len);
         return NULL;
     }
-    int32_t cap = (int32_t)len + 2;
+    int32_t cap = RECUR_TOKENS_MAX((int32_t)len);
     recur_token *t = malloc(sizeof(recur_token) * (size_t)cap);
     if (!t) {
         fprintf(stderr, "recur: out of memory\n");
         return NULL;
     }
     int32_t n = recur_tokenize(model, text, (int32_t)len, t, cap, true, true);
-    if (n < 0) { /* more tokens than bytes + 2 cannot happen with byte-level BPE */
+    if (n < 0) { /* more than RECUR_TOKENS_MAX cannot happen */
         fprintf(stderr, "recur: tokenising the prompt failed: %s\n", recur_last_error());
         free(t);
         return NULL;

@@ -100,11 +100,11 @@ int cmd_perplexity(int argc, char **argv) {
     recur_token *tokens = NULL;
     double t0 = gen_now_s();
     fprintf(stderr, "perplexity: tokenizing the input ..\n");
-    if (len > INT32_MAX / 2) {
+    if (len > INT32_MAX / 4) {
         fprintf(stderr, "recur: %s is too long (%zu bytes)\n", o.prompt_file, len);
         goto done;
     }
-    int32_t cap = (int32_t)len + 1;
+    int32_t cap = RECUR_TOKENS_MAX((int32_t)len);
     if (!(tokens = malloc(sizeof(recur_token) * (size_t)cap))) {
         fprintf(stderr, "recur: out of memory\n");
         goto done;

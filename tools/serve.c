@@ -169,6 +169,42 @@ static bool authorized(const struct server *s, struct MHD_Connection *conn, uint
     return false;
 }
 
+/* What a body's text may not hold, found before it is parsed: JSON is UTF-8 (RFC 8259), and
+ * cJSON would take invalid bytes into strings that the tokenizer then reads as U+FFFD; and
+ * cJSON's strings are NUL-terminated with no length beside them, so a NUL, a raw byte or the
+ * escape \u0000, would silently cut a prompt, a stop string or a text to tokenize. The offset
+ * of the first such thing, *what it is and *why it is refused; -1 when there is none. */
+static long body_text_fault(const char *text, size_t len, const char **what, const char **why) {
+    static const char nul[] = "a NUL character (U+0000)", not_utf8[] = "a byte that is not UTF-8";
+    bool in = false;
+    for (size_t i = 0; i < len; i++) {
+        const char c = text[i];
+        const size_t k = c ? serve_utf8_char((const unsigned char *)text + i, len - i) : 0;
+        if (k == 0) {
+            *what = c ? not_utf8 : nul;
+            *why = c ? "JSON text is UTF-8 (RFC 8259)" : "recur takes no NUL in text";
+            return (long)i;
+        }
+        if (k > 1) {
+            i += k - 1;
+            continue;
+        }
+        if (!in) {
+            in = c == '"';
+        } else if (c == '"') {
+            in = false;
+        } else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) {
+                *what = nul;
+                *why = "recur takes no NUL in text";
+                return (long)i;
+            }
+            i++; /* the escaped character, which may be a quote */
+        }
+    }
+    return -1;
+}
+
 /* The body as one JSON value with nothing after it but white space (cJSON stops at the end of
  * the first value and would accept "{} garbage"); NULL otherwise. */
 static cJSON *parse_body(const char *text, size_t len) {
@@ -282,6 +318,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         char msg[96];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
         return serve_send_error(conn, 413, "invalid_request_error", msg);
+    }
+    const char *fault = NULL, *why = NULL;
+    const long at = r->len ? body_text_fault(r->body, r->len, &fault, &why) : -1;
+    if (at >= 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the body holds %s at byte %ld: %s", fault, at, why);
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
     cJSON *body = r->len             ? parse_body(r->body, r->len)
                   : e->body_optional ? cJSON_CreateObject()

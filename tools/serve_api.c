@@ -99,7 +99,7 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
 
 /* The length of the valid UTF-8 character at s[0..n) (overlong forms, surrogates and code
  * points past U+10FFFF are invalid), 0 when there is none. */
-static size_t utf8_char(const unsigned char *s, size_t n) {
+size_t serve_utf8_char(const unsigned char *s, size_t n) {
     const unsigned char b = s[0];
     size_t len;
     uint32_t cp;
@@ -130,7 +130,7 @@ static char *utf8_valid(const char *text, size_t n) {
     if (!out) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        const size_t len = utf8_char((const unsigned char *)text + i, n - i);
+        const size_t len = serve_utf8_char((const unsigned char *)text + i, n - i);
         if (len == 0) {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
@@ -241,8 +241,8 @@ static void stop_field(struct parse *p, struct task *t) {
 bool serve_tokenize_into(struct server *s, const char *text, bool add_special, bool special,
                          recur_token **toks, int32_t *n, int32_t *cap) {
     const size_t len = strlen(text);
-    if (len > (size_t)INT32_MAX / 2) return false;
-    const int32_t need = *n + (int32_t)len + 2;
+    if (len > (size_t)INT32_MAX / 4) return false;
+    const int32_t need = *n + RECUR_TOKENS_MAX((int32_t)len);
     if (need > *cap) {
         recur_token *g = realloc(*toks, sizeof(recur_token) * (size_t)need);
         if (!g) return false;
@@ -277,7 +277,7 @@ bool serve_check_length(struct parse *p, struct server *s, const char *text, siz
     if (len <= COUNT_CHUNK) return true; /* tokenized whole anyway */
     /* a long text is counted a chunk at a time, and refused as soon as it is surely too long,
        so that a huge prompt costs the tokenizer about max tokens, not all of its bytes */
-    recur_token *scratch = malloc(sizeof(recur_token) * (COUNT_CHUNK + 2));
+    recur_token *scratch = malloc(sizeof(recur_token) * (size_t)RECUR_TOKENS_MAX(COUNT_CHUNK));
     if (!scratch) return true; /* the whole tokenization that follows decides */
     int64_t counted = 0, cuts = 0;
     size_t at = 0;
@@ -293,8 +293,8 @@ bool serve_check_length(struct parse *p, struct server *s, const char *text, siz
             n = cut;
             cuts++;
         }
-        const int32_t got =
-            recur_tokenize(s->model, text + at, (int32_t)n, scratch, COUNT_CHUNK + 2, false, false);
+        const int32_t got = recur_tokenize(s->model, text + at, (int32_t)n, scratch,
+                                           RECUR_TOKENS_MAX(COUNT_CHUNK), false, false);
         if (got < 0) break; /* the whole tokenization reports it */
         counted += got;
         over = counted - COUNT_CUT_SLACK * cuts > max;

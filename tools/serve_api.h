@@ -32,6 +32,9 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
  * a message naming what is wrong (what: the field's name). */
 bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, recur_token **out,
                         int32_t *n, char *msg, size_t msg_len);
+/* The length of the valid UTF-8 character at s[0..n) (overlong forms, surrogates and code
+ * points past U+10FFFF are invalid), 0 when there is none. */
+size_t serve_utf8_char(const unsigned char *s, size_t n);
 /* Adds text (n bytes, any bytes) to obj as a JSON string, invalid UTF-8 bytes as U+FFFD. */
 void serve_add_text(cJSON *obj, const char *name, const char *text, size_t n);
 /* Adds the sampling settings of sp to obj under llama-server's names (temperature, top_k,

@@ -24,9 +24,14 @@
 #define MAX_MESSAGES 4096
 
 /* Renders chat with tmpl into a malloc'd string; NULL with p failed. */
+/* The chat rendered with the template (malloc'd), and, when spans is not NULL, where its n
+ * messages' contents lie in it (room for n, their count into *n_spans). */
 static char *render(struct parse *p, const char *tmpl, const struct recur_chat_message *chat,
-                    size_t n, bool add_ass) {
-    const int32_t need = recur_chat_apply_template(tmpl, chat, n, add_ass, NULL, 0);
+                    size_t n, bool add_ass, struct recur_text_span *spans, int32_t *n_spans) {
+    int32_t ns = 0;
+    const int32_t room = spans ? (int32_t)n : 0;
+    const int32_t need =
+        recur_chat_apply_template_spans(tmpl, chat, n, add_ass, NULL, 0, spans, room, &ns);
     if (need < 0) {
         serve_fail(p, "the chat template: %s", recur_last_error());
         return NULL;
@@ -36,11 +41,13 @@ static char *render(struct parse *p, const char *tmpl, const struct recur_chat_m
         serve_fail(p, "out of memory for the rendered chat");
         return NULL;
     }
-    if (recur_chat_apply_template(tmpl, chat, n, add_ass, text, need + 1) != need) {
+    if (recur_chat_apply_template_spans(tmpl, chat, n, add_ass, text, need + 1, spans, room, &ns) !=
+        need) {
         free(text);
         serve_fail(p, "the chat template: %s", recur_last_error());
         return NULL;
     }
+    if (n_spans) *n_spans = ns;
     return text;
 }
 
@@ -50,7 +57,7 @@ static char *render(struct parse *p, const char *tmpl, const struct recur_chat_m
 static char *end_of_turn(struct parse *p, const char *tmpl) {
     static const char mark[] = "\x01recur-probe\x01";
     const struct recur_chat_message probe[] = {{"user", "hi"}, {"assistant", mark}};
-    char *text = render(p, tmpl, probe, 2, false);
+    char *text = render(p, tmpl, probe, 2, false, NULL, NULL);
     if (!text) return NULL;
     char *at = strstr(text, mark), *eot = NULL;
     if (at) {
@@ -153,7 +160,9 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
     char **owned = calloc((size_t)n, sizeof *owned);
     char *text = NULL;
-    if (!chat || !owned) {
+    struct recur_text_span *spans = calloc((size_t)n, sizeof *spans);
+    int32_t n_spans = 0;
+    if (!chat || !owned || !spans) {
         serve_fail(p, "out of memory");
         goto done;
     }
@@ -186,20 +195,30 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
         if (!chat[i].content) goto done;
     }
     const char *tmpl = serve_chat_template(s);
-    if (!(text = render(p, tmpl, chat, (size_t)n, add_ass))) goto done;
+    if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
     t->eot = end_of_turn(p, tmpl);
     if (p->bad) goto done;
-    /* the template's special markers are special tokens where the vocabulary has them */
+    /* the template's special markers are special tokens where the vocabulary has them; the
+       messages' contents are text, unless the caller trusts them (parse_special_content) */
+    const cJSON *trust = serve_field(p, "parse_special_content");
+    if (trust && !cJSON_IsBool(trust)) {
+        serve_fail(p, "\"parse_special_content\" must be true or false");
+        goto done;
+    }
+    const bool special_content = cJSON_IsTrue(trust);
     const size_t len = strlen(text);
     if (len > (size_t)INT32_MAX / 2) {
         serve_fail(p, "the rendered chat is too long");
         goto done;
     }
     if (!serve_check_length(p, s, text, len, "the rendered chat")) goto done;
-    t->prompt = malloc(sizeof(recur_token) * (len + 2));
-    t->n_prompt = t->prompt ? recur_tokenize(s->model, text, (int32_t)len, t->prompt,
-                                             (int32_t)len + 2, true, true)
-                            : -1;
+    t->prompt = malloc(sizeof(recur_token) * (size_t)RECUR_TOKENS_MAX(len));
+    t->n_prompt = !t->prompt ? -1
+                  : special_content
+                      ? recur_tokenize(s->model, text, (int32_t)len, t->prompt,
+                                       RECUR_TOKENS_MAX((int32_t)len), true, true)
+                      : recur_tokenize_except(s->model, text, (int32_t)len, t->prompt,
+                                              RECUR_TOKENS_MAX((int32_t)len), true, spans, n_spans);
     if (t->n_prompt < 0) {
         t->n_prompt = 0;
         serve_fail(p, "the rendered chat could not be tokenized");
@@ -219,5 +238,6 @@ done:
     for (int k = 0; owned && k < n; k++) free(owned[k]);
     free(owned);
     free(chat);
+    free(spans);
     free(text);
 }

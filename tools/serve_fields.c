@@ -121,6 +121,7 @@ static const struct field llama_fields[] = {
 /* OpenAI's chat completions */
 static const struct field chat_fields[] = {
     {"messages", F_USED, 0},
+    {"parse_special_content", F_USED, 0}, /* recur's: control tokens typed in messages count */
     {"max_tokens", F_USED, 0},
     {"max_completion_tokens", F_USED, 0},
     {"temperature", F_USED, 0},

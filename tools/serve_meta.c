@@ -156,9 +156,9 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
     const size_t len = strlen(content->valuestring);
     if (len > s->lim.max_body)
         return serve_send_error(conn, 400, "invalid_request_error", "\"content\" is too long");
-    recur_token *t = malloc(sizeof(recur_token) * (len + 2));
+    recur_token *t = malloc(sizeof(recur_token) * (size_t)RECUR_TOKENS_MAX(len));
     const int32_t n = t ? recur_tokenize(s->model, content->valuestring, (int32_t)len, t,
-                                         (int32_t)len + 2, add_special, parse_special)
+                                         RECUR_TOKENS_MAX((int32_t)len), add_special, parse_special)
                         : -1;
     if (n < 0) {
         free(t);

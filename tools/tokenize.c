@@ -69,11 +69,11 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
         goto done;
     }
-    if (len > INT32_MAX / 2) {
+    if (len > INT32_MAX / 4) {
         fprintf(stderr, "recur: %s is too long\n", o.prompt_file ? o.prompt_file : "the text");
         goto done;
     }
-    int32_t cap = (int32_t)len + 2;
+    int32_t cap = RECUR_TOKENS_MAX((int32_t)len);
     if (!(ids = malloc(sizeof(int32_t) * (size_t)cap))) {
         fprintf(stderr, "recur: out of memory\n");
         goto done;

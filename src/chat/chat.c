@@ -282,11 +282,13 @@ int rchat_find(const char *tmpl) {
     return -1;
 }
 
-/* The output: bytes that fit are copied, all are counted. */
+/* The output: bytes that fit are copied, all are counted; so are the contents' spans. */
 struct out {
     char *buf;
     size_t cap, len;
     bool overflow;
+    struct rchat_span *spans;
+    size_t spans_cap, n_spans;
 };
 
 static void put(struct out *o, const char *s, size_t n) {
@@ -315,6 +317,8 @@ static void put_content(struct out *o, const char *s, bool trim) {
         while (n > 0 && is_space(s[n - 1])) n--;
         while (n > 0 && is_space(*s)) s++, n--;
     }
+    if (o->n_spans < o->spans_cap) o->spans[o->n_spans] = (struct rchat_span){o->len, n};
+    o->n_spans++;
     put(o, s, n);
 }
 
@@ -326,6 +330,17 @@ static int role_index(const char *role) {
 
 int32_t rchat_apply(int i, const struct rchat_msg *msgs, size_t n, bool add_ass, char *buf,
                     size_t cap) {
+    size_t n_spans;
+    return rchat_apply_spans(i, msgs, n, add_ass, buf, cap, NULL, 0, &n_spans);
+}
+
+int32_t rchat_apply_spans(int i, const struct rchat_msg *msgs, size_t n, bool add_ass, char *buf,
+                          size_t cap, struct rchat_span *spans, size_t n_max, size_t *n_spans) {
+    *n_spans = 0;
+    if (!spans && n_max > 0) {
+        rcore_error_set("chat template: NULL spans with room for %zu", n_max);
+        return -1;
+    }
     if (i < 0 || i >= N_FORMATS) {
         rcore_error_set("chat template: format %d does not exist", i);
         return -1;
@@ -353,7 +368,7 @@ int32_t rchat_apply(int i, const struct rchat_msg *msgs, size_t n, bool add_ass,
             return -1;
         }
     }
-    struct out o = {buf, cap, 0, false};
+    struct out o = {buf, cap, 0, false, spans, n_max, 0};
     bool open = false, opened_once = false;
     if (f->turns == TURN_INST_ALWAYS) {
         puts_(&o, f->open_first);
@@ -395,5 +410,6 @@ int32_t rchat_apply(int i, const struct rchat_msg *msgs, size_t n, bool add_ass,
         return -1;
     }
     if (o.len < cap) buf[o.len] = '\0';
+    *n_spans = o.n_spans;
     return (int32_t)o.len;
 }

@@ -46,4 +46,15 @@ int32_t rchat_names(const char **out, size_t n);
 int32_t rchat_apply(int i, const struct rchat_msg *msgs, size_t n, bool add_ass, char *buf,
                     size_t cap);
 
+/* Where a message's content lies in the formatted text: bytes [off, off + len). */
+struct rchat_span {
+    size_t off, len;
+};
+/* As rchat_apply, and the spans of the messages' contents in the text, in order (a system
+ * message merged into a user turn has its own), into spans[0 .. min(*n_spans, n_max)); *n_spans
+ * gets how many there are (at most n: one per message). spans may be NULL
+ * when n_max is 0. */
+int32_t rchat_apply_spans(int i, const struct rchat_msg *msgs, size_t n, bool add_ass, char *buf,
+                          size_t cap, struct rchat_span *spans, size_t n_max, size_t *n_spans);
+
 #endif /* RECUR_CHAT_H */

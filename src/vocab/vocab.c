@@ -35,7 +35,9 @@
  *  - Pre-tokenization: PCRE2 (8-bit, UTF + UCP), compiled once per vocabulary and owned by it.
  *    The text is first cut into runs of valid UTF-8 (strict RFC 3629) by our own scan; every
  *    byte outside such a run is a piece by itself, so invalid input round-trips byte for byte
- *    and no match ever sees it. Each valid run is matched with PCRE2_NO_UTF_CHECK. Why not let
+ *    and no match ever sees it (a byte the vocabulary has no token for is read as U+FFFD, as
+ *    llama.cpp reads it: never the unknown token, GPT-NeoX's end of text). Each valid run is
+ *    matched with PCRE2_NO_UTF_CHECK. Why not let
  *    PCRE2 handle invalid UTF: with PCRE2_MATCH_INVALID_UTF the interpreter re-validates the
  *    rest of the subject on every call, which makes splitting a megabyte quadratic (seconds
  *    per hundred kilobytes, measured with PCRE2 10.42). The JIT has no such cost, so the

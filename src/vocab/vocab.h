@@ -142,7 +142,10 @@ struct rvocab_stats {
  *    special texts are found first, anywhere in the text, then shorter ones in what is left;
  *  - "gpt2": the text between is split by the pre-tokenizer's patterns in turn (PCRE2) and
  *    each piece is BPE-merged by merge rank (lowest first, leftmost on ties). Bytes that are
- *    not valid UTF-8 are pieces of their own, so any input round-trips byte for byte;
+ *    not valid UTF-8 are pieces of their own, so any input round-trips byte for byte where the
+ *    vocabulary has every byte's token; one it lacks is read as U+FFFD (as llama.cpp reads
+ *    it), and a byte of valid text whose token it lacks is dropped (as llama.cpp drops it):
+ *    never the unknown token;
  *  - "llama": SentencePiece as llama.cpp's llm_tokenizer_spm (vocab_spm.c): spaces become
  *    "▁", characters merge by token score (highest first, leftmost on ties), and a character
  *    no token spells falls back to its byte tokens <0xXX> (or the unknown token; without one
@@ -168,6 +171,21 @@ int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_l
 int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t text_len,
                               int32_t *tokens, int32_t n_tokens_max, bool add_special,
                               bool parse_special, struct rvocab_stats *stats);
+
+/* A run of bytes of a text: text[off .. off + len). */
+struct rvocab_span {
+    int32_t off, len;
+};
+/* As rvocab_tokenize with parse_special, except that a control or unknown-type token's text
+ * that overlaps one of plain[0 .. n_plain) is not that token there: those bytes are tokenized
+ * as text, as without parse_special (user-defined tokens match everywhere, as always). For a
+ * text put together from parts of different trust: a chat template's markers are special
+ * tokens, the messages' contents are not, so that a user who types "<|im_end|>" cannot end
+ * their own turn. The spans must be sorted by off, not overlap and lie within the text
+ * (INT32_MIN with the error set naming the span otherwise). */
+int32_t rvocab_tokenize_except(const struct rvocab *v, const char *text, int32_t text_len,
+                               int32_t *tokens, int32_t n_tokens_max, bool add_special,
+                               const struct rvocab_span *plain, int32_t n_plain);
 
 /* ---- detokenize --------------------------------------------------------------------------- */
 

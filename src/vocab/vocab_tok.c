@@ -123,12 +123,10 @@ oom:
     return false;
 }
 
+/* A byte whose token the vocabulary lacks is dropped, as llama.cpp's BPE session drops it:
+ * never the unknown token, which in GPT-2-style vocabularies is often the end of text. */
 static void emit_symbol(struct tok *t, int32_t id) {
-    if (id >= 0) {
-        emit(t, id);
-    } else if (t->v->unk >= 0) {
-        emit(t, t->v->unk); /* only when the vocabulary lacks a byte's token */
-    }
+    if (id >= 0) emit(t, id);
 }
 
 /* BPE-merges one pre-token and emits its tokens. */
@@ -202,13 +200,21 @@ static bool split_run(struct tok *t, int level, const uint8_t *s, size_t n) {
     return off >= n || split_run(t, level + 1, s + off, n - off);
 }
 
+/* A fragment of text: runs of valid UTF-8 split and merged; each byte outside them a piece of
+ * its own, so that any input round-trips byte for byte. A vocabulary may lack the token of
+ * such a byte (GPT-NeoX's has none for the bytes UTF-8 never uses: 0xC0, 0xC1, 0xF5-0xFF):
+ * the byte is then read as U+FFFD, as llama.cpp reads every invalid byte, and never becomes
+ * the unknown token, which in such vocabularies is the end of text. */
 static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
+    static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
     size_t i = 0;
     while (i < n) {
         size_t j = i;
         for (int k; j < n && (k = rvocab_utf8_len(s + j, n - j)) > 0;) j += (size_t)k;
         if (j > i && !split_run(t, 0, s + i, j - i)) return false;
-        if (j < n && !bpe_piece(t, s + j, 1)) return false; /* a byte that is not UTF-8 */
+        if (j < n && !(t->v->byte_token[s[j]] >= 0 ? bpe_piece(t, s + j, 1)
+                                                   : split_run(t, 0, fffd, sizeof fffd)))
+            return false;
         i = j + (j < n);
     }
     return true;
@@ -245,10 +251,30 @@ static bool frag_add(struct frags *f, size_t off, size_t len, int32_t token) {
     return true;
 }
 
+/* Spans of the text where control tokens are not recognised (rvocab_tokenize_except). */
+struct plain {
+    const struct rvocab_span *a;
+    int32_t n;
+};
+
+/* Bytes [at, at + len) overlap a span of p (sorted, disjoint: a binary search). */
+static bool overlaps_plain(const struct plain *p, size_t at, size_t len) {
+    int32_t lo = 0, hi = p->n; /* the first span that ends after at */
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if ((size_t)p->a[mid].off + (size_t)p->a[mid].len <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n && (size_t)p->a[lo].off < at + len && p->a[lo].len > 0;
+}
+
 /* llama.cpp's tokenizer_st_partition: for each special token, longest first, cut every text
- * fragment at each of its (non-overlapping, left to right) occurrences. */
+ * fragment at each of its (non-overlapping, left to right) occurrences; a control token's
+ * occurrence that overlaps a plain span is left as text. */
 static bool partition(const struct rvocab *v, const char *text, size_t n, bool parse_special,
-                      struct frags *cur) {
+                      const struct plain *plain, struct frags *cur) {
     struct frags next = {0};
     if (n && !frag_add(cur, 0, n, -1)) return false;
     for (int32_t k = 0; k < v->n_specials && cur->n; k++) {
@@ -258,6 +284,7 @@ static bool partition(const struct rvocab *v, const char *text, size_t n, bool p
             continue; /* user-defined tokens are matched always, as in llama.cpp */
         const char *st = rvocab_tok_text(v, id);
         size_t sl = v->tokens[id].text_len;
+        const bool guarded = plain->n > 0 && type != RVOCAB_TYPE_USER_DEFINED;
         bool found = false;
         next.n = 0;
         for (size_t i = 0; i < cur->n; i++) {
@@ -266,13 +293,17 @@ static bool partition(const struct rvocab *v, const char *text, size_t n, bool p
                 if (!frag_add(&next, f.off, f.len, f.token)) goto oom;
                 continue;
             }
-            size_t base = f.off, end = f.off + f.len;
+            size_t base = f.off, from = f.off, end = f.off + f.len;
             const char *m;
-            while (base < end && (m = find_bytes(text + base, end - base, st, sl)) != NULL) {
+            while (from < end && (m = find_bytes(text + from, end - from, st, sl)) != NULL) {
                 size_t at = (size_t)(m - text);
+                if (guarded && overlaps_plain(plain, at, sl)) {
+                    from = at + 1; /* text here: look further on */
+                    continue;
+                }
                 if (at > base && !frag_add(&next, base, at - base, -1)) goto oom;
                 if (!frag_add(&next, at, sl, id)) goto oom;
-                base = at + sl;
+                base = from = at + sl;
                 found = true;
             }
             if (base < end && !frag_add(&next, base, end - base, -1)) goto oom;
@@ -296,9 +327,43 @@ int32_t rvocab_tokenize(const struct rvocab *v, const char *text, int32_t text_l
                                  parse_special, NULL);
 }
 
+static int32_t tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
+                        int32_t n_tokens_max, bool add_special, bool parse_special,
+                        const struct plain *plain, struct rvocab_stats *stats);
+
 int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t text_len,
                               int32_t *tokens, int32_t n_tokens_max, bool add_special,
                               bool parse_special, struct rvocab_stats *stats) {
+    const struct plain none = {NULL, 0};
+    return tokenize(v, text, text_len, tokens, n_tokens_max, add_special, parse_special, &none,
+                    stats);
+}
+
+int32_t rvocab_tokenize_except(const struct rvocab *v, const char *text, int32_t text_len,
+                               int32_t *tokens, int32_t n_tokens_max, bool add_special,
+                               const struct rvocab_span *plain, int32_t n_plain) {
+    if (n_plain < 0 || (!plain && n_plain > 0)) {
+        rcore_error_set("tokenize: invalid plain spans (%d%s)", (int)n_plain,
+                        plain ? "" : ", NULL pointer");
+        return INT32_MIN;
+    }
+    for (int32_t i = 0; i < n_plain; i++) {
+        const struct rvocab_span *p = &plain[i];
+        const int64_t prev_end = i ? (int64_t)plain[i - 1].off + plain[i - 1].len : 0;
+        if (p->off < 0 || p->len < 0 || (int64_t)p->off + p->len > text_len || p->off < prev_end) {
+            rcore_error_set(
+                "tokenize: plain span %d [%d, +%d) is %s", (int)i, (int)p->off, (int)p->len,
+                p->off < prev_end ? "before the end of the previous one" : "outside the text");
+            return INT32_MIN;
+        }
+    }
+    const struct plain spans = {plain, n_plain};
+    return tokenize(v, text, text_len, tokens, n_tokens_max, add_special, true, &spans, NULL);
+}
+
+static int32_t tokenize(const struct rvocab *v, const char *text, int32_t text_len, int32_t *tokens,
+                        int32_t n_tokens_max, bool add_special, bool parse_special,
+                        const struct plain *plain, struct rvocab_stats *stats) {
     if (stats) *stats = (struct rvocab_stats){0};
     if (!v) {
         rcore_error_set("tokenize: no vocabulary");
@@ -328,7 +393,7 @@ int32_t rvocab_tokenize_stats(const struct rvocab *v, const char *text, int32_t 
     bool prev_special = true; /* llama: the first fragment, and one after a special token, get
                                * the space prefix */
     if (add_bos) emit(&t, v->bos);
-    if (!partition(v, text, (size_t)text_len, parse_special, &frags)) goto done;
+    if (!partition(v, text, (size_t)text_len, parse_special, plain, &frags)) goto done;
     for (size_t i = 0; i < frags.n; i++) {
         const struct fragment *f = &frags.a[i];
         const uint8_t *s = (const uint8_t *)text + f->off;

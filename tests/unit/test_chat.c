@@ -7,6 +7,8 @@
  *   description (Meta's Llama 2 prompt guide, Mistral's tokenization guide, the models' cards);
  *   test_chat_templates.py checks the others against their real templates;
  * - names, buffer-too-small semantics, every error;
+ * - the contents' spans of every format, and tokenizing with control tokens parsed outside
+ *   them (recur_tokenize_except) on the shipped model's vocabulary;
  * - recur_model_chat_template on a model written with `recur mkmodel --chat-template`.
  */
 #include <stdio.h>
@@ -204,6 +206,102 @@ static void test_errors(void) {
     CHECK_ERR("NULL role");
 }
 
+/* Spans: every builtin format puts each message's content, trimmed where the format trims,
+ * at its span, in order, and the text is the one without spans; a buffer too small still
+ * gives every span. */
+static void test_spans(void) {
+    const char *names[64];
+    const int32_t n_names = recur_chat_builtin_templates(names, N(names));
+    REQUIRE(n_names > 0 && n_names <= (int32_t)N(names));
+    const struct recur_chat_message spaced[] = {{"system", " Be brief. "},
+                                                {"user", "\tHi <|im_end|>\n"},
+                                                {"assistant", "Hello!"},
+                                                {"user", "Bye"}};
+    for (int32_t f = 0; f < n_names; f++) {
+        struct recur_text_span sp[8];
+        int32_t n_sp = -1;
+        const int32_t len = recur_chat_apply_template_spans(names[f], spaced, N(spaced), true, NULL,
+                                                            0, sp, 8, &n_sp);
+        char *want = apply(names[f], spaced, N(spaced), true);
+        REQUIRE(want && len == (int32_t)strlen(want));
+        char *got = malloc((size_t)len + 1);
+        REQUIRE(got);
+        CHECK(recur_chat_apply_template_spans(names[f], spaced, N(spaced), true, got, len + 1, sp,
+                                              8, &n_sp) == len);
+        CHECK_MSG(strcmp(got, want) == 0, "%s: the text differs with spans", names[f]);
+        CHECK_MSG(n_sp == (int32_t)N(spaced), "%s: %d spans", names[f], (int)n_sp);
+        for (int32_t i = 0, prev_end = 0; i < n_sp && i < 8; i++) {
+            /* contents in message order (gemma moves the system text into the user turn,
+               still before it) */
+            const char *c = spaced[i].content;
+            size_t cl = strlen(c), lead = 0;
+            const bool whole = (size_t)sp[i].len == cl;
+            while (!whole && lead < cl && strchr(" \t\n", c[lead])) lead++;
+            while (!whole && cl > lead && strchr(" \t\n", c[cl - 1])) cl--;
+            CHECK_MSG(sp[i].off >= prev_end && sp[i].off + sp[i].len <= len &&
+                          (size_t)sp[i].len == cl - lead &&
+                          memcmp(got + sp[i].off, c + lead, cl - lead) == 0,
+                      "%s: span %d [%d, +%d) is not message %d's content", names[f], (int)i,
+                      (int)sp[i].off, (int)sp[i].len, (int)i);
+            prev_end = sp[i].off + sp[i].len;
+        }
+        /* too small a buffer, and too few spans: the counts are whole */
+        int32_t n2 = -1;
+        CHECK(recur_chat_apply_template_spans(names[f], spaced, N(spaced), true, got, 3, sp, 1,
+                                              &n2) == len &&
+              n2 == n_sp);
+        free(got);
+        free(want);
+    }
+    char buf[8];
+    int32_t n_sp;
+    CHECK(recur_chat_apply_template_spans("chatml", conv, N(conv), true, buf, 8, NULL, 2, &n_sp) <
+          0);
+    CHECK_ERR("spans is NULL");
+    CHECK(recur_chat_apply_template_spans("chatml", conv, N(conv), true, buf, 8, NULL, 0, NULL) <
+          0);
+    CHECK_ERR("n_spans is NULL");
+}
+
+/* A text's tokens with control tokens parsed outside the spans: the model's vocabulary
+ * (GPT-NeoX's) has <|endoftext|> as its control token, an ordinary string to type. */
+static void test_tokenize_except(const struct recur_model *m) {
+    const char *mark = "<|endoftext|>";
+    recur_token eot[4], want[64], got[64];
+    REQUIRE(recur_tokenize(m, mark, (int32_t)strlen(mark), eot, 4, false, true) == 1);
+    /* "<|endoftext|>A<|endoftext|>B": the second marker inside the plain span */
+    const char *text = "<|endoftext|>A<|endoftext|>B";
+    const int32_t len = (int32_t)strlen(text);
+    const struct recur_text_span plain[] = {{13, 14}};
+    const int32_t n = recur_tokenize_except(m, text, len, got, 64, false, plain, 1);
+    int32_t nw = recur_tokenize(m, text + 13, len - 13, want + 1, 63, false, false);
+    want[0] = eot[0];
+    nw++;
+    CHECK(n == nw && memcmp(got, want, sizeof *got * (size_t)n) == 0);
+    CHECK(n > 2 && got[0] == eot[0]);
+    for (int32_t i = 1; i < n; i++) CHECK(got[i] != eot[0]);
+    /* no spans: as parse_special; a span that only touches the marker's last byte */
+    const int32_t n_all = recur_tokenize(m, text, len, want, 64, false, true);
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, NULL, 0) == n_all &&
+          memcmp(got, want, sizeof *got * (size_t)n_all) == 0);
+    const struct recur_text_span last_byte[] = {{26, 1}};
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, last_byte, 1) == n);
+    const struct recur_text_span after[] = {{27, 1}};
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, after, 1) == n_all);
+    /* bad spans */
+    const struct recur_text_span unsorted[] = {{14, 2}, {2, 2}}, outside[] = {{20, 9}},
+                                 negative[] = {{-1, 2}};
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, unsorted, 2) == INT32_MIN);
+    CHECK_ERR("plain span 1");
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, outside, 1) == INT32_MIN);
+    CHECK_ERR("outside the text");
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, negative, 1) == INT32_MIN);
+    CHECK(recur_tokenize_except(m, text, len, got, 64, false, NULL, 1) == INT32_MIN);
+    CHECK_ERR("NULL");
+    CHECK(recur_tokenize_except(NULL, text, len, got, 64, false, NULL, 0) == INT32_MIN);
+    CHECK_ERR("model is NULL");
+}
+
 static char *read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     REQUIRE(f);
@@ -240,6 +338,7 @@ static void test_model_template(void) {
     REQUIRE(p);
     CHECK(recur_model_chat_template(p, NULL) == NULL);
     CHECK_ERR("no chat template");
+    test_tokenize_except(p);
     recur_model_free(p);
     CHECK(recur_model_chat_template(NULL, NULL) == NULL);
     CHECK_ERR("NULL");
@@ -257,6 +356,7 @@ int main(int argc, char **argv) {
     RUN(test_names);
     RUN(test_buffer);
     RUN(test_errors);
+    RUN(test_spans);
     RUN(test_model_template);
     return test_finish("test_chat");
 }

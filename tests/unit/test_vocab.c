@@ -3,6 +3,8 @@
  *
  *  - llama.cpp's own tokenizer test for GPT-2 (tests/data/ggml-vocab-gpt-2.gguf.inp / .out):
  *    every text must give exactly llama.cpp's ids, with the JIT and with the interpreter;
+ *  - invalid UTF-8 in GPT-NeoX's vocabulary, which lacks some bytes' tokens: U+FFFD's tokens,
+ *    never its unknown token (the end of text);
  *  - round trips of thousands of random strings, valid UTF-8 (every script and shape the
  *    pattern treats differently) and random bytes, through token_to_piece and detokenize,
  *    against a reference of llama.cpp's space clean-up written here on separate buffers;
@@ -491,6 +493,41 @@ static void test_invalid_utf8(void) {
         free(p);
         free(t);
     }
+    /* GPT-NeoX's vocabulary has no token for the bytes UTF-8 never uses (0xC0, 0xC1,
+       0xF5-0xFF), and its unknown token is <|endoftext|>, the end of text: such a byte is read
+       as U+FFFD, as llama.cpp reads it, never as the unknown token; the bytes it has tokens for
+       stay byte tokens */
+    struct rgguf *g = rgguf_open(NEOX_FILE, true);
+    REQUIRE(g);
+    struct rvocab *neox = rvocab_load(g);
+    rgguf_close(g);
+    REQUIRE(neox);
+    int32_t nf, nx, nt;
+    /* each invalid byte a piece of its own: "a", U+FFFD three times, "b" */
+    int32_t *f = tokenize(neox, "\xEF\xBF\xBD", 3, false, false, &nf);
+    int32_t *x = tokenize(neox,
+                          "a\xff\xfe\xc0"
+                          "b",
+                          5, false, false, &nx);
+    const int32_t a_id = rvocab_text_to_token(neox, "a", 1),
+                  b_id = rvocab_text_to_token(neox, "b", 1);
+    bool as_fffd = nf > 0 && nx == 2 + 3 * nf && x[0] == a_id && x[nx - 1] == b_id;
+    for (int32_t k = 0; as_fffd && k < 3 * nf; k++) as_fffd = x[1 + k] == f[k % nf];
+    CHECK(as_fffd && !contains(x, nx, 0));
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int32_t *u = tokenize(neox, cases[c], strlen(cases[c]), false, false, &nt);
+        CHECK_MSG(nt > 0 && !contains(u, nt, 0), "GPT-NeoX, case %zu: the unknown token", c);
+        free(u);
+    }
+    int32_t *e = tokenize(neox, "\xe2\x82", 2, false, false, &nt); /* bytes it has: kept */
+    char back[8];
+    CHECK(nt == 2 && rvocab_token_to_piece(neox, e[0], back, 8, 0, false) == 1 &&
+          back[0] == '\xe2' && rvocab_token_to_piece(neox, e[1], back, 8, 0, false) == 1 &&
+          back[0] == '\x82');
+    free(e);
+    free(f);
+    free(x);
+    rvocab_free(neox);
     /* random bytes: never a crash, always the same bytes back, JIT == interpreter */
     unsigned long long rng = 0xbad0b17e;
     char buf[512];
