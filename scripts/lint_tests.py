@@ -29,11 +29,12 @@ FIXTURES = os.path.join(ROOT, "tests", "lib", "lint_fixtures")
 
 def default_files():
     """Every *.sh under tests/ and scripts/, and the top-level test.sh, run.sh and .ci/run,
-    but the planted files of the self-test."""
+    but the planted files of the self-test and what npm installs (node_modules)."""
     out = []
     for top in ("tests", "scripts"):
         for d, dirs, files in os.walk(os.path.join(ROOT, top)):
-            dirs[:] = sorted(x for x in dirs if os.path.join(d, x) != FIXTURES)
+            dirs[:] = sorted(x for x in dirs
+                             if os.path.join(d, x) != FIXTURES and x != "node_modules")
             out += [os.path.join(d, f) for f in sorted(files) if f.endswith(".sh")]
     for f in ("test.sh", "run.sh", os.path.join(".ci", "run")):
         if os.path.isfile(os.path.join(ROOT, f)):
