@@ -131,7 +131,8 @@ check "quantize: no output after a failure" [ ! -e "$work/x.gguf" ]
 
 # bench: JSON with every test, positive speeds, the spread around the median, and bounds
 "$recur" bench -m "$model" -p 16 -n 4 -np 1,3 -r 3 -t 2 --json >"$work/bench.json" 2>"$work/bench.err"
-check "bench exits 0 ($(head -c 200 "$work/bench.err"))" [ $? -eq 0 ]
+rc=$?
+check "bench exits 0 ($(head -c 200 "$work/bench.err"))" [ "$rc" -eq 0 ]
 check "bench JSON holds pp16, tg4, tg4 x3 with sane figures" python3 - "$work/bench.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -285,5 +286,4 @@ check "the state written through the link is the longer prompt's" cmp -s "$work/
 leftovers=$(find "$work" -name '*.tmp-*' | wc -l)
 check "no temporary files are left" [ "$leftovers" -eq 0 ]
 
-echo "test_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish test_cli

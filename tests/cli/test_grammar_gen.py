@@ -42,10 +42,13 @@ if N_OUT != 200:
     print("NOTE: %d outputs per grammar instead of 200 (sanitizer build)" % N_OUT)
 TOKENS = {"json": 48, "json_arr": 48}  # others: 32
 failures = []
+passes = [0]
 
 
 def check(cond, msg):
-    if not cond:
+    if cond:
+        passes[0] += 1
+    else:
         failures.append(msg)
         print("FAIL:", msg, file=sys.stderr)
 
@@ -191,8 +194,10 @@ def main():
         test_cli(recur, model, data)
     else:
         test_grammar(what, gen, model, data)
-    print("test_grammar_gen %s: %d failed" % (what, len(failures)))
-    sys.exit(1 if failures else 0)
+    print("test_grammar_gen %s: %d passed, %d failed" % (what, passes[0], len(failures)))
+    if passes[0] == 0:
+        print("FAIL: no check ran", file=sys.stderr)
+    sys.exit(1 if failures or passes[0] == 0 else 0)
 
 
 if __name__ == "__main__":

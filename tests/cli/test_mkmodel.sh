@@ -13,17 +13,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 vocab=$here/../data/ggml-vocab-gpt-2.gguf
 # Until the fixture is in tests/data, the shared test data beside the checkout has it.
 [ -f "$vocab" ] || vocab=$here/../../../shared/testdata/vocab/ggml-vocab-gpt-2.gguf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../lib/check.sh
+. "$here/../lib/check.sh"
+tmp=$work
 # the vocabulary of commands that name none (mkmodel has no default compiled in)
 export RECUR_VOCAB_FILE=$vocab
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
+ok() { passed=$((passed + 1)); }
 bad() {
     echo "FAIL: $*"
-    fail=$((fail + 1))
+    failed=$((failed + 1))
 }
 
 # mk NAME ARGS...: writes $tmp/NAME.gguf; the command's status must be 0.
@@ -67,7 +66,8 @@ mk eq --arch=mamba --embd=64 --layers=2 --vocab=1000 --state=16 --seed=7
 if "$bin" mkmodel "$tmp/default.gguf" "${base[@]}" >/dev/null 2>"$tmp/err" &&
     cmp -s "$tmp/default.gguf" "$tmp/f32.gguf"; then ok; else bad "RECUR_VOCAB_FILE as --vocab-file"; fi
 (unset RECUR_VOCAB_FILE; "$bin" mkmodel "$tmp/novocab.gguf" "${base[@]}" >/dev/null 2>"$tmp/err")
-[ $? -eq 2 ] && ok || bad "no vocabulary: exit $?, not 2"
+rc=$?
+[ "$rc" -eq 2 ] && ok || bad "no vocabulary: exit $rc, not 2"
 grep -qF -- "give the vocabulary with --vocab-file" "$tmp/err" && ok || bad "no vocabulary: $(cat "$tmp/err")"
 [ -e "$tmp/novocab.gguf" ] && bad "no vocabulary: a file was written" || ok
 
@@ -339,10 +339,13 @@ status=$?
 py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
 if [ -n "$py" ]; then
     set -- $py
-    pass=$((pass + $2))
-    fail=$((fail + $4))
+    passed=$((passed + $2))
+    failed=$((failed + $4))
+    # a non-zero exit that no failed check explains (a crash after the closing line)
+    [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "python reader: exit $status after '$py'"
+else
+    bad "python reader did not finish (exit $status)"
 fi
-[ -n "$py" ] || bad "python reader did not finish (exit $status)"
 grep -v '^python:' "$tmp/py"
 
 # ---- RWKV-6 and RWKV-7 ------------------------------------------------------------------------
@@ -417,11 +420,13 @@ for f in --head-size --ff --rescale --mix-dim --decay-dim --lora-w --lora-a --lo
     grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
 done
 
-# gguf_reader.py needs numpy, which Debian's /usr/bin/python3 has when a pyenv one does not.
+# gguf_reader.py needs numpy, which Debian's /usr/bin/python3 has when a pyenv one does not;
+# scripts/setup.sh installs python3-numpy, so without it the RWKV checks fail rather than pass
+# unrun.
 pyn=python3
 python3 -c "import numpy" 2>/dev/null || pyn=/usr/bin/python3
 if ! "$pyn" -c "import numpy" 2>/dev/null; then
-    echo "SKIP: the RWKV file checks need python3 with numpy"
+    bad "the RWKV file checks need python3 with numpy (Debian: python3-numpy; scripts/setup.sh installs it)"
 else
     # NAME ARCH TYPE EMBD LAYERS VOCAB HEAD_SIZE FF EPS, then rwkv6: RESCALE D_MIX D_DEC,
     # rwkv7: R_W R_A R_V R_G ("-": the converter's default, computed below).
@@ -700,12 +705,14 @@ EOF
     py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
     if [ -n "$py" ]; then
         set -- $py
-        pass=$((pass + $2))
-        fail=$((fail + $4))
+        passed=$((passed + $2))
+        failed=$((failed + $4))
+        # a non-zero exit that no failed check explains (a crash after the closing line)
+        [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "rwkv python checks: exit $status after '$py'"
+    else
+        bad "rwkv python checks did not finish (exit $status)"
     fi
-    [ -n "$py" ] || bad "rwkv python checks did not finish (exit $status)"
     grep -v '^python:' "$tmp/py"
 fi
 
-echo "test_mkmodel: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish test_mkmodel

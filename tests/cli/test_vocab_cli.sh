@@ -22,7 +22,8 @@ mk() { # mk NAME VOCAB_FILE N_VOCAB ARCH [FLAGS...]
     shift 4
     "$recur" mkmodel "$work/$name.gguf" --arch "$arch" --embd 64 --layers 2 --vocab "$nv" \
         --state 8 --seed 7 --vocab-file "$vf" "$@" >/dev/null 2>"$work/$name.err"
-    check "mkmodel $name ($(head -c 300 "$work/$name.err"))" [ $? -eq 0 ]
+    local rc=$?
+    check "mkmodel $name ($(head -c 300 "$work/$name.err"))" [ "$rc" -eq 0 ]
 }
 mk falcon "$data/ggml-vocab-falcon.gguf" 65024 mamba
 mk spm "$data/ggml-vocab-llama-spm.gguf" 32000 mamba
@@ -71,7 +72,8 @@ done
 prompt="The capital of France is"
 for m in falcon spm spm_cut; do
     "$recur" run -m "$work/$m.gguf" -p "$prompt" -n 24 --temp 0 >"$work/$m.run" 2>"$work/$m.run.err"
-    check "$m: run exits 0 ($(tail -c 300 "$work/$m.run.err"))" [ $? -eq 0 ]
+    rc=$?
+    check "$m: run exits 0 ($(tail -c 300 "$work/$m.run.err"))" [ "$rc" -eq 0 ]
     "$test_model" greedy "$work/$m.gguf" "$prompt" 24 >"$work/$m.api"
     check "$m: run --temp 0 prints the argmax loop's text" cmp -s "$work/$m.run" "$work/$m.api"
     check "$m: run printed more than the prompt" [ "$(wc -c <"$work/$m.run")" -gt $((${#prompt} + 1)) ]
@@ -89,7 +91,8 @@ printf 'The quick brown fox jumps over the lazy dog. A stitch in time saves nine
     'Many hands make light work; the early bird catches the worm.' >"$work/ppl.txt"
 "$recur" perplexity -m "$work/spm_cut.gguf" -f "$work/ppl.txt" -c 8 -np 2 --chunks 3 -t 1 \
     >"$work/ppl.out" 2>"$work/ppl.err"
-check "spm_cut: perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ $? -eq 0 ]
+rc=$?
+check "spm_cut: perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ "$rc" -eq 0 ]
 got=$(sed -n 's/^mean loss = \([0-9.]*\) nats.* over 9 scored tokens in 3 windows of 8 (second halves)$/\1/p' "$work/ppl.out")
 read -r -a ids < <("$recur" tokenize -m "$work/spm_cut.gguf" -f "$work/ppl.txt" 2>/dev/null)
 check "spm_cut: the text starts with BOS" [ "${ids[0]}" = 1 ]
@@ -103,5 +106,4 @@ want=$(python3 "$root/tests/ref/mamba_ref.py" "$work/spm_cut.gguf" "${windows[@]
 check "spm_cut: perplexity with BOS windows equals the reference ($got vs $want)" \
     awk -v a="${got:-nan}" -v b="${want:-nan}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'
 
-echo "test_vocab_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish test_vocab_cli

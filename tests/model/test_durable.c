@@ -2,9 +2,13 @@
  * State files survive a crash of the writer: a child process saves two different states over
  * one path, again and again, and is killed (SIGKILL) at random moments; after every kill the
  * file must be, byte for byte, one of the two complete files, and load.
- *   test_durable MODEL
+ *   test_durable MODEL [SEED]
+ * The kill moments come from SEED (else $RECUR_TEST_SEED, else the clock), printed first so
+ * that a failing run's moments can be asked for again (the kills still land where the
+ * scheduler has the child then, so a replay is near, not exact).
  */
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +37,25 @@ static uint8_t *slurp(const char *path, size_t *n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_durable MODEL\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_durable MODEL [SEED]\n");
         return 2;
     }
+    const char *seed_text = argc == 3 ? argv[2] : getenv("RECUR_TEST_SEED");
+    unsigned long long seed = (unsigned long long)time(NULL);
+    if (seed_text) {
+        char *end;
+        errno = 0;
+        seed = strtoull(seed_text, &end, 10);
+        if (errno || *seed_text < '0' || *seed_text > '9' || *end) {
+            fprintf(stderr, "test_durable: the seed '%s' is not a whole number\n", seed_text);
+            return 2;
+        }
+    }
+    printf("test_durable: seed %llu (replay: test_durable MODEL %llu, or RECUR_TEST_SEED=%llu)\n",
+           seed, seed, seed);
+    fflush(stdout);
+    const unsigned long long seed0 = seed;
     struct recur_model *model = recur_model_load_from_file(argv[1], recur_model_default_params());
     REQUIRE(model);
     struct recur_context_params p = recur_context_default_params();
@@ -60,7 +79,6 @@ int main(int argc, char **argv) {
     REQUIRE(fa && fb && (na != nb || memcmp(fa, fb, na) != 0));
     REQUIRE(recur_state_save_file(a, path, ta, 6));
 
-    unsigned long long seed = (unsigned long long)time(NULL);
     int seen_a = 0, seen_b = 0, torn = 0, unloadable = 0;
     const int kills = 60;
     for (int k = 0; k < kills; k++) {
@@ -91,10 +109,11 @@ int main(int argc, char **argv) {
         unloadable += !recur_state_load_file(reader, path, back, 16, &n_back) ||
                       (n_back != 6 && n_back != 12);
     }
-    CHECK_MSG(torn == 0 && unloadable == 0, "%d torn, %d unloadable of %d kills", torn, unloadable,
-              kills);
-    CHECK_MSG(seen_a > 0 && seen_b > 0, "kills found the old file %d times, the new %d times",
-              seen_a, seen_b);
+    CHECK_MSG(torn == 0 && unloadable == 0, "%d torn, %d unloadable of %d kills (seed %llu)", torn,
+              unloadable, kills, seed0);
+    CHECK_MSG(seen_a > 0 && seen_b > 0,
+              "kills found the old file %d times, the new %d times (seed %llu)", seen_a, seen_b,
+              seed0);
     fprintf(stderr, "test_durable: %d kills: old file %d times, new file %d times\n", kills, seen_a,
             seen_b);
     /* clean up, leftover temporary files of killed writers included */

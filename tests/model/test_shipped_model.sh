@@ -31,7 +31,8 @@ check "the tensors are the trained ones" [ "$(python3 "$meta" "$model" --tensor-
 
 # recur run without -m loads the shipped model (RECUR_MODEL unset) and writes text
 (unset RECUR_MODEL; "$recur" run -p "The" -n 4 --temp 0 >"$work/run.txt" 2>"$work/run.err")
-check "run without -m exits 0 ($(head -c 200 "$work/run.err"))" [ $? -eq 0 ]
+rc=$?
+check "run without -m exits 0 ($(head -c 200 "$work/run.err"))" [ "$rc" -eq 0 ]
 "$recur" run -m "$model" -p "The" -n 4 --temp 0 >"$work/run_m.txt" 2>/dev/null
 check "run without -m equals run -m the shipped model" cmp -s "$work/run.txt" "$work/run_m.txt"
 
@@ -40,7 +41,8 @@ check "run without -m equals run -m the shipped model" cmp -s "$work/run.txt" "$
 K=4
 "$recur" perplexity -m "$model" -f "$root/models/heldout.txt" -c 256 -np $K --chunks $K \
     --score-all >"$work/ppl.out" 2>"$work/ppl.err"
-check "perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ $? -eq 0 ]
+rc=$?
+check "perplexity exits 0 ($(tail -c 300 "$work/ppl.err"))" [ "$rc" -eq 0 ]
 got=$(sed -n "s/^mean loss = \([0-9.]*\) nats.* in $K windows of 256 (every token after the first: --score-all)\$/\1/p" "$work/ppl.out")
 want=$(python3 -c 'import json, sys
 w = json.load(open(sys.argv[1]))["heldout_window_losses"][:int(sys.argv[2])]
@@ -63,5 +65,4 @@ check "greedy ids equal the golden ids ($n tokens)" [ "$got_ids" = "$greedy_ids"
 "$test_model" greedy "$model" "$prompt" "$n" >"$work/g_api.txt"
 check "recur run --temp 0 equals the argmax loop" cmp -s "$work/g_run.txt" "$work/g_api.txt"
 
-echo "test_shipped_model: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish test_shipped_model

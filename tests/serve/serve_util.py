@@ -1,6 +1,14 @@
-"""What the server tests share (python3 standard library only): pass/fail counting and a
-`recur serve` process on a free loopback port (--port 0, the port read from its first line)."""
+"""What the server tests share (python3 standard library only): pass/fail/skip counting, the
+exit status, and a `recur serve` process on a free loopback port (--port 0, the port read from
+its first line).
 
+A test ends with
+    print("NAME: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+    sys.exit(counts.exit_status())
+which is 1 when a check failed or none passed (a run that checked nothing proves nothing), 77
+(ctest's SKIP_RETURN_CODE) when a part was skipped (skip) and nothing failed, else 0."""
+
+import atexit
 import http.client
 import json
 import os
@@ -12,7 +20,37 @@ import sys
 import threading
 import time
 
-counts = {"passed": 0, "failed": 0}
+
+class Counts(dict):
+    """The checks' counts ("passed", "failed", "skipped") and the exit status they give."""
+
+    def exit_status(self):
+        if self["failed"]:
+            return 1
+        if self["passed"] == 0:
+            print("FAILED: no check ran", file=sys.stderr)
+            return 1
+        if self["skipped"]:
+            print("%d part(s) skipped: the run is a skip, not a pass" % self["skipped"])
+            return 77
+        return 0
+
+
+counts = Counts(passed=0, failed=0, skipped=0)
+
+# the processes started here (servers, redis-server), killed at exit if still running: a test
+# that stops early on an exception must not leave a server behind, holding ctest's output pipe
+live = []
+
+
+def kill_live():
+    for p in live:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(kill_live)
 
 
 def check(name, cond, detail=""):
@@ -21,6 +59,13 @@ def check(name, cond, detail=""):
     else:
         counts["failed"] += 1
         print("FAILED: %s %s" % (name, detail), file=sys.stderr)
+
+
+def skip(what, why):
+    """A part that cannot run on this machine: never counted as passed, and it makes the whole
+    run a skip (exit status 77) unless a check failed."""
+    counts["skipped"] += 1
+    print("SKIP: %s (%s)" % (what, why))
 
 
 def wait_for(pred, seconds=20):
@@ -51,6 +96,7 @@ class Redis:
                                       "--save", "", "--appendonly", "no", "--maxmemory", maxmemory,
                                       "--maxmemory-policy", "allkeys-lru"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        live.append(self.proc)
         if not wait_for(self._up, 10):
             raise SystemExit("redis-server did not start")
 
@@ -107,6 +153,7 @@ class Server:
         self.proc = subprocess.Popen([recur, "serve", "-m", model, "--port", "0", "-t",
                                       str(threads)] + list(args), stderr=subprocess.PIPE,
                                      text=True, errors="replace", env=env)
+        live.append(self.proc)
         line = self.proc.stderr.readline()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if not m:

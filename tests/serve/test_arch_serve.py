@@ -126,4 +126,4 @@ for model in MODELS:
     print("test_arch_serve: %s done (%d passed, %d failed so far)" % (name, counts["passed"], counts["failed"]))
 
 print("test_arch_serve: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] or not MODELS else 0)
+sys.exit(counts.exit_status())

@@ -221,4 +221,4 @@ for i, p in replica_port.items():
 check("the survivors count second-tier hits", hits >= moved, (hits, moved))
 subprocess.run(["bash", local, "down", tmp], timeout=60)
 print("test_deploy: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] else 0)
+sys.exit(counts.exit_status())

@@ -260,4 +260,4 @@ check("SIGTERM lets the request in flight finish", long_result.get("r", (0,))[0]
 check("then the server exits 0", keyed.proc.wait(timeout=30) == 0)
 
 print("test_serve: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] else 0)
+sys.exit(counts.exit_status())

@@ -141,8 +141,12 @@ st, c1, _ = A.post("/completion", {"prompt": p1, "n_predict": 8, "temperature": 
 st2, c2, _ = A.post("/completion", {"prompt": p2, "n_predict": 11, "temperature": 0,
                                     "ignore_eos": True, "return_tokens": True})
 check("two conversations on A", st == 200 and st2 == 200)
-wait_for(lambda: A.metrics().get("recur_prefix_store_writes_total", 0) >= 8)
-time.sleep(0.3)
+# both ends listed in Redis (the writer sends SET, then SADD to the index: a listed entry is
+# stored): p1's 87 tokens (80 + 8 - 1: the last is not decoded) and p2's 90 (80 + 11 - 1)
+ends = ("%d:" % (len(p1) + 7), "%d:" % (len(p2) + 10))
+check("both ends are in Redis", wait_for(lambda: all(
+    any(m.decode().startswith(e) for k in red.keys("recur:*:i:*") for m in red.cmd("SMEMBERS", k))
+    for e in ends)), [red.cmd("SMEMBERS", k) for k in red.keys("recur:*:i:*")])
 nxt = p1 + c1["tokens"] + list(range(600, 605))
 st, b, _ = B.post("/completion", {"prompt": nxt, "n_predict": 1, "temperature": 0})
 check("B restores the first one's end, not the other's (which shares its index)",
@@ -229,7 +233,10 @@ st, r1, _, _ = turn(D, history)
 check("a server whose Redis is down at start serves", st == 200 and r1 == reply1)
 check("its misses are errors, counted", D.metrics().get("recur_prefix_store_errors_total", 0) >= 1)
 red = Redis(rport)  # Redis comes up
-time.sleep(1.2)     # the store retries at most every second
+# the writes of D's first turn failed (Redis down): once they are all done, what reaches the
+# new Redis is the next turn's (the writer waits out its reconnect pause, at most a second)
+check("D's failed writes are done", wait_for(lambda: D.metrics().get("recur_prefix_store_queued",
+                                                                     -1) == 0))
 st, r1, _, _ = turn(D, history + [{"role": "assistant", "content": reply1},
                                   {"role": "user", "content": "More."}])
 check("once Redis is up, writes go through",
@@ -398,4 +405,4 @@ for url_bad, want in (("redis://", "no host"), ("redis://h:99999", "port"),
 
 shutil.rmtree(tmp, ignore_errors=True)
 print("test_serve_store: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] else 0)
+sys.exit(counts.exit_status())

@@ -182,4 +182,6 @@ check(r.returncode == 1 and "supported: " in r.stderr and "chatml" in r.stderr,
       "an unknown template is refused with the supported names: %r" % r.stderr)
 
 print("test_chat_templates: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+if passed == 0:
+    print("FAIL: no check ran")
+sys.exit(1 if failed or passed == 0 else 0)
