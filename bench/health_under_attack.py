@@ -56,7 +56,7 @@ def pct(xs, p):
 
 
 def run_case(name, attack):
-    S = Server(args.recur, args.model, "-np", "17", "--timeout", "3600")
+    S = Server(args.recur, args.model, "-np", "17", "--timeout", "3600", "--max-tokens", "1000000")
     stop = threading.Event()
     res = {"status": "-", "ms": float("nan")}
     gaps = []
@@ -78,7 +78,7 @@ def run_case(name, attack):
     def streamer():
         c = http.client.HTTPConnection("127.0.0.1", S.port, timeout=args.seconds + 30)
         c.request("POST", "/completion", body=json.dumps(
-            {"prompt": "The", "n_predict": 4000, "ignore_eos": True, "stream": True}).encode())
+            {"prompt": "The", "n_predict": 1000000, "ignore_eos": True, "stream": True}).encode())
         r = c.getresponse()
         while not stop.is_set():
             line = r.fp.readline()

@@ -141,4 +141,4 @@ check("--max-answer-mb -1: usage error", p.returncode == 2 and "--max-answer-mb"
       (p.returncode, p.stderr[-200:]))
 
 print("test_serve_answers: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] or not counts["passed"] else 0)
+sys.exit(counts.exit_status())

@@ -79,4 +79,4 @@ check("a line naming the file and what happened",
 
 shutil.rmtree(tmp, ignore_errors=True)
 print("test_serve_model_watch: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] or not counts["passed"] else 0)
+sys.exit(counts.exit_status())

@@ -124,4 +124,4 @@ check("such a chat is answered", st == 200 and b["usage"]["prompt_tokens"] == n_
 
 check("stops cleanly", S.stop() == 0)
 print("test_serve_text: %d passed, %d failed" % (counts["passed"], counts["failed"]))
-sys.exit(1 if counts["failed"] or not counts["passed"] else 0)
+sys.exit(counts.exit_status())
