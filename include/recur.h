@@ -629,7 +629,7 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
  * matcher without bound (more than 1,024 parse stacks, or 1,024 nested rules, in one
  * expansion: "rule 'R' ... (a limit)"), or on allocation failure. Sampling fails (-1, error
  * set) when no candidate can continue the grammar, when one token's matching passes its
- * limits (2,097,152 stacks looked at, 4,096 parses at once), or after a token the grammar
+ * limits (1,048,576 stacks looked at, 1,024 parses at once), or after a token the grammar
  * rejects was accepted. Cost per step follows the part of the vocabulary the grammar allows
  * there (a walk of the vocabulary's byte trie), not the whole vocabulary times the grammar's
  * work per token. */

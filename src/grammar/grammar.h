@@ -57,11 +57,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RGRAM_MAX_STACKS          4096
+#define RGRAM_MAX_STACKS          1024
 #define RGRAM_MAX_EXPANSION       1024
 #define RGRAM_MAX_EXPANSION_DEPTH 1024
 #define RGRAM_MAX_DEPTH           4096
-#define RGRAM_MAX_STEP_WORK       (1u << 21)
+#define RGRAM_MAX_STEP_WORK       (1u << 20)
 
 struct rgram;
 struct rgram_state;

@@ -660,7 +660,7 @@ for name, body, want in (
          "sampling failed: sampler"),
         ("parses pile up", {"prompt": "x", "n_predict": 400, "temperature": 0,
                             "grammar": "root ::= ([a-z]{1,100}){0,1000}"},
-         "sampling failed: grammar: more than 4096 parses")):
+         "sampling failed: grammar: more than 1024 parses")):
     st, b, _ = srv.post("/completion", body)
     check("failed sample: %s: a 500 with the reason" % name, st == 500 and
           want in b.get("error", {}).get("message", "") and "stop_type" not in b, (st, b))
