@@ -292,6 +292,10 @@ expect_exit "run fails when the grammar cannot go on" 1 \
     "recur: sampling failed: grammar: no candidate token can continue the grammar here" \
     timeout 20 "$recur" run -m "$model" -p "$prompt" -n 8 --grammar 'root ::= "a" []'
 check "the failed run's error is one line" [ "$(grep -c . "$work/err")" -eq 1 ]
+printf 'hi\n' >"$work/chat-in.txt"
+expect_exit "chat fails when the grammar cannot go on" 1 \
+    "recur chat: sampling failed: grammar: no candidate token can continue the grammar here" \
+    timeout 20 "$recur" chat -m "$model" -n 8 --grammar 'root ::= "a" []' <"$work/chat-in.txt"
 
 leftovers=$(find "$work" -name '*.tmp-*' | wc -l)
 check "no temporary files are left" [ "$leftovers" -eq 0 ]
