@@ -168,7 +168,8 @@ static bool expand(struct rgram_state *s, int32_t top) {
     bool err = false;
     if (!first_sight(s, top, &err)) return !err; /* expanded already in this build */
     if (s->depth >= RGRAM_MAX_DEPTH) {
-        rcore_error_set("grammar: an expansion nested more than %d rules deep", RGRAM_MAX_DEPTH);
+        rcore_error_set("grammar: an expansion nested more than %d rules deep (a limit)",
+                        RGRAM_MAX_DEPTH);
         return false;
     }
     int32_t cont = resume(s, nd.el + 1, nd.parent);
