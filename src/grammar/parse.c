@@ -431,31 +431,24 @@ static bool parse_rule(struct parser *ps) {
  * saturating at UINT32_MAX; depth[r], a bound on how deeply that expansion nests. */
 static void rule_entry(const struct rgram *g, size_t r, const uint8_t *nullable, uint32_t *cost,
                        uint32_t *depth) {
-    uint64_t c = 0;
-    uint32_t d = 0;
-    for (size_t i = g->rule_start[r]; g->el[i].type != RG_END;) {
-        size_t end = i; /* the alternative is el[i .. end), el[end] its ALT */
-        while (g->el[end].type != RG_ALT) end++;
-        uint64_t suf = 1, sd = 0; /* from the end back: the cost and depth at each position */
-        for (size_t k = end; k-- > i;) {
-            const struct rgram_elem *e = &g->el[k];
-            if (e->type == RG_SET) {
-                suf = 1;
-                sd = 0;
-            } else {
-                suf = cost[e->value] + (nullable[e->value] ? suf : 0);
-                sd = depth[e->value] + (nullable[e->value] ? sd : 0);
-            }
-            if (suf > UINT32_MAX) suf = UINT32_MAX;
-            if (sd > UINT32_MAX) sd = UINT32_MAX;
+    uint64_t c = 0, d = 0;
+    for (size_t i = g->rule_start[r]; g->el[i].type != RG_END; i++) {
+        /* one alternative, as far as its symbols can all match the empty text */
+        uint64_t ac = 0, ad = 0;
+        bool through = true; /* every symbol so far can match the empty text */
+        for (; through && g->el[i].type != RG_ALT; i++) {
+            const struct rgram_elem *e = &g->el[i];
+            ac += e->type == RG_SET ? 1 : cost[e->value];
+            ad += e->type == RG_SET ? 0 : depth[e->value];
+            through = e->type == RG_REF && nullable[e->value];
         }
-        c += suf;
-        if (c > UINT32_MAX) c = UINT32_MAX;
-        if (sd > d) d = (uint32_t)sd;
-        i = end + 1;
+        ac += through; /* the whole alternative may match nothing: what follows r resumes */
+        while (g->el[i].type != RG_ALT) i++;
+        c += ac;
+        if (ad > d) d = ad;
     }
-    cost[r] = (uint32_t)c;
-    depth[r] = d < UINT32_MAX ? d + 1 : d;
+    cost[r] = c < UINT32_MAX ? (uint32_t)c : UINT32_MAX;
+    depth[r] = d < UINT32_MAX ? (uint32_t)d + 1 : UINT32_MAX;
 }
 
 /* The matcher expands a stack at the start of every rule and after every symbol (where it
@@ -512,7 +505,7 @@ static bool check_left_recursion(struct parser *ps, const struct rgram *g) {
     uint8_t *nullable = calloc(n, 1), *color = calloc(n, 1);
     uint8_t *pn = malloc(n); /* per frame: the symbols before pos all match the empty text */
     size_t *stack = malloc(n * sizeof *stack), *pos = malloc(n * sizeof *pos);
-    uint32_t *cost = malloc(n * sizeof *cost), *depth = malloc(n * sizeof *depth);
+    uint32_t *cost = calloc(n, sizeof *cost), *depth = calloc(n, sizeof *depth);
     if (!nullable || !color || !stack || !pos || !pn || !cost || !depth) {
         fail(ps, ps->start, "out of memory");
         goto done;
