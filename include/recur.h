@@ -656,11 +656,14 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
  * grammar: NUL-terminated GBNF text (copied); root: the start rule (NULL: "root"). The model
  * must outlive the sampler. NULL with the error set when the grammar is invalid ("grammar:
  * line L, column C: what"), names an undefined rule, defines one twice, is left-recursive
- * (a rule that reaches itself before matching a character), lacks the root, or on allocation
- * failure. Sampling fails (-1, error set) when no candidate can continue the grammar, or
- * after a token the grammar rejects was accepted. Cost per step follows the part of the
- * vocabulary the grammar allows there (a walk of the vocabulary's byte trie), not the whole
- * vocabulary times the grammar's work per token. */
+ * (a rule that reaches itself before matching a character), lacks the root, would cost the
+ * matcher without bound (more than 1,024 parse stacks, or 1,024 nested rules, in one
+ * expansion: "rule 'R' ... (a limit)"), or on allocation failure. Sampling fails (-1, error
+ * set) when no candidate can continue the grammar, when one token's matching passes its
+ * limits (1,048,576 stacks looked at, 1,024 parses at once), or after a token the grammar
+ * rejects was accepted. Cost per step follows the part of the vocabulary the grammar allows
+ * there (a walk of the vocabulary's byte trie), not the whole vocabulary times the grammar's
+ * work per token. */
 RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                            const char *grammar, const char *root);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a

@@ -523,14 +523,24 @@ static void after_decode(struct server *s, struct serve_sched *w, int32_t k) {
         if (c->finished || c->row < 0 || t->max_tokens == 0) continue;
         const recur_token tok = recur_sampler_sample(c->smpl, s->ctx, c->row);
         w->tok[k][i] = tok < 0 ? -2 : tok;
+        if (tok < 0 && !t->error[0]) /* the first failure names the task's error */
+            snprintf(t->error, sizeof t->error, "sampling failed: %s", recur_last_error());
         /* probabilities are written at index n_out, past what any answer reads yet */
         if (tok >= 0) record_probs(s, t, c, tok);
     }
 }
 
-/* The sampled tokens of task k into its choices (s->mu held): text, the ends, retire. */
+/* The sampled tokens of task k into its choices (s->mu held): text, the ends, retire. A
+ * choice whose sampling failed (no token the grammar or the logit bias allows, a grammar past
+ * its limits) fails the whole task with the reason, as a failed decode does: it is no end of
+ * text. */
 static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
     struct task *t = w->tasks[k];
+    for (int i = 0; i < t->n; i++)
+        if (!t->choice[i].finished && w->tok[k][i] == -2) {
+            fail_task(s, t, t->error);
+            return;
+        }
     if (w->prompt_row[k] >= 0) {
         s->m.prompt_tokens += (uint64_t)t->n_prompt;
         s->m.prompt_tokens_cached += (uint64_t)t->n_cached;
@@ -542,10 +552,6 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
         if (!c->finished && c->row >= 0 && t->max_tokens == 0) { /* the prompt only */
             c->finished = true;
             c->finish_reason = "length";
-        } else if (!c->finished && w->tok[k][i] == -2) {
-            c->finished = true;
-            c->finish_reason = "stop";
-            c->stop_kind = STOP_EOS;
         } else if (!c->finished && w->tok[k][i] >= 0) {
             append_token(s, t, c, w->tok[k][i]);
         }

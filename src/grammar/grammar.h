@@ -37,7 +37,13 @@
  *    from the current set (rgram_state_collect), so memory stays bounded.
  *
  * Limits, so that no grammar hangs or exhausts memory: a grammar has at most 1 << 20
- * elements; a state at most RGRAM_MAX_STACKS stacks (more is an error naming the limit).
+ * elements; from any position, an expansion (the stacks reached before the next character)
+ * visits at most RGRAM_MAX_EXPANSION stacks, counting every way to each, and nests at most
+ * RGRAM_MAX_EXPANSION_DEPTH rules (checked at parse time: a repetition of something that can
+ * match the empty text, (x?){0,1000}, is refused there); a state holds at most RGRAM_MAX_STACKS
+ * stacks; one step (an accept, a mask, a reset) looks at most at RGRAM_MAX_STEP_WORK stacks,
+ * and an expansion recurses at most RGRAM_MAX_DEPTH deep. Past any of them the call fails
+ * with an error naming the limit (and, at parse time, the rule).
  *
  * Errors set the thread's error (rcore_error_set): parse errors read "line L, column C:
  * message" (both from 1, columns in code points). Nothing here is thread-safe per object;
@@ -51,7 +57,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RGRAM_MAX_STACKS 4096
+#define RGRAM_MAX_STACKS          1024
+#define RGRAM_MAX_EXPANSION       1024
+#define RGRAM_MAX_EXPANSION_DEPTH 1024
+#define RGRAM_MAX_DEPTH           4096
+#define RGRAM_MAX_STEP_WORK       (1u << 20)
 
 struct rgram;
 struct rgram_state;
@@ -59,7 +69,7 @@ struct rgram_trie;
 
 /* Parses GBNF text (len bytes) with root rule `root` (NULL: "root"). NULL with the error set
  * ("line L, column C: ...") on a syntax error, an undefined rule, a rule defined twice, left
- * recursion, a missing root, or a grammar over the size limit. */
+ * recursion, a missing root, or a grammar over the size or expansion limits. */
 struct rgram *rgram_parse(const char *text, size_t len, const char *root);
 void rgram_free(struct rgram *g); /* NULL is fine */
 size_t rgram_n_rules(const struct rgram *g);

@@ -121,10 +121,24 @@ struct rgram_state {
     size_t n_cp, cap_cp;
     int32_t *scratch; /* a set being built */
     size_t n_scratch, cap_scratch;
+    /* per node, the build of the scratch set (stamp) that last added it (a SET node) or
+       expanded it (any other node): a stack is expanded once per build, whatever the number
+       of ways that lead to it, since its expansion is the same each time */
+    uint32_t *seen;
+    size_t cap_seen;
+    uint32_t stamp;
+    bool end_seen;   /* the empty stack is in the scratch set */
+    unsigned depth;  /* the expansion's recursion, at most RGRAM_MAX_DEPTH */
+    uint64_t work;   /* stacks looked at in this step, at most RGRAM_MAX_STEP_WORK */
     int32_t cur;     /* the state's set */
     uint32_t part;   /* bits of a partial UTF-8 character */
     uint32_t remain; /* its continuation bytes still to come (0: none) */
 };
+
+/* A step (a mask, a text accepted, a reset) starts with no work done. */
+static inline void rgram_step_begin(struct rgram_state *s) {
+    s->work = 0;
+}
 
 /* The set after code point cp from set (cached): a set id, RGRAM_DEAD or RGRAM_ERROR. With
  * cached false, computed again (the naive mask's cost model). */

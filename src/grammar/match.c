@@ -73,10 +73,56 @@ static int32_t intern_node(struct rgram_state *s, uint32_t el, int32_t parent) {
     return (int32_t)s->n_nodes++;
 }
 
+/* Starts building a scratch set: nothing in it, nothing expanded yet. */
+static void scratch_begin(struct rgram_state *s) {
+    s->n_scratch = 0;
+    s->end_seen = false;
+    if (++s->stamp == 0) { /* wrapped: old stamps could match again */
+        if (s->seen) memset(s->seen, 0, s->cap_seen * sizeof *s->seen);
+        s->stamp = 1;
+    }
+}
+
+/* Marks node id as seen in this build; false when it already was (or on allocation failure,
+ * with *err set). */
+static bool first_sight(struct rgram_state *s, int32_t id, bool *err) {
+    if ((size_t)id >= s->cap_seen) {
+        const size_t old = s->cap_seen;
+        size_t cap = s->cap_nodes > (size_t)id ? s->cap_nodes : (size_t)id + 1;
+        uint32_t *b = realloc(s->seen, cap * sizeof *b);
+        if (!b) {
+            rcore_error_set("grammar: out of memory");
+            *err = true;
+            return false;
+        }
+        memset(b + old, 0, (cap - old) * sizeof *b);
+        s->seen = b;
+        s->cap_seen = cap;
+    }
+    if (s->seen[id] == s->stamp) return false;
+    s->seen[id] = s->stamp;
+    return true;
+}
+
+/* Counts n stacks looked at against the step's budget; false with the error set past it. */
+static bool spend(struct rgram_state *s, uint64_t n) {
+    s->work += n;
+    if (s->work <= RGRAM_MAX_STEP_WORK) return true;
+    rcore_error_set("grammar: one step looked at more than %u parse stacks (a limit on the "
+                    "work per token; the grammar is too costly here)",
+                    RGRAM_MAX_STEP_WORK);
+    return false;
+}
+
 /* Adds stack top to the scratch set unless it is there. */
 static bool add_top(struct rgram_state *s, int32_t top) {
-    for (size_t i = 0; i < s->n_scratch; i++)
-        if (s->scratch[i] == top) return true;
+    if (top < 0) {
+        if (s->end_seen) return true;
+        s->end_seen = true;
+    } else {
+        bool err = false;
+        if (!first_sight(s, top, &err)) return !err;
+    }
     if (s->n_scratch >= RGRAM_MAX_STACKS) {
         rcore_error_set("grammar: more than %d parses at once (the grammar is too ambiguous)",
                         RGRAM_MAX_STACKS);
@@ -114,12 +160,23 @@ static bool expand_rule(struct rgram_state *s, uint32_t rule, int32_t cont) {
  * refused left recursion. */
 static bool expand(struct rgram_state *s, int32_t top) {
     if (top == -2) return false;
+    if (!spend(s, 1)) return false;
     if (top < 0) return add_top(s, -1);
     const struct rgram_node nd = s->nodes[top];
     const struct rgram_elem *e = &s->g->el[nd.el];
     if (e->type == RG_SET) return add_top(s, top);
+    bool err = false;
+    if (!first_sight(s, top, &err)) return !err; /* expanded already in this build */
+    if (s->depth >= RGRAM_MAX_DEPTH) {
+        rcore_error_set("grammar: an expansion nested more than %d rules deep (a limit)",
+                        RGRAM_MAX_DEPTH);
+        return false;
+    }
     int32_t cont = resume(s, nd.el + 1, nd.parent);
-    return cont != -2 && expand_rule(s, e->value, cont);
+    s->depth++;
+    const bool ok = cont != -2 && expand_rule(s, e->value, cont);
+    s->depth--;
+    return ok;
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -181,8 +238,9 @@ static int32_t intern_scratch(struct rgram_state *s) {
 
 static int32_t compute_advance(struct rgram_state *s, int32_t set, uint32_t cp) {
     const struct rgram *g = s->g;
-    s->n_scratch = 0;
+    scratch_begin(s);
     const struct rgram_setrec r = s->sets[set];
+    if (!spend(s, r.len)) return RGRAM_ERROR;
     for (uint32_t k = 0; k < r.len; k++) {
         const int32_t top = s->pool[r.off + k];
         if (top < 0) continue;
@@ -358,7 +416,7 @@ bool rgram_state_collect(struct rgram_state *s) {
         remap[i] = intern_node(s, old[i].el, p >= 0 ? remap[p] : -1);
         ok = remap[i] >= 0;
     }
-    s->n_scratch = 0;
+    scratch_begin(s);
     for (uint32_t k = 0; k < cur.len && ok; k++)
         ok = add_top(s, tops[k] >= 0 ? remap[tops[k]] : -1);
     int32_t id = ok ? intern_scratch(s) : RGRAM_ERROR;
@@ -373,7 +431,8 @@ bool rgram_state_collect(struct rgram_state *s) {
 
 bool rgram_state_reset(struct rgram_state *s) {
     s->part = s->remain = 0;
-    s->n_scratch = 0;
+    rgram_step_begin(s);
+    scratch_begin(s);
     if (!expand_rule(s, s->g->root, -1)) return false;
     int32_t id = intern_scratch(s);
     if (id < 0) {
@@ -413,12 +472,14 @@ void rgram_state_free(struct rgram_state *s) {
     free(s->cp_key);
     free(s->cp_val);
     free(s->scratch);
+    free(s->seen);
     for (int i = 0; i < RGRAM_MASK_CACHE; i++) free(s->masks[i].mask);
     free(s);
 }
 
 bool rgram_state_accept(struct rgram_state *s, const char *bytes, size_t len) {
     if (!rgram_state_collect(s)) return false;
+    rgram_step_begin(s);
     int32_t set = s->cur;
     uint32_t part = s->part, remain = s->remain;
     for (size_t i = 0; i < len; i++) {

@@ -18,6 +18,7 @@ struct prule {
     char *name;         /* malloc'd */
     const char *ref_at; /* first reference, for "undefined rule" */
     const char *def_at; /* definition (NULL: not defined yet) */
+    uint32_t owner;     /* the rule written in the text that this one serves (itself if so) */
     struct vec body;
 };
 
@@ -92,7 +93,7 @@ static int64_t new_rule(struct parser *ps, const char *name, size_t len) {
     }
     memcpy(nm, name, len);
     nm[len] = 0;
-    ps->rules[ps->n_rules] = (struct prule){.name = nm};
+    ps->rules[ps->n_rules] = (struct prule){.name = nm, .owner = (uint32_t)ps->n_rules};
     return (int64_t)ps->n_rules++;
 }
 
@@ -108,7 +109,10 @@ static int64_t gen_rule(struct parser *ps, uint32_t parent) {
     char nm[96];
     int k = snprintf(nm, sizeof nm, "%.60s-%zu", ps->rules[parent].name, ps->n_rules);
     int64_t r = new_rule(ps, nm, (size_t)k);
-    if (r >= 0) ps->rules[r].def_at = ps->p;
+    if (r >= 0) {
+        ps->rules[r].def_at = ps->p;
+        ps->rules[r].owner = ps->rules[parent].owner;
+    }
     return r;
 }
 
@@ -420,16 +424,89 @@ static bool parse_rule(struct parser *ps) {
     return true;
 }
 
+/* What entering rule r costs the matcher before it matches a character (every rule that r
+ * reaches from the start of an alternative through symbols that can match the empty text is
+ * done, so cost and depth are known for them): cost[r], the stacks one expansion of r visits
+ * (SET tops, plus the alternatives that match the empty text and so resume what follows r),
+ * saturating at UINT32_MAX; depth[r], a bound on how deeply that expansion nests. */
+static void rule_entry(const struct rgram *g, size_t r, const uint8_t *nullable, uint32_t *cost,
+                       uint32_t *depth) {
+    uint64_t c = 0, d = 0;
+    for (size_t i = g->rule_start[r]; g->el[i].type != RG_END; i++) {
+        /* one alternative, as far as its symbols can all match the empty text */
+        uint64_t ac = 0, ad = 0;
+        bool through = true; /* every symbol so far can match the empty text */
+        for (; through && g->el[i].type != RG_ALT; i++) {
+            const struct rgram_elem *e = &g->el[i];
+            ac += e->type == RG_SET ? 1 : cost[e->value];
+            ad += e->type == RG_SET ? 0 : depth[e->value];
+            through = e->type == RG_REF && nullable[e->value];
+        }
+        ac += through; /* the whole alternative may match nothing: what follows r resumes */
+        while (g->el[i].type != RG_ALT) i++;
+        c += ac;
+        if (ad > d) d = ad;
+    }
+    cost[r] = c < UINT32_MAX ? (uint32_t)c : UINT32_MAX;
+    depth[r] = d < UINT32_MAX ? (uint32_t)d + 1 : UINT32_MAX;
+}
+
+/* The matcher expands a stack at the start of every rule and after every symbol (where it
+ * resumes once the symbol is matched): each such expansion must stay within the limits
+ * (grammar.h), or the grammar is refused, naming the rule where it goes past them. */
+static bool expansions_ok(struct parser *ps, const struct rgram *g, const uint8_t *nullable,
+                          const uint32_t *cost, const uint32_t *depth) {
+    /* from the last: a group or repetition is made after the rule around it, so the error
+       names the innermost construct past a limit */
+    for (size_t r = g->n_rules; r-- > 0;) {
+        uint64_t worst = cost[r], deepest = depth[r];
+        for (size_t i = g->rule_start[r]; g->el[i].type != RG_END;) {
+            size_t end = i;
+            while (g->el[end].type != RG_ALT) end++;
+            uint64_t suf = 1, sd = 0;
+            for (size_t k = end; k-- > i;) {
+                const struct rgram_elem *e = &g->el[k];
+                if (e->type == RG_SET) {
+                    suf = 1;
+                    sd = 0;
+                } else {
+                    suf = cost[e->value] + (nullable[e->value] ? suf : 0);
+                    sd = depth[e->value] + (nullable[e->value] ? sd : 0);
+                }
+                if (suf > worst) worst = suf;
+                if (sd > deepest) deepest = sd;
+            }
+            i = end + 1;
+        }
+        const struct prule *pr = &ps->rules[r], *own = &ps->rules[pr->owner];
+        const char *at = pr->def_at ? pr->def_at : ps->start;
+        const char *what = pr->owner == r ? "" : " (a group or repetition in it)";
+        if (worst > RGRAM_MAX_EXPANSION)
+            return fail(ps, at,
+                        "rule '%s'%s expands to more than %u parse stacks before matching a "
+                        "character (a limit)",
+                        own->name, what, RGRAM_MAX_EXPANSION);
+        if (deepest > RGRAM_MAX_EXPANSION_DEPTH)
+            return fail(ps, at,
+                        "rule '%s'%s nests more than %u rules deep before matching a character "
+                        "(a limit)",
+                        own->name, what, RGRAM_MAX_EXPANSION_DEPTH);
+    }
+    return true;
+}
+
 /* Left recursion: a rule that reaches itself through references each preceded, in its
  * alternative, only by symbols that can match the empty text. Found with the nullable rules
- * (a fixpoint) and an iterative depth-first search over those references. */
+ * (a fixpoint) and an iterative depth-first search over those references; the search's
+ * post-order gives what entering each rule costs (rule_entry), for expansions_ok. */
 static bool check_left_recursion(struct parser *ps, const struct rgram *g) {
     bool ok = false;
     const size_t n = g->n_rules;
     uint8_t *nullable = calloc(n, 1), *color = calloc(n, 1);
     uint8_t *pn = malloc(n); /* per frame: the symbols before pos all match the empty text */
     size_t *stack = malloc(n * sizeof *stack), *pos = malloc(n * sizeof *pos);
-    if (!nullable || !color || !stack || !pos || !pn) {
+    uint32_t *cost = calloc(n, sizeof *cost), *depth = calloc(n, sizeof *depth);
+    if (!nullable || !color || !stack || !pos || !pn || !cost || !depth) {
         fail(ps, ps->start, "out of memory");
         goto done;
     }
@@ -486,6 +563,7 @@ static bool check_left_recursion(struct parser *ps, const struct rgram *g) {
             if (next < 0) {
                 color[r] = 2;
                 top--;
+                rule_entry(g, r, nullable, cost, depth);
             } else if (color[next] == 1) {
                 const struct prule *pr = &ps->rules[next];
                 fail(ps, pr->def_at ? pr->def_at : ps->start,
@@ -501,13 +579,15 @@ static bool check_left_recursion(struct parser *ps, const struct rgram *g) {
             }
         }
     }
-    ok = true;
+    ok = expansions_ok(ps, g, nullable, cost, depth);
 done:
     free(nullable);
     free(color);
     free(stack);
     free(pos);
     free(pn);
+    free(cost);
+    free(depth);
     return ok;
 }
 

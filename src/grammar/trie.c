@@ -185,6 +185,7 @@ static bool walk(struct walk *w, uint32_t ti, int32_t set, uint32_t part, uint32
 
 int64_t rgram_mask_walk(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed) {
     if (!rgram_state_collect(s)) return -1;
+    rgram_step_begin(s);
     memset(allowed, 0, (size_t)t->n_tokens);
     struct walk w = {s, t, allowed, 0};
     return walk(&w, 0, s->cur, s->part, s->remain) ? w.count : -1;
@@ -228,6 +229,7 @@ int64_t rgram_mask_naive(struct rgram_state *s, const struct rgram_trie *t, uint
     for (int32_t i = 0; i < t->n_tokens; i++) {
         int32_t set = s->cur;
         uint32_t part = s->part, remain = s->remain;
+        rgram_step_begin(s); /* each token is checked on its own */
         int r = t->off[i + 1] > t->off[i];
         for (size_t j = t->off[i]; r > 0 && j < t->off[i + 1]; j++)
             r = rgram_step_byte(s, &set, &part, &remain, (uint8_t)t->bytes[j], false);

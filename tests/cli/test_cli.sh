@@ -283,6 +283,21 @@ check "state-out keeps the file's mode" [ "$(stat -c %a "$work/real/s.bin")" = 6
 "$recur" run -m "$model" -p "$longer" -n 16 --temp 0 --state-in "$work/s-link.bin" \
     >"$work/long3.txt" 2>/dev/null
 check "the state written through the link is the longer prompt's" cmp -s "$work/long3.txt" "$work/long.txt"
+# grammars: one whose matching would cost without bound is refused before generating (exit 2,
+# naming the rule and the limit; timeout turns a hang into exit 124), and a sample the grammar
+# leaves no token for ends the run with exit 1 and the reason, not as an end of text
+expect_exit "run refuses a grammar bomb" 2 \
+    "rule 'root' (a group or repetition in it) expands to more than 1024 parse stacks" \
+    timeout 20 "$recur" run -m "$model" -p "$prompt" -n 8 --grammar 'root ::= ([a-z]?){0,1000}'
+expect_exit "run fails when the grammar cannot go on" 1 \
+    "recur: sampling failed: grammar: no candidate token can continue the grammar here" \
+    timeout 20 "$recur" run -m "$model" -p "$prompt" -n 8 --grammar 'root ::= "a" []'
+check "the failed run's error is one line" [ "$(grep -c . "$work/err")" -eq 1 ]
+printf 'hi\n' >"$work/chat-in.txt"
+expect_exit "chat fails when the grammar cannot go on" 1 \
+    "recur chat: sampling failed: grammar: no candidate token can continue the grammar here" \
+    timeout 20 "$recur" chat -m "$model" -n 8 --grammar 'root ::= "a" []' <"$work/chat-in.txt"
+
 leftovers=$(find "$work" -name '*.tmp-*' | wc -l)
 check "no temporary files are left" [ "$leftovers" -eq 0 ]
 

@@ -58,7 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     struct rgram *g = rgram_parse(text, tlen, "root");
     if (!g) {
-        if (owned && !strstr(rcore_error_get(), "left recursion")) {
+        /* a schema may ask for what the matcher refuses: left recursion, or more than its
+           limits (a pattern such as ([a-z]?){0,1000}) */
+        if (owned && !strstr(rcore_error_get(), "left recursion") &&
+            !strstr(rcore_error_get(), "(a limit")) {
             fprintf(stderr, "a converted schema does not parse: %s\n%s\n", rcore_error_get(),
                     owned);
             abort();
@@ -86,7 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (m1[t] && seen++ == feed[i] % k1) pick = t;
         bool ok =
             rgram_state_accept(s, tok_bytes + tok_off[pick], tok_off[pick + 1] - tok_off[pick]);
-        if (k1 > 0 && !ok && !strstr(rcore_error_get(), "ambiguous")) {
+        if (k1 > 0 && !ok && !strstr(rcore_error_get(), "ambiguous") &&
+            !strstr(rcore_error_get(), "(a limit")) {
             fprintf(stderr, "an allowed token was rejected: %s\n", rcore_error_get());
             abort();
         }

@@ -20,6 +20,8 @@ import json
 import math
 import os
 import sys
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
@@ -608,6 +610,96 @@ for path, body, want in (
     st, b, _ = srv.post(path, body)
     check("structured output refused: %s" % want, st == 400 and
           want in b.get("error", {}).get("message", ""), (st, b))
+
+
+# ---- grammars past their limits, samples that fail ------------------------------------------
+# a grammar whose matching would cost without bound (a repetition of what can be empty) is a 400
+# naming the rule and the limit, answered at once, as GBNF or as a JSON schema's pattern
+for path, body, want in (
+        ("/completion", {"prompt": "x", "grammar": "root ::= ([a-z]?){0,1000}"},
+         "rule 'root' (a group or repetition in it) expands to more than 1024 parse stacks"),
+        ("/completion", {"prompt": "x", "grammar": 'root ::= ("a"{0,10}){0,1000} "b"'},
+         "more than 1024 parse stacks"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                  "response_format": {"type": "json_schema", "json_schema": {
+                                      "schema": {"type": "string",
+                                                 "pattern": "^([a-z]?){0,1000}$"}}}},
+         "more than 1024 parse stacks"),
+        ("/v1/completions", {"prompt": "x", "json_schema": {"type": "string",
+                                                            "pattern": "^([a-z]?){0,1000}$"}},
+         "more than 1024 parse stacks")):
+    t0 = time.time()
+    try:
+        st, b, _ = srv.post(path, body, timeout=10)
+    except OSError as e:  # a server busy expanding the grammar does not answer
+        st, b = None, {"exception": repr(e)}
+    took = time.time() - t0
+    check("grammar bomb refused: %s %s" % (path, want), st == 400 and
+          want in b.get("error", {}).get("message", ""), (st, b))
+    check("grammar bomb refused within 1 s", took < 1.0, took)
+
+
+def stream_error(path, body):
+    """A streamed answer that must end in an error event, never a normal end."""
+    st, events, done = srv.stream(path, dict(body, stream=True))
+    errs = [e["error"] for e in events if "error" in e]
+    ends = [e for e in events if e.get("stop_type") == "eos" or
+            any(c.get("finish_reason") for c in e.get("choices", []))]
+    return st, errs, ends, done
+
+
+# a sample that fails ends its request with the reason, whole (500) or streamed (an error
+# event), never as an end of text: a grammar nothing can continue, a logit_bias that bans
+# every token, a grammar whose parses pile up past the limit
+n_vocab = srv.request("GET", "/v1/models")[1]["data"][0]["meta"]["n_vocab"]
+ban_all = [[i, False] for i in range(n_vocab)]
+for name, body, want in (
+        ("no way on", {"prompt": "x", "n_predict": 8, "grammar": 'root ::= "a" []'},
+         "sampling failed: grammar: no candidate token can continue the grammar here"),
+        ("logit_bias bans every token", {"prompt": "x", "n_predict": 8, "logit_bias": ban_all},
+         "sampling failed: sampler"),
+        ("parses pile up", {"prompt": "x", "n_predict": 400, "temperature": 0,
+                            "grammar": "root ::= ([a-z]{1,100}){0,1000}"},
+         "sampling failed: grammar: more than 1024 parses")):
+    st, b, _ = srv.post("/completion", body)
+    check("failed sample: %s: a 500 with the reason" % name, st == 500 and
+          want in b.get("error", {}).get("message", "") and "stop_type" not in b, (st, b))
+    # the OpenAI endpoints' logit_bias has no -inf (llama-server's false): grammars only there
+    oai = dict({k: v for k, v in body.items() if k != "n_predict"}, max_tokens=body["n_predict"])
+    for path, b in (("/completion", body), ("/v1/completions", oai)):
+        if path != "/completion" and "logit_bias" in body:
+            continue
+        st, errs, ends, done = stream_error(path, b)
+        check("failed sample: %s: %s streams an error, not an end" % (name, path),
+              st == 200 and len(errs) == 1 and want in errs[0]["message"] and not ends and
+              not done, (st, errs, ends, done))
+    if "logit_bias" in body:
+        continue
+    chat = dict({k: v for k, v in oai.items() if k != "prompt"},
+                messages=[{"role": "user", "content": "x"}])
+    st, b, _ = srv.post("/v1/chat/completions", chat)
+    check("failed sample: %s: chat answers 500" % name, st == 500 and
+          want in b.get("error", {}).get("message", ""), (st, b))
+
+# a request whose grammar fails mid-way fails alone: another client's stream goes on to its end
+other = {}
+
+
+def other_stream():
+    other["r"] = srv.stream("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 64,
+                                                "temperature": 0, "stream": True})
+
+
+th = threading.Thread(target=other_stream)
+th.start()
+st, b, _ = srv.post("/completion", {"prompt": "x", "n_predict": 400, "temperature": 0,
+                                    "grammar": "root ::= ([a-z]{1,100}){0,1000}"})
+th.join(120)
+ost, oevents, odone = other.get("r", (None, [], False))
+check("a failed grammar fails alone", st == 500 and ost == 200 and odone and
+      not any("error" in e for e in oevents) and
+      [c["finish_reason"] for e in oevents for c in e.get("choices", [])
+       if c.get("finish_reason")] == ["length"], (st, ost, oevents[-2:]))
 
 check("the server is still healthy", srv.healthy())
 srv.proc.terminate()

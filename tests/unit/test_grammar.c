@@ -133,6 +133,75 @@ static void test_errors(void) {
     rgram_free(g);
 }
 
+/* 1 when the text parses, else 0 with err holding the error. */
+static int parses(const char *text, char *err, size_t n) {
+    struct rgram *g = rgram_parse(text, strlen(text), "root");
+    snprintf(err, n, "%s", g ? "" : rcore_error_get());
+    rgram_free(g);
+    return g != NULL;
+}
+
+/* Grammars whose matching would cost without bound are refused at parse time, naming the rule
+ * and the limit; grammars near the limits, and big repetitions of what cannot be empty, are
+ * not. */
+static void test_parse_limits(void) {
+    char err[512];
+    /* a repetition of something that can be empty: every count is a parse at every step */
+    CHECK(!parses("root ::= ([a-z]?){0,1000}", err, sizeof err));
+    CHECK_MSG(strstr(err, "line 1, column 26: rule 'root' (a group or repetition in it) expands "
+                          "to more than 1024 parse stacks") != NULL,
+              "%s", err);
+    CHECK(!parses("root ::= (\"a\"{0,10}){0,1000} \"b\"", err, sizeof err));
+    CHECK_MSG(strstr(err, "more than 1024 parse stacks") != NULL, "%s", err);
+    CHECK(!parses("x ::= \"-\"\nroot ::= x ([a-z]?){0,1000}", err, sizeof err));
+    CHECK_MSG(strstr(err, "line 2, column 28: rule 'root'") != NULL, "%s", err);
+    /* the same through a JSON schema's pattern */
+    static const char pat[] = "{\"type\":\"string\",\"pattern\":\"^([a-z]?){0,1000}$\"}";
+    char *gs = rgram_json_schema(pat, strlen(pat));
+    REQUIRE(gs);
+    CHECK(!parses(gs, err, sizeof err));
+    CHECK_MSG(strstr(err, "more than 1024 parse stacks") != NULL, "%s", err);
+    free(gs);
+    /* ways that double at each level: 2^40 ways to one stack; the innermost past the limit is
+       named */
+    char big[65536];
+    size_t k = (size_t)snprintf(big, sizeof big, "root ::= r0\n");
+    for (int i = 0; i < 40; i++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "r%d ::= r%d | r%d\n", i, i + 1, i + 1);
+    snprintf(big + k, sizeof big - k, "r40 ::= \"x\"\n");
+    CHECK(!parses(big, err, sizeof err));
+    CHECK_MSG(strstr(err, "rule 'r29' expands to more than 1024") != NULL, "%s", err);
+    /* a chain of rules each starting with the next: the expansion's depth */
+    k = (size_t)snprintf(big, sizeof big, "root ::= r0\n");
+    for (int i = 0; i < 2000; i++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "r%d ::= r%d \"x\"\n", i, i + 1);
+    snprintf(big + k, sizeof big - k, "r2000 ::= \"x\"\n");
+    CHECK(!parses(big, err, sizeof err));
+    CHECK_MSG(strstr(err, "nests more than 1024 rules deep") != NULL, "%s", err);
+    /* within the limits: matched as before */
+    CHECK(match("root ::= ([a-z]?){0,100}", "abc") == 1);
+    CHECK(match("root ::= \"a\"{0,100000} \"b\"", "aaab") == 1);
+    CHECK(match("root ::= ([a-z]{1,10} \",\"){0,1000}", "abc,de,") == 1);
+    static const char arr[] = "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":3,"
+                              "\"maxItems\":1000}";
+    gs = rgram_json_schema(arr, strlen(arr));
+    REQUIRE(gs);
+    CHECK_MSG(parses(gs, err, sizeof err), "maxItems 1000: %s", err);
+    CHECK(match(gs, "[1,2,3]") == 1 && match(gs, "[1,2]") == -1);
+    free(gs);
+    /* 200 optional properties: 200 ways on at the start */
+    k = (size_t)snprintf(big, sizeof big, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 200; i++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "%s\"p%d\":{\"type\":\"integer\"}",
+                              i ? "," : "", i);
+    snprintf(big + k, sizeof big - k, "}}");
+    gs = rgram_json_schema(big, strlen(big));
+    REQUIRE(gs);
+    CHECK_MSG(parses(gs, err, sizeof err), "200 optional properties: %s", err);
+    CHECK(match(gs, "{\"p7\":1}") == 1);
+    free(gs);
+}
+
 static void test_match(void) {
     static const struct {
         const char *grammar, *text;
@@ -366,6 +435,39 @@ static void test_masks(void) {
     rgram_trie_free(trie);
     free(vb.bytes);
     free(vb.off);
+}
+
+/* A grammar within the parse-time limits whose parses pile up with the text: a step (one
+ * accept, one mask) that looks at more stacks than its budget fails with an error naming the
+ * limit, where each byte on its own is a step within it. */
+static void test_step_budget(void) {
+    /* at most 8 x 100 parses (a count of groups, a place in the last one) */
+    static const char gram[] = "root ::= ([a-z]{1,8}){0,100}";
+    struct rgram *g = rgram_parse(gram, strlen(gram), "root");
+    REQUIRE(g);
+    struct rgram_state *s = rgram_state_new(g);
+    REQUIRE(s);
+    char text[800];
+    memset(text, 'a', sizeof text);
+    CHECK(!rgram_state_accept(s, text, sizeof text));
+    CHECK_ERR("one step looked at more than 1048576 parse stacks");
+    bool ok = true;
+    for (int i = 0; i < 100 && ok; i++) ok = rgram_state_accept(s, text, 1);
+    CHECK_MSG(ok, "byte by byte: %s", rcore_error_get());
+    /* the mask walks every token of letters, each byte a new set of hundreds of stacks */
+    struct vocab_bytes vb = load_gpt2();
+    struct rgram_trie *trie = rgram_trie_new(vb.n, vb.bytes, vb.off);
+    REQUIRE(trie);
+    uint8_t *m = malloc((size_t)vb.n);
+    REQUIRE(m);
+    CHECK(rgram_mask(s, trie, m) == -1);
+    CHECK_ERR("one step looked at more than 1048576 parse stacks");
+    free(m);
+    rgram_trie_free(trie);
+    free(vb.bytes);
+    free(vb.off);
+    rgram_state_free(s);
+    rgram_free(g);
 }
 
 /* ---- the sampler on the shipped model --------------------------------------------------- */
@@ -716,6 +818,8 @@ int main(int argc, char **argv) {
     RUN(test_files_parse);
     RUN(test_errors);
     RUN(test_match);
+    RUN(test_parse_limits);
+    RUN(test_step_budget);
     RUN(test_schema);
     RUN(test_schema_integers);
     RUN(test_schema_errors);
