@@ -59,12 +59,14 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
 }
 
 void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp) {
-    /* as llama-server: the caller's Origin reflected with credentials allowed, else any */
-    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin ? origin : "*");
-    if (origin) {
-        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
-        MHD_add_response_header(resp, "Vary", "Origin");
+    static const char *const names[] = {"Access-Control-Allow-Origin",
+                                        "Access-Control-Allow-Credentials", "Vary"};
+    static const char *const keys[] = {SERVE_CORS_KEY("Access-Control-Allow-Origin"),
+                                       SERVE_CORS_KEY("Access-Control-Allow-Credentials"),
+                                       SERVE_CORS_KEY("Vary")};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, keys[i]);
+        if (v) MHD_add_response_header(resp, names[i], v);
     }
 }
 
