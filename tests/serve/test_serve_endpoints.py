@@ -8,10 +8,12 @@ Authorization: Bearer and X-Api-Key, 401/404/405 with Allow), GET /v1/models and
 and without --alias), /props, /slots and --no-slots (501), POST /slots/{id}?action=save|restore|
 erase (a saved conversation restored in a restarted server is reused, with the greedy output of
 a fresh server; file names that escape the directory, a missing file, a bad action or id, a
-busy slot), the llama-server metric names, /tokenize with_pieces / add_special and /detokenize
-round trips, -n (a request's default length), -c (a sequence's token budget), --host ::1 and two
-hosts, the flag errors at start, and the web page's files (/ and /webui/: types, safe headers,
-HEAD, open without the API key while the API still asks for it, --no-webui).
+busy slot; a save onto a folder or a symbolic link refused with no server path in the error; a
+255-byte name), the llama-server metric names, /tokenize with_pieces / add_special and
+/detokenize round trips, -n (a request's default length), -c (a sequence's token budget),
+--host ::1 and two hosts, the flag errors at start, the web page's files (/ and /webui/: types,
+safe headers, HEAD, open without the API key while the API still asks for it, --no-webui), and
+the --cors-* flags (localhost by default with --slot-save-path, lists, credentials, preflights).
 """
 
 import http.client
