@@ -465,7 +465,7 @@ for seed, text in zip(seeds, texts):
                     again["generation_settings"]["seed"] == seed)
 check("each reported seed, sent back, replays its text", replayed and all(replayed),
       list(zip(seeds, replayed)))
-F.stop()
+check("the smuggling and seed server stops cleanly", F.stop() == 0)
 
 shutil.rmtree(tmp, ignore_errors=True)
 print("test_serve_hardening: %d passed, %d failed" % (counts["passed"], counts["failed"]))
