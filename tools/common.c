@@ -76,6 +76,21 @@ static const struct flag_spec specs[G_COUNT] = {
                         "however slowly they trickle in (default 30; then 408)"},
     [G_IDLE_TIMEOUT] = {NULL, "--idle-timeout", "S",
                         "seconds an idle kept-alive connection stays open (default 10)"},
+    [G_CORS_ORIGINS] = {NULL, "--cors-origins", "LIST",
+                        "origins whose pages may call the API (CORS): a comma list of "
+                        "scheme://host[:port], localhost (a page of localhost, 127.0.0.1 or "
+                        "[::1], any port) or * (default *; localhost with --slot-save-path)"},
+    [G_CORS_METHODS] = {NULL, "--cors-methods", "LIST",
+                        "methods a CORS preflight allows (default GET, POST, DELETE, OPTIONS)"},
+    [G_CORS_HEADERS] = {NULL, "--cors-headers", "LIST",
+                        "request headers a CORS preflight allows; * = the ones it asks for "
+                        "(default *)"},
+    [G_CORS_CREDENTIALS] = {NULL, "--cors-credentials", NULL,
+                            "allow credentials in CORS requests (the default; with "
+                            "--cors-origins * the Origin is then echoed)"},
+    [G_NO_CORS_CREDENTIALS] = {NULL, "--no-cors-credentials", NULL,
+                               "no credentials in CORS requests (with --cors-origins *, "
+                               "Access-Control-Allow-Origin: *)"},
     [G_PREFIX_STORE] = {NULL, "--prefix-cache-store", "URL",
                         "a second tier for the prefix cache, shared or lasting: "
                         "redis://HOST:PORT[/DB] or a folder"},
@@ -211,6 +226,8 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             if (f == G_NO_MMAP) o->no_mmap = true;
             if (f == G_MLOCK) o->mlock = true;
             if (f == G_NO_WEBUI) o->no_webui = true;
+            if (f == G_CORS_CREDENTIALS || f == G_NO_CORS_CREDENTIALS)
+                o->no_cors_credentials = f == G_NO_CORS_CREDENTIALS;
             continue;
         }
         if (i + 1 >= argc)
@@ -266,6 +283,17 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
             break;
         case G_NO_SLOTS: /* switches, handled above */
         case G_NO_WEBUI:
+        case G_CORS_CREDENTIALS:
+        case G_NO_CORS_CREDENTIALS:
+            break;
+        case G_CORS_ORIGINS: /* checked by recur serve, which says what is wrong */
+            o->cors_origins = v;
+            break;
+        case G_CORS_METHODS:
+            o->cors_methods = v;
+            break;
+        case G_CORS_HEADERS:
+            o->cors_headers = v;
             break;
         case G_PORT:
             if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;

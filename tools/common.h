@@ -67,6 +67,12 @@ enum gen_flag {
     G_CONN_PER_IP,
     G_READ_TIMEOUT,
     G_IDLE_TIMEOUT,
+    /* recur serve's CORS (llama-server's flags) */
+    G_CORS_ORIGINS,
+    G_CORS_METHODS,
+    G_CORS_HEADERS,
+    G_CORS_CREDENTIALS,
+    G_NO_CORS_CREDENTIALS,
     /* the prefix cache's second tier */
     G_PREFIX_STORE,
     G_PREFIX_TTL,
@@ -118,11 +124,14 @@ struct gen_opts {
     int n_api_keys;
     const char *api_key_file;
     bool no_mmap, mlock;
-    int32_t threads_http;     /* event-loop threads of the HTTP side */
-    int32_t conn_max;         /* connections at once */
-    int32_t conn_per_ip;      /* connections at once from one address, 0: no limit */
-    double read_s;            /* the most seconds a request's headers and body may take */
-    double idle_s;            /* an idle kept-alive connection is closed after this */
+    int32_t threads_http; /* event-loop threads of the HTTP side */
+    int32_t conn_max;     /* connections at once */
+    int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
+    double read_s;        /* the most seconds a request's headers and body may take */
+    double idle_s;        /* an idle kept-alive connection is closed after this */
+    /* --cors-origins, --cors-methods, --cors-headers as given (NULL: the defaults) */
+    const char *cors_origins, *cors_methods, *cors_headers;
+    bool no_cors_credentials; /* --no-cors-credentials (the last of the two switches wins) */
     const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
     int64_t prefix_ttl_s;
     int64_t prefix_store_mb;

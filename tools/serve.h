@@ -30,6 +30,7 @@
 enum task_state { TASK_QUEUED, TASK_RUNNING, TASK_DONE, TASK_FAILED };
 
 struct server;
+struct serve_cors;
 struct MHD_Connection;
 
 /* A connection parked until the decode loop has something for it: the text of a streamed
@@ -201,6 +202,8 @@ struct server {
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
     int32_t max_piece;          /* the longest token's text in bytes (0: not known) */
+
+    const struct serve_cors *cors; /* the --cors-* policy (serve.c) */
 
     pthread_mutex_t mu;
     pthread_cond_t work;     /* the scheduler: a task arrived, or stop */

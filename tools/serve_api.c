@@ -16,12 +16,14 @@
  * OpenAI; /completion answers an array).
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "serve.h"
@@ -57,12 +59,14 @@ bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, re
 }
 
 void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp) {
-    /* as llama-server: the caller's Origin reflected with credentials allowed, else any */
-    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin ? origin : "*");
-    if (origin) {
-        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
-        MHD_add_response_header(resp, "Vary", "Origin");
+    static const char *const names[] = {"Access-Control-Allow-Origin",
+                                        "Access-Control-Allow-Credentials", "Vary"};
+    static const char *const keys[] = {SERVE_CORS_KEY("Access-Control-Allow-Origin"),
+                                       SERVE_CORS_KEY("Access-Control-Allow-Credentials"),
+                                       SERVE_CORS_KEY("Vary")};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, keys[i]);
+        if (v) MHD_add_response_header(resp, names[i], v);
     }
 }
 
@@ -704,9 +708,13 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     sp.penalty_last_n = last_n < 0 ? s->lim.max_prompt + s->lim.max_tokens : (int32_t)last_n;
     t->ignore_eos = bool_field(&p, "ignore_eos", false);
     const double seed = num_field(&p, "seed", -1, -9007199254740991.0, 9007199254740991.0, true);
-    /* no seed (or llama-server's -1): a random one */
-    sp.seed =
-        seed == -1 ? (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)t >> 4) : (uint64_t)(int64_t)seed;
+    /* no seed (or llama-server's -1): one drawn from the OS, below 2^49 so that the number
+       generation_settings reports is exact (cJSON writes up to 15 digits exactly) and, sent
+       back as "seed", replays the text */
+    uint64_t drawn = 0;
+    if (seed == -1 && getrandom(&drawn, sizeof drawn, GRND_NONBLOCK) != (ssize_t)sizeof drawn)
+        serve_fail(&p, "could not draw a random seed (%s); give \"seed\"", strerror(errno));
+    sp.seed = seed == -1 ? drawn & ((UINT64_C(1) << 49) - 1) : (uint64_t)(int64_t)seed;
     t->sampling = sp;
     t->cache_prompt = bool_field(&p, "cache_prompt", true);
     r->stream = bool_field(&p, "stream", false);

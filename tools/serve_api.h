@@ -18,7 +18,11 @@
 
 #define SERVE_MAX_PROMPTS 16 /* prompts in one request (a list answers a list) */
 
-/* The CORS headers every answer carries (llama-server's): Access-Control-Allow-Origin. */
+/* The CORS headers of an answer: those serve.c decided for the request from its Origin and
+ * the --cors-* flags (Access-Control-Allow-Origin, -Allow-Credentials, Vary), kept with the
+ * request's headers under SERVE_CORS_KEY(name), a name no client can send (a colon ends a
+ * header's name). None when the origin is not allowed. */
+#define SERVE_CORS_KEY(name) "recur:" name
 void serve_cors_headers(struct MHD_Connection *conn, struct MHD_Response *resp);
 /* Answers status with text (malloc'd, taken over; NULL: MHD_NO) of the given Content-Type,
  * and a Retry-After header when retry_after is not NULL. */

@@ -98,13 +98,57 @@ static double ms_since(double t0) {
     return (serve_now() - t0) * 1e3;
 }
 
-/* The action's error: what, then detail, where the slot directory's path is left out (the
- * client named the file, not where it lies). */
+/* Whether text[i] starts the slot folder's path as a word of the message: at the start or after
+ * a space, and followed by the end, a space, ':' or ','. */
+static bool folder_at(const char *text, size_t i, const char *dir, size_t len) {
+    if (len == 0 || strncmp(text + i, dir, len) != 0 || (i > 0 && text[i - 1] != ' ')) return false;
+    const char c = text[i + len];
+    return c == '\0' || c == ' ' || c == ':' || c == ',';
+}
+
+/* The action's error: what, then detail, where no path of the server shows: the slot folder
+ * (and an API key's folder in it) is left out of every path in detail, so that a file is named
+ * as the client named it, and the folder itself reads "the slot folder". */
 static void fail(struct slot_action *a, unsigned status, const char *what, const char *detail) {
     a->status = status;
+    /* the folder that holds the file, with its '/' */
     const size_t dir = a->filename ? (size_t)(a->filename - a->path) : 0;
-    if (dir && strncmp(detail, a->path, dir) == 0) detail += dir;
-    snprintf(a->error, sizeof a->error, "%s%s", what, detail);
+    size_t o = (size_t)snprintf(a->error, sizeof a->error, "%s", what);
+    for (size_t i = 0; detail[i] && o + 1 < sizeof a->error;) {
+        if (dir > 1 && strncmp(detail + i, a->path, dir) == 0) {
+            i += dir;
+        } else if (dir > 1 && folder_at(detail, i, a->path, dir - 1)) {
+            o += (size_t)snprintf(a->error + o, sizeof a->error - o, "the slot folder");
+            i += dir - 1;
+        } else {
+            a->error[o++] = detail[i++];
+        }
+    }
+    if (o >= sizeof a->error) o = sizeof a->error - 1;
+    a->error[o] = '\0';
+}
+
+/* A slot file is written only as a regular file of the folder: a symbolic link there would
+ * send the state elsewhere (and its target would show in errors), a folder or a device cannot
+ * hold it. False with the action failed, naming the file as the client did. */
+static bool save_target_ok(struct slot_action *a) {
+    struct stat st;
+    if (lstat(a->path, &st) != 0) {
+        if (errno == ENOENT) return true;
+        fail(a, 500, "could not save the slot: ", strerror(errno));
+        return false;
+    }
+    const char *kind = S_ISREG(st.st_mode)   ? NULL
+                       : S_ISLNK(st.st_mode) ? "a symbolic link"
+                       : S_ISDIR(st.st_mode) ? "a folder"
+                                             : "not a regular file";
+    if (!kind) return true;
+    a->status = 400;
+    snprintf(a->error, sizeof a->error,
+             "could not save the slot: %s is %s; a slot file is only written as a regular file "
+             "of the slot folder",
+             a->filename, kind);
+    return false;
 }
 
 /* Runs one action on the scheduler thread (s->mu not held). */
@@ -124,8 +168,7 @@ static void run_one(struct server *s, struct slot_action *a) {
     if (foreign && !busy) {
         free(tokens);
         a->status = 403;
-        snprintf(a->error, sizeof a->error,
-                 "slot %d holds the conversation of another API key", q);
+        snprintf(a->error, sizeof a->error, "slot %d holds the conversation of another API key", q);
         return;
     }
     if (busy) {
@@ -150,10 +193,14 @@ static void run_one(struct server *s, struct slot_action *a) {
             snprintf(dir, sizeof dir, "%.*s", (int)(a->filename - 1 - a->path), a->path);
             if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
                 free(tokens);
-                fail(a, 500, "could not save the slot: cannot make the key's folder: ",
-                     strerror(errno));
+                fail(a, 500,
+                     "could not save the slot: cannot make the key's folder: ", strerror(errno));
                 return;
             }
+        }
+        if (!save_target_ok(a)) {
+            free(tokens);
+            return;
         }
         a->n_bytes = recur_state_seq_save_file(s->ctx, a->path, q, tokens, (size_t)n);
         free(tokens);

@@ -111,8 +111,9 @@ bool rio_check_replaceable(const char *path);
  * fsynced. A failure of write (its error is kept, prefixed with path), of the disk, or a kill
  * at any moment leaves the old file as it was. The new file is an O_TMPFILE until it is
  * complete, so a killed writer leaves nothing; where O_TMPFILE is missing it is named
- * "TARGET.tmp-PID-XXXXXX" from the start, and each call first removes such files of writers
- * that are no longer running. *n_written (when not NULL) gets the bytes written, 0 on
+ * ".recur.tmp-PID-XXXXXX" in the target's folder from the start (short, so that a target name
+ * of NAME_MAX bytes works), and each call first removes such files of writers that are no
+ * longer running. *n_written (when not NULL) gets the bytes written, 0 on
  * failure. */
 bool rio_replace(const char *path, bool (*write)(void *arg, struct rio_writer *w), void *arg,
                  size_t *n_written);

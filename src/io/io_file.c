@@ -16,8 +16,10 @@
  *  - it is written as an O_TMPFILE, which has no name until it is complete, so a killed writer
  *    leaves nothing behind; then it gets a temporary name and is renamed into place (link
  *    cannot replace a name). Where the file system has no O_TMPFILE, it is created under the
- *    temporary name at once. That name, "NAME.tmp-PID-XXXXXX", carries the writer's process
- *    id, so the next writer of NAME removes the leftovers of writers that are no longer alive.
+ *    temporary name at once. That name, ".recur.tmp-PID-XXXXXX", is short whatever the
+ *    destination's name (a name of NAME_MAX bytes plus a suffix would not fit) and carries the
+ *    writer's process id, so the next writer in that folder removes the leftovers of writers
+ *    that are no longer alive.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, linkat's AT_SYMLINK_FOLLOW */
@@ -194,18 +196,21 @@ bool rio_check_replaceable(const char *path) {
 
 /* ---- replacing: how --------------------------------------------------------------------- */
 
-/* Removes "base.tmp-PID-XXXXXX" files in dir whose PID is not a live process: what a writer
+/* The temporary files' names: TMP_PREFIX, the writer's pid, '-', six characters. */
+#define TMP_PREFIX ".recur.tmp-"
+
+/* Removes TMP_PREFIX "PID-XXXXXX" files in dir whose PID is not a live process: what a writer
  * killed between naming and renaming its file left. Best effort. */
-static void remove_stale(const char *dir, const char *base) {
+static void remove_stale(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
-    const size_t blen = strlen(base);
+    const size_t plen = strlen(TMP_PREFIX);
     for (struct dirent *e; (e = readdir(d));) {
         const char *n = e->d_name;
-        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp-", 5) != 0) continue;
+        if (strncmp(n, TMP_PREFIX, plen) != 0) continue;
         char *end;
-        const long pid = strtol(n + blen + 5, &end, 10);
-        if (end == n + blen + 5 || *end != '-' || strlen(end + 1) != 6 || pid <= 0) continue;
+        const long pid = strtol(n + plen, &end, 10);
+        if (end == n + plen || *end != '-' || strlen(end + 1) != 6 || pid <= 0) continue;
         if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         unlinkat(dirfd(d), n, 0);
     }
@@ -222,11 +227,11 @@ static void sync_dir(const char *dir) {
     }
 }
 
-/* A name "target.tmp-PID-XXXXXX" for the temporary file, malloc'd (XXXXXX to fill in). */
-static char *tmp_name(const char *target) {
-    const size_t len = strlen(target) + 48;
+/* The temporary file's path, dir/.recur.tmp-PID-XXXXXX, malloc'd (XXXXXX to fill in). */
+static char *tmp_name(const char *dir) {
+    const size_t len = strlen(dir) + sizeof TMP_PREFIX + 32;
     char *t = malloc(len);
-    if (t) snprintf(t, len, "%s.tmp-%ld-XXXXXX", target, (long)getpid());
+    if (t) snprintf(t, len, "%s/" TMP_PREFIX "%ld-XXXXXX", dir, (long)getpid());
     return t;
 }
 
@@ -253,9 +258,7 @@ bool rio_replace_ex(const char *path, bool (*write)(void *arg, struct rio_writer
     bool exists = false;
     char *target = rio_replace_target(path, &old, &exists);
     if (!target) return false;
-    char *dir = dir_of(target), *tmp = tmp_name(target);
-    const char *slash = strrchr(target, '/');
-    const char *base = slash ? slash + 1 : target;
+    char *dir = dir_of(target), *tmp = dir ? tmp_name(dir) : NULL;
     bool ok = false, named = false;
     int fd = -1;
     FILE *f = NULL;
@@ -263,7 +266,7 @@ bool rio_replace_ex(const char *path, bool (*write)(void *arg, struct rio_writer
         rcore_error_set("%s: out of memory", path);
         goto done;
     }
-    remove_stale(dir, base);
+    remove_stale(dir);
     const mode_t mode = exists ? (old.st_mode & 07777) : 0666;
     if (use_tmpfile) fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
     if (fd < 0) { /* no O_TMPFILE here: a named file from the start */

@@ -8,10 +8,12 @@ Authorization: Bearer and X-Api-Key, 401/404/405 with Allow), GET /v1/models and
 and without --alias), /props, /slots and --no-slots (501), POST /slots/{id}?action=save|restore|
 erase (a saved conversation restored in a restarted server is reused, with the greedy output of
 a fresh server; file names that escape the directory, a missing file, a bad action or id, a
-busy slot), the llama-server metric names, /tokenize with_pieces / add_special and /detokenize
-round trips, -n (a request's default length), -c (a sequence's token budget), --host ::1 and two
-hosts, the flag errors at start, and the web page's files (/ and /webui/: types, safe headers,
-HEAD, open without the API key while the API still asks for it, --no-webui).
+busy slot; a save onto a folder or a symbolic link refused with no server path in the error; a
+255-byte name), the llama-server metric names, /tokenize with_pieces / add_special and
+/detokenize round trips, -n (a request's default length), -c (a sequence's token budget),
+--host ::1 and two hosts, the flag errors at start, the web page's files (/ and /webui/: types,
+safe headers, HEAD, open without the API key while the API still asks for it, --no-webui), and
+the --cors-* flags (localhost by default with --slot-save-path, lists, credentials, preflights).
 """
 
 import http.client
@@ -81,26 +83,40 @@ check("/v1/models meta", m.get("meta", {}).get("architecture") == "mamba" and
       m["meta"]["n_vocab"] > 0 and m["meta"]["state_bytes"] > 0, m)
 st, body2, _ = A.request("GET", "/models")
 check("/models is /v1/models", st == 200 and body2["data"][0]["id"] == "my-model", body2)
-check("CORS header on an answer", resp.getheader("Access-Control-Allow-Origin") == "*",
-      resp.getheaders())
-st, _, resp = A.request("GET", "/v1/models", headers={"Origin": "http://example.org"})
-check("CORS: the Origin reflected with credentials",
-      resp.getheader("Access-Control-Allow-Origin") == "http://example.org" and
-      resp.getheader("Access-Control-Allow-Credentials") == "true", resp.getheaders())
+# A has --slot-save-path: CORS allows pages of localhost only (llama-server's default beside
+# APIs that write files)
+check("--slot-save-path: no CORS header without an Origin",
+      resp.getheader("Access-Control-Allow-Origin") is None, resp.getheaders())
+LOCAL = {"Origin": "http://localhost:5173"}
+st, _, resp = A.request("GET", "/v1/models", headers=LOCAL)
+check("--slot-save-path: a localhost Origin reflected with credentials",
+      resp.getheader("Access-Control-Allow-Origin") == "http://localhost:5173" and
+      resp.getheader("Access-Control-Allow-Credentials") == "true" and
+      resp.getheader("Vary") == "Origin", resp.getheaders())
+for origin in ("http://example.org", "http://localhost.example.org", "http://127.0.0.1.nip.io"):
+    st, _, resp = A.request("GET", "/v1/models", headers={"Origin": origin})
+    check("--slot-save-path: Origin %s is not allowed" % origin, st == 200 and
+          resp.getheader("Access-Control-Allow-Origin") is None and
+          resp.getheader("Access-Control-Allow-Credentials") is None, resp.getheaders())
+for origin in ("https://127.0.0.1:8443", "http://[::1]:80", "http://LOCALHOST"):
+    st, _, resp = A.request("GET", "/v1/models", headers={"Origin": origin})
+    check("--slot-save-path: Origin %s is localhost" % origin,
+          resp.getheader("Access-Control-Allow-Origin") == origin, resp.getheaders())
 
 # 404, 405 with Allow, CORS on errors
-st, body, resp = A.request("GET", "/no/such/thing")
+st, body, resp = A.request("GET", "/no/such/thing", headers=LOCAL)
 check("unknown path: 404", st == 404 and body["error"]["code"] == 404 and
       body["error"]["type"] == "not_found_error", body)
-check("CORS header on an error", resp.getheader("Access-Control-Allow-Origin") == "*")
+check("CORS header on an error",
+      resp.getheader("Access-Control-Allow-Origin") == LOCAL["Origin"])
 st, body, resp = A.request("GET", "/completion")
 check("GET /completion: 405 with Allow: POST", st == 405 and resp.getheader("Allow") == "POST" and
       body["error"]["code"] == 405, (st, resp.getheaders()))
 st, body, resp = A.request("POST", "/props", {})
 check("POST /props: 405 with Allow: GET", st == 405 and resp.getheader("Allow") == "GET", st)
-st, body, resp = A.request("DELETE", "/tokenize")
+st, body, resp = A.request("DELETE", "/tokenize", headers=LOCAL)
 check("DELETE /tokenize: 405", st == 405 and resp.getheader("Allow") == "POST", st)
-check("405 carries CORS", resp.getheader("Access-Control-Allow-Origin") == "*")
+check("405 carries CORS", resp.getheader("Access-Control-Allow-Origin") == LOCAL["Origin"])
 
 # /props
 st, props, _ = A.request("GET", "/props")
@@ -445,6 +461,136 @@ st, body, _ = K.request("POST", "/v1/completions", {"prompt": tok["tokens"][:31]
 check("-c 32: 31 + 1", st == 200 and body["usage"]["completion_tokens"] <= 1 and
       body["usage"]["total_tokens"] <= 32, body)
 check("K stops", K.stop() == 0)
+
+# ---- slot files: errors name no server path; the longest name ----------------------------------
+# with an API key, so that the files lie in the key's folder (key-HASH), which must not show
+sdir = os.path.join(tmp, "slots-keyed")
+outside = os.path.join(tmp, "outside")
+os.mkdir(sdir)
+os.mkdir(outside)
+D = Server("-np", "1", "--slot-save-path", sdir, "--api-key", "k1")
+KEY = {"X-Api-Key": "k1"}
+st, b, _ = D.post("/completion", {"prompt": "Once upon a time", "n_predict": 4,
+                                  "temperature": 0}, headers=KEY)
+check("D: a conversation", st == 200, b)
+st, b, _ = D.post("/slots/0?action=save", {"filename": "first.bin"}, headers=KEY)
+check("D: saved into the key's folder", st == 200, b)
+key_dirs = os.listdir(sdir)
+kdir = os.path.join(sdir, key_dirs[0]) if len(key_dirs) == 1 else sdir
+os.mkdir(os.path.join(kdir, "a-folder"))
+with open(os.path.join(outside, "victim.txt"), "w") as f:
+    f.write("untouched")
+os.symlink(outside, os.path.join(kdir, "link-to-folder"))
+os.symlink(os.path.join(outside, "victim.txt"), os.path.join(kdir, "link-to-file"))
+os.symlink(os.path.join(outside, "nothing-yet"), os.path.join(kdir, "link-dangling"))
+
+
+def no_server_path(msg):
+    return (sdir not in msg and tmp not in msg and outside not in msg and "key-" not in msg and
+            ".recur.tmp" not in msg and "/" not in msg)
+
+
+for name in ("a-folder", "link-to-folder", "link-to-file", "link-dangling"):
+    st, b, _ = D.post("/slots/0?action=save", {"filename": name}, headers=KEY)
+    msg = b["error"]["message"] if st != 200 and isinstance(b, dict) else ""
+    check("save onto %s: refused, naming the file and no server path" % name,
+          st == 400 and name in msg and no_server_path(msg), (st, b))
+with open(os.path.join(outside, "victim.txt"), "rb") as f:
+    check("save onto a link: its target is untouched", f.read() == b"untouched")
+check("save onto a dangling link: nothing made outside", os.listdir(outside) == ["victim.txt"],
+      os.listdir(outside))
+for name in ("a-folder", "no-such.bin"):
+    st, b, _ = D.post("/slots/0?action=restore", {"filename": name}, headers=KEY)
+    msg = b["error"]["message"] if st != 200 and isinstance(b, dict) else ""
+    check("restore of %s: refused, naming the file and no server path" % name,
+          st == 400 and name in msg and no_server_path(msg), (st, b))
+# the README allows 255 bytes: the file and its temporary file must both fit
+longest = "n" * 251 + ".bin"
+st, b, _ = D.post("/slots/0?action=save", {"filename": longest}, headers=KEY)
+check("a 255-byte slot name saves", st == 200 and b.get("filename") == longest and
+      os.path.exists(os.path.join(kdir, longest)), (st, b))
+n_saved = b.get("n_saved") if st == 200 else None
+st, b, _ = D.post("/slots/0?action=erase", {}, headers=KEY)
+st, b, _ = D.post("/slots/0?action=restore", {"filename": longest}, headers=KEY)
+check("a 255-byte slot name restores", st == 200 and b.get("n_restored") == n_saved and
+      n_saved, (st, b, n_saved))
+check("no temporary file is left", not [n for n in os.listdir(kdir) if ".tmp" in n],
+      os.listdir(kdir))
+check("D stops", D.stop() == 0)
+
+# ---- CORS flags ---------------------------------------------------------------------------------
+for flag in ("--cors-origins", "--cors-methods", "--cors-headers", "--cors-credentials",
+             "--no-cors-credentials"):
+    check("serve --help lists " + flag, flag in help_text, help_text)
+for args, want in ((["--cors-origins", "http://a.example/path"], '"http://a.example/path" is not'),
+                   (["--cors-origins", "*, http://a.example"], '"*" is not an origin'),
+                   (["--cors-origins", "a.example"], '"a.example" is not an origin'),
+                   (["--cors-origins", ""], "an empty item"),
+                   (["--cors-methods", "GET,,POST"], "an empty item"),
+                   (["--cors-methods", "GE T"], '"GE T" is not a method name'),
+                   (["--cors-headers", "X-A:b"], '"X-A:b" is not a header name')):
+    p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0"] + args, capture_output=True,
+                       text=True, timeout=60)
+    check("start refused: %s" % " ".join(args), p.returncode == 2 and want in p.stderr,
+          (p.returncode, p.stderr[-300:]))
+
+
+def cors(srv, origin, method="GET", path="/v1/models", extra=None):
+    h = dict(extra or {})
+    if origin:
+        h["Origin"] = origin
+    st, _, resp = srv.request(method, path, headers=h)
+    return st, {k.lower(): v for k, v in resp.getheaders()}
+
+
+# a list of origins, the preflight's methods and headers, no credentials
+E = Server("-np", "1", "--cors-origins", "http://a.example, https://b.example:8443",
+           "--cors-methods", "GET,POST", "--cors-headers", "Content-Type, X-Api-Key",
+           "--no-cors-credentials")
+for origin in ("http://a.example", "https://b.example:8443"):
+    st, h = cors(E, origin)
+    check("--cors-origins: %s echoed, no credentials" % origin,
+          h.get("access-control-allow-origin") == origin and
+          "access-control-allow-credentials" not in h and h.get("vary") == "Origin", h)
+for origin in ("http://c.example", "http://a.example:8080", "https://a.example", None):
+    st, h = cors(E, origin)
+    check("--cors-origins: %s not allowed" % origin, st == 200 and
+          "access-control-allow-origin" not in h, h)
+pre = {"Access-Control-Request-Method": "POST",
+       "Access-Control-Request-Headers": "content-type, x-other"}
+st, h = cors(E, "http://a.example", "OPTIONS", "/v1/completions", pre)
+check("preflight: --cors-methods and --cors-headers", st == 200 and
+      h.get("access-control-allow-origin") == "http://a.example" and
+      h.get("access-control-allow-methods") == "GET, POST" and
+      h.get("access-control-allow-headers") == "Content-Type, X-Api-Key", h)
+st, h = cors(E, "http://c.example", "OPTIONS", "/v1/completions", pre)
+check("preflight of another origin: nothing allowed", "access-control-allow-origin" not in h and
+      "access-control-allow-methods" not in h, h)
+check("E stops", E.stop() == 0)
+
+# a list with credentials (the default); --cors-origins * beside --slot-save-path; * without
+# credentials
+G = Server("-np", "1", "--cors-origins", "http://a.example")
+st, h = cors(G, "http://a.example")
+check("--cors-origins with credentials", h.get("access-control-allow-origin") == "http://a.example"
+      and h.get("access-control-allow-credentials") == "true", h)
+st, h = cors(G, "http://a.example", "OPTIONS", "/v1/completions", pre)
+check("preflight: the default methods, the asked headers",
+      h.get("access-control-allow-methods") == "GET, POST, DELETE, OPTIONS" and
+      h.get("access-control-allow-headers") == "content-type, x-other", h)
+check("G stops", G.stop() == 0)
+G = Server("-np", "1", "--slot-save-path", slot_dir, "--cors-origins", "*")
+st, h = cors(G, "http://example.org")
+check("--cors-origins * beside --slot-save-path: any origin, echoed with credentials",
+      h.get("access-control-allow-origin") == "http://example.org" and
+      h.get("access-control-allow-credentials") == "true", h)
+check("G stops", G.stop() == 0)
+G = Server("-np", "1", "--no-cors-credentials", "--cors-credentials", "--no-cors-credentials")
+st, h = cors(G, "http://example.org")
+check("* without credentials: Access-Control-Allow-Origin: *, no credentials, no Vary",
+      h.get("access-control-allow-origin") == "*" and
+      "access-control-allow-credentials" not in h and "vary" not in h, h)
+check("G stops", G.stop() == 0)
 
 # ---- --host ::1 alone -------------------------------------------------------------------------
 if ipv6:

@@ -14,6 +14,12 @@ serve_sched.c): each check reproduces a failure the server once had.
   before tokenizing; HEAD works where GET does; a client that leaves while its whole answer
   is being made frees its slot
 - API keys: each key its own prefix cache (cached_tokens), /slots view and slot files
+- request smuggling: two Content-Length headers, white space before a header's colon, a line
+  folded onto Content-Length, Content-Length beside Transfer-Encoding: chunked, and a transfer
+  coding other than chunked are answered 400 (501 for the coding) before any body is read, and
+  the connection is closed, so that a request hidden after the headers never runs
+- unseeded sampling: 20 requests without a seed report 20 different seeds, and a reported seed
+  sent back replays the text
 
 Usage: test_serve_hardening.py RECUR MODEL OTHER_MODEL
 """
@@ -387,6 +393,88 @@ check("into a folder of that key's, named for its hash (not the key)", len(dirs)
 st, b, _ = S.post("/slots/0?action=restore", {"filename": "mine.bin"}, headers=B)
 check("another key cannot restore it (its folder has none)", st == 400, (st, b))
 S.stop()
+
+# ---- request smuggling ------------------------------------------------------------------------
+
+print("request smuggling: framing that two readers could read two ways")
+
+
+def exchange(port, data, timeout=20):
+    """Sends data on a new connection; the bytes answered, and whether the server closed the
+    connection (False: still open when timeout passed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out, closed = b"", False
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                closed = True
+                break
+            out += b
+    except socket.timeout:
+        pass
+    s.close()
+    return out, closed
+
+
+F = Server("-np", "1", "--read-timeout", "60", "--idle-timeout", "60")
+body = b'{"content": "hello"}'
+smuggled = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+head = b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+cases = (
+    ("two Content-Length headers", 400,
+     head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(body), len(body) + len(smuggled))
+     + body + smuggled),
+    ("white space before the colon", 400,
+     head + b"Content-Length : %d\r\n\r\n" % len(body) + body + smuggled),
+    ("a line folded onto Content-Length", 400,
+     head + b"Content-Length: %d\r\n 0\r\n\r\n" % len(body) + body + smuggled),
+    ("Content-Length and Transfer-Encoding: chunked", 400,
+     head + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+     b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) + smuggled),
+    ("Transfer-Encoding: gzip", 501,
+     head + b"Transfer-Encoding: gzip\r\n\r\n" + body + smuggled),
+)
+for name, want, data in cases:
+    out, closed = exchange(F.port, data)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", out)
+    check("%s: %d" % (name, want), statuses[:1] == [str(want).encode()], out[:300])
+    check("%s: one answer, the smuggled request never runs" % name,
+          len(statuses) == 1 and b"File Not Found" not in out, out[:600])
+    check("%s: the connection is closed" % name, closed, out[:300])
+# what is well framed still works, chunked included, on a kept-alive connection
+out, closed = exchange(F.port, head + b"Content-Length: %d\r\n\r\n" % len(body) + body +
+                       head + b"Transfer-Encoding: chunked\r\n\r\n" +
+                       b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) +
+                       b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+check("well framed requests on one connection: 200, 200, 200",
+      re.findall(rb"HTTP/1\.1 (\d{3}) ", out) == [b"200"] * 3 and closed, out[:600])
+
+# ---- unseeded sampling -----------------------------------------------------------------------
+
+print("unseeded sampling: a seed of its own per request, reported, replayable")
+req = {"prompt": "Once upon a time", "n_predict": 12, "temperature": 1.0, "top_k": 0,
+       "top_p": 1.0, "min_p": 0.0}
+seeds, texts = [], []
+for i in range(20):
+    st, b, _ = F.post("/completion", req)
+    if st != 200:
+        check("an unseeded request: 200", False, (st, b))
+        break
+    seeds.append(b["generation_settings"]["seed"])
+    texts.append(b["content"])
+check("20 unseeded requests: 20 different seeds", len(set(seeds)) == 20, seeds)
+check("the seeds are integers written exactly",
+      all(isinstance(x, int) and 0 <= x < 10 ** 15 for x in seeds), seeds)
+replayed = []
+for seed, text in zip(seeds, texts):
+    st, again, _ = F.post("/completion", dict(req, seed=seed))
+    replayed.append(st == 200 and again["content"] == text and
+                    again["generation_settings"]["seed"] == seed)
+check("each reported seed, sent back, replays its text", replayed and all(replayed),
+      list(zip(seeds, replayed)))
+check("the smuggling and seed server stops cleanly", F.stop() == 0)
 
 shutil.rmtree(tmp, ignore_errors=True)
 print("test_serve_hardening: %d passed, %d failed" % (counts["passed"], counts["failed"]))

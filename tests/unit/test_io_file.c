@@ -2,7 +2,8 @@
  * Tests of src/io/io_file.c: reading refuses what is not a regular file without blocking
  * (a FIFO, a folder, a device), and a replacement writes through symbolic links, refuses
  * non-regular destinations, keeps the old file's mode, leaves the old file whole when the
- * writer fails, and leaves no temporary file behind when the writer is killed.
+ * writer fails, leaves no temporary file behind when the writer is killed, and replaces a file
+ * whose name is as long as the file system allows (the temporary name stays short).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -285,7 +286,7 @@ static void test_killed_writers(void) {
     CHECK(read_text(p, buf, sizeof buf) && strcmp(buf, "intact") == 0);
     /* a live writer's file (this process's pid is alive: the name says so) is left alone */
     char live[160];
-    snprintf(live, sizeof live, "%s.tmp-%ld-abcdef", p, (long)getppid());
+    snprintf(live, sizeof live, "%s/.recur.tmp-%ld-abcdef", dir, (long)getppid());
     REQUIRE(write_text(live, "busy"));
     struct payload pl = {"replaced", false, false};
     CHECK(rio_replace(p, write_payload, &pl, NULL));
@@ -294,11 +295,28 @@ static void test_killed_writers(void) {
     CHECK(read_text(p, buf, sizeof buf) && strcmp(buf, "replaced") == 0);
     /* names that only look alike are not touched */
     char other[160];
-    snprintf(other, sizeof other, "%s.tmp-notapid", p);
+    snprintf(other, sizeof other, "%s/.recur.tmp-notapid", dir);
     REQUIRE(write_text(other, "keep"));
     CHECK(rio_replace(p, write_payload, &pl, NULL));
     CHECK(access(other, F_OK) == 0);
     unlink(other), unlink(live), unlink(p);
+}
+
+/* A name of NAME_MAX (255) bytes: the temporary file beside it must not be named after it, or
+ * its name would be too long for the folder. Both ways, O_TMPFILE and named from the start. */
+static void test_replace_longest_name(void) {
+    char name[256], p[512], buf[64];
+    memset(name, 'n', 255);
+    name[255] = '\0';
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    for (int named = 0; named < 2; named++) {
+        struct payload pl = {named ? "named" : "tmpfile", false, false};
+        rcore_error_clear();
+        CHECK_MSG(rio_replace_ex(p, write_payload, &pl, NULL, !named), "%s", rcore_error_get());
+        CHECK(read_text(p, buf, sizeof buf) && strcmp(buf, pl.text) == 0);
+        CHECK(temp_files() == 0);
+    }
+    unlink(p);
 }
 
 int main(void) {
@@ -311,6 +329,7 @@ int main(void) {
     RUN(test_replace_refuses_non_regular);
     RUN(test_check_replaceable);
     RUN(test_killed_writers);
+    RUN(test_replace_longest_name);
     rmdir(dir);
     return test_finish("test_io_file");
 }
