@@ -45,6 +45,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define XXH_INLINE_ALL /* header-only, as serve.c and src/io use it: no library to link */
 #include <xxhash.h>
 
 #define MODEL_HASH_STEP (256u << 20) /* bytes of the model file hashed per watcher tick */
