@@ -6,6 +6,7 @@
  *   serve_fields.c  the table of known fields per endpoint; logit_bias; samplers
  *   serve_chat.c  /v1/chat/completions: messages rendered with the chat template
  *   serve_out.c   waiting for the decode loop; the answers, whole or as server-sent events
+ *   serve_lazy.c  the answers' per-token arrays, written as they are sent
  */
 #ifndef RECUR_TOOLS_SERVE_API_H
 #define RECUR_TOOLS_SERVE_API_H
@@ -122,20 +123,51 @@ const char *serve_chat_template(const struct server *s);
 
 #define SERVE_LAZY_MARK '\x01'
 
-/* The number of elements of deferred array `part`, and element i of it (a new cJSON tree the
- * reader prints and frees; NULL without memory). Elements are asked for in order. */
-typedef int64_t (*serve_lazy_count)(void *ctx, int part);
-typedef cJSON *(*serve_lazy_elem)(void *ctx, int part, int64_t i);
+/* A per-token array of an answer: chat's logprobs.content, /completion's
+ * completion_probabilities, or one of the four parallel arrays of a legacy logprobs object.
+ * Legacy arrays run over the prompt's tokens first when `prompt` (echo), then the choice's
+ * tokens [from, to). */
+enum serve_part_kind {
+    SERVE_PART_CHAT,
+    SERVE_PART_LLAMA,
+    SERVE_PART_LEG_TOKENS,
+    SERVE_PART_LEG_LP,
+    SERVE_PART_LEG_TOP,
+    SERVE_PART_LEG_OFF
+};
+struct part;
+/* The deferred arrays of an answer being written, by number (zero it, set s; free parts). */
+struct serve_parts {
+    const struct server *s;
+    struct part *parts;
+    int n_parts, cap;
+};
+
+/* A token's text (bytes, not NUL-terminated) into buf[256]; its length. */
+int32_t serve_piece(const struct server *s, recur_token tok, char *buf);
+/* Where token k of c starts in c's text. */
+size_t serve_tok_start(const struct choice *c, int32_t k);
+/* The tokens of c whose text is in its first `ready` bytes: when finished, those that start
+ * before the end (a stop string may cut the last one); before, those that end by `ready`. */
+int32_t serve_tokens_ready(const struct choice *c, size_t ready);
+/* The legacy logprobs object of choice c of t, the prompt's tokens first with `prompt` (echo),
+ * then tokens [from, to) (their text offsets from base): its arrays deferred into parts, or,
+ * parts NULL, built at once. NULL without memory. */
+cJSON *serve_legacy_logprobs(const struct server *s, struct serve_parts *parts,
+                             const struct task *t, const struct choice *c, bool prompt,
+                             int32_t from, int32_t to, size_t base);
+/* Chat's logprobs.content (SERVE_PART_CHAT) or /completion's completion_probabilities
+ * (SERVE_PART_LLAMA) for tokens [from, to) of c, deferred or at once as above. */
+cJSON *serve_entries_json(const struct server *s, struct serve_parts *parts,
+                          enum serve_part_kind kind, const struct task *t, const struct choice *c,
+                          int32_t from, int32_t to);
+
 struct serve_lazy;
-/* A raw cJSON item that stands for deferred array `part` (0 .. 0xffff) in a skeleton; NULL out
- * of range or without memory. */
-cJSON *serve_lazy_mark(int part);
 /* True when the printed skeleton has no marker: it is the answer itself. */
 bool serve_lazy_plain(const char *skel);
-/* A reader of skel (printed JSON with markers; taken over, freed even on failure) whose
- * arrays come from count and elem over ctx, which must outlive it. NULL without memory. */
-struct serve_lazy *serve_lazy_new(char *skel, serve_lazy_count count, serve_lazy_elem elem,
-                                  void *ctx);
+/* A reader of skel (printed JSON with the markers of parts' arrays; taken over, freed even on
+ * failure); parts and the tasks it reads must outlive it, unchanged. NULL without memory. */
+struct serve_lazy *serve_lazy_new(char *skel, struct serve_parts *parts);
 /* The next bytes of the answer, at most max, into buf: their number, 0 at the end, -1 without
  * memory. */
 ssize_t serve_lazy_read(struct serve_lazy *z, char *buf, size_t max);

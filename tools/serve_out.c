@@ -64,207 +64,6 @@ static void expire_request(struct server *s, struct serve_park *p, const char *w
     cancel_all(s, p->owner, why, strcmp(why, "timed out") == 0 ? 504 : 500);
 }
 
-/* ---- pieces of the answers --------------------------------------------------------------- */
-
-/* A token's text (bytes, not NUL-terminated) into buf[256]; its length. */
-static int32_t piece(const struct server *s, recur_token tok, char *buf) {
-    const int32_t n = recur_token_to_piece(s->model, tok, buf, 256, 0, false);
-    return n < 0 ? 0 : n;
-}
-
-static cJSON *bytes_json(const char *b, int32_t n) {
-    cJSON *a = cJSON_CreateArray();
-    for (int32_t i = 0; i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)b[i]));
-    return a;
-}
-
-/* Where token k of c starts in c's text. */
-static size_t tok_start(const struct choice *c, int32_t k) {
-    return k == 0 ? 0 : c->tok_end[k - 1];
-}
-
-/* The tokens of c whose text is in its first `ready` bytes: when finished, those that start
- * before the end (a stop string may cut the last one); before, those that end by `ready`. */
-static int32_t tokens_ready(const struct choice *c, size_t ready) {
-    int32_t k = 0;
-    if (c->finished)
-        while (k < c->n_out && tok_start(c, k) < c->len) k++;
-    else
-        while (k < c->n_out && c->tok_end[k] <= ready) k++;
-    return k;
-}
-
-/* ---- per-token arrays: built at once (stream chunks) or deferred (whole answers) ----------- */
-
-/* A per-token array of an answer: chat's logprobs.content, /completion's
- * completion_probabilities, or one of the four parallel arrays of a legacy logprobs object.
- * Legacy arrays run over the prompt's tokens first when `prompt` (echo), then the choice's
- * tokens [from, to). */
-enum part_kind { PART_CHAT, PART_LLAMA, PART_LEG_TOKENS, PART_LEG_LP, PART_LEG_TOP, PART_LEG_OFF };
-
-struct part {
-    enum part_kind kind;
-    const struct task *t;
-    const struct choice *c;
-    bool prompt;
-    int32_t from, to;
-    size_t base; /* legacy: the text offset of the choice's text (after an echoed prompt) */
-    size_t off;  /* legacy offsets: the prompt's text so far (elements come in order) */
-};
-
-/* The deferred arrays of an answer being written (serve_lazy.c reads them by number). */
-struct answer {
-    const struct server *s;
-    struct part *parts;
-    int n_parts, cap;
-};
-
-static int64_t part_count(const struct part *p) {
-    return (p->prompt ? p->t->n_prompt : 0) + (p->to > p->from ? p->to - p->from : 0);
-}
-
-/* {token, logprob, bytes} (chat) or {id, token, logprob|prob, bytes} (/completion). */
-static cJSON *tok_json(const struct server *s, const struct tok_prob *rec, bool with_id,
-                       const char *value_name) {
-    char b[256];
-    const int32_t n = piece(s, rec->id, b);
-    cJSON *o = cJSON_CreateObject();
-    if (with_id) cJSON_AddNumberToObject(o, "id", rec->id);
-    cJSON_AddItemToObject(o, "token", serve_text_json(b, (size_t)n));
-    cJSON_AddNumberToObject(o, value_name, rec->v);
-    cJSON_AddItemToObject(o, "bytes", bytes_json(b, n));
-    return o;
-}
-
-/* A token's entry with its alternatives: chat's (recs in lp), or /completion's (post: the
- * post-sampling probabilities when recorded). */
-static cJSON *entry_json(const struct server *s, const struct task *t, const struct choice *c,
-                         int32_t k, bool with_id) {
-    const bool post = with_id && c->post;
-    const int32_t n_alt = post ? c->post_n[k] : t->n_top;
-    const struct tok_prob *rec = post ? c->post + (size_t)k * (size_t)(1 + t->n_post)
-                                      : c->lp + (size_t)k * (size_t)(1 + t->n_top);
-    const char *name = post ? "prob" : "logprob";
-    cJSON *o = tok_json(s, rec, with_id, name);
-    cJSON *top = cJSON_AddArrayToObject(o, post ? "top_probs" : "top_logprobs");
-    for (int32_t i = 0; i < n_alt; i++)
-        cJSON_AddItemToArray(top, tok_json(s, rec + 1 + i, with_id, name));
-    return o;
-}
-
-/* Element e of a legacy array: a prompt token (rec NULL for the first: nothing to condition
- * on, so nulls) or a choice's token. */
-static cJSON *legacy_elem(const struct server *s, struct part *p, int64_t e) {
-    const struct task *t = p->t;
-    char b[256];
-    recur_token tok;
-    const struct tok_prob *rec;
-    size_t offset;
-    if (p->prompt && e < t->n_prompt) {
-        tok = t->prompt[e];
-        rec = e == 0 ? NULL : t->prompt_lp + (size_t)e * (size_t)(1 + t->n_top);
-        offset = p->off;
-        p->off += (size_t)piece(s, tok, b);
-    } else {
-        const int32_t k = p->from + (int32_t)(e - (p->prompt ? t->n_prompt : 0));
-        tok = p->c->out[k];
-        rec = p->c->lp + (size_t)k * (size_t)(1 + t->n_top);
-        offset = p->base + tok_start(p->c, k);
-    }
-    switch (p->kind) {
-    case PART_LEG_TOKENS:
-        return serve_text_json(b, (size_t)piece(s, tok, b));
-    case PART_LEG_LP:
-        return rec ? cJSON_CreateNumber(rec->v) : cJSON_CreateNull();
-    case PART_LEG_TOP: {
-        if (!rec) return cJSON_CreateNull();
-        cJSON *d = cJSON_CreateObject();
-        for (int32_t k = 0; d && k < t->n_top; k++) {
-            cJSON *key = serve_text_json(b, (size_t)piece(s, rec[1 + k].id, b));
-            if (key && !cJSON_GetObjectItemCaseSensitive(d, key->valuestring))
-                cJSON_AddNumberToObject(d, key->valuestring, rec[1 + k].v);
-            cJSON_Delete(key);
-        }
-        return d;
-    }
-    default:
-        return cJSON_CreateNumber((double)offset);
-    }
-}
-
-static cJSON *part_elem(const struct server *s, struct part *p, int64_t e) {
-    switch (p->kind) {
-    case PART_CHAT:
-        return entry_json(s, p->t, p->c, p->from + (int32_t)e, false);
-    case PART_LLAMA:
-        return entry_json(s, p->t, p->c, p->from + (int32_t)e, true);
-    default:
-        return legacy_elem(s, p, e);
-    }
-}
-
-static int64_t answer_count(void *ctx, int part) {
-    const struct answer *a = ctx;
-    return part < a->n_parts ? part_count(&a->parts[part]) : 0;
-}
-
-static cJSON *answer_elem(void *ctx, int part, int64_t i) {
-    struct answer *a = ctx;
-    return part < a->n_parts ? part_elem(a->s, &a->parts[part], i) : NULL;
-}
-
-/* Array p: a marker registered in a (written as it is sent), or, a NULL, the array itself. */
-static cJSON *part_json(const struct server *s, struct answer *a, struct part p) {
-    if (a) {
-        if (a->n_parts == a->cap) {
-            const int cap = a->cap ? 2 * a->cap : 16;
-            struct part *g = realloc(a->parts, sizeof *g * (size_t)cap);
-            if (!g) return NULL;
-            a->parts = g;
-            a->cap = cap;
-        }
-        cJSON *m = serve_lazy_mark(a->n_parts);
-        if (m) a->parts[a->n_parts++] = p;
-        return m;
-    }
-    cJSON *arr = cJSON_CreateArray();
-    const int64_t n = part_count(&p);
-    for (int64_t e = 0; arr && e < n; e++) cJSON_AddItemToArray(arr, part_elem(s, &p, e));
-    return arr;
-}
-
-/* The legacy logprobs of choice c of t: the prompt's tokens first with `prompt` (echo). */
-static cJSON *legacy_logprobs(const struct server *s, struct answer *a, const struct task *t,
-                              const struct choice *c, bool prompt, int32_t from, int32_t to,
-                              size_t base) {
-    static const struct {
-        enum part_kind kind;
-        const char *name;
-    } arrays[] = {{PART_LEG_TOKENS, "tokens"},
-                  {PART_LEG_LP, "token_logprobs"},
-                  {PART_LEG_TOP, "top_logprobs"},
-                  {PART_LEG_OFF, "text_offset"}};
-    cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < sizeof arrays / sizeof arrays[0]; i++)
-        cJSON_AddItemToObject(o, arrays[i].name,
-                              part_json(s, a,
-                                        (struct part){.kind = arrays[i].kind,
-                                                      .t = t,
-                                                      .c = c,
-                                                      .prompt = prompt,
-                                                      .from = from,
-                                                      .to = to,
-                                                      .base = base}));
-    return o;
-}
-
-/* Chat's logprobs.content, or /completion's completion_probabilities, for tokens [from, to). */
-static cJSON *entries_json(const struct server *s, struct answer *a, enum part_kind kind,
-                           const struct task *t, const struct choice *c, int32_t from, int32_t to) {
-    return part_json(s, a, (struct part){.kind = kind, .t = t, .c = c, .from = from, .to = to});
-}
-
 static void add_usage(cJSON *j, const struct serve_request *r) {
     int32_t prompt = 0, done = 0, cached = 0;
     for (int ti = 0; ti < r->n_tasks; ti++) {
@@ -360,8 +159,9 @@ static struct timings request_timings(const struct serve_request *r) {
 
 /* /completion's object for choice i of t: whole (the text and, deferred into a when a is not
  * NULL, the probabilities) or the final stream event's (content ""). */
-static cJSON *llama_json(const struct server *s, struct answer *a, const struct serve_request *r,
-                         const struct task *t, int i, int index, bool whole) {
+static cJSON *llama_json(const struct server *s, struct serve_parts *a,
+                         const struct serve_request *r, const struct task *t, int i, int index,
+                         bool whole) {
     const struct choice *c = &t->choice[i];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "index", index);
@@ -392,8 +192,9 @@ static cJSON *llama_json(const struct server *s, struct answer *a, const struct 
     cJSON_AddNumberToObject(j, "tokens_cached", t->n_cached);
     add_timings(j, timings_of(t, c->n_out));
     if (whole && r->n_probs > 0) {
-        cJSON_AddItemToObject(j, "completion_probabilities",
-                              entries_json(s, a, PART_LLAMA, t, c, 0, tokens_ready(c, c->len)));
+        cJSON_AddItemToObject(
+            j, "completion_probabilities",
+            serve_entries_json(s, a, SERVE_PART_LLAMA, t, c, 0, serve_tokens_ready(c, c->len)));
     }
     return j;
 }
@@ -417,7 +218,8 @@ static cJSON *project(cJSON *j, const cJSON *fields) {
 
 /* The whole answer of a finished request, its per-token arrays deferred into a. The tasks have
  * ended, so nothing changes them: s->mu is not needed. */
-static cJSON *final_json(const struct server *s, struct answer *a, const struct serve_request *r) {
+static cJSON *final_json(const struct server *s, struct serve_parts *a,
+                         const struct serve_request *r) {
     if (r->api == API_LLAMA) {
         cJSON *list = cJSON_CreateArray();
         for (int ti = 0; ti < r->n_tasks; ti++)
@@ -439,15 +241,15 @@ static cJSON *final_json(const struct server *s, struct answer *a, const struct 
             const struct choice *c = &t->choice[i];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "index", ti * t->n + i);
-            const int32_t n_tok = tokens_ready(c, c->len);
+            const int32_t n_tok = serve_tokens_ready(c, c->len);
             if (r->api == API_CHAT) {
                 cJSON *m = cJSON_AddObjectToObject(o, "message");
                 cJSON_AddStringToObject(m, "role", "assistant");
                 serve_add_text(m, "content", c->text, c->len);
                 if (r->chat_logprobs) {
                     cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
-                    cJSON_AddItemToObject(lp, "content",
-                                          entries_json(s, a, PART_CHAT, t, c, 0, n_tok));
+                    cJSON_AddItemToObject(
+                        lp, "content", serve_entries_json(s, a, SERVE_PART_CHAT, t, c, 0, n_tok));
                     cJSON_AddNullToObject(lp, "refusal");
                 } else {
                     cJSON_AddNullToObject(o, "logprobs");
@@ -462,8 +264,8 @@ static cJSON *final_json(const struct server *s, struct answer *a, const struct 
                 serve_add_text(o, "text", both ? both : "", both ? base + c->len : 0);
                 free(both);
                 if (r->logprobs >= 0)
-                    cJSON_AddItemToObject(o, "logprobs",
-                                          legacy_logprobs(s, a, t, c, r->echo, 0, n_tok, base));
+                    cJSON_AddItemToObject(
+                        o, "logprobs", serve_legacy_logprobs(s, a, t, c, r->echo, 0, n_tok, base));
                 else
                     cJSON_AddNullToObject(o, "logprobs");
             }
@@ -501,7 +303,7 @@ struct stream {
     struct serve_request *r; /* r->park: the connection, parked between events */
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
-    struct answer ans;          /* an echo's prompt logprobs, written as they are sent */
+    struct serve_parts ans;     /* an echo's prompt logprobs, written as they are sent */
     struct serve_lazy *pending; /* an event not yet all handed to MHD */
 };
 
@@ -550,7 +352,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         const char *pt = t->prompt_text ? t->prompt_text : "";
         serve_add_text(o, "text", pt, strlen(pt));
         if (r->logprobs >= 0)
-            cJSON_AddItemToObject(o, "logprobs", legacy_logprobs(s, &st->ans, t, c, true, 0, 0, 0));
+            cJSON_AddItemToObject(o, "logprobs",
+                                  serve_legacy_logprobs(s, &st->ans, t, c, true, 0, 0, 0));
         else
             cJSON_AddNullToObject(o, "logprobs");
         cJSON_AddNullToObject(o, "finish_reason");
@@ -558,7 +361,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     }
     if (t->state == TASK_QUEUED) return NULL;
     const size_t ready = c->len - (c->finished ? 0 : c->held);
-    const int32_t upto = c->tok_end ? tokens_ready(c, ready) : 0;
+    const int32_t upto = c->tok_end ? serve_tokens_ready(c, ready) : 0;
     const bool more = ready > sn->bytes || upto > sn->tokens;
     const char *piece_at = c->text ? c->text + sn->bytes : "";
     const size_t piece_len = c->text && ready > sn->bytes ? ready - sn->bytes : 0;
@@ -577,7 +380,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         cJSON_AddNumberToObject(root, "id_slot", c->seq);
         if (r->n_probs > 0)
             cJSON_AddItemToObject(root, "completion_probabilities",
-                                  entries_json(s, NULL, PART_LLAMA, t, c, from, upto));
+                                  serve_entries_json(s, NULL, SERVE_PART_LLAMA, t, c, from, upto));
         if (r->timings_per_token) add_timings(root, timings_of(t, c->n_out));
         return event(root);
     }
@@ -592,8 +395,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
             serve_add_text(d, "content", piece_at, piece_len);
             if (r->chat_logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
-                cJSON_AddItemToObject(lp, "content",
-                                      entries_json(s, NULL, PART_CHAT, t, c, from, upto));
+                cJSON_AddItemToObject(
+                    lp, "content", serve_entries_json(s, NULL, SERVE_PART_CHAT, t, c, from, upto));
                 cJSON_AddNullToObject(lp, "refusal");
             } else {
                 cJSON_AddNullToObject(o, "logprobs");
@@ -613,7 +416,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     const size_t base = r->echo && t->prompt_text ? strlen(t->prompt_text) : 0;
     if (r->logprobs >= 0)
         cJSON_AddItemToObject(o, "logprobs",
-                              legacy_logprobs(s, NULL, t, c, false, from, upto, base));
+                              serve_legacy_logprobs(s, NULL, t, c, false, from, upto, base));
     else
         cJSON_AddNullToObject(o, "logprobs");
     if (finish_now) {
@@ -701,7 +504,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (end) return MHD_CONTENT_READER_END_OF_STREAM;
         /* an event's deferred arrays are an echo's prompt logprobs: the prompt is in, so they
            no longer change and are written outside s->mu */
-        st->pending = ev ? serve_lazy_new(ev, answer_count, answer_elem, &st->ans) : NULL;
+        st->pending = ev ? serve_lazy_new(ev, &st->ans) : NULL;
         if (!st->pending) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     const ssize_t n = serve_lazy_read(st->pending, buf, max);
@@ -735,7 +538,7 @@ static void stream_free(void *cls) {
 struct whole {
     struct server *s;
     struct serve_request *r;
-    struct answer ans;
+    struct serve_parts ans;
     struct serve_lazy *z;
 };
 
@@ -805,7 +608,7 @@ static enum MHD_Result whole_resume(struct server *s, struct MHD_Connection *con
         if (!text) return serve_send_error(conn, 500, "server_error", "out of memory");
         return serve_send_text(conn, 200, "application/json", text, NULL);
     }
-    w->z = serve_lazy_new(text, answer_count, answer_elem, &w->ans);
+    w->z = serve_lazy_new(text, &w->ans);
     struct MHD_Response *resp = w->z ? MHD_create_response_from_callback(
                                            MHD_SIZE_UNKNOWN, 64 * 1024, whole_read, w, whole_free)
                                      : NULL;
