@@ -4,12 +4,13 @@
 #                            `recur parallel`, on the small Mamba trained on fortunes that ships
 #                            in models/ (see models/README.md)
 #   ./run.sh ARGS...         run `recur ARGS...` (e.g. ./run.sh run -m model.gguf -p "Hi")
-#   ./run.sh bench [--json F] the benchmark of the recurrent state memory
+#   ./run.sh bench [--json F] the benchmark of the recurrent state memory (with other flags,
+#                            `recur bench`: a model's speed)
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh build Release -DRECUR_BUILD_BENCH=ON -DRECUR_BUILD_TOOLS=ON
 recur=build/tools/recur
-if [ "${1:-}" = "bench" ]; then
+if [ "${1:-}" = "bench" ] && { [ $# -eq 1 ] || [ "${2:-}" = "--json" ]; }; then
     shift
     exec build/bench/bench_memory "$@"
 fi
