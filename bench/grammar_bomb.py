@@ -12,22 +12,17 @@ their slowest answer; a client timeout (5 s) counts as a status "timeout".
 Usage: python3 bench/grammar_bomb.py --recur build-test/tools/recur [--rounds 3] [--n 200]
 """
 
-import argparse
 import http.client
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests", "serve"))
+from bench_util import parser, pct  # noqa: E402 (and the tests' helpers on the path)
 from serve_util import Server  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--recur", required=True)
-ap.add_argument("--model", default=os.path.join(here, "..", "models", "recur-mamba-fortunes.gguf"))
+ap = parser(__doc__)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--n", type=int, default=200, help="/health requests per phase and round")
 ap.add_argument("--attackers", type=int, default=4)
@@ -41,10 +36,6 @@ BOMBS = [
                      "grammar": "root ::= ([a-z]{1,100}){0,1000}"}),
 ]
 
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else float("nan")
 
 
 def call(port, method, path, body=None, timeout=5.0):

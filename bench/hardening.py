@@ -9,30 +9,19 @@
 Usage: python3 bench/hardening.py --recur build-test/tools/recur [--model M] [--rounds 3]
 """
 
-import argparse
 import json
-import os
 import signal
 import socket
-import statistics
-import sys
 import threading
 import time
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests", "serve"))
+from bench_util import parser, pct  # noqa: E402 (and the tests' helpers on the path)
 from serve_util import Server  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--recur", required=True)
-ap.add_argument("--model", default=os.path.join(here, "..", "models", "recur-mamba-fortunes.gguf"))
+ap = parser(__doc__)
 ap.add_argument("--rounds", type=int, default=3)
 args = ap.parse_args()
 
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))]
 
 
 def latencies(S):

@@ -20,21 +20,15 @@ Prints a Markdown table: /health p50, p99 and max, the stream's longest gap, and
 status and time (ms). An attack still running when the time is up says so.
 """
 
-import argparse
 import http.client
 import json
-import os
-import sys
 import threading
 import time
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests", "serve"))
+from bench_util import parser, pct  # noqa: E402 (and the tests' helpers on the path)
 from serve_util import Server  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--recur", required=True)
-ap.add_argument("--model", default=os.path.join(here, "..", "models", "recur-mamba-fortunes.gguf"))
+ap = parser(__doc__)
 ap.add_argument("--seconds", type=float, default=10.0)
 args = ap.parse_args()
 
@@ -49,10 +43,6 @@ CASES = [
     ("answer max", ("/completion", dict(big, n_predict=4096))),
 ]
 
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else float("nan")
 
 
 def run_case(name, attack):

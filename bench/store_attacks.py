@@ -18,34 +18,23 @@ Prints a Markdown table: /health p50 and p99, the requests' count, p50 and longe
 request still waiting when the time is up counts as its time so far.
 """
 
-import argparse
-import http.client
-import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests", "serve"))
+from bench_util import parser, pct  # noqa: E402 (and the tests' helpers on the path)
 from fake_redis import FakeRedis  # noqa: E402
-from serve_util import Server  # noqa: E402
+from serve_util import Server, spoil_entries  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--recur", required=True)
-ap.add_argument("--model", default=os.path.join(here, "..", "models", "recur-mamba-fortunes.gguf"))
+ap = parser(__doc__)
 ap.add_argument("--seconds", type=float, default=10.0)
 args = ap.parse_args()
 
 PREFIX = list(range(300, 310))
 
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else float("nan")
 
 
 def folder_tier(kind, tmp):
@@ -55,16 +44,8 @@ def folder_tier(kind, tmp):
     W = Server(args.recur, args.model, "--prefix-cache-store", d)
     W.post("/completion", {"prompt": PREFIX + [299], "n_predict": 1, "temperature": 0})
     W.stop()  # its writes are flushed
-    for top, _, files in os.walk(d):
-        for f in files:
-            if f.endswith(".entry") and kind != "folder":
-                p = os.path.join(top, f)
-                os.remove(p)
-                if kind == "fifo":
-                    os.mkfifo(p)
-                else:
-                    with open(p, "wb") as fh:
-                        fh.truncate(1 << 30)
+    if kind != "folder":
+        spoil_entries(d, kind)
     return d
 
 

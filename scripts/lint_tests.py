@@ -28,13 +28,13 @@ FIXTURES = os.path.join(ROOT, "tests", "lib", "lint_fixtures")
 
 
 def default_files():
-    """Every *.sh under tests/ and scripts/, and the top-level test.sh, run.sh and .ci/run,
-    but the planted files of the self-test and what npm installs (node_modules)."""
+    """Every *.sh under tests/ and scripts/ (the self-test's planted files are .txt, so that
+    nothing takes them for tests), and the top-level test.sh, run.sh and .ci/run, but what npm
+    installs (node_modules)."""
     out = []
     for top in ("tests", "scripts"):
         for d, dirs, files in os.walk(os.path.join(ROOT, top)):
-            dirs[:] = sorted(x for x in dirs
-                             if os.path.join(d, x) != FIXTURES and x != "node_modules")
+            dirs[:] = sorted(x for x in dirs if x != "node_modules")
             out += [os.path.join(d, f) for f in sorted(files) if f.endswith(".sh")]
     for f in ("test.sh", "run.sh", os.path.join(".ci", "run")):
         if os.path.isfile(os.path.join(ROOT, f)):
@@ -212,25 +212,25 @@ def lint(paths):
 
 
 def self_test():
-    """The lint, run as a program, on the planted files: bad.sh must fail naming exactly its
-    lines marked '# planted', good.sh must pass."""
+    """The lint, run as a program, on the planted files: bad.txt must fail naming exactly its
+    lines marked '# planted', good.txt must pass."""
     failed = 0
     me = os.path.abspath(__file__)
-    bad = os.path.join(FIXTURES, "bad.sh")
+    bad = os.path.join(FIXTURES, "bad.txt")
     with open(bad) as f:
         want = {i + 1 for i, l in enumerate(f.read().split("\n")) if l.rstrip().endswith("# planted")}
     r = subprocess.run([sys.executable, me, bad], capture_output=True, text=True)
-    got = {int(m) for m in re.findall(r"bad\.sh:(\d+):", r.stdout)}
+    got = {int(m) for m in re.findall(r"bad\.txt:(\d+):", r.stdout)}
     print(r.stdout, end="")
     if r.returncode != 1 or got != want:
-        print("FAILED: bad.sh: exit %d (want 1), lines %s (want %s)" %
+        print("FAILED: bad.txt: exit %d (want 1), lines %s (want %s)" %
               (r.returncode, sorted(got), sorted(want)), file=sys.stderr)
         failed += 1
-    r = subprocess.run([sys.executable, me, os.path.join(FIXTURES, "good.sh")],
+    r = subprocess.run([sys.executable, me, os.path.join(FIXTURES, "good.txt")],
                        capture_output=True, text=True)
     print(r.stdout, end="")
     if r.returncode != 0:
-        print("FAILED: good.sh: exit %d (want 0)" % r.returncode, file=sys.stderr)
+        print("FAILED: good.txt: exit %d (want 0)" % r.returncode, file=sys.stderr)
         failed += 1
     passed = 2 - failed
     print("lint_tests self-test: %d passed, %d failed" % (passed, failed))

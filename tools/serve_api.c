@@ -587,11 +587,11 @@ static cJSON *settings_json(struct server *s, const struct task *t, const struct
 static void answer_size_check(struct parse *p, const struct server *s,
                               const struct serve_request *r) {
     if (p->bad || s->lim.max_answer == 0) return;
-    double total = 0, per_tok = ANS_TOKEN;
+    double total = 0;
     int32_t alts = 0, longest = 0, n = 0;
     for (int ti = 0; ti < r->n_tasks; ti++) {
         const struct task *t = r->tasks[ti];
-        per_tok = ANS_TOKEN;
+        double per_tok = ANS_TOKEN;
         if (r->api == API_LLAMA && r->n_probs > 0) {
             alts = 1 + r->n_probs;
             per_tok += alts * ANS_ENTRY;

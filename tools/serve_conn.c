@@ -23,10 +23,11 @@
  *    are expired (their work is cancelled; its end wakes them); and, once a second, the model
  *    file: a file written in place under a mapping changes the weights being served, so the
  *    server stops with a line that says so (a rename over it is harmless and only noted).
- *    The clock is only a hint: the file's XXH64 is taken at start, and when its time changes
- *    with its size kept, the file is hashed again, MODEL_HASH_STEP bytes a tick so that the
- *    deadlines keep their pace, and the server stops only if the bytes differ (a touch, or a
- *    copy of the same bytes, keeps it serving).
+ *    The clock is only a hint: the file's XXH64 is taken from start, MODEL_HASH_STEP bytes a
+ *    tick so that the deadlines keep their pace (a time that changes before that first pass
+ *    ends stops the server, as nothing can tell a touch from a write then); when its time
+ *    changes later with its size kept, the file is hashed again the same way, and the server
+ *    stops only if the bytes differ (a touch, or a copy of the same bytes, keeps it serving).
  *
  * Data structures: a doubly linked list of connections (insert and remove are O(1) from the
  * libmicrohttpd callbacks, the watcher walks it), and server.parked, a list of the parked.
@@ -67,13 +68,14 @@ struct serve_conns {
     bool stop, started;
     pthread_t watcher;
     struct server *s;
-    /* the model file, as mapped at start (watch_model): its stat and XXH64 then */
+    /* the model file, as mapped at start (watch_model): its stat and, once hashed, its XXH64 */
     const char *model_path;
     bool watch_model, replaced_noted;
     struct stat model_st;
+    bool hashed;
     uint64_t model_hash;
-    /* a check of the bytes under way after the file's time changed (fd >= 0), of the file as
-       stat'ed in check_st */
+    /* a pass over the bytes under way (fd >= 0), of the file as stat'ed in check_st: the first
+       one makes model_hash, the next ones (after the file's time changed) compare with it */
     int check_fd;
     struct stat check_st;
     XXH64_state_t *check;
@@ -250,21 +252,6 @@ static int hash_some(int fd, XXH64_state_t *h, size_t budget) {
     return 0;
 }
 
-/* The XXH64 of the regular file at path into *out; false when it cannot be read. */
-static bool hash_file(const char *path, uint64_t *out) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    XXH64_state_t *h = fd >= 0 ? XXH64_createState() : NULL;
-    bool ok = h && XXH64_reset(h, 0) == XXH_OK;
-    int r = 0;
-    while (ok && (r = hash_some(fd, h, MODEL_HASH_STEP)) == 0) {
-    }
-    ok = ok && r == 1;
-    if (ok) *out = XXH64_digest(h);
-    XXH64_freeState(h);
-    if (fd >= 0) close(fd);
-    return ok;
-}
-
 static void model_changed(const struct serve_conns *cs) {
     fprintf(stderr,
             "recur serve: %s was written in place while mapped: the weights being served "
@@ -299,6 +286,7 @@ static void check_model(struct serve_conns *cs) {
     if (st.st_mtim.tv_sec == cs->model_st.st_mtim.tv_sec &&
         st.st_mtim.tv_nsec == cs->model_st.st_mtim.tv_nsec)
         return;
+    if (!cs->hashed) model_changed(cs); /* during the first pass: nothing to compare with */
     if (cs->check_fd >= 0 && (st.st_mtim.tv_sec != cs->check_st.st_mtim.tv_sec ||
                               st.st_mtim.tv_nsec != cs->check_st.st_mtim.tv_nsec))
         check_end(cs); /* written again meanwhile: start over */
@@ -319,6 +307,11 @@ static void check_model_bytes(struct serve_conns *cs) {
     if (r == 0) return;
     check_end(cs);
     if (r < 0) return; /* unreadable: the next check starts over */
+    if (!cs->hashed) { /* the first pass: the bytes loaded */
+        cs->model_hash = XXH64_digest(cs->check);
+        cs->hashed = true;
+        return;
+    }
     if (XXH64_digest(cs->check) != cs->model_hash) model_changed(cs);
     fprintf(stderr,
             "recur serve: %s was touched, but its bytes are the ones loaded: still serving\n",
@@ -358,10 +351,15 @@ bool serve_conns_start(struct server *s, const char *model_path, bool mapped) {
     cs->s = s;
     cs->model_path = model_path;
     cs->check_fd = -1;
-    /* the stat before the bytes: a write between the two changes the time, and is checked */
+    /* the stat before the bytes: a write between the two changes the time, and stops the
+       server. The first pass starts here with one step (a small model is hashed before the
+       first request), and goes on a step a tick on the watcher thread. */
     cs->watch_model = mapped && stat(model_path, &cs->model_st) == 0 &&
                       (cs->check = XXH64_createState()) != NULL &&
-                      hash_file(model_path, &cs->model_hash);
+                      XXH64_reset(cs->check, 0) == XXH_OK &&
+                      (cs->check_fd = open(model_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) >= 0;
+    cs->check_st = cs->model_st;
+    if (cs->watch_model) check_model_bytes(cs);
     char body[160];
     snprintf(body, sizeof body,
              "{\"error\":{\"code\":408,\"message\":\"the request was not sent within %g "

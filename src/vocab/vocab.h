@@ -144,8 +144,7 @@ struct rvocab_stats {
  *    each piece is BPE-merged by merge rank (lowest first, leftmost on ties). Bytes that are
  *    not valid UTF-8 are pieces of their own, so any input round-trips byte for byte where the
  *    vocabulary has every byte's token; one it lacks is read as U+FFFD (as llama.cpp reads
- *    it), and a byte of valid text whose token it lacks is dropped (as llama.cpp drops it):
- *    never the unknown token;
+ *    it), never the unknown token;
  *  - "llama": SentencePiece as llama.cpp's llm_tokenizer_spm (vocab_spm.c): spaces become
  *    "▁", characters merge by token score (highest first, leftmost on ties), and a character
  *    no token spells falls back to its byte tokens <0xXX> (or the unknown token; without one

@@ -123,10 +123,12 @@ oom:
     return false;
 }
 
-/* A byte whose token the vocabulary lacks is dropped, as llama.cpp's BPE session drops it:
- * never the unknown token, which in GPT-2-style vocabularies is often the end of text. */
 static void emit_symbol(struct tok *t, int32_t id) {
-    if (id >= 0) emit(t, id);
+    if (id >= 0) {
+        emit(t, id);
+    } else if (t->v->unk >= 0) {
+        emit(t, t->v->unk); /* only when the vocabulary lacks a byte's token */
+    }
 }
 
 /* BPE-merges one pre-token and emits its tokens. */

@@ -86,6 +86,25 @@ def free_port():
     return port
 
 
+def spoil_entries(folder, kind):
+    """Replaces every entry file (*.entry) of a folder tier of the prefix cache by a FIFO
+    (kind "fifo") or by a sparse 1 GiB file (anything else: nothing on disk, 1 GiB to read);
+    returns how many."""
+    n = 0
+    for top, _, files in os.walk(folder):
+        for f in files:
+            if f.endswith(".entry"):
+                p = os.path.join(top, f)
+                os.remove(p)
+                if kind == "fifo":
+                    os.mkfifo(p)
+                else:
+                    with open(p, "wb") as fh:
+                        fh.truncate(1 << 30)
+                n += 1
+    return n
+
+
 class Redis:
     """redis-server on a loopback port as a cache (no persistence, a memory bound, least
     recently used out first), with a minimal RESP client beside it."""

@@ -27,7 +27,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import Redis, Server as BaseServer, check, counts, free_port, wait_for  # noqa: E402,E501
+from serve_util import (Redis, Server as BaseServer, check, counts, free_port,  # noqa: E402
+                        spoil_entries, wait_for)
 from fake_redis import FakeRedis  # noqa: E402
 
 recur, model, other_model = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -305,18 +306,7 @@ def vm_hwm_kib(S):
 for kind in ("fifo", "1 GiB"):
     bad = os.path.join(tmp, "tier-" + kind.replace(" ", ""))
     shutil.copytree(folder, bad)
-    n_bad = 0
-    for d, _, fs in os.walk(bad):  # every entry the lookup could choose is replaced
-        for f in fs:
-            if f.endswith(".entry"):
-                p = os.path.join(d, f)
-                os.remove(p)
-                if kind == "fifo":
-                    os.mkfifo(p)
-                else:
-                    with open(p, "wb") as fh:
-                        fh.truncate(1 << 30)  # sparse: nothing on disk, 1 GiB to read
-                n_bad += 1
+    n_bad = spoil_entries(bad, kind)  # every entry the lookup could choose
     S = Server("--prefix-cache-store", bad)
     hwm0 = vm_hwm_kib(S)
     body = {"messages": conv2, "max_tokens": 24, "temperature": 0}
