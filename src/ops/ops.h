@@ -64,7 +64,19 @@ enum rops_type {
     ROPS_TYPE_F32 = 0,
     ROPS_TYPE_F16 = 1,
     ROPS_TYPE_Q4_0 = 2,
+    ROPS_TYPE_Q4_1 = 3,
+    ROPS_TYPE_Q5_0 = 6,
+    ROPS_TYPE_Q5_1 = 7,
     ROPS_TYPE_Q8_0 = 8,
+    ROPS_TYPE_Q8_1 = 9, /* activations only */
+    ROPS_TYPE_Q2_K = 10,
+    ROPS_TYPE_Q3_K = 11,
+    ROPS_TYPE_Q4_K = 12,
+    ROPS_TYPE_Q5_K = 13,
+    ROPS_TYPE_Q6_K = 14,
+    ROPS_TYPE_Q8_K = 15, /* activations only */
+    ROPS_TYPE_IQ4_NL = 20,
+    ROPS_TYPE_IQ4_XS = 23,
     ROPS_TYPE_BF16 = 30,
 };
 

@@ -12,6 +12,7 @@
 
 #include "../core/core.h"
 #include "ops.h"
+#include "ops_quants.h"
 
 /* Weight c of a row of a float type (f32, f16, bf16) as f32: the vector kernels' columns past
  * their last whole vector. */
@@ -134,16 +135,6 @@ static inline void rops_conv_seq_end(const struct rops_conv_args *a, int64_t s, 
  * the smaller kernel's height. */
 #define ROPS_GEMM_RB 16
 #define ROPS_GEMM_KT 256
-
-/* ggml's quantized blocks (32 weights each): value = d * q. */
-struct rops_block_q8_0 {
-    uint16_t d; /* f16 scale */
-    int8_t qs[32];
-};
-struct rops_block_q4_0 {
-    uint16_t d;     /* f16 scale */
-    uint8_t qs[16]; /* weight j < 16: low nibble of qs[j]; j >= 16: high nibble of qs[j-16]; */
-};                  /* q = nibble - 8 */
 
 /* A block of 32 inputs of a matmul with q8_0 / q4_0 weights, quantized as ggml's q8_0:
  * value = d * q, d held as the f32 value of its f16 rounding. */

@@ -1,0 +1,185 @@
+/*
+ * The block types against ggml's own output (tests/data/quants/, made by llama.cpp v0.5.0):
+ *  - every type's dequantization of ggml's blocks equals ggml's floats bit for bit;
+ *  - the traits (block size, bytes) agree with the manifest;
+ *  - q8_K quantization of the input equals ggml's q8_K blocks byte for byte;
+ *  - q8_1 quantization matches ggml's reference rounding (checked against the q8_0 vectors,
+ *    whose quants and scale q8_1 shares).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/ops_quants.h"
+#include "test.h"
+
+#define ROWS 8
+#define COLS 512
+
+/* The whole file at path, its size in *len; NULL (and a message) when it cannot be read. */
+static void *slurp(const char *name, size_t *len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/quants/%s", RECUR_TEST_DATA, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = buf ? (size_t)n : 0;
+    return buf;
+}
+
+struct manifest_row {
+    char name[16];
+    int id;
+    int64_t block;
+    size_t block_bytes, row_bytes;
+};
+
+/* The manifest's rows (comment lines skipped); returns how many were read. */
+static int read_manifest(struct manifest_row *rows, int max) {
+    size_t len;
+    char *text = slurp("MANIFEST.txt", &len);
+    REQUIRE(text != NULL);
+    char *buf = realloc(text, len + 1);
+    REQUIRE(buf != NULL);
+    buf[len] = '\0';
+    int n = 0;
+    for (char *line = strtok(buf, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        struct manifest_row *r = &rows[n];
+        long long block;
+        if (sscanf(line, "%15s %d %lld %zu %zu", r->name, &r->id, &block, &r->block_bytes,
+                   &r->row_bytes) == 5) {
+            r->block = block;
+            n++;
+        }
+    }
+    free(buf);
+    return n;
+}
+
+static void test_dequant_bit_exact(void) {
+    struct manifest_row rows[32];
+    const int n = read_manifest(rows, 32);
+    CHECK_MSG(n == 13, "manifest rows: %d", n);
+    for (int t = 0; t < n; t++) {
+        const struct manifest_row *m = &rows[t];
+        const struct rops_qtraits *tr = rops_qtraits_of((enum rops_type)m->id);
+        CHECK_MSG(tr != NULL, "%s (%d) has no traits", m->name, m->id);
+        if (!tr) continue;
+        CHECK_MSG(strcmp(tr->name, m->name) == 0, "%s named %s", m->name, tr->name);
+        CHECK_MSG(tr->block == m->block &&
+                      tr->block_bytes * (size_t)(COLS / tr->block) == m->row_bytes,
+                  "%s: block %lld of %zu bytes, manifest %lld of %zu", m->name,
+                  (long long)tr->block, tr->block_bytes, (long long)m->block, m->block_bytes);
+        char qname[32], fname[32];
+        snprintf(qname, sizeof qname, "%.15s.q", m->name);
+        snprintf(fname, sizeof fname, "%.15s.f32", m->name);
+        size_t qlen, flen;
+        unsigned char *q = slurp(qname, &qlen);
+        float *want = slurp(fname, &flen);
+        REQUIRE(q && want);
+        CHECK_MSG(qlen == m->row_bytes * ROWS && flen == sizeof(float) * ROWS * COLS,
+                  "%s: %zu and %zu bytes", m->name, qlen, flen);
+        float got[COLS];
+        int bad = 0;
+        for (int r = 0; r < ROWS && qlen == m->row_bytes * ROWS; r++) {
+            tr->to_f32(q + (size_t)r * m->row_bytes, got, COLS);
+            for (int c = 0; c < COLS; c++)
+                if (memcmp(&got[c], &want[r * COLS + c], sizeof(float)) != 0) {
+                    if (bad++ < 3)
+                        fprintf(stderr, "%s row %d col %d: %.9g, ggml %.9g\n", m->name, r, c,
+                                got[c], want[r * COLS + c]);
+                }
+        }
+        CHECK_MSG(bad == 0, "%s: %d values differ from ggml's", m->name, bad);
+        free(q);
+        free(want);
+    }
+}
+
+static void test_q8_K_quantize(void) {
+    size_t xlen, qlen;
+    float *x = slurp("input.f32", &xlen);
+    unsigned char *want = slurp("q8_K.q", &qlen);
+    REQUIRE(x && want && xlen == sizeof(float) * ROWS * COLS);
+    struct rops_block_q8_K got[ROWS * COLS / ROPS_QK_K];
+    REQUIRE(qlen == sizeof got);
+    rops_quantize_q8_K(x, got, ROWS * COLS);
+    int bad = 0;
+    for (size_t b = 0; b < sizeof got / sizeof got[0]; b++) {
+        const struct rops_block_q8_K *w = (const struct rops_block_q8_K *)want + b;
+        /* ggml leaves an all-zero block's sums unwritten: compare them where d != 0 */
+        const size_t cmp = w->d == 0.0f ? offsetof(struct rops_block_q8_K, bsums) : sizeof got[b];
+        if (memcmp(&got[b], w, cmp) != 0 && bad++ < 3)
+            fprintf(stderr, "q8_K block %zu differs (d %.9g, ggml %.9g)\n", b, got[b].d, w->d);
+    }
+    CHECK_MSG(bad == 0, "%d q8_K blocks differ from ggml's", bad);
+    /* a planted change of the rounding shows: round half away from zero at some exact half */
+    struct rops_block_q8_K one;
+    float half[ROPS_QK_K] = {0};
+    half[0] = -127.0f; /* iscale = -127 / x_m = 1: x itself is rounded, x_m to -127 */
+    half[1] = 2.5f;
+    half[2] = -3.5f;
+    rops_quantize_q8_K(half, &one, ROPS_QK_K);
+    CHECK(one.qs[0] == -127 && one.qs[1] == 2 && one.qs[2] == -4 && one.d == 1.0f);
+    CHECK(one.bsums[0] == -127 + 2 - 4 && one.bsums[1] == 0);
+    free(x);
+    free(want);
+}
+
+static void test_q8_1_quantize(void) {
+    size_t xlen, qlen;
+    float *x = slurp("input.f32", &xlen);
+    unsigned char *want = slurp("q8_0.q", &qlen);
+    REQUIRE(x && want);
+    const int nb = ROWS * COLS / ROPS_QK;
+    struct rops_block_q8_1 *got = malloc(sizeof *got * (size_t)nb);
+    REQUIRE(got);
+    rops_quantize_q8_1(x, got, ROWS * COLS);
+    int bad = 0;
+    for (int b = 0; b < nb; b++) {
+        const struct rops_block_q8_0 *w = (const struct rops_block_q8_0 *)want + b;
+        int sum = 0;
+        for (int j = 0; j < ROPS_QK; j++) sum += w->qs[j];
+        const float s = rcore_f16_to_f32(got[b].s), d = rcore_f16_to_f32(w->d);
+        /* s = d * sum rounded to f16 (d before its own rounding: within f16 precision) */
+        const int ok = got[b].d == w->d && memcmp(got[b].qs, w->qs, ROPS_QK) == 0 &&
+                       fabsf(s - d * (float)sum) <= 2e-3f * fabsf(d * (float)sum) + 1e-30f;
+        if (!ok && bad++ < 3) fprintf(stderr, "q8_1 block %d differs from q8_0's\n", b);
+    }
+    CHECK_MSG(bad == 0, "%d q8_1 blocks differ", bad);
+    free(got);
+    free(x);
+    free(want);
+}
+
+static void test_other_types_have_no_traits(void) {
+    CHECK(rops_qtraits_of(ROPS_TYPE_F32) == NULL);
+    CHECK(rops_qtraits_of(ROPS_TYPE_F16) == NULL);
+    CHECK(rops_qtraits_of(ROPS_TYPE_BF16) == NULL);
+    CHECK(rops_qtraits_of((enum rops_type)16) == NULL); /* iq2_xxs */
+    CHECK(rops_qtraits_of((enum rops_type)39) == NULL); /* mxfp4 */
+    CHECK(rops_qtraits_of((enum rops_type)1000) == NULL);
+}
+
+int main(void) {
+    RUN(test_dequant_bit_exact);
+    RUN(test_q8_K_quantize);
+    RUN(test_q8_1_quantize);
+    RUN(test_other_types_have_no_traits);
+    return test_finish("test_quants");
+}
