@@ -36,42 +36,15 @@ void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
 
 size_t rops_row_bytes(enum rops_type type, int64_t n) {
     if (!rops_type_supported(type, n) || n < 0) return 0;
-    switch (type) {
-    case ROPS_TYPE_F32:
-        return 4 * (size_t)n;
-    case ROPS_TYPE_F16:
-    case ROPS_TYPE_BF16:
-        return 2 * (size_t)n;
-    case ROPS_TYPE_Q8_0:
-        return (size_t)n / 32 * sizeof(struct rops_block_q8_0);
-    default: /* q4_0 */
-        return (size_t)n / 32 * sizeof(struct rops_block_q4_0);
-    }
+    const struct rops_qtraits *q = rops_qtraits_of(type);
+    if (q) return (size_t)(n / q->block) * q->block_bytes;
+    return (type == ROPS_TYPE_F32 ? 4 : 2) * (size_t)n;
 }
 
 bool rops_quantize_row(enum rops_type type, const float *src, int64_t n, void *dst) {
-    if ((type != ROPS_TYPE_Q8_0 && type != ROPS_TYPE_Q4_0) || n % 32 != 0) return false;
-    for (int64_t b = 0; b < n / 32; b++) {
-        const float *x = src + b * 32;
-        if (type == ROPS_TYPE_Q8_0) {
-            struct rops_block_q8_0 *q = (struct rops_block_q8_0 *)dst + b;
-            q->d = rops_q8_block(x, q->qs);
-        } else {
-            struct rops_block_q4_0 *q = (struct rops_block_q4_0 *)dst + b;
-            float amax = 0.0f, max = 0.0f;
-            for (int j = 0; j < 32; j++)
-                if (fabsf(x[j]) > amax) {
-                    amax = fabsf(x[j]);
-                    max = x[j];
-                }
-            const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            q->d = rcore_f32_to_f16(d);
-            for (int j = 0; j < 16; j++) {
-                const int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
-                q->qs[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
-            }
-        }
-    }
+    const rops_from_f32_fn fn = rops_quantizer_of(type);
+    if (!fn || !rops_type_supported(type, n)) return false;
+    fn(src, dst, n);
     return true;
 }
 

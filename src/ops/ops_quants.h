@@ -141,6 +141,16 @@ struct rops_qtraits {
  * other number. */
 const struct rops_qtraits *rops_qtraits_of(enum rops_type type);
 
+/* ---- weights --------------------------------------------------------------------------------- */
+
+/* Writes the n values at x (a multiple of the block) as blocks of a type at dst. */
+typedef void (*rops_from_f32_fn)(const float *x, void *dst, int64_t n);
+
+/* The quantizer of a weight type (ops_quantize.c: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K,
+ * q6_K); NULL for the others. The legacy types round as ggml's reference quantizers (the same
+ * bytes); the K-quants choose their scales by least squares (their own bytes, ggml's layout). */
+rops_from_f32_fn rops_quantizer_of(enum rops_type type);
+
 /* ---- activations ----------------------------------------------------------------------------- */
 
 /* n values (a multiple of 256) as q8_K blocks, as ggml's reference quantizer writes them:
