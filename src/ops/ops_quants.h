@@ -161,4 +161,16 @@ void rops_quantize_q8_K(const float *x, struct rops_block_q8_K *y, int64_t n);
  * (ggml's reference rounding). */
 void rops_quantize_q8_1(const float *x, struct rops_block_q8_1 *y, int64_t n);
 
+/* ---- products -------------------------------------------------------------------------------- */
+
+/* The activations' type a weight type's integer products take: q8_0 (as struct rops_xq8
+ * blocks) for q4_0, q5_0, q8_0 and iq4_nl; q8_1 for q4_1 and q5_1; q8_K for the K-quants and
+ * iq4_xs; ROPS_TYPE_F32 for the float types. */
+enum rops_type rops_dot_partner(enum rops_type type);
+
+/* The dot product of n weights (a multiple of the block) of a block type at w with n
+ * activations quantized to its partner at xq, in integers per block as ggml sums them
+ * (ops_qdot.c, the portable reference of the vector kernels). */
+float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n);
+
 #endif
