@@ -35,15 +35,23 @@ void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
 }
 
 size_t rops_row_bytes(enum rops_type type, int64_t n) {
-    if (!rops_type_supported(type, n) || n < 0) return 0;
+    if (n < 0) return 0;
     const struct rops_qtraits *q = rops_qtraits_of(type);
-    if (q) return (size_t)(n / q->block) * q->block_bytes;
-    return (type == ROPS_TYPE_F32 ? 4 : 2) * (size_t)n;
+    if (q) return n % q->block == 0 ? (size_t)(n / q->block) * q->block_bytes : 0;
+    switch (type) {
+    case ROPS_TYPE_F32:
+        return 4 * (size_t)n;
+    case ROPS_TYPE_F16:
+    case ROPS_TYPE_BF16:
+        return 2 * (size_t)n;
+    default:
+        return 0;
+    }
 }
 
 bool rops_quantize_row(enum rops_type type, const float *src, int64_t n, void *dst) {
     const rops_from_f32_fn fn = rops_quantizer_of(type);
-    if (!fn || !rops_type_supported(type, n)) return false;
+    if (!fn || rops_row_bytes(type, n) == 0) return false;
     fn(src, dst, n);
     return true;
 }
