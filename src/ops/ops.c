@@ -23,8 +23,9 @@ int rops_type_supported(uint32_t ggml_type, int64_t n_cols) {
     case ROPS_TYPE_Q8_0:
     case ROPS_TYPE_Q4_0:
         return n_cols % 32 == 0;
-    default:
-        return 0;
+    default: /* the other block types (ops_qmatmul.c) */
+        return rops_qmatmul_type((enum rops_type)ggml_type) &&
+               n_cols % rops_qtraits_of((enum rops_type)ggml_type)->block == 0;
     }
 }
 
@@ -149,6 +150,7 @@ static bool block_type(enum rops_type type) {
 }
 
 size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
+    if (rops_qmatmul_type(w->type)) return (size_t)n * rops_qmatmul_input_bytes(w->type, w->n_cols);
     return block_type(w->type) && n > 3 ? (size_t)n * (size_t)w->n_cols * sizeof(float) : 0;
 }
 
@@ -156,6 +158,10 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
                  float *y) {
     assert(rops_type_supported(w->type, w->n_cols) && "a matrix the loader did not check");
     if (n < 1) return; /* the AVX2 gemv would take n = 0 for its 3-input kernel */
+    if (rops_qmatmul_type(w->type)) {
+        rops_qmatmul(ex, w, x, n, y, matmul_threads(ex, w->n_rows * w->n_cols * n));
+        return;
+    }
     if (!block_type(w->type)) {
         matmul_f32_inputs(ex, w, x, n, y);
         return;
@@ -260,7 +266,7 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     /* the prompts' first: rops_matmul may use the scratch, which the quantized inputs of the
        batch below are about to fill */
     for (int j = 0; j < n_jobs; j++)
-        if (jobs[j].n > ROPS_BATCH_MAX_N)
+        if (jobs[j].n > ROPS_BATCH_MAX_N || rops_qmatmul_type(jobs[j].w->type))
             rops_matmul(ex, jobs[j].w, jobs[j].x, jobs[j].n, jobs[j].y);
     struct rops_xq8 stack[BATCH_STACK_BLOCKS];
     struct rops_xq8 *buf = stack;
@@ -277,7 +283,8 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     for (int j = 0; j < n_jobs; j++) {
         const struct rops_matjob *jb = &jobs[j];
         const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
-        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1) continue;
+        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1 || rops_qmatmul_type(jb->w->type))
+            continue;
         const bool q = block_type(jb->w->type);
         /* block weights: three inputs a product, as rops_matmul takes them */
         for (int64_t i = 0; i < jb->n;) {

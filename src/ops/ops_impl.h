@@ -281,7 +281,7 @@ void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_
 /* One q8_0 block of x as ggml's reference quantizer makes it: the quants into qs, the scale
  * (f16) returned. */
 uint16_t rops_q8_block(const float *x, int8_t *qs);
-/* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt multiples of 32. */
+/* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt whole blocks. */
 void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out);
 
 /* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C): the entries of its table,

@@ -236,40 +236,64 @@ enum rops_type rops_dot_partner(enum rops_type type) {
     return dots[type].partner;
 }
 
-float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n) {
+/* The term block b adds to an input's sum: legacy blocks against q8_0 / q8_1. */
+static float term32(const struct unpacked32 *u, bool affine, const void *xq, int64_t b) {
+    const int8_t *qx;
+    float dx;
+    if (affine) {
+        const struct rops_block_q8_1 *x1 = (const struct rops_block_q8_1 *)xq + b;
+        qx = x1->qs;
+        dx = rcore_f16_to_f32(x1->d);
+    } else {
+        const struct rops_xq8 *x8 = (const struct rops_xq8 *)xq + b;
+        qx = x8->qs;
+        dx = x8->d;
+    }
+    int32_t isum = 0;
+    for (int j = 0; j < ROPS_QK; j++) isum += (int32_t)u->q[j] * qx[j];
+    if (!affine) return u->d * dx * (float)isum;
+    return u->d * dx * (float)isum +
+           u->m * rcore_f16_to_f32(((const struct rops_block_q8_1 *)xq + b)->s);
+}
+
+/* ... and K blocks against q8_K. */
+static float termK(const struct unpackedK *u, const void *xq, int64_t b) {
+    const struct rops_block_q8_K *x = (const struct rops_block_q8_K *)xq + b;
+    int32_t isum = 0, msum = 0;
+    for (int g = 0; g < 16; g++) {
+        int32_t gsum = 0;
+        for (int l = 0; l < 16; l++) gsum += (int32_t)u->q[16 * g + l] * x->qs[16 * g + l];
+        isum += u->sc[g] * gsum;
+        msum += u->mn[g] * x->bsums[g];
+    }
+    return u->d * x->d * (float)isum - u->dmin * x->d * (float)msum;
+}
+
+void rops_qdot_inputs(enum rops_type type, const void *w, int64_t k, const void *xq,
+                      size_t xq_stride, int64_t n, float *y, int64_t y_stride, bool accumulate) {
     const struct rops_qtraits *tr = rops_qtraits_of(type);
-    const uint8_t *wb = w;
-    float sum = 0.0f;
+    const uint8_t *wb = w, *xb = xq;
+    if (!accumulate)
+        for (int64_t i = 0; i < n; i++) y[i * y_stride] = 0.0f;
     if (dots[type].u32) {
-        const struct rops_xq8 *x8 = xq;
-        const struct rops_block_q8_1 *x1 = xq;
         const bool affine = dots[type].partner == ROPS_TYPE_Q8_1;
-        for (int64_t b = 0; b < n / ROPS_QK; b++) {
+        for (int64_t b = 0; b < k / ROPS_QK; b++) {
             struct unpacked32 u;
             dots[type].u32(wb + (size_t)b * tr->block_bytes, &u);
-            const int8_t *qx = affine ? x1[b].qs : x8[b].qs;
-            int32_t isum = 0;
-            for (int j = 0; j < ROPS_QK; j++) isum += (int32_t)u.q[j] * qx[j];
-            if (affine)
-                sum +=
-                    u.d * rcore_f16_to_f32(x1[b].d) * (float)isum + u.m * rcore_f16_to_f32(x1[b].s);
-            else
-                sum += u.d * x8[b].d * (float)isum;
+            for (int64_t i = 0; i < n; i++)
+                y[i * y_stride] += term32(&u, affine, xb + (size_t)i * xq_stride, b);
         }
-        return sum;
+        return;
     }
-    const struct rops_block_q8_K *xk = xq;
-    for (int64_t b = 0; b < n / ROPS_QK_K; b++) {
+    for (int64_t b = 0; b < k / ROPS_QK_K; b++) {
         struct unpackedK u;
         dots[type].uK(wb + (size_t)b * tr->block_bytes, &u);
-        int32_t isum = 0, msum = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t gsum = 0;
-            for (int l = 0; l < 16; l++) gsum += (int32_t)u.q[16 * g + l] * xk[b].qs[16 * g + l];
-            isum += u.sc[g] * gsum;
-            msum += u.mn[g] * xk[b].bsums[g];
-        }
-        sum += u.d * xk[b].d * (float)isum - u.dmin * xk[b].d * (float)msum;
+        for (int64_t i = 0; i < n; i++) y[i * y_stride] += termK(&u, xb + (size_t)i * xq_stride, b);
     }
-    return sum;
+}
+
+float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n) {
+    float y;
+    rops_qdot_inputs(type, w, n, xq, 0, 1, &y, 1, false);
+    return y;
 }

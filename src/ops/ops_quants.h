@@ -15,6 +15,7 @@
 #ifndef RECUR_OPS_QUANTS_H
 #define RECUR_OPS_QUANTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -172,5 +173,24 @@ enum rops_type rops_dot_partner(enum rops_type type);
  * activations quantized to its partner at xq, in integers per block as ggml sums them
  * (ops_qdot.c, the portable reference of the vector kernels). */
 float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n);
+
+/* y[i * y_stride] = (or +=, when accumulate) the dot product of the row of k weights at w with
+ * input i's activations (at xq + i * xq_stride, quantized to the partner type), for i < n: each
+ * weight block is unpacked once for all inputs, and each input's sum adds the blocks in order,
+ * so that the result for an input is rops_qdot_scalar's bit for bit, whatever n. */
+void rops_qdot_inputs(enum rops_type type, const void *w, int64_t k, const void *xq,
+                      size_t xq_stride, int64_t n, float *y, int64_t y_stride, bool accumulate);
+
+/* ---- products of whole matrices (ops_qmatmul.c) ---------------------------------------------- */
+
+/* True for the block types rops_qmatmul serves (those without vector kernels of their own). */
+bool rops_qmatmul_type(enum rops_type type);
+/* Bytes of one input of k values quantized to type's partner. */
+size_t rops_qmatmul_input_bytes(enum rops_type type, int64_t k);
+/* y = W x for n inputs (as rops_matmul) with a rops_qmatmul_type weight, on n_threads threads of
+ * ex->pool; ex->scratch, when it holds n x rops_qmatmul_input_bytes, holds the quantized
+ * inputs (else they go in groups through 32 KiB of stack). */
+void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
+                  float *y, int n_threads);
 
 #endif
