@@ -1,13 +1,13 @@
 /*
  * recur serve: an HTTP server (libmicrohttpd) shaped as llama-server, with an OpenAI-shaped and
  * a llama.cpp-shaped completion API, continuous batching and prompt reuse (serve.h,
- * serve_sched.c).
+ * sched.c).
  *
  * Endpoints are rows of one table (path, methods, handler, whether the API key is asked):
- * completions (serve_api.c), models/props/slots/metrics/tokenize/detokenize (serve_meta.c),
- * slot actions (serve_slots.c). Every answer carries the CORS headers the --cors-* flags allow
+ * completions (api.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
+ * slot actions (slots.c). Every answer carries the CORS headers the --cors-* flags allow
  * its Origin; OPTIONS (a browser's preflight) is answered before the API key is looked at; a
- * request whose length could be read two ways is refused before its body (serve_http.c); an
+ * request whose length could be read two ways is refused before its body (http.c); an
  * unknown path is a 404, a known one asked with another method a 405 with Allow. Errors answer
  * {"error": {"message", "type", "code"}} and the server goes on. JSON is parsed and written with
  * cJSON.
@@ -36,10 +36,10 @@
 
 #include "common.h"
 #include "serve.h"
-#include "serve_api.h"
-#include "serve_conn.h"
-#include "serve_endpoints.h"
-#include "serve_http.h"
+#include "api.h"
+#include "conn.h"
+#include "endpoints.h"
+#include "http.h"
 #include "store.h"
 #include "tools.h"
 
@@ -118,7 +118,7 @@ static enum MHD_Result h_input_tokens(struct server *s, struct MHD_Connection *c
 }
 
 static const struct endpoint endpoints[] = {
-    /* the web page (serve_webui.c): open, as the page must load before it can send the key */
+    /* the web page (webui.c): open, as the page must load before it can send the key */
     {"/", false, M_GET, false, false, serve_webui},
     {"/webui/", true, M_GET, false, false, serve_webui},
     {"/health", false, M_GET, false, false, h_health},
@@ -368,7 +368,7 @@ static void set_port(struct listener *l, unsigned port) {
 
 /* One daemon per address: a pool of --threads-http event-loop threads (epoll), connections
  * suspended while they wait for the decode loop, the connection limits, and the idle timeout;
- * the read deadline and the rest are serve_conn.c's. */
+ * the read deadline and the rest are conn.c's. */
 static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
                                     const struct gen_opts *o) {
     set_port(l, port);
