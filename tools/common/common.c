@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <math.h>
@@ -14,143 +15,204 @@
 #include "store.h"
 #include "tools.h"
 
-struct flag_spec {
+/* How a flag's value is read and stored. */
+enum flag_kind {
+    FLAG_ON,      /* a switch: sets the bool at `at` */
+    FLAG_OFF,     /* a switch: clears it */
+    FLAG_TEXT,    /* any text (const char *) */
+    FLAG_NAME,    /* text that is not empty */
+    FLAG_LIST,    /* text that is not empty, repeatable: up to max of them, the count at count_at */
+    FLAG_I32,     /* a whole number in [min, max]: int32_t */
+    FLAG_U32,     /* uint32_t */
+    FLAG_I64,     /* int64_t */
+    FLAG_SECONDS, /* a whole number of seconds, stored as double */
+    FLAG_F32,     /* a decimal number in [min, max]: float */
+    FLAG_SEED,    /* an unsigned 64-bit decimal */
+};
+
+/* Which options struct a flag's value goes to. */
+enum flag_in { IN_GEN, IN_SERVE };
+
+struct flag {
     const char *short_name; /* NULL: none */
     const char *long_name;
-    const char *arg; /* NULL: takes no value */
+    const char *arg; /* NULL: a switch */
+    unsigned programs;
+    enum flag_kind kind;
+    enum flag_in in;
+    size_t at; /* offset of the value in its struct */
+    double min, max;
     const char *help;
+    size_t count_at; /* FLAG_LIST: offset of the count (int) */
+    bool marks;      /* sets gen_opts.n_parallel_given */
 };
 
-static const struct flag_spec specs[G_COUNT] = {
-    [G_MODEL] = {"-m", "--model", "FILE",
-                 "model file (GGUF); default $RECUR_MODEL, else the model shipped with recur"},
-    [G_PROMPT] = {"-p", "--prompt", "TEXT", "prompt text"},
-    [G_FILE] = {"-f", "--file", "FILE", "read the prompt from FILE"},
-    [G_N_PREDICT] = {"-n", "--n-predict", "N", "tokens to generate (default 64)"},
-    [G_THREADS] = {"-t", "--threads", "N", "threads (default: the CPUs online, at most 16)"},
-    [G_BATCH] = {"-b", "--batch-size", "N", "most tokens per decode call (default 2048)"},
-    [G_UBATCH] = {"-ub", "--ubatch-size", "N", "most tokens computed at once (default 512)"},
-    [G_TEMP] = {NULL, "--temp", "T", "temperature; 0 = greedy (default 0.8)"},
-    [G_TOP_K] = {NULL, "--top-k", "K", "keep the K most likely tokens; 0 = all (default 40)"},
-    [G_TOP_P] = {NULL, "--top-p", "P", "keep the most likely tokens up to mass P (default 0.95)"},
-    [G_MIN_P] = {NULL, "--min-p", "P", "drop tokens below P x the best (default 0.05)"},
-    [G_SEED] = {"-s", "--seed", "S", "sampling seed (default 0)"},
-    [G_REPEAT_PENALTY] = {NULL, "--repeat-penalty", "F", "repetition penalty (default 1.0 = off)"},
-    [G_REPEAT_LAST_N] = {NULL, "--repeat-last-n", "N",
-                         "tokens the penalties look back (default 64)"},
-    [G_FREQ_PENALTY] = {NULL, "--frequency-penalty", "F", "frequency penalty (default 0)"},
-    [G_PRESENCE_PENALTY] = {NULL, "--presence-penalty", "F", "presence penalty (default 0)"},
-    [G_STATE_IN] = {NULL, "--state-in", "FILE",
-                    "start from a saved state; prompt tokens it holds are not decoded again"},
-    [G_STATE_OUT] = {NULL, "--state-out", "FILE", "save the state (and its tokens) at the end"},
-    [G_PARALLEL] = {"-np", "--parallel", "N", "sequences run at once (default 8; serve: 16)"},
-    [G_CTX] = {"-c", "--ctx-size", "N", "tokens per evaluation window (default 256)"},
-    [G_CHUNKS] = {NULL, "--chunks", "N", "evaluate only the first N windows (default: all)"},
-    [G_PROMPT_CACHE] = {NULL, "--prompt-cache", "FILE",
-                        "keep prompt states in FILE across runs: a prompt that begins as an "
-                        "earlier one (or its reply) decodes only the rest"},
-    [G_CACHE_MB] = {NULL, "--prompt-cache-mb", "N", "the prompt cache's budget (default 512)"},
-    [G_LOOKUP] = {NULL, "--lookup", "N",
-                  "draft up to N tokens from the text so far and verify them in one batch "
-                  "(same output, fewer steps on repetitive text)"},
-    [G_HOST] = {NULL, "--host", "ADDR",
-                "address to listen on, IPv4 or IPv6; repeat to listen on several (default "
-                "127.0.0.1)"},
-    [G_PORT] = {NULL, "--port", "N", "port to listen on (default 8080; 0: any free port)"},
-    [G_API_KEY] = {NULL, "--api-key", "KEY",
-                   "require \"Authorization: Bearer KEY\" or \"X-Api-Key: KEY\"; repeat for "
-                   "several keys, each with its own prompt cache and slot files"},
-    [G_API_KEY_FILE] = {NULL, "--api-key-file", "FILE",
-                        "API keys from FILE, one per line (beside any --api-key)"},
-    [G_NO_MMAP] = {NULL, "--no-mmap", NULL,
-                   "read the weights into memory instead of mapping the file (then replacing "
-                   "the file under a running process is harmless)"},
-    [G_MLOCK] = {NULL, "--mlock", NULL, "lock the weights in memory (no paging out)"},
-    [G_THREADS_HTTP] = {NULL, "--threads-http", "N",
-                        "event-loop threads serving the connections (default 4)"},
-    [G_CONN_MAX] = {NULL, "--conn-max", "N", "connections open at once (default 1024)"},
-    [G_CONN_PER_IP] = {NULL, "--conn-per-ip", "N",
-                       "connections open at once from one address (default 128; 0: no limit)"},
-    [G_READ_TIMEOUT] = {NULL, "--read-timeout", "S",
-                        "the most seconds a request's headers and body may take to arrive, "
-                        "however slowly they trickle in (default 30; then 408)"},
-    [G_IDLE_TIMEOUT] = {NULL, "--idle-timeout", "S",
-                        "seconds an idle kept-alive connection stays open (default 10)"},
-    [G_CORS_ORIGINS] = {NULL, "--cors-origins", "LIST",
-                        "origins whose pages may call the API (CORS): a comma list of "
-                        "scheme://host[:port], localhost (a page of localhost, 127.0.0.1 or "
-                        "[::1], any port) or * (default *; localhost with --slot-save-path)"},
-    [G_CORS_METHODS] = {NULL, "--cors-methods", "LIST",
-                        "methods a CORS preflight allows (default GET, POST, DELETE, OPTIONS)"},
-    [G_CORS_HEADERS] = {NULL, "--cors-headers", "LIST",
-                        "request headers a CORS preflight allows; * = the ones it asks for "
-                        "(default *)"},
-    [G_CORS_CREDENTIALS] = {NULL, "--cors-credentials", NULL,
-                            "allow credentials in CORS requests (the default; with "
-                            "--cors-origins * the Origin is then echoed)"},
-    [G_NO_CORS_CREDENTIALS] = {NULL, "--no-cors-credentials", NULL,
-                               "no credentials in CORS requests (with --cors-origins *, "
-                               "Access-Control-Allow-Origin: *)"},
-    [G_PREFIX_STORE] = {NULL, "--prefix-cache-store", "URL",
-                        "a second tier for the prefix cache, shared or lasting: "
-                        "redis://HOST:PORT[/DB] or a folder"},
-    [G_PREFIX_TTL] = {NULL, "--prefix-cache-ttl", "S",
-                      "seconds an entry of the second tier lives (default 86400)"},
-    [G_PREFIX_STORE_MB] =
-        {NULL, "--prefix-cache-store-mb", "N",
-         "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"},
-    [G_MAX_ANSWER_MB] = {NULL, "--max-answer-mb", "N",
-                         "the most MiB of JSON one answer may reach, estimated up front from "
-                         "its prompts, choices, tokens and probabilities (default 64; 0: no "
-                         "limit); a request past it is refused (400)"},
-    [G_QUEUE] = {NULL, "--queue", "N", "requests that may wait for a slot (default 64)"},
-    [G_MAX_TOKENS] = {NULL, "--max-tokens", "N",
-                      "most tokens a request may ask for (default 4096)"},
-    [G_TIMEOUT] = {NULL, "--timeout", "S", "seconds a request may take (default 600)"},
-    [G_PREFIX_MB] = {NULL, "--prefix-cache-mb", "N",
-                     "the prefix state cache's budget in MiB (default 512)"},
-    [G_SRV_N_PREDICT] = {"-n", "--n-predict", "N",
-                         "tokens a request that names no length generates (default: "
-                         "--max-tokens for /completion, 16 for /v1/completions); not a cap"},
-    [G_SRV_CTX] = {"-c", "--ctx-size", "N",
-                   "most tokens (prompt + generated) one sequence may hold; a longer prompt "
-                   "is refused, generation stops there (default 0: no limit; a recurrent "
-                   "state has no window)"},
-    [G_ALIAS] = {"-a", "--alias", "NAME", "the model's name in the API (default: its file's name)"},
-    [G_NO_SLOTS] = {NULL, "--no-slots", NULL, "GET /slots answers 501"},
-    [G_NO_WEBUI] = {NULL, "--no-webui", NULL,
-                    "no web page at / (chat and playground in the browser): / answers 404"},
-    [G_SLOT_SAVE_PATH] = {NULL, "--slot-save-path", "DIR",
-                          "directory of POST /slots/{id}?action=save|restore files (default: "
-                          "none, those actions answer 501)"},
-    [G_CHAT_TEMPLATE] = {NULL, "--chat-template", "NAME",
-                         "chat template: a builtin name (chatml, llama3, gemma, ...) or a "
-                         "template's text; default the model's, else chatml"},
-    [G_SYSTEM_PROMPT] = {"-sys", "--system-prompt", "TEXT",
-                         "a system message that starts the conversation"},
-    [G_GRAMMAR] = {NULL, "--grammar", "GBNF",
-                   "constrain the output to a GBNF grammar (llama.cpp's syntax; rule root)"},
-    [G_GRAMMAR_FILE] = {NULL, "--grammar-file", "FILE", "the GBNF grammar from FILE"},
-    [G_JSON_SCHEMA] = {NULL, "--json-schema", "JSON",
-                       "constrain the output to JSON that matches the schema"},
-};
+#define RUN        GEN_RUN
+#define CHAT       GEN_CHAT
+#define PAR        GEN_PARALLEL
+#define PPL        GEN_PERPLEXITY
+#define SERVE      GEN_SERVE
+#define GEN(field) IN_GEN, offsetof(struct gen_opts, field)
+#define SRV(field) IN_SERVE, offsetof(struct serve_opts, field)
+#define SAMPLE     (RUN | CHAT | PAR)
+/* a row without a count (FLAG_LIST) or a mark */
+#define ROW(s, l, arg, progs, kind, where, min, max, help)                                         \
+    { s, l, arg, progs, kind, where, min, max, help, 0, false }
 
-static void print_usage(FILE *out, const char *cmd, uint64_t accepted, const char *summary) {
+/* Every flag of the model-running programs, in the order --help lists them. */
+static const struct flag flags[] = {
+    ROW("-m", "--model", "FILE", RUN | CHAT | PAR | PPL | SERVE, FLAG_TEXT, GEN(model), 0, 0,
+        "model file (GGUF); default $RECUR_MODEL, else the model shipped with recur"),
+    ROW("-p", "--prompt", "TEXT", RUN | PAR, FLAG_TEXT, GEN(prompt), 0, 0, "prompt text"),
+    ROW("-f", "--file", "FILE", RUN | PAR | PPL, FLAG_TEXT, GEN(prompt_file), 0, 0,
+        "read the prompt from FILE"),
+    ROW("-n", "--n-predict", "N", SAMPLE, FLAG_I32, GEN(n_predict), 0, INT32_MAX,
+        "tokens to generate (default 64)"),
+    ROW("-t", "--threads", "N", RUN | CHAT | PAR | PPL | SERVE, FLAG_I32, GEN(n_threads), 1, 1024,
+        "threads (default: the CPUs online, at most 16)"),
+    ROW("-b", "--batch-size", "N", SAMPLE | SERVE, FLAG_U32, GEN(n_batch), 1, 1 << 24,
+        "most tokens per decode call (default 2048)"),
+    ROW("-ub", "--ubatch-size", "N", SAMPLE | PPL | SERVE, FLAG_U32, GEN(n_ubatch), 1, 1 << 24,
+        "most tokens computed at once (default 512)"),
+    ROW(NULL, "--temp", "T", SAMPLE, FLAG_F32, GEN(sampling.temp), 0, 100,
+        "temperature; 0 = greedy (default 0.8)"),
+    ROW(NULL, "--top-k", "K", SAMPLE, FLAG_I32, GEN(sampling.top_k), 0, INT32_MAX,
+        "keep the K most likely tokens; 0 = all (default 40)"),
+    ROW(NULL, "--top-p", "P", SAMPLE, FLAG_F32, GEN(sampling.top_p), 0, 1,
+        "keep the most likely tokens up to mass P (default 0.95)"),
+    ROW(NULL, "--min-p", "P", SAMPLE, FLAG_F32, GEN(sampling.min_p), 0, 1,
+        "drop tokens below P x the best (default 0.05)"),
+    ROW("-s", "--seed", "S", SAMPLE, FLAG_SEED, GEN(sampling.seed), 0, 0,
+        "sampling seed (default 0)"),
+    ROW(NULL, "--repeat-penalty", "F", SAMPLE, FLAG_F32, GEN(sampling.penalty_repeat), 0, 100,
+        "repetition penalty (default 1.0 = off)"),
+    ROW(NULL, "--repeat-last-n", "N", SAMPLE, FLAG_I32, GEN(sampling.penalty_last_n), 0, 1 << 20,
+        "tokens the penalties look back (default 64)"),
+    ROW(NULL, "--frequency-penalty", "F", SAMPLE, FLAG_F32, GEN(sampling.penalty_freq), -100, 100,
+        "frequency penalty (default 0)"),
+    ROW(NULL, "--presence-penalty", "F", SAMPLE, FLAG_F32, GEN(sampling.penalty_present), -100, 100,
+        "presence penalty (default 0)"),
+    ROW(NULL, "--state-in", "FILE", RUN, FLAG_TEXT, GEN(state_in), 0, 0,
+        "start from a saved state; prompt tokens it holds are not decoded again"),
+    ROW(NULL, "--state-out", "FILE", RUN, FLAG_TEXT, GEN(state_out), 0, 0,
+        "save the state (and its tokens) at the end"),
+    {"-np", "--parallel", "N", PAR | PPL | SERVE, FLAG_I32, GEN(n_parallel), 1, 4096,
+     "sequences run at once (default 8; serve: 16)", 0, true},
+    ROW("-c", "--ctx-size", "N", PPL, FLAG_I32, GEN(n_ctx), 2, 1 << 20,
+        "tokens per evaluation window (default 256)"),
+    ROW(NULL, "--chunks", "N", PPL, FLAG_I32, GEN(n_chunks), 1, INT32_MAX,
+        "evaluate only the first N windows (default: all)"),
+    ROW(NULL, "--prompt-cache", "FILE", RUN | PAR, FLAG_TEXT, GEN(prompt_cache), 0, 0,
+        "keep prompt states in FILE across runs: a prompt that begins as an earlier one (or its "
+        "reply) decodes only the rest"),
+    ROW(NULL, "--prompt-cache-mb", "N", RUN | PAR, FLAG_I32, GEN(cache_mb), 1, 1 << 20,
+        "the prompt cache's budget (default 512)"),
+    ROW(NULL, "--lookup", "N", RUN, FLAG_I32, GEN(lookup), 1, 64,
+        "draft up to N tokens from the text so far and verify them in one batch (same output, "
+        "fewer steps on repetitive text)"),
+    {NULL, "--host", "ADDR", SERVE, FLAG_LIST, SRV(hosts), 0, GEN_MAX_HOSTS,
+     "address to listen on, IPv4 or IPv6; repeat to listen on several (default 127.0.0.1)",
+     offsetof(struct serve_opts, n_hosts), false},
+    ROW(NULL, "--port", "N", SERVE, FLAG_I32, SRV(port), 0, 65535,
+        "port to listen on (default 8080; 0: any free port)"),
+    {NULL, "--api-key", "KEY", SERVE, FLAG_LIST, SRV(api_keys), 0, GEN_MAX_KEYS,
+     "require \"Authorization: Bearer KEY\" or \"X-Api-Key: KEY\"; repeat for several keys, "
+     "each with its own prompt cache and slot files",
+     offsetof(struct serve_opts, n_api_keys), false},
+    ROW(NULL, "--queue", "N", SERVE, FLAG_I32, SRV(queue_max), 0, 1 << 20,
+        "requests that may wait for a slot (default 64)"),
+    ROW(NULL, "--max-tokens", "N", SERVE, FLAG_I32, SRV(max_tokens), 1, 1 << 24,
+        "most tokens a request may ask for (default 4096)"),
+    ROW(NULL, "--timeout", "S", SERVE, FLAG_SECONDS, SRV(timeout_s), 1, 86400,
+        "seconds a request may take (default 600)"),
+    ROW(NULL, "--prefix-cache-mb", "N", SERVE, FLAG_I32, GEN(cache_mb), 1, 1 << 20,
+        "the prefix state cache's budget in MiB (default 512)"),
+    ROW("-n", "--n-predict", "N", SERVE, FLAG_I32, SRV(n_predict), -1, 1 << 24,
+        "tokens a request that names no length generates (default: --max-tokens for "
+        "/completion, 16 for /v1/completions); not a cap"),
+    ROW("-c", "--ctx-size", "N", SERVE, FLAG_I32, SRV(n_ctx), 0, INT32_MAX,
+        "most tokens (prompt + generated) one sequence may hold; a longer prompt is refused, "
+        "generation stops there (default 0: no limit; a recurrent state has no window)"),
+    ROW("-a", "--alias", "NAME", SERVE, FLAG_NAME, SRV(alias), 0, 0,
+        "the model's name in the API (default: its file's name)"),
+    ROW(NULL, "--no-slots", NULL, SERVE, FLAG_ON, SRV(no_slots), 0, 0, "GET /slots answers 501"),
+    ROW(NULL, "--no-webui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,
+        "no web page at / (chat and playground in the browser): / answers 404"),
+    ROW(NULL, "--slot-save-path", "DIR", SERVE, FLAG_NAME, SRV(slot_save_path), 0, 0,
+        "directory of POST /slots/{id}?action=save|restore files (default: none, those actions "
+        "answer 501)"),
+    ROW(NULL, "--chat-template", "NAME", CHAT | SERVE, FLAG_NAME, GEN(chat_template), 0, 0,
+        "chat template: a builtin name (chatml, llama3, gemma, ...) or a template's text; default "
+        "the model's, else chatml"),
+    ROW("-sys", "--system-prompt", "TEXT", CHAT, FLAG_TEXT, GEN(system_prompt), 0, 0,
+        "a system message that starts the conversation"),
+    ROW(NULL, "--grammar", "GBNF", RUN | CHAT, FLAG_TEXT, GEN(grammar), 0, 0,
+        "constrain the output to a GBNF grammar (llama.cpp's syntax; rule root)"),
+    ROW(NULL, "--grammar-file", "FILE", RUN | CHAT, FLAG_TEXT, GEN(grammar_file), 0, 0,
+        "the GBNF grammar from FILE"),
+    ROW(NULL, "--json-schema", "JSON", RUN | CHAT, FLAG_TEXT, GEN(json_schema), 0, 0,
+        "constrain the output to JSON that matches the schema"),
+    ROW(NULL, "--no-mmap", NULL, RUN | CHAT | PAR | PPL | SERVE, FLAG_ON, GEN(no_mmap), 0, 0,
+        "read the weights into memory instead of mapping the file (then replacing the file under "
+        "a running process is harmless)"),
+    ROW(NULL, "--mlock", NULL, RUN | CHAT | PAR | PPL | SERVE, FLAG_ON, GEN(mlock), 0, 0,
+        "lock the weights in memory (no paging out)"),
+    ROW(NULL, "--api-key-file", "FILE", SERVE, FLAG_TEXT, SRV(api_key_file), 0, 0,
+        "API keys from FILE, one per line (beside any --api-key)"),
+    ROW(NULL, "--threads-http", "N", SERVE, FLAG_I32, SRV(threads_http), 1, 64,
+        "event-loop threads serving the connections (default 4)"),
+    ROW(NULL, "--conn-max", "N", SERVE, FLAG_I32, SRV(conn_max), 1, 1 << 20,
+        "connections open at once (default 1024)"),
+    ROW(NULL, "--conn-per-ip", "N", SERVE, FLAG_I32, SRV(conn_per_ip), 0, 1 << 20,
+        "connections open at once from one address (default 128; 0: no limit)"),
+    ROW(NULL, "--read-timeout", "S", SERVE, FLAG_SECONDS, SRV(read_s), 1, 86400,
+        "the most seconds a request's headers and body may take to arrive, however slowly they "
+        "trickle in (default 30; then 408)"),
+    ROW(NULL, "--idle-timeout", "S", SERVE, FLAG_SECONDS, SRV(idle_s), 1, 86400,
+        "seconds an idle kept-alive connection stays open (default 10)"),
+    /* checked by recur serve, which says what is wrong */
+    ROW(NULL, "--cors-origins", "LIST", SERVE, FLAG_TEXT, SRV(cors_origins), 0, 0,
+        "origins whose pages may call the API (CORS): a comma list of scheme://host[:port], "
+        "localhost (a page of localhost, 127.0.0.1 or [::1], any port) or * (default *; localhost "
+        "with --slot-save-path)"),
+    ROW(NULL, "--cors-methods", "LIST", SERVE, FLAG_TEXT, SRV(cors_methods), 0, 0,
+        "methods a CORS preflight allows (default GET, POST, DELETE, OPTIONS)"),
+    ROW(NULL, "--cors-headers", "LIST", SERVE, FLAG_TEXT, SRV(cors_headers), 0, 0,
+        "request headers a CORS preflight allows; * = the ones it asks for (default *)"),
+    ROW(NULL, "--cors-credentials", NULL, SERVE, FLAG_OFF, SRV(no_cors_credentials), 0, 0,
+        "allow credentials in CORS requests (the default; with --cors-origins * the Origin is then "
+        "echoed)"),
+    ROW(NULL, "--no-cors-credentials", NULL, SERVE, FLAG_ON, SRV(no_cors_credentials), 0, 0,
+        "no credentials in CORS requests (with --cors-origins *, Access-Control-Allow-Origin: *)"),
+    ROW(NULL, "--prefix-cache-store", "URL", RUN | CHAT | SERVE, FLAG_NAME, GEN(prefix_store), 0, 0,
+        "a second tier for the prefix cache, shared or lasting: redis://HOST:PORT[/DB] or a "
+        "folder"),
+    ROW(NULL, "--prefix-cache-ttl", "S", RUN | CHAT | SERVE, FLAG_I64, GEN(prefix_ttl_s), 1,
+        365L * 86400, "seconds an entry of the second tier lives (default 86400)"),
+    ROW(NULL, "--prefix-cache-store-mb", "N", RUN | CHAT | SERVE, FLAG_I64, GEN(prefix_store_mb), 1,
+        1L << 30, "a folder tier's budget in MiB (default 4096; for Redis, its maxmemory)"),
+    ROW(NULL, "--max-answer-mb", "N", SERVE, FLAG_I64, SRV(max_answer_mb), 0, 1L << 30,
+        "the most MiB of JSON one answer may reach, estimated up front from its prompts, choices, "
+        "tokens and probabilities (default 64; 0: no limit); a request past it is refused (400)"),
+};
+#define N_FLAGS (sizeof flags / sizeof flags[0])
+
+static void print_usage(FILE *out, const char *cmd, unsigned program, const char *summary) {
     fprintf(out, "usage: recur %s [FLAGS]\n%s\n\nflags:\n", cmd, summary);
-    for (int f = 0; f < G_COUNT; f++) {
-        if (!(accepted & GBIT(f))) continue;
+    for (size_t f = 0; f < N_FLAGS; f++) {
+        if (!(flags[f].programs & program)) continue;
         char names[64];
-        snprintf(names, sizeof names, "%s%s%s %s", specs[f].short_name ? specs[f].short_name : "",
-                 specs[f].short_name ? ", " : "", specs[f].long_name,
-                 specs[f].arg ? specs[f].arg : "");
-        fprintf(out, "  %-28s %s\n", names, specs[f].help);
+        snprintf(names, sizeof names, "%s%s%s %s", flags[f].short_name ? flags[f].short_name : "",
+                 flags[f].short_name ? ", " : "", flags[f].long_name,
+                 flags[f].arg ? flags[f].arg : "");
+        fprintf(out, "  %-28s %s\n", names, flags[f].help);
     }
     fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
 }
 
-static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
-                       ...) TOOL_PRINTF(4, 5);
-static int usage_error(const char *cmd, uint64_t accepted, const char *summary, const char *fmt,
+static int usage_error(const char *cmd, unsigned program, const char *summary, const char *fmt, ...)
+    TOOL_PRINTF(4, 5);
+static int usage_error(const char *cmd, unsigned program, const char *summary, const char *fmt,
                        ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -158,7 +220,7 @@ static int usage_error(const char *cmd, uint64_t accepted, const char *summary, 
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n\n");
-    print_usage(stderr, cmd, accepted, summary);
+    print_usage(stderr, cmd, program, summary);
     return TOOL_USAGE;
 }
 
@@ -180,7 +242,66 @@ static bool parse_float(const char *s, float min, float max, float *out) {
     return true;
 }
 
-int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o) {
+/* The row of program's flag named a (its short or long name), NULL when there is none. */
+static const struct flag *find_flag(unsigned program, const char *a) {
+    for (size_t f = 0; f < N_FLAGS; f++)
+        if ((flags[f].programs & program) &&
+            ((flags[f].short_name && strcmp(a, flags[f].short_name) == 0) ||
+             strcmp(a, flags[f].long_name) == 0))
+            return &flags[f];
+    return NULL;
+}
+
+/* Reads v as flag f wants and stores it at dst; false when v is not a valid value. */
+static bool store_value(const struct flag *f, const char *v, char *dst) {
+    long n = 0;
+    float x = 0;
+    switch (f->kind) {
+    case FLAG_ON:
+    case FLAG_OFF:
+        *(bool *)dst = f->kind == FLAG_ON;
+        return true;
+    case FLAG_TEXT:
+        *(const char **)dst = v;
+        return true;
+    case FLAG_NAME:
+        if (v[0] == '\0') return false;
+        *(const char **)dst = v;
+        return true;
+    case FLAG_LIST: {
+        int *count = (int *)(dst - f->at + f->count_at);
+        if (*count >= (int)f->max || v[0] == '\0') return false;
+        ((const char **)dst)[(*count)++] = v;
+        return true;
+    }
+    case FLAG_I32:
+    case FLAG_U32:
+    case FLAG_I64:
+    case FLAG_SECONDS:
+        if (!gen_parse_long(v, (long)f->min, (long)f->max, &n)) return false;
+        if (f->kind == FLAG_I32) *(int32_t *)dst = (int32_t)n;
+        if (f->kind == FLAG_U32) *(uint32_t *)dst = (uint32_t)n;
+        if (f->kind == FLAG_I64) *(int64_t *)dst = n;
+        if (f->kind == FLAG_SECONDS) *(double *)dst = (double)n;
+        return true;
+    case FLAG_F32:
+        if (!parse_float(v, (float)f->min, (float)f->max, &x)) return false;
+        *(float *)dst = x;
+        return true;
+    case FLAG_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long seed = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') return false;
+        *(uint64_t *)dst = seed;
+        return true;
+    }
+    }
+    return false;
+}
+
+int gen_parse(int argc, char **argv, unsigned program, const char *summary, struct gen_opts *o,
+              struct serve_opts *srv) {
     const char *cmd = argv[0];
     memset(o, 0, sizeof *o);
     o->n_predict = 64;
@@ -194,233 +315,52 @@ int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, str
     o->n_ctx = 256;
     o->n_chunks = -1;
     o->cache_mb = 512;
-    o->srv_n_predict = -1;
-    o->port = 8080;
-    o->queue_max = 64;
-    o->max_tokens = 4096;
-    o->max_answer_mb = 64;
-    o->timeout_s = 600;
-    o->threads_http = 4;
-    o->conn_max = 1024;
-    o->conn_per_ip = 128;
-    o->read_s = 30;
-    o->idle_s = 10;
     o->prefix_ttl_s = 86400;
     o->prefix_store_mb = 4096;
     o->sampling = recur_sampler_default_params();
+    if (srv)
+        *srv = (struct serve_opts){.n_predict = -1,
+                                   .port = 8080,
+                                   .queue_max = 64,
+                                   .max_tokens = 4096,
+                                   .max_answer_mb = 64,
+                                   .timeout_s = 600,
+                                   .threads_http = 4,
+                                   .conn_max = 1024,
+                                   .conn_per_ip = 128,
+                                   .read_s = 30,
+                                   .idle_s = 10};
+    else
+        program &= ~(unsigned)GEN_SERVE; /* nowhere to store the server's flags */
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            print_usage(stdout, cmd, accepted, summary);
+            print_usage(stdout, cmd, program, summary);
             return TOOL_OK;
         }
-        int f = 0;
-        while (f < G_COUNT && !((accepted & GBIT(f)) &&
-                                ((specs[f].short_name && strcmp(a, specs[f].short_name) == 0) ||
-                                 strcmp(a, specs[f].long_name) == 0)))
-            f++;
-        if (f == G_COUNT) return usage_error(cmd, accepted, summary, "unknown flag '%s'", a);
-        if (!specs[f].arg) { /* a switch */
-            if (f == G_NO_SLOTS) o->no_slots = true;
-            if (f == G_NO_MMAP) o->no_mmap = true;
-            if (f == G_MLOCK) o->mlock = true;
-            if (f == G_NO_WEBUI) o->no_webui = true;
-            if (f == G_CORS_CREDENTIALS || f == G_NO_CORS_CREDENTIALS)
-                o->no_cors_credentials = f == G_NO_CORS_CREDENTIALS;
+        const struct flag *f = find_flag(program, a);
+        if (!f) return usage_error(cmd, program, summary, "unknown flag '%s'", a);
+        char *dst = (f->in == IN_SERVE ? (char *)srv : (char *)o) + f->at;
+        if (!f->arg) { /* a switch */
+            store_value(f, NULL, dst);
             continue;
         }
         if (i + 1 >= argc)
-            return usage_error(cmd, accepted, summary, "%s needs a value (%s)", a, specs[f].arg);
+            return usage_error(cmd, program, summary, "%s needs a value (%s)", a, f->arg);
         const char *v = argv[++i];
-        long n = 0;
-        float x = 0;
-        bool ok = true;
-        struct recur_sampler_params *sp = &o->sampling;
-        switch ((enum gen_flag)f) {
-        case G_MODEL:
-            o->model = v;
-            break;
-        case G_PROMPT:
-            o->prompt = v;
-            break;
-        case G_FILE:
-            o->prompt_file = v;
-            break;
-        case G_STATE_IN:
-            o->state_in = v;
-            break;
-        case G_STATE_OUT:
-            o->state_out = v;
-            break;
-        case G_PROMPT_CACHE:
-            o->prompt_cache = v;
-            break;
-        case G_PREFIX_MB:
-        case G_CACHE_MB:
-            if ((ok = gen_parse_long(v, 1, 1 << 20, &n))) o->cache_mb = (int32_t)n;
-            break;
-        case G_LOOKUP:
-            if ((ok = gen_parse_long(v, 1, 64, &n))) o->lookup = (int32_t)n;
-            break;
-        case G_HOST:
-            if ((ok = o->n_hosts < GEN_MAX_HOSTS && v[0])) o->hosts[o->n_hosts++] = v;
-            break;
-        case G_SRV_N_PREDICT:
-            if ((ok = gen_parse_long(v, -1, 1 << 24, &n))) o->srv_n_predict = (int32_t)n;
-            break;
-        case G_SRV_CTX:
-            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) o->srv_n_ctx = (int32_t)n;
-            break;
-        case G_ALIAS:
-            if ((ok = v[0] != '\0')) o->alias = v;
-            break;
-        case G_SLOT_SAVE_PATH:
-            if ((ok = v[0] != '\0')) o->slot_save_path = v;
-            break;
-        case G_CHAT_TEMPLATE:
-            if ((ok = v[0] != '\0')) o->chat_template = v;
-            break;
-        case G_NO_SLOTS: /* switches, handled above */
-        case G_NO_WEBUI:
-        case G_CORS_CREDENTIALS:
-        case G_NO_CORS_CREDENTIALS:
-            break;
-        case G_CORS_ORIGINS: /* checked by recur serve, which says what is wrong */
-            o->cors_origins = v;
-            break;
-        case G_CORS_METHODS:
-            o->cors_methods = v;
-            break;
-        case G_CORS_HEADERS:
-            o->cors_headers = v;
-            break;
-        case G_PORT:
-            if ((ok = gen_parse_long(v, 0, 65535, &n))) o->port = (int32_t)n;
-            break;
-        case G_API_KEY:
-            if ((ok = o->n_api_keys < GEN_MAX_KEYS && v[0])) o->api_keys[o->n_api_keys++] = v;
-            break;
-        case G_API_KEY_FILE:
-            o->api_key_file = v;
-            break;
-        case G_THREADS_HTTP:
-            if ((ok = gen_parse_long(v, 1, 64, &n))) o->threads_http = (int32_t)n;
-            break;
-        case G_CONN_MAX:
-            if ((ok = gen_parse_long(v, 1, 1 << 20, &n))) o->conn_max = (int32_t)n;
-            break;
-        case G_CONN_PER_IP:
-            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->conn_per_ip = (int32_t)n;
-            break;
-        case G_READ_TIMEOUT:
-            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->read_s = (double)n;
-            break;
-        case G_IDLE_TIMEOUT:
-            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->idle_s = (double)n;
-            break;
-        case G_PREFIX_STORE:
-            if ((ok = v[0] != '\0')) o->prefix_store = v;
-            break;
-        case G_PREFIX_TTL:
-            if ((ok = gen_parse_long(v, 1, 365L * 86400, &n))) o->prefix_ttl_s = n;
-            break;
-        case G_PREFIX_STORE_MB:
-            if ((ok = gen_parse_long(v, 1, 1L << 30, &n))) o->prefix_store_mb = n;
-            break;
-        case G_NO_MMAP: /* switches, handled above */
-        case G_MLOCK:
-            break;
-        case G_SYSTEM_PROMPT:
-            o->system_prompt = v;
-            break;
-        case G_QUEUE:
-            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) o->queue_max = (int32_t)n;
-            break;
-        case G_MAX_TOKENS:
-            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->max_tokens = (int32_t)n;
-            break;
-        case G_MAX_ANSWER_MB:
-            if ((ok = gen_parse_long(v, 0, 1L << 30, &n))) o->max_answer_mb = n;
-            break;
-        case G_TIMEOUT:
-            if ((ok = gen_parse_long(v, 1, 86400, &n))) o->timeout_s = (double)n;
-            break;
-        case G_N_PREDICT:
-            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) o->n_predict = (int32_t)n;
-            break;
-        case G_THREADS:
-            if ((ok = gen_parse_long(v, 1, 1024, &n))) o->n_threads = (int32_t)n;
-            break;
-        case G_BATCH:
-            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->n_batch = (uint32_t)n;
-            break;
-        case G_UBATCH:
-            if ((ok = gen_parse_long(v, 1, 1 << 24, &n))) o->n_ubatch = (uint32_t)n;
-            break;
-        case G_PARALLEL:
-            if ((ok = gen_parse_long(v, 1, 4096, &n))) o->n_parallel = (int32_t)n;
-            o->n_parallel_given = true;
-            break;
-        case G_CHUNKS:
-            if ((ok = gen_parse_long(v, 1, INT32_MAX, &n))) o->n_chunks = (int32_t)n;
-            break;
-        case G_CTX:
-            if ((ok = gen_parse_long(v, 2, 1 << 20, &n))) o->n_ctx = (int32_t)n;
-            break;
-        case G_TOP_K:
-            if ((ok = gen_parse_long(v, 0, INT32_MAX, &n))) sp->top_k = (int32_t)n;
-            break;
-        case G_REPEAT_LAST_N:
-            if ((ok = gen_parse_long(v, 0, 1 << 20, &n))) sp->penalty_last_n = (int32_t)n;
-            break;
-        case G_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long seed = strtoull(v, &end, 10);
-            if ((ok = !errno && end != v && !*end && v[0] != '-')) sp->seed = seed;
-            break;
-        }
-        case G_TEMP:
-            if ((ok = parse_float(v, 0, 100, &x))) sp->temp = x;
-            break;
-        case G_TOP_P:
-            if ((ok = parse_float(v, 0, 1, &x))) sp->top_p = x;
-            break;
-        case G_MIN_P:
-            if ((ok = parse_float(v, 0, 1, &x))) sp->min_p = x;
-            break;
-        case G_REPEAT_PENALTY:
-            if ((ok = parse_float(v, 0, 100, &x))) sp->penalty_repeat = x;
-            break;
-        case G_FREQ_PENALTY:
-            if ((ok = parse_float(v, -100, 100, &x))) sp->penalty_freq = x;
-            break;
-        case G_PRESENCE_PENALTY:
-            if ((ok = parse_float(v, -100, 100, &x))) sp->penalty_present = x;
-            break;
-        case G_GRAMMAR:
-            o->grammar = v;
-            break;
-        case G_GRAMMAR_FILE:
-            o->grammar_file = v;
-            break;
-        case G_JSON_SCHEMA:
-            o->json_schema = v;
-            break;
-        case G_COUNT:
-            break;
-        }
-        if (!ok) return usage_error(cmd, accepted, summary, "%s: '%s' is not a valid value", a, v);
+        if (f->marks) o->n_parallel_given = true;
+        if (!store_value(f, v, dst))
+            return usage_error(cmd, program, summary, "%s: '%s' is not a valid value", a, v);
     }
     if (!o->model) o->model = gen_default_model(o->model_buf);
-    if ((accepted & GBIT(G_PROMPT)) && !o->prompt == !o->prompt_file)
-        return usage_error(cmd, accepted, summary, "give the prompt with -p or -f (one of them)");
+    if (find_flag(program, "--prompt") && !o->prompt == !o->prompt_file)
+        return usage_error(cmd, program, summary, "give the prompt with -p or -f (one of them)");
     if ((o->grammar != NULL) + (o->grammar_file != NULL) + (o->json_schema != NULL) > 1)
-        return usage_error(cmd, accepted, summary,
+        return usage_error(cmd, program, summary,
                            "give at most one of --grammar, --grammar-file and --json-schema");
     if (o->n_ubatch > o->n_batch)
-        return usage_error(cmd, accepted, summary, "--ubatch-size must not exceed --batch-size");
+        return usage_error(cmd, program, summary, "--ubatch-size must not exceed --batch-size");
     return -1;
 }
 

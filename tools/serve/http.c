@@ -121,7 +121,7 @@ void serve_cors_free(struct serve_cors *c) {
 
 /* The policy of the flags (with --slot-save-path the origins default to localhost, as
  * llama-server's do beside its APIs that write files); false with a message on a bad value. */
-bool serve_cors_init(struct serve_cors *c, const struct gen_opts *o) {
+bool serve_cors_init(struct serve_cors *c, const struct serve_opts *o) {
     memset(c, 0, sizeof *c);
     c->credentials = !o->no_cors_credentials;
     const char *origins = o->cors_origins ? o->cors_origins : o->slot_save_path ? "localhost" : "*";

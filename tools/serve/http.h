@@ -26,7 +26,7 @@ struct serve_cors {
 /* The policy of the flags in o (with --slot-save-path the origins default to localhost, as
  * llama-server's do beside its APIs that write files); false with a message on stderr naming
  * the flag and the bad value. Free with serve_cors_free. */
-bool serve_cors_init(struct serve_cors *c, const struct gen_opts *o);
+bool serve_cors_init(struct serve_cors *c, const struct serve_opts *o);
 void serve_cors_free(struct serve_cors *c);
 /* Decides the request's CORS headers from its Origin and keeps them with the request, where
  * serve_cors_headers (api.h) finds them for every answer; without memory for that, none
