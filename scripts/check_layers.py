@@ -231,7 +231,9 @@ def main(argv):
     for e in errors:
         print(e)
     if errors:
-        print(f"check_layers: {len(errors)} breaches of the layer order (docs/architecture.md)")
+        n = len(errors)
+        print(f"check_layers: {n} breach{'es' if n != 1 else ''} of the layer order"
+              " (docs/architecture.md)")
         return 1
     print("check_layers: every include goes down the layer order; no test compiles a source")
     return 0
