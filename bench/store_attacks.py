@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""recur serve's latency while its prefix cache's second tier (tools/store.c) misbehaves, for
+"""recur serve's latency while its prefix cache's second tier (tools/store/store.c) misbehaves, for
 bench/RESULTS.md.
 
     python3 bench/store_attacks.py --recur build-test/tools/recur [--model M] [--seconds 10]

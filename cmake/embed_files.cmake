@@ -1,5 +1,5 @@
 # Writes a C source that holds files as byte arrays, so that a program carries them inside
-# its binary (recur serve's web page: tools/webui/). Run as a script at build time:
+# its binary (recur serve's web page: tools/serve/webui/). Run as a script at build time:
 #   cmake -DOUT=assets.c -DHEADER=webui_assets.h -DDIR=dir -DFILES="a.html;b.js" -P embed_files.cmake
 # Each file becomes {"name", bytes, size} in a table `webui_assets` (webui_assets.h declares
 # it), ended by a {NULL} row. Plain CMake (file(READ ... HEX)), so the build needs no xxd.

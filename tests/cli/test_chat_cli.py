@@ -266,7 +266,7 @@ check("template chatml (--chat-template)" in err and
 
 
 # ---- Ctrl-C in a pseudo-terminal ---------------------------------------------------------
-# tools/chat.c: a SIGINT during a reply ends the reply and the chat prompts again; a second one
+# tools/cli/chat.c: a SIGINT during a reply ends the reply and the chat prompts again; a second one
 # before the reply has ended quits (the loop sees two and stops, no prompt); one at the prompt
 # quits (a newline after "> "). Two Ctrl-Cs typed at once are one pending signal, and a second
 # sent after the first was handled lands on a reply whose end is one token away, so the

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tools/serve.h"
-#include "../../tools/serve_api.h"
+#include "serve.h"
+#include "api.h"
 
 static struct server srv;
 

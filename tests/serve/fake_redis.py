@@ -1,4 +1,4 @@
-"""A fake Redis for the prefix cache's second tier (tools/store.c), python3 standard library
+"""A fake Redis for the prefix cache's second tier (tools/store/store.c), python3 standard library
 only: a socket server on a loopback port that speaks enough RESP for what store.c sends, and
 answers a lookup the way a slow or lying server would (tests/serve/test_serve_store.py,
 bench/store_attacks.py)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""recur serve's large answers (tools/serve_out.c, serve_lazy.c, serve_api.c's estimate):
+"""recur serve's large answers (tools/serve/out.c, serve/lazy.c, serve/api.c's estimate):
 
 - a request whose answer could pass --max-answer-mb (the default, 64 MiB) is refused up front,
   at once, with a 400 that gives the numbers: the issue's 16 choices x 4096 tokens x 100
@@ -29,7 +29,7 @@ from serve_util import Server, check, counts  # noqa: E402
 
 recur, model = sys.argv[1], sys.argv[2]
 
-# the estimate's constants (serve_api.c): a token 48 bytes, a probability entry 96
+# the estimate's constants (serve/api.c): a token 48 bytes, a probability entry 96
 PER_TOKEN = 48 + 101 * 96
 ALLOWED = (64 << 20) // (16 * PER_TOKEN)  # the most tokens 16 choices of 100 probabilities get
 

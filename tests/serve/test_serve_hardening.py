@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""recur serve against hostile clients and careless operators (tools/serve.c, serve_conn.c,
-serve_sched.c): each check reproduces a failure the server once had.
+"""recur serve against hostile clients and careless operators (tools/serve/serve.c, serve/conn.c,
+serve/sched.c): each check reproduces a failure the server once had.
 
 - slow clients: 300 connections that trickle header lines do not keep a normal client's
   /health (under a second) or completions from being served; a request that trickles in past

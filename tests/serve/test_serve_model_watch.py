@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""recur serve's watch of its mapped model file compares bytes, not the clock (serve_conn.c):
+"""recur serve's watch of its mapped model file compares bytes, not the clock (serve/conn.c):
 
 - `touch model.gguf` (a new time, no byte changed) keeps the server serving, and it says so;
   it used to stop with "written in place" and cut off the requests in flight;

@@ -1,5 +1,5 @@
 /*
- * recur serve's decode loop (tools/serve_sched.c) without HTTP: one bad request must fail
+ * recur serve's decode loop (tools/serve/sched.c) without HTTP: one bad request must fail
  * alone, never the unrelated requests decoded in the same batch.
  *
  *  - a prompt token outside the vocabulary (past the HTTP checks, as a bug could let one
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define TEST_LAST_ERROR recur_last_error
-#include "../../tools/serve.h"
+#include "serve.h"
 #include "test.h"
 
 static recur_token poison = -1; /* the decode below refuses batches holding it */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The prefix cache's second tier (--prefix-cache-store, tools/store.c) through recur serve:
+"""The prefix cache's second tier (--prefix-cache-store, tools/store/store.c) through recur serve:
 
 - a folder tier outlives the process: a restarted server's first request restores the
   conversation from it (cached_tokens) and answers what a server without any cache answers;

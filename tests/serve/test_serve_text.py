@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""recur serve and the bytes of request text (tools/serve.c, serve_chat.c, src/vocab):
+"""recur serve and the bytes of request text (tools/serve/serve.c, serve/chat.c, src/vocab):
 
 - a NUL inside a JSON string (the escape \\u0000, or a raw byte) is refused with a 400 naming
   it and its byte, on every endpoint that takes text (prompt, chat message, stop string,

@@ -1,6 +1,6 @@
 /*
- * recur serve's completion requests (see serve_api.h): every field of /v1/completions,
- * /completion and /v1/chat/completions is in its endpoint's table (serve_fields.c); a known
+ * recur serve's completion requests (see api.h): every field of /v1/completions,
+ * /completion and /v1/chat/completions is in its endpoint's table (fields.c); a known
  * field of the wrong type or range is a 400 naming it.
  *
  * Lengths: a request that names none (max_tokens, max_completion_tokens, n_predict) gets the
@@ -9,7 +9,7 @@
  * prompt must leave room for a token, and generation stops at the budget ("length";
  * /completion's truncated).
  *
- * The field tables, logit_bias and samplers are in serve_fields.c.
+ * The field tables, logit_bias and samplers are in fields.c.
  *
  * Prompts: a string, a list of token ids, or (/completion) a mix of ids and strings; a list
  * of those is several prompts, answered together (choices indexed prompt * n + choice, as
@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "serve.h"
-#include "serve_api.h"
+#include "api.h"
 
 bool serve_parse_tokens(struct server *s, const cJSON *arr, const char *what, recur_token **out,
                         int32_t *n, char *msg, size_t msg_len) {
@@ -582,7 +582,7 @@ static cJSON *settings_json(struct server *s, const struct task *t, const struct
 
 /* Refuses r when its answer could pass the server's limit: every choice of every prompt at its
  * full length, with its probabilities (and echo's prompt). The answer is written as it is sent
- * (serve_lazy.c), but the records it is made from are held until then, and a client that asks
+ * (lazy.c), but the records it is made from are held until then, and a client that asks
  * for half a gigabyte of JSON is refused before any of it is computed. */
 static void answer_size_check(struct parse *p, const struct server *s,
                               const struct serve_request *r) {

@@ -1,5 +1,5 @@
 /*
- * recur serve's answers (see serve_api.h): a request's tasks are submitted to the decode loop,
+ * recur serve's answers (see api.h): a request's tasks are submitted to the decode loop,
  * then answered whole (waiting, with the client and the clock watched) or as server-sent
  * events. Shapes:
  *
@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "serve.h"
-#include "serve_api.h"
+#include "api.h"
 
 /* ---- waiting for the decode loop --------------------------------------------------------- */
 

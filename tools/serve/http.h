@@ -1,5 +1,5 @@
 /*
- * recur serve's rules of HTTP (serve_http.c), applied to a request before a handler sees it:
+ * recur serve's rules of HTTP (http.c), applied to a request before a handler sees it:
  * its framing (RFC 9112: a length that only one reading gives), its CORS headers (the --cors-*
  * flags), and the text of its body (UTF-8 without NUL, for cJSON's NUL-terminated strings).
  */
@@ -26,10 +26,10 @@ struct serve_cors {
 /* The policy of the flags in o (with --slot-save-path the origins default to localhost, as
  * llama-server's do beside its APIs that write files); false with a message on stderr naming
  * the flag and the bad value. Free with serve_cors_free. */
-bool serve_cors_init(struct serve_cors *c, const struct gen_opts *o);
+bool serve_cors_init(struct serve_cors *c, const struct serve_opts *o);
 void serve_cors_free(struct serve_cors *c);
 /* Decides the request's CORS headers from its Origin and keeps them with the request, where
- * serve_cors_headers (serve_api.h) finds them for every answer; without memory for that, none
+ * serve_cors_headers (api.h) finds them for every answer; without memory for that, none
  * are sent (the browser refuses). */
 void serve_cors_decide(const struct serve_cors *c, struct MHD_Connection *conn);
 /* A browser's preflight: for an allowed origin, the methods and headers its requests may use. */

@@ -1,7 +1,8 @@
 /*
- * What the model-running subcommands (run, parallel, perplexity) share: one flag table and
- * parser, loading the model and context, reading and tokenising the prompt, decoding a prompt
- * with a progress bar, and timing. Everything here uses only the public API (recur.h).
+ * What the model-running subcommands (run, chat, parallel, perplexity, serve) share: one flag
+ * table and its parser, loading the model and context, reading and tokenising the prompt,
+ * decoding a prompt with a progress bar, and timing. Everything here uses only the public API
+ * (recur.h).
  */
 #ifndef RECUR_TOOLS_COMMON_H
 #define RECUR_TOOLS_COMMON_H
@@ -12,83 +13,22 @@
 
 #include "recur.h"
 
-/* Flags; a subcommand accepts a subset (a bit mask of these). */
-enum gen_flag {
-    G_MODEL,
-    G_PROMPT,
-    G_FILE,
-    G_N_PREDICT,
-    G_THREADS,
-    G_BATCH,
-    G_UBATCH,
-    G_TEMP,
-    G_TOP_K,
-    G_TOP_P,
-    G_MIN_P,
-    G_SEED,
-    G_REPEAT_PENALTY,
-    G_REPEAT_LAST_N,
-    G_FREQ_PENALTY,
-    G_PRESENCE_PENALTY,
-    G_STATE_IN,
-    G_STATE_OUT,
-    G_PARALLEL,
-    G_CTX,
-    G_CHUNKS,
-    G_PROMPT_CACHE,
-    G_CACHE_MB,
-    G_LOOKUP,
-    G_HOST,
-    G_PORT,
-    G_API_KEY,
-    G_QUEUE,
-    G_MAX_TOKENS,
-    G_TIMEOUT,
-    G_PREFIX_MB,
-    /* recur serve's own meanings of -n and -c, and its llama-server flags */
-    G_SRV_N_PREDICT,
-    G_SRV_CTX,
-    G_ALIAS,
-    G_NO_SLOTS,
-    G_NO_WEBUI,
-    G_SLOT_SAVE_PATH,
-    G_CHAT_TEMPLATE,
-    G_SYSTEM_PROMPT,
-    G_GRAMMAR,
-    G_GRAMMAR_FILE,
-    G_JSON_SCHEMA,
-    /* loading the model */
-    G_NO_MMAP,
-    G_MLOCK,
-    /* recur serve's connections and keys */
-    G_API_KEY_FILE,
-    G_THREADS_HTTP,
-    G_CONN_MAX,
-    G_CONN_PER_IP,
-    G_READ_TIMEOUT,
-    G_IDLE_TIMEOUT,
-    /* recur serve's CORS (llama-server's flags) */
-    G_CORS_ORIGINS,
-    G_CORS_METHODS,
-    G_CORS_HEADERS,
-    G_CORS_CREDENTIALS,
-    G_NO_CORS_CREDENTIALS,
-    /* the prefix cache's second tier */
-    G_PREFIX_STORE,
-    G_PREFIX_TTL,
-    G_PREFIX_STORE_MB,
-    /* recur serve's answers */
-    G_MAX_ANSWER_MB,
-    G_COUNT
+/* The programs of the flag table (common.c): each flag names the ones that accept it. */
+enum gen_program {
+    GEN_RUN = 1u << 0,
+    GEN_CHAT = 1u << 1,
+    GEN_PARALLEL = 1u << 2,
+    GEN_PERPLEXITY = 1u << 3,
+    GEN_SERVE = 1u << 4,
 };
 
-#define GBIT(f)       (UINT64_C(1) << (f))
 #define GEN_MAX_HOSTS 8
 #define GEN_MAX_KEYS  16 /* --api-key on the command line; --api-key-file takes any number */
 
 /* Room for the path gen_default_model makes. */
 #define GEN_PATH_MAX 4096
 
+/* What the model-running programs share: the model, its loading, the prompt, sampling. */
 struct gen_opts {
     const char *model;
     char model_buf[GEN_PATH_MAX]; /* holds model when gen_default_model made it */
@@ -104,17 +44,28 @@ struct gen_opts {
     int32_t n_ctx;
     int32_t n_chunks;         /* -1: all */
     const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
-    int32_t cache_mb;         /* its budget */
+    int32_t cache_mb;         /* its budget (recur serve: --prefix-cache-mb) */
     int32_t lookup;           /* draft tokens per step (prompt lookup decoding), 0: off */
     /* structured output: at most one of them */
     const char *grammar;      /* GBNF text (--grammar) */
     const char *grammar_file; /* GBNF file (--grammar-file) */
     const char *json_schema;  /* JSON schema text (--json-schema) */
-    /* recur serve */
+    bool no_mmap, mlock;
+    /* the prefix cache's second tier */
+    const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
+    int64_t prefix_ttl_s;
+    int64_t prefix_store_mb;
+    /* recur chat and recur serve */
+    const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
+    const char *system_prompt; /* -sys TEXT, NULL: none */
+};
+
+/* recur serve's own flags (tools/serve/), here because the flag table stores into them. */
+struct serve_opts {
     const char *hosts[GEN_MAX_HOSTS]; /* --host, repeatable */
     int n_hosts;                      /* 0: 127.0.0.1 */
-    int32_t srv_n_predict;            /* -n: a request's default length, -1: none given */
-    int32_t srv_n_ctx;                /* -c: tokens one sequence may hold, 0: no limit */
+    int32_t n_predict;                /* -n: a request's default length, -1: none given */
+    int32_t n_ctx;                    /* -c: tokens one sequence may hold, 0: no limit */
     const char *alias;
     bool no_slots;
     bool no_webui; /* --no-webui: no page at / */
@@ -123,7 +74,6 @@ struct gen_opts {
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */
     int n_api_keys;
     const char *api_key_file;
-    bool no_mmap, mlock;
     int32_t threads_http; /* event-loop threads of the HTTP side */
     int32_t conn_max;     /* connections at once */
     int32_t conn_per_ip;  /* connections at once from one address, 0: no limit */
@@ -132,21 +82,18 @@ struct gen_opts {
     /* --cors-origins, --cors-methods, --cors-headers as given (NULL: the defaults) */
     const char *cors_origins, *cors_methods, *cors_headers;
     bool no_cors_credentials; /* --no-cors-credentials (the last of the two switches wins) */
-    const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
-    int64_t prefix_ttl_s;
-    int64_t prefix_store_mb;
     int32_t queue_max;
     int32_t max_tokens;
     int64_t max_answer_mb; /* an answer's estimated JSON, in MiB (0: no limit) */
     double timeout_s;
-    /* recur chat and recur serve */
-    const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
-    const char *system_prompt; /* -sys TEXT, NULL: none */
 };
 
-/* Parses argv (argv[0] = the subcommand) into o. Returns -1 to go on, or the exit status to
- * return now (0 after --help, 2 after a usage error, with the message on stderr). */
-int gen_parse(int argc, char **argv, uint64_t accepted, const char *summary, struct gen_opts *o);
+/* Parses argv (argv[0] = the subcommand) with the flag table's rows that program (one of
+ * enum gen_program) accepts, into o and, for GEN_SERVE, srv (NULL for the others). Returns -1
+ * to go on, or the exit status to return now (0 after --help, 2 after a usage error, with the
+ * message and the program's flags on stderr). */
+int gen_parse(int argc, char **argv, unsigned program, const char *summary, struct gen_opts *o,
+              struct serve_opts *srv);
 
 /* The model used without -m: $RECUR_MODEL when set, else the trained model that ships in the
  * source tree, found as models/recur-mamba-fortunes.gguf beside the recur executable (the build

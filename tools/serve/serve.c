@@ -1,13 +1,13 @@
 /*
  * recur serve: an HTTP server (libmicrohttpd) shaped as llama-server, with an OpenAI-shaped and
  * a llama.cpp-shaped completion API, continuous batching and prompt reuse (serve.h,
- * serve_sched.c).
+ * sched.c).
  *
  * Endpoints are rows of one table (path, methods, handler, whether the API key is asked):
- * completions (serve_api.c), models/props/slots/metrics/tokenize/detokenize (serve_meta.c),
- * slot actions (serve_slots.c). Every answer carries the CORS headers the --cors-* flags allow
+ * completions (api.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
+ * slot actions (slots.c). Every answer carries the CORS headers the --cors-* flags allow
  * its Origin; OPTIONS (a browser's preflight) is answered before the API key is looked at; a
- * request whose length could be read two ways is refused before its body (serve_http.c); an
+ * request whose length could be read two ways is refused before its body (http.c); an
  * unknown path is a 404, a known one asked with another method a 405 with Allow. Errors answer
  * {"error": {"message", "type", "code"}} and the server goes on. JSON is parsed and written with
  * cJSON.
@@ -36,10 +36,10 @@
 
 #include "common.h"
 #include "serve.h"
-#include "serve_api.h"
-#include "serve_conn.h"
-#include "serve_endpoints.h"
-#include "serve_http.h"
+#include "api.h"
+#include "conn.h"
+#include "endpoints.h"
+#include "http.h"
 #include "store.h"
 #include "tools.h"
 
@@ -118,7 +118,7 @@ static enum MHD_Result h_input_tokens(struct server *s, struct MHD_Connection *c
 }
 
 static const struct endpoint endpoints[] = {
-    /* the web page (serve_webui.c): open, as the page must load before it can send the key */
+    /* the web page (webui.c): open, as the page must load before it can send the key */
     {"/", false, M_GET, false, false, serve_webui},
     {"/webui/", true, M_GET, false, false, serve_webui},
     {"/health", false, M_GET, false, false, h_health},
@@ -315,17 +315,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 /* ---- main -------------------------------------------------------------------------------- */
 
-#define SERVE_FLAGS                                                                                \
-    (GBIT(G_MODEL) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_PARALLEL) |         \
-     GBIT(G_HOST) | GBIT(G_PORT) | GBIT(G_PREFIX_MB) | GBIT(G_API_KEY) | GBIT(G_QUEUE) |           \
-     GBIT(G_MAX_TOKENS) | GBIT(G_TIMEOUT) | GBIT(G_SRV_N_PREDICT) | GBIT(G_SRV_CTX) |              \
-     GBIT(G_ALIAS) | GBIT(G_NO_SLOTS) | GBIT(G_SLOT_SAVE_PATH) | GBIT(G_CHAT_TEMPLATE) |           \
-     GBIT(G_NO_MMAP) | GBIT(G_MLOCK) | GBIT(G_API_KEY_FILE) | GBIT(G_THREADS_HTTP) |               \
-     GBIT(G_CONN_MAX) | GBIT(G_CONN_PER_IP) | GBIT(G_READ_TIMEOUT) | GBIT(G_IDLE_TIMEOUT) |        \
-     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB) | GBIT(G_NO_WEBUI) |      \
-     GBIT(G_MAX_ANSWER_MB) | GBIT(G_CORS_ORIGINS) | GBIT(G_CORS_METHODS) | GBIT(G_CORS_HEADERS) |  \
-     GBIT(G_CORS_CREDENTIALS) | GBIT(G_NO_CORS_CREDENTIALS))
-
 /* One listening address: --host ADDR, IPv4 or IPv6 (bare or in brackets). */
 struct listener {
     const char *host;
@@ -368,9 +357,9 @@ static void set_port(struct listener *l, unsigned port) {
 
 /* One daemon per address: a pool of --threads-http event-loop threads (epoll), connections
  * suspended while they wait for the decode loop, the connection limits, and the idle timeout;
- * the read deadline and the rest are serve_conn.c's. */
+ * the read deadline and the rest are conn.c's. */
 static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
-                                    const struct gen_opts *o) {
+                                    const struct serve_opts *o) {
     set_port(l, port);
     /* an IPv6 socket takes IPv6 only (MHD sets IPV6_V6ONLY without MHD_USE_DUAL_STACK), so
        that --host :: --host 0.0.0.0 can both be listened on */
@@ -387,7 +376,7 @@ static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsign
 
 /* The keys of --api-key and --api-key-file (one per line; blank lines and lines starting with
  * '#' skipped) into *keys (malloc'd, the file's text in *text); false with a message. */
-static bool load_keys(const struct gen_opts *o, const char ***keys, int *n, char **text) {
+static bool load_keys(const struct serve_opts *o, const char ***keys, int *n, char **text) {
     *keys = NULL;
     *n = 0;
     *text = NULL;
@@ -425,17 +414,18 @@ static bool load_keys(const struct gen_opts *o, const char ***keys, int *n, char
 }
 
 /* The flags' values checked before anything is loaded; false with a message. */
-static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls) {
+static bool check_flags(const struct gen_opts *o, const struct serve_opts *srv, struct listener *ls,
+                        int n_ls) {
     for (int i = 0; i < n_ls; i++)
         if (!parse_host(ls[i].host, &ls[i])) {
             fprintf(stderr, "recur serve: --host %s is not an IPv4 or IPv6 address\n", ls[i].host);
             return false;
         }
-    if (o->srv_n_predict > o->max_tokens) {
+    if (srv->n_predict > srv->max_tokens) {
         fprintf(stderr,
                 "recur serve: -n %d is more than --max-tokens %d (the most a request may ask "
                 "for)\n",
-                o->srv_n_predict, o->max_tokens);
+                srv->n_predict, srv->max_tokens);
         return false;
     }
     if ((int64_t)o->n_batch < o->n_parallel) {
@@ -445,21 +435,21 @@ static bool check_flags(const struct gen_opts *o, struct listener *ls, int n_ls)
                 o->n_batch, o->n_parallel);
         return false;
     }
-    if (o->srv_n_ctx == 1) {
+    if (srv->n_ctx == 1) {
         fprintf(stderr, "recur serve: -c 1 leaves no room for a token after the prompt; use 0 "
                         "(no limit) or 2 and more\n");
         return false;
     }
-    if (o->slot_save_path) {
+    if (srv->slot_save_path) {
         struct stat st;
-        if (stat(o->slot_save_path, &st) != 0) {
-            fprintf(stderr, "recur serve: --slot-save-path %s: %s\n", o->slot_save_path,
+        if (stat(srv->slot_save_path, &st) != 0) {
+            fprintf(stderr, "recur serve: --slot-save-path %s: %s\n", srv->slot_save_path,
                     strerror(errno));
             return false;
         }
         if (!S_ISDIR(st.st_mode)) {
             fprintf(stderr, "recur serve: --slot-save-path %s is not a directory\n",
-                    o->slot_save_path);
+                    srv->slot_save_path);
             return false;
         }
     }
@@ -557,48 +547,49 @@ static void raise_fd_limit(rlim_t want) {
 
 int cmd_serve(int argc, char **argv) {
     struct gen_opts o;
-    int st = gen_parse(argc, argv, SERVE_FLAGS,
+    struct serve_opts srv;
+    int st = gen_parse(argc, argv, GEN_SERVE,
                        "Serves completions over HTTP as llama-server does (OpenAI /v1/completions, "
                        "llama.cpp /completion, /tokenize, /props, /slots, /metrics, ...), "
                        "batching every request of every client in one decode.",
-                       &o);
+                       &o, &srv);
     if (st >= 0) return st;
     if (!o.n_parallel_given) o.n_parallel = 16; /* the server's default: 16 slots */
     struct listener ls[GEN_MAX_HOSTS];
-    const int n_ls = o.n_hosts ? o.n_hosts : 1;
+    const int n_ls = srv.n_hosts ? srv.n_hosts : 1;
     memset(ls, 0, sizeof ls);
-    for (int i = 0; i < n_ls; i++) ls[i].host = o.n_hosts ? o.hosts[i] : "127.0.0.1";
-    if (!check_flags(&o, ls, n_ls)) return TOOL_USAGE;
+    for (int i = 0; i < n_ls; i++) ls[i].host = srv.n_hosts ? srv.hosts[i] : "127.0.0.1";
+    if (!check_flags(&o, &srv, ls, n_ls)) return TOOL_USAGE;
     struct serve_cors cors;
-    if (!serve_cors_init(&cors, &o)) return TOOL_USAGE;
+    if (!serve_cors_init(&cors, &srv)) return TOOL_USAGE;
     struct server s;
     memset(&s, 0, sizeof s);
     s.cors = &cors;
     s.lim = (struct serve_limits){.n_parallel = o.n_parallel,
-                                  .queue_max = o.queue_max,
+                                  .queue_max = srv.queue_max,
                                   .max_prompt = 8192,
-                                  .max_tokens = o.max_tokens,
-                                  .max_answer = (uint64_t)o.max_answer_mb << 20,
+                                  .max_tokens = srv.max_tokens,
+                                  .max_answer = (uint64_t)srv.max_answer_mb << 20,
                                   .max_body = 1u << 20,
-                                  .timeout_s = o.timeout_s,
-                                  .n_predict = o.srv_n_predict,
-                                  .n_ctx = o.srv_n_ctx};
+                                  .timeout_s = srv.timeout_s,
+                                  .n_predict = srv.n_predict,
+                                  .n_ctx = srv.n_ctx};
     s.model_path = o.model;
     const char *slash = strrchr(o.model, '/');
-    s.model_name = o.alias ? o.alias : slash ? slash + 1 : o.model;
+    s.model_name = srv.alias ? srv.alias : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
-    s.slots_endpoint = !o.no_slots;
-    s.webui = !o.no_webui;
-    s.slot_save_path = o.slot_save_path;
-    s.lim.read_s = o.read_s;
+    s.slots_endpoint = !srv.no_slots;
+    s.webui = !srv.no_webui;
+    s.slot_save_path = srv.slot_save_path;
+    s.lim.read_s = srv.read_s;
     const char **keys = NULL;
     char *keys_text = NULL;
-    if (!load_keys(&o, &keys, &s.n_api_keys, &keys_text)) {
+    if (!load_keys(&srv, &keys, &s.n_api_keys, &keys_text)) {
         serve_cors_free(&cors);
         return TOOL_USAGE;
     }
     s.api_keys = keys;
-    raise_fd_limit((rlim_t)o.conn_max * (rlim_t)n_ls + 64);
+    raise_fd_limit((rlim_t)srv.conn_max * (rlim_t)n_ls + 64);
 
     /* signals go to the thread that waits for them, not to the workers */
     sigset_t sigs;
@@ -662,9 +653,9 @@ int cmd_serve(int argc, char **argv) {
     }
     sched_up = true;
     /* the first address takes --port (0: any free one); the others the same port */
-    unsigned port = (unsigned)o.port;
+    unsigned port = (unsigned)srv.port;
     for (; n_up < n_ls; n_up++) {
-        ls[n_up].d = listen_on(&s, &ls[n_up], port, &o);
+        ls[n_up].d = listen_on(&s, &ls[n_up], port, &srv);
         if (!ls[n_up].d) {
             fprintf(stderr, "recur serve: cannot listen on %s:%u (%s)\n", ls[n_up].shown, port,
                     strerror(errno));

@@ -1,5 +1,5 @@
 /*
- * recur serve's field tables (see serve_api.h): every field of /v1/completions, /completion
+ * recur serve's field tables (see api.h): every field of /v1/completions, /completion
  * and /v1/chat/completions is in its endpoint's table, as honoured, as accepted without
  * effect on the output (with why), or as refused unless it has its default value; a field in
  * no table is refused by name. Also the fields with their own grammar: logit_bias,
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "serve.h"
-#include "serve_api.h"
+#include "api.h"
 
 /* ---- the field tables -------------------------------------------------------------------- */
 

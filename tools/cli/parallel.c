@@ -14,13 +14,6 @@
 #include "common.h"
 #include "tools.h"
 
-#define PARALLEL_FLAGS                                                                             \
-    (GBIT(G_MODEL) | GBIT(G_PROMPT) | GBIT(G_FILE) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) |         \
-     GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
-     GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
-     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_PARALLEL) | GBIT(G_PROMPT_CACHE) |   \
-     GBIT(G_CACHE_MB) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK))
-
 struct stream {
     struct recur_sampler *smpl;
     recur_token *out; /* generated tokens */
@@ -45,8 +38,9 @@ static void store_streams(struct recur_context *ctx, const recur_token *prompt, 
 
 int cmd_parallel(int argc, char **argv) {
     struct gen_opts o;
-    int st = gen_parse(argc, argv, PARALLEL_FLAGS,
-                       "Generates several continuations of one prompt in one batch per step.", &o);
+    int st =
+        gen_parse(argc, argv, GEN_PARALLEL,
+                  "Generates several continuations of one prompt in one batch per step.", &o, NULL);
     if (st >= 0) return st;
 
     size_t len;

@@ -30,8 +30,8 @@
 #include <time.h>
 
 #include "serve.h"
-#include "serve_api.h"
-#include "serve_endpoints.h"
+#include "api.h"
+#include "endpoints.h"
 
 enum slot_verb { SLOT_SAVE, SLOT_RESTORE, SLOT_ERASE };
 

@@ -1,5 +1,5 @@
 /*
- * recur serve's rules of HTTP (see serve_http.h): the request's framing, checked in the
+ * recur serve's rules of HTTP (see http.h): the request's framing, checked in the
  * request hook (the access handler's first call, before any body byte is read) because
  * libmicrohttpd 0.9.75 takes the first of two Content-Lengths, keeps white space before a
  * colon in the header's name and appends a folded line to it; the CORS policy of the
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "serve_api.h"
-#include "serve_http.h"
+#include "api.h"
+#include "http.h"
 
 /* What a body's text may not hold, found before it is parsed: JSON is UTF-8 (RFC 8259), and
  * cJSON would take invalid bytes into strings that the tokenizer then reads as U+FFFD; and
@@ -121,7 +121,7 @@ void serve_cors_free(struct serve_cors *c) {
 
 /* The policy of the flags (with --slot-save-path the origins default to localhost, as
  * llama-server's do beside its APIs that write files); false with a message on a bad value. */
-bool serve_cors_init(struct serve_cors *c, const struct gen_opts *o) {
+bool serve_cors_init(struct serve_cors *c, const struct serve_opts *o) {
     memset(c, 0, sizeof *c);
     c->credentials = !o->no_cors_credentials;
     const char *origins = o->cors_origins ? o->cors_origins : o->slot_save_path ? "localhost" : "*";

@@ -202,7 +202,7 @@ static void retire(struct server *s, struct task *t, enum task_state state) {
     }
     for (int i = 0; i < t->n; i++) {
         if (state == TASK_DONE && s->slot_keep)
-            s->slot_keep(s, t, i); /* the slot keeps its conversation (serve_slots.c) */
+            s->slot_keep(s, t, i); /* the slot keeps its conversation (slots.c) */
         else
             recur_memory_seq_rm(mem, t->choice[i].seq, -1, -1);
         s->slot_used[t->choice[i].seq] = false;
@@ -593,7 +593,7 @@ void *serve_sched_main(void *arg) {
     const int32_t n_batch = (int32_t)recur_n_batch(s->ctx);
     struct recur_batch b = w->batch;
     for (;;) {
-        if (s->run_actions) s->run_actions(s); /* POST /slots/{id} (serve_slots.c) */
+        if (s->run_actions) s->run_actions(s); /* POST /slots/{id} (slots.c) */
         pthread_mutex_lock(&s->mu);
         sweep_queue(s);
         /* cancelled tasks go first: their sequences are free for this step */

@@ -1,9 +1,9 @@
 /*
- * recur serve: what the HTTP side (serve.c) and the decode loop (serve_sched.c) share.
+ * recur serve: what the HTTP side (serve.c) and the decode loop (sched.c) share.
  *
  * Threads: libmicrohttpd serves every connection on a small pool of event-loop threads
  * (--threads-http), never a thread per connection, so slow or idle clients cost a socket, not
- * a thread (serve_conn.c). Each request becomes a task, put in a bounded queue. One scheduler
+ * a thread (conn.c). Each request becomes a task, put in a bounded queue. One scheduler
  * thread owns the recur context: every step it admits queued tasks into free sequence slots
  * (restoring the longest cached prefix of their prompt), decodes the prompts of new tasks and
  * the last token of every running one in one batch (continuous batching), samples, and
@@ -34,7 +34,7 @@ struct serve_cors;
 struct MHD_Connection;
 
 /* A connection parked until the decode loop has something for it: the text of a streamed
- * answer, the end of its tasks, a slot action's result (serve_conn.c). While parked the
+ * answer, the end of its tasks, a slot action's result (conn.c). While parked the
  * connection is suspended in libmicrohttpd's event loop, costing no thread. Under server.mu. */
 struct serve_park {
     struct MHD_Connection *conn;
@@ -143,7 +143,7 @@ struct serve_limits {
     int32_t queue_max;   /* waiting tasks; more get 503 */
     int32_t max_prompt;  /* prompt tokens */
     int32_t max_tokens;  /* tokens a request may ask for */
-    uint64_t max_answer; /* an answer's estimated JSON bytes (serve_api.c), 0: no limit */
+    uint64_t max_answer; /* an answer's estimated JSON bytes (api.c), 0: no limit */
     size_t max_body;     /* request bytes */
     double timeout_s;    /* a request that is not done by then fails (504) */
     double read_s;       /* the most seconds a request's headers and body may take to arrive */
@@ -169,7 +169,7 @@ struct serve_metrics {
 };
 
 /* A slot (= a sequence) between tasks keeps the state of its last finished conversation:
- * the tokens it holds are recorded here, for /slots and POST /slots/{id} (serve_slots.c). */
+ * the tokens it holds are recorded here, for /slots and POST /slots/{id} (slots.c). */
 struct serve_slot {
     recur_token *tokens; /* what the sequence's state holds (prompt + generated) */
     int32_t n_tokens, cap;
@@ -177,7 +177,7 @@ struct serve_slot {
     uint64_t tenant; /* whose conversation it holds (the API key's partition, 0: no keys) */
 };
 
-struct slot_action; /* a POST /slots/{id} action waiting for the scheduler (serve_slots.c) */
+struct slot_action; /* a POST /slots/{id} action waiting for the scheduler (slots.c) */
 
 /* The decode loop's own buffers (serve_sched_init): the batch, and per task of a step its
  * rows [base, base + len), its prompt's last row, its choices' sampled tokens. */
@@ -214,13 +214,14 @@ struct server {
     bool *slot_used;      /* [n_parallel] */
     int32_t slots_in_use;
     bool stopping;             /* no new requests; finish the admitted ones */
-    struct serve_park *parked; /* parked connections (serve_conn.c), under mu */
+    struct serve_park *parked; /* parked connections (conn.c), under mu */
     uint64_t next_id;
     struct serve_metrics m;
     double t_start;
 
-    /* slots (serve_slots.c). The scheduler reaches them through these hooks, so that the
-       fuzz target, which links serve_sched.c alone, needs none of it (NULL there). */
+    /* slots (slots.c). The scheduler reaches them through these hooks, so that a program
+       that runs the scheduler without HTTP (the fuzz target, test_serve_sched) needs none of
+       it (NULL there). */
     struct serve_slot *slots;    /* [n_parallel], under mu */
     struct slot_action *actions; /* queued for the scheduler, under mu */
     /* at the top of every scheduler step, mu not held: runs the queued slot actions */
@@ -231,7 +232,7 @@ struct server {
     /* the decode call: recur_decode (a test puts a failing one here to check that one bad
        task fails alone) */
     int32_t (*decode)(struct recur_context *ctx, struct recur_batch batch);
-    struct serve_conns *conns; /* connections and the watcher thread (serve_conn.c) */
+    struct serve_conns *conns; /* connections and the watcher thread (conn.c) */
     struct serve_sched *sched; /* the decode loop's buffers */
     struct store *store;       /* the prefix cache's second tier (store.h), NULL: none */
 };
@@ -240,7 +241,7 @@ struct server {
  * set; false without memory. Before serve_sched_main starts; serve_sched_free after it ends. */
 bool serve_sched_init(struct server *s);
 void serve_sched_free(struct server *s);
-/* The scheduler thread's body (serve_sched.c): returns once s->stopping is set and every
+/* The scheduler thread's body (sched.c): returns once s->stopping is set and every
  * admitted task and slot action has ended (queued tasks are answered 503 then). */
 void *serve_sched_main(void *srv);
 
@@ -252,7 +253,7 @@ void serve_task_release(struct server *s, struct task *t);
 
 double serve_now(void);
 
-/* serve_conn.c. Parks p's connection (s->mu held; called from a libmicrohttpd callback of
+/* conn.c. Parks p's connection (s->mu held; called from a libmicrohttpd callback of
  * that connection, which then returns without an answer): libmicrohttpd calls the handler
  * (or the stream's reader) again once serve_wake resumes it. */
 void serve_park(struct server *s, struct serve_park *p);

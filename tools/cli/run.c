@@ -35,15 +35,6 @@
 #include "common.h"
 #include "tools.h"
 
-#define RUN_FLAGS                                                                                  \
-    (GBIT(G_MODEL) | GBIT(G_PROMPT) | GBIT(G_FILE) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) |         \
-     GBIT(G_BATCH) | GBIT(G_UBATCH) | GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) |               \
-     GBIT(G_MIN_P) | GBIT(G_SEED) | GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) |               \
-     GBIT(G_FREQ_PENALTY) | GBIT(G_PRESENCE_PENALTY) | GBIT(G_STATE_IN) | GBIT(G_STATE_OUT) |      \
-     GBIT(G_PROMPT_CACHE) | GBIT(G_CACHE_MB) | GBIT(G_LOOKUP) | GBIT(G_GRAMMAR) |                  \
-     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK) |                \
-     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB))
-
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of the last g tokens
  * of hist[0..n) (g = 3, 2, 1: the longest that occurs), at most max of them into out. */
 static int32_t find_draft(const recur_token *hist, int32_t n, int32_t max, recur_token *out) {
@@ -115,7 +106,8 @@ static int32_t restore_state(struct recur_context *ctx, const char *path, const 
 
 int cmd_run(int argc, char **argv) {
     struct gen_opts o;
-    int st = gen_parse(argc, argv, RUN_FLAGS, "Generates text from a prompt, streaming it.", &o);
+    int st =
+        gen_parse(argc, argv, GEN_RUN, "Generates text from a prompt, streaming it.", &o, NULL);
     if (st >= 0) return st;
 
     struct recur_model *model;

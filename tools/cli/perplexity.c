@@ -26,10 +26,6 @@
 #include "common.h"
 #include "tools.h"
 
-#define PPL_FLAGS                                                                                  \
-    (GBIT(G_MODEL) | GBIT(G_FILE) | GBIT(G_CTX) | GBIT(G_PARALLEL) | GBIT(G_THREADS) |             \
-     GBIT(G_UBATCH) | GBIT(G_CHUNKS) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK))
-
 /* -log softmax(logits)[target], in double so that a 50k-way sum loses nothing. */
 static double token_nll(const float *logits, int32_t n_vocab, recur_token target) {
     float max = logits[0];
@@ -64,13 +60,13 @@ int cmd_perplexity(int argc, char **argv) {
     args[n_args] = NULL;
     struct gen_opts o;
     int st =
-        gen_parse(n_args, args, PPL_FLAGS,
+        gen_parse(n_args, args, GEN_PERPLEXITY,
                   "Reports the perplexity of a model on a text file (-f) as llama-perplexity\n"
                   "does: windows of -c tokens, each decoded from a zero state (-np at a time),\n"
                   "BOS first when the vocabulary adds it, the second half of each scored.\n"
                   "  --score-all        score every token after each window's first, as the\n"
                   "                     training script (tools/dev/train) does",
-                  &o);
+                  &o, NULL);
     free(args);
     if (st >= 0) return st;
     if (!o.prompt_file) {

@@ -47,14 +47,6 @@
 #include "common.h"
 #include "tools.h"
 
-#define CHAT_FLAGS                                                                                 \
-    (GBIT(G_MODEL) | GBIT(G_N_PREDICT) | GBIT(G_THREADS) | GBIT(G_BATCH) | GBIT(G_UBATCH) |        \
-     GBIT(G_TEMP) | GBIT(G_TOP_K) | GBIT(G_TOP_P) | GBIT(G_MIN_P) | GBIT(G_SEED) |                 \
-     GBIT(G_REPEAT_PENALTY) | GBIT(G_REPEAT_LAST_N) | GBIT(G_FREQ_PENALTY) |                       \
-     GBIT(G_PRESENCE_PENALTY) | GBIT(G_CHAT_TEMPLATE) | GBIT(G_SYSTEM_PROMPT) | GBIT(G_GRAMMAR) |  \
-     GBIT(G_GRAMMAR_FILE) | GBIT(G_JSON_SCHEMA) | GBIT(G_NO_MMAP) | GBIT(G_MLOCK) |                \
-     GBIT(G_PREFIX_STORE) | GBIT(G_PREFIX_TTL) | GBIT(G_PREFIX_STORE_MB))
-
 /* Set by SIGINT: a signal handler can only set a flag, and this program has one main thread. */
 static volatile sig_atomic_t interrupted;
 
@@ -651,11 +643,11 @@ static bool command(struct chat *c, char *line) {
 
 int cmd_chat(int argc, char **argv) {
     struct gen_opts o;
-    int st = gen_parse(argc, argv, CHAT_FLAGS,
+    int st = gen_parse(argc, argv, GEN_CHAT,
                        "Chats with a model in the terminal: each line is a user turn (also from a "
                        "pipe).\nCommands at the prompt: /save FILE, /load FILE, /exit (or EOF). "
                        "Ctrl-C stops a reply;\nat the prompt it quits.",
-                       &o);
+                       &o, NULL);
     if (st >= 0) return st;
     if (o.chat_template && !recur_chat_template_name(o.chat_template)) {
         fprintf(stderr, "recur chat: --chat-template: %s\n", recur_last_error());

@@ -1,5 +1,5 @@
 /*
- * recur serve's connections (serve_conn.c): parking a request while the decode loop works
+ * recur serve's connections (conn.c): parking a request while the decode loop works
  * for it (serve_park / serve_wake, declared in serve.h for the scheduler), the read deadline
  * of every connection, and the watcher thread that enforces deadlines, notices clients that
  * leave while parked, and watches the mapped model file.

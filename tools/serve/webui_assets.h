@@ -1,5 +1,5 @@
 /*
- * The web page's files (tools/webui/), built into recur serve's binary: the build writes a C
+ * The web page's files (tools/serve/webui/), built into recur serve's binary: the build writes a C
  * source with their bytes (cmake/embed_files.cmake), so the page needs no files beside the
  * binary and no network.
  */
@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 struct webui_asset {
-    const char *name; /* the file's name in tools/webui/: "index.html", "app.js" */
+    const char *name; /* the file's name in tools/serve/webui/: "index.html", "app.js" */
     const unsigned char *data;
     size_t size; /* bytes; data[size] is a 0 beyond them */
 };

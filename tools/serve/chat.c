@@ -1,5 +1,5 @@
 /*
- * recur serve's /v1/chat/completions prompt (see serve_api.h): OpenAI's messages rendered with
+ * recur serve's /v1/chat/completions prompt (see api.h): OpenAI's messages rendered with
  * the chat template into the task's prompt tokens.
  *
  * messages: [{role, content}], role "system", "developer" (OpenAI's newer name for system
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "serve.h"
-#include "serve_api.h"
+#include "api.h"
 
 #define MAX_MESSAGES 4096
 

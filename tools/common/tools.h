@@ -25,23 +25,25 @@ struct tool_command {
 };
 
 /* recur mkmodel, recur setmeta: development commands of the recur-dev program (tools/dev/),
- * run as `recur-dev CMD ARGS` from the folder of the running recur (tools/recur.c). */
+ * run as `recur-dev CMD ARGS` from the folder of the running recur (tools/cli/recur.c). */
 int cmd_dev(int argc, char **argv);
-/* recur bench: prompt and generation speed against the machine's bounds (tools/bench.c). */
+/* recur bench: prompt and generation speed against the machine's bounds (tools/cli/bench.c). */
 int cmd_bench(int argc, char **argv);
-/* recur quantize: a model's weight matrices in another type (tools/quantize.c). */
+/* recur quantize: a model's weight matrices in another type (tools/cli/quantize.c). */
 int cmd_quantize(int argc, char **argv);
-/* recur tokenize: token ids of a text (tools/tokenize.c). */
+/* recur tokenize: token ids of a text (tools/cli/tokenize.c). */
 int cmd_tokenize(int argc, char **argv);
-/* recur run: generate text from a prompt (tools/run.c). */
+/* recur run: generate text from a prompt (tools/cli/run.c). */
 int cmd_run(int argc, char **argv);
-/* recur chat: an interactive chat with the model's chat template (tools/chat.c). */
+/* recur chat: an interactive chat with the model's chat template (tools/cli/chat.c). */
 int cmd_chat(int argc, char **argv);
-/* recur perplexity: a model's perplexity on a text, as llama-perplexity (tools/perplexity.c). */
+/* recur perplexity: a model's perplexity on a text, as llama-perplexity
+ * (tools/cli/perplexity.c). */
 int cmd_perplexity(int argc, char **argv);
-/* recur parallel: several continuations of one prompt in one batch per step (tools/parallel.c). */
+/* recur parallel: several continuations of one prompt in one batch per step
+ * (tools/cli/parallel.c). */
 int cmd_parallel(int argc, char **argv);
-/* recur serve: an HTTP server with continuous batching and prompt reuse (tools/serve.c). */
+/* recur serve: an HTTP server with continuous batching and prompt reuse (tools/serve/serve.c). */
 int cmd_serve(int argc, char **argv);
 
 #endif /* RECUR_TOOLS_H */

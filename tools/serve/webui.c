@@ -1,7 +1,7 @@
 /*
- * recur serve's web page (see serve_endpoints.h): GET / answers index.html, GET /webui/NAME
+ * recur serve's web page (see endpoints.h): GET / answers index.html, GET /webui/NAME
  * the page's other files, all built into the binary (webui_assets.h). The page is plain HTML,
- * CSS and JavaScript from tools/webui/; it talks to the server's own API (chat, /completion,
+ * CSS and JavaScript from tools/serve/webui/; it talks to the server's own API (chat, /completion,
  * /props, ...), so everything it loads comes from this origin, and the headers say so:
  *
  *  - Content-Type by the file's extension, and X-Content-Type-Options: nosniff, so that a
@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "serve.h"
-#include "serve_api.h"
-#include "serve_endpoints.h"
+#include "api.h"
+#include "endpoints.h"
 #include "webui_assets.h"
 
 #define WEBUI_PREFIX "/webui/"

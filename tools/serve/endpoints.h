@@ -1,8 +1,7 @@
 /*
- * recur serve: the endpoints beside the completions (serve_meta.c: models, props, slots,
- * metrics, tokenize, detokenize, apply-template, input_tokens; serve_slots.c: slot save/restore/erase; serve_webui.c: the
- * web page) and the handler
- * shape the dispatch table (serve.c) calls.
+ * recur serve: the endpoints beside the completions (meta.c: models, props, slots,
+ * metrics, tokenize, detokenize, apply-template, input_tokens; slots.c: slot save/restore/erase;
+ * webui.c: the web page) and the handler shape the dispatch table (serve.c) calls.
  */
 #ifndef RECUR_TOOLS_SERVE_ENDPOINTS_H
 #define RECUR_TOOLS_SERVE_ENDPOINTS_H
@@ -64,12 +63,12 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
 enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
                                  const struct serve_req *rq);
 
-/* GET / and /webui/NAME: the web page's files, built into the binary (serve_webui.c); 404
+/* GET / and /webui/NAME: the web page's files, built into the binary (webui.c); 404
  * with --no-webui or for a name that is not one of them. */
 enum MHD_Result serve_webui(struct server *s, struct MHD_Connection *conn,
                             const struct serve_req *rq);
 
-/* POST /slots/{id}?action=save|restore|erase (serve_slots.c). */
+/* POST /slots/{id}?action=save|restore|erase (slots.c). */
 enum MHD_Result serve_slot_action(struct server *s, struct MHD_Connection *conn,
                                   const struct serve_req *rq);
 /* Allocates s->slots and sets the scheduler's hooks; false without memory. */

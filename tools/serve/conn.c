@@ -1,5 +1,5 @@
 /*
- * recur serve's connections (see serve_conn.h): what keeps slow, idle and departed clients
+ * recur serve's connections (see conn.h): what keeps slow, idle and departed clients
  * from costing anything but a socket.
  *
  * libmicrohttpd runs every connection on a few event-loop threads, so nothing here may block
@@ -33,7 +33,7 @@
  * libmicrohttpd callbacks, the watcher walks it), and server.parked, a list of the parked.
  */
 #define _GNU_SOURCE /* POLLRDHUP: the peer closed its end */
-#include "serve_conn.h"
+#include "conn.h"
 
 #include <errno.h>
 #include <microhttpd.h>

@@ -1,5 +1,5 @@
 /*
- * recur serve: answers written as they are sent (see serve_api.h).
+ * recur serve: answers written as they are sent (see api.h).
  *
  * An answer with per-token probabilities is large: 16 choices of 4,096 tokens with 100
  * alternatives each is half a gigabyte of JSON, and as a cJSON tree ten times that. So the
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve_api.h"
+#include "api.h"
 
 #define MARK_LEN 5 /* the byte, then 4 hex digits */
 

@@ -1,12 +1,12 @@
 /*
  * recur serve: the HTTP-facing parts shared by serve.c and the completion endpoints.
  *
- *   serve_api.c   the request fields of /v1/completions, /completion (and what chat shares),
- *                 each checked with a message naming it
- *   serve_fields.c  the table of known fields per endpoint; logit_bias; samplers
- *   serve_chat.c  /v1/chat/completions: messages rendered with the chat template
- *   serve_out.c   waiting for the decode loop; the answers, whole or as server-sent events
- *   serve_lazy.c  the answers' per-token arrays, written as they are sent
+ *   api.c     the request fields of /v1/completions, /completion (and what chat shares),
+ *             each checked with a message naming it
+ *   fields.c  the table of known fields per endpoint; logit_bias; samplers
+ *   chat.c    /v1/chat/completions: messages rendered with the chat template
+ *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
+ *   lazy.c    the answers' per-token arrays, written as they are sent
  */
 #ifndef RECUR_TOOLS_SERVE_API_H
 #define RECUR_TOOLS_SERVE_API_H
@@ -15,7 +15,7 @@
 #include <microhttpd.h>
 
 #include "serve.h"
-#include "serve_endpoints.h"
+#include "endpoints.h"
 
 #define SERVE_MAX_PROMPTS 16 /* prompts in one request (a list answers a list) */
 
@@ -83,7 +83,7 @@ bool serve_parse_completion(struct server *s, const cJSON *body, bool llama, str
  * s->mu must NOT be held. */
 void serve_request_free(struct server *s, struct serve_request *r);
 
-/* ---- shared between serve_api.c and serve_chat.c ---------------------------------------- */
+/* ---- shared between api.c and chat.c ---------------------------------------- */
 
 struct parse {
     const cJSON *body;
@@ -103,23 +103,23 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
  * tokenized. True does not promise it fits: the caller still counts its tokens. */
 bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
                         const char *what);
-/* serve_fields.c: every field of the body is in api's table and refused features are off. */
+/* fields.c: every field of the body is in api's table and refused features are off. */
 void serve_check_fields(struct parse *p, enum task_api api);
-/* serve_fields.c: logit_bias into t->bias (llama: /completion's forms too). */
+/* fields.c: logit_bias into t->bias (llama: /completion's forms too). */
 void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, bool llama);
-/* serve_fields.c: structured output into t->grammar (GBNF text, checked): llama-server's
+/* fields.c: structured output into t->grammar (GBNF text, checked): llama-server's
  * `grammar` (GBNF) or `json_schema`, OpenAI's `response_format` ({"type": "text"},
  * {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": ...}}); at most
  * one of them. */
 void serve_grammar_field(struct parse *p, struct server *s, struct task *t);
-/* serve_fields.c: llama-server's samplers list, as changes to sp. */
+/* fields.c: llama-server's samplers list, as changes to sp. */
 void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);
 
-/* ---- answers written as they are sent (serve_lazy.c) ------------------------------------ */
+/* ---- answers written as they are sent (lazy.c) ------------------------------------ */
 
 #define SERVE_LAZY_MARK '\x01'
 
@@ -173,7 +173,7 @@ struct serve_lazy *serve_lazy_new(char *skel, struct serve_parts *parts);
 ssize_t serve_lazy_read(struct serve_lazy *z, char *buf, size_t max);
 void serve_lazy_free(struct serve_lazy *z); /* NULL is fine */
 
-/* ---- answers (serve_out.c) -------------------------------------------------------------- */
+/* ---- answers (out.c) -------------------------------------------------------------- */
 
 /* Submits r's tasks and answers: streamed, or whole once they end (the connection parked
  * until then, through cont). Takes r over (frees it). A refused submission answers 503. */

@@ -1,5 +1,5 @@
 /*
- * recur serve's informational endpoints, shaped as llama-server's (see serve_endpoints.h):
+ * recur serve's informational endpoints, shaped as llama-server's (see endpoints.h):
  * GET /v1/models (and /models), /props, /slots, /metrics; POST /tokenize, /detokenize,
  * /apply-template, /v1/chat/completions/input_tokens.
  */
@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "serve.h"
-#include "serve_api.h"
-#include "serve_conn.h"
-#include "serve_endpoints.h"
+#include "api.h"
+#include "conn.h"
+#include "endpoints.h"
 #include "store.h"
 
 #ifndef RECUR_VERSION_STRING
