@@ -38,8 +38,8 @@
  *    that returns nothing does nothing. The free functions (recur_model_free, recur_free,
  *    recur_sampler_free) take NULL and do nothing, as free() does. Other pointer arguments
  *    (buffers, outputs) may be NULL only where the function's comment says so.
- *  - Threads: a model may be shared by several contexts and threads (it is read-only once
- *    loaded); one context, and everything it hands out (its memory, logits), is used by one
+ *  - Threads: a model may be shared by several contexts and threads (once loaded it is only
+ *    read, until recur_model_free); one context, and everything it hands out (its memory, logits), is used by one
  *    thread at a time; a sampler likewise. Functions without a handle (recur_chat_*,
  *    recur_json_schema_to_grammar, recur_version, ...) may be called from any thread at any
  *    time, except recur_log_set (see there).
