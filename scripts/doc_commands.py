@@ -23,6 +23,7 @@ a server that did not start) and the block's output.
   scripts/doc_commands.py --recur build/tools/recur [--lib build/librecur.a] [--cc cc]
                           [--cflag F]... [--link F]... [--only FILE] [FILE.md...]
   scripts/doc_commands.py --self-test   (a broken block must fail, a good one pass)
+  scripts/doc_commands.py --check-header include/recur.h   (every declaration has a comment)
 """
 
 import argparse
@@ -219,6 +220,28 @@ class Runner:
         return failures, ran
 
 
+def undocumented(header):
+    """The RECUR_API declarations of header with no comment of their own: none on the line
+    before the declaration and none after it on its last line."""
+    with open(header, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if not lines[i].startswith("RECUR_API"):
+            i += 1
+            continue
+        j = i
+        while ";" not in lines[j]:
+            j += 1
+        name = re.search(r"(recur_\w+)\s*\(", " ".join(lines[i:j + 1]))
+        after = lines[j].split(";", 1)[1]
+        if not ("/*" in after or (i > 0 and lines[i - 1].rstrip().endswith("*/"))):
+            out.append(f"{os.path.relpath(header, ROOT)}:{i + 1}: "
+                       f"{name.group(1) if name else lines[i]} has no comment")
+        i = j + 1
+    return out
+
+
 def doc_files(args):
     if args.files:
         return [os.path.abspath(f) for f in args.files]
@@ -271,10 +294,18 @@ def main():
     ap.add_argument("--cflag", action="append", default=[])
     ap.add_argument("--link", action="append", default=[])
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--check-header", metavar="HEADER",
+                    help="instead: fail when a RECUR_API declaration of HEADER has no comment")
     ap.add_argument("files", nargs="*")
     args = ap.parse_args()
     if args.self_test:
         return self_test(args)
+    if args.check_header:
+        bad = undocumented(args.check_header)
+        for b in bad:
+            print(b)
+        print(f"doc_commands: {len(bad)} declarations of {args.check_header} without a comment")
+        return 1 if bad else 0
     if not args.recur or not os.access(args.recur, os.X_OK):
         print(f"doc_commands: --recur {args.recur} is not an executable", file=sys.stderr)
         return 2
