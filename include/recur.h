@@ -11,8 +11,8 @@
  *    recur_free on it. Strings a function calls static are never freed.
  *  - Errors: a function that fails returns its failure value (below) and sets a thread-local
  *    message that recur_last_error() returns ("model.gguf: tensor blk.3.ssm_in.weight has
- *    shape {768, 3000}, {768, 3072} was expected"). Read it only after a failure: a success may leave an
- *    earlier message in place.
+ *    shape {768, 3000}, {768, 3072} was expected"). Read it only after a failure: a success
+ *    may leave an earlier message in place.
  *  - Return conventions, seven forms:
  *     1. bool: true on success, false on failure (recur_state_save_file); a question's answer
  *        (recur_memory_seq_rm, recur_model_mapping) is false without an error when the answer
@@ -22,12 +22,14 @@
  *     3. pointers: NULL on failure (loads, inits, getters, static strings).
  *     4. counts and sizes: >= 0 on success. size_t byte counts (recur_state_*) are 0 on
  *        failure; int32_t counts are negative on failure (-1, or INT32_MIN where a negative
- *        count means something else), and a text or token function whose output does not fit
- *        returns the negated size it needs (recur_tokenize, recur_detokenize,
- *        recur_token_to_piece). recur_token_to_piece is the one outlier: an invalid token gives
- *        0 with the error set, as llama.cpp's llama_token_to_piece (0 is also the length of an
- *        empty piece, so callers that care check the token id first).
- *     5. tokens and positions: a recur_token / recur_pos, -1 for none or on failure.
+ *        count means something else). A function whose output does not fit returns the
+ *        negated size it needs (recur_tokenize, recur_detokenize, recur_token_to_piece), except
+ *        the chat template functions, which return the whole length as snprintf does.
+ *        recur_token_to_piece is the one outlier: an invalid token gives 0 with the error
+ *        set, as llama.cpp's llama_token_to_piece (0 is also the length of an empty piece, so
+ *        a caller that cares checks the token id first).
+ *     5. tokens, positions, probabilities: a recur_token / recur_pos / float, -1 for none or
+ *        on failure.
  *     6. plain getters of a handle (recur_model_n_vocab, recur_n_batch, ...): the value, 0 on
  *        failure.
  *     7. structs by value: the *_default_params() never fail; recur_batch_init returns a batch
@@ -36,13 +38,14 @@
  *    path where a function needs one is an error, never a crash: the function sets the last
  *    error to "FUNCTION: ARGUMENT is NULL" and returns its failure value (above); a function
  *    that returns nothing does nothing. The free functions (recur_model_free, recur_free,
- *    recur_sampler_free) take NULL and do nothing, as free() does. Other pointer arguments
- *    (buffers, outputs) may be NULL only where the function's comment says so.
+ *    recur_sampler_free, recur_batch_free of a failed init) take NULL and do nothing, as
+ *    free() does. Other pointer arguments (texts, buffers, outputs) may be NULL only where the
+ *    function's comment says so; where it says NULL is an error, the message names them.
  *  - Threads: a model may be shared by several contexts and threads (once loaded it is only
- *    read, until recur_model_free); one context, and everything it hands out (its memory, logits), is used by one
- *    thread at a time; a sampler likewise. Functions without a handle (recur_chat_*,
- *    recur_json_schema_to_grammar, recur_version, ...) may be called from any thread at any
- *    time, except recur_log_set (see there).
+ *    read, until recur_model_free); one context, and everything it hands out (its memory,
+ *    logits), is used by one thread at a time; a sampler likewise. Functions without a handle
+ *    (recur_chat_*, recur_json_schema_to_grammar, recur_version, ...) may be called from any
+ *    thread at any time, except recur_log_set (see there).
  */
 #ifndef RECUR_H
 #define RECUR_H
@@ -333,9 +336,9 @@ RECUR_API int32_t recur_batch_add(struct recur_batch *batch, recur_token token, 
  * Decodes a batch: any mix of sequences and tokens, split into ubatches of equal tokens per
  * sequence, each placed in the state memory and run through the model.
  * Returns 0 on success; 1 when the memory has no room for the batch's sequences (memory
- * unchanged); -1 for an invalid batch (a token id out of range, a sequence id out of range,
- * positions that do not follow, more than n_batch tokens, an empty batch ...; memory
- * unchanged, recur_last_error names the token); < -1 on another failure.
+ * unchanged); -1 for a NULL ctx or an invalid batch (a token id out of range, a sequence id
+ * out of range, positions that do not follow, more than n_batch tokens, an empty batch ...;
+ * memory unchanged, recur_last_error names the token); < -1 on another failure.
  */
 RECUR_API int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch);
 

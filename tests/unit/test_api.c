@@ -173,9 +173,10 @@ static void test_null_samplers(void) {
     plant_other_error();
     CHECK(recur_json_schema_to_grammar(NULL) == NULL);
     CHECK_ERR("schema is NULL");
-    plant_other_error();
-    CHECK(!recur_model_quantize(NULL, "out.gguf", NULL, NULL));
-    CHECK_ERR("in_path");
+    const struct recur_model_quantize_params qp = recur_model_quantize_default_params();
+    EXPECT_FAIL(false, recur_model_quantize, "in_path", NULL, "out.gguf", &qp, NULL);
+    EXPECT_FAIL(false, recur_model_quantize, "out_path", "in.gguf", NULL, &qp, NULL);
+    EXPECT_FAIL(false, recur_model_quantize, "params", "in.gguf", "out.gguf", NULL, NULL);
 }
 
 static void test_version(void) {
