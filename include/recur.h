@@ -8,12 +8,44 @@
  *  - Ownership: every object returned by a *_load / *_init / *_batch_init function is owned by
  *    the caller and freed with its *_free. Pointers returned by getters (logits, embeddings,
  *    the memory handle) are owned by the context and stay valid until the next recur_decode or
- *    recur_free on it.
- *  - Errors: functions that fail return NULL, false, 0 or a negative value as documented, and
- *    set a thread-local message that recur_last_error() returns ("model.gguf: tensor
- *    blk.3.ssm_in.weight has shape {768, 3000}, {768, 3072} was expected").
- *  - Threads: a model may be shared by several contexts; one context is used by one thread at
- *    a time.
+ *    recur_free on it. Strings a function calls static are never freed.
+ *  - Errors: a function that fails returns its failure value (below) and sets a thread-local
+ *    message that recur_last_error() returns ("model.gguf: tensor blk.3.ssm_in.weight has
+ *    shape {768, 3000}, {768, 3072} was expected"). Read it only after a failure: a success
+ *    may leave an earlier message in place.
+ *  - Return conventions, seven forms:
+ *     1. bool: true on success, false on failure (recur_state_save_file); a question's answer
+ *        (recur_memory_seq_rm, recur_model_mapping) is false without an error when the answer
+ *        is no, as each says.
+ *     2. status int32_t: 0 on success, negative on failure (recur_batch_add: -1); recur_decode
+ *        alone also returns 1 (no room: not an error, memory unchanged).
+ *     3. pointers: NULL on failure (loads, inits, getters, static strings).
+ *     4. counts and sizes: >= 0 on success. size_t byte counts (recur_state_*) are 0 on
+ *        failure; int32_t counts are negative on failure (-1, or INT32_MIN where a negative
+ *        count means something else). A function whose output does not fit returns the
+ *        negated size it needs (recur_tokenize, recur_detokenize, recur_token_to_piece), except
+ *        the chat template functions, which return the whole length as snprintf does.
+ *        recur_token_to_piece is the one outlier: an invalid token gives 0 with the error
+ *        set, as llama.cpp's llama_token_to_piece (0 is also the length of an empty piece, so
+ *        a caller that cares checks the token id first).
+ *     5. tokens, positions, probabilities: a recur_token / recur_pos / float, -1 for none or
+ *        on failure.
+ *     6. plain getters of a handle (recur_model_n_vocab, recur_n_batch, ...): the value, 0 on
+ *        failure.
+ *     7. structs by value: the *_default_params() never fail; recur_batch_init returns a batch
+ *        whose pointers are all NULL on failure.
+ *  - NULL arguments: a NULL handle (model, context, memory, sampler, batch pointer) or NULL
+ *    path where a function needs one is an error, never a crash: the function sets the last
+ *    error to "FUNCTION: ARGUMENT is NULL" and returns its failure value (above); a function
+ *    that returns nothing does nothing. The free functions (recur_model_free, recur_free,
+ *    recur_sampler_free, recur_batch_free of a failed init) take NULL and do nothing, as
+ *    free() does. Other pointer arguments (texts, buffers, outputs) may be NULL only where the
+ *    function's comment says so; where it says NULL is an error, the message names them.
+ *  - Threads: a model may be shared by several contexts and threads (once loaded it is only
+ *    read, until recur_model_free); one context, and everything it hands out (its memory,
+ *    logits), is used by one thread at a time; a sampler likewise. Functions without a handle
+ *    (recur_chat_*, recur_json_schema_to_grammar, recur_version, ...) may be called from any
+ *    thread at any time, except recur_log_set (see there).
  */
 #ifndef RECUR_H
 #define RECUR_H
@@ -33,6 +65,14 @@ extern "C" {
 #else
 #define RECUR_API
 #endif
+
+/* The library's version, as the project's (CMakeLists.txt reads it from these lines). */
+#define RECUR_VERSION_MAJOR 0
+#define RECUR_VERSION_MINOR 1
+#define RECUR_VERSION_PATCH 0
+/* "MAJOR.MINOR.PATCH" of the library linked at run time (a static string, never NULL), which
+ * may differ from the RECUR_VERSION_* of the header a program was compiled with. */
+RECUR_API const char *recur_version(void);
 
 typedef int32_t recur_token;
 typedef int32_t recur_pos;
@@ -84,7 +124,9 @@ struct recur_context_params {
     uint64_t prefix_cache_bytes;
 };
 
+/* The defaults written beside each field above; never fail, allocate nothing. */
 RECUR_API struct recur_model_params recur_model_default_params(void);
+/* The defaults written beside each field above; never fail, allocate nothing. */
 RECUR_API struct recur_context_params recur_context_default_params(void);
 
 /* ---- models and contexts ----------------------------------------------------------------- */
@@ -141,6 +183,7 @@ struct recur_model_quantize_stats {
     uint64_t bytes_out;  /* tensor bytes written */
 };
 
+/* ftype q8_0; never fails. */
 RECUR_API struct recur_model_quantize_params recur_model_quantize_default_params(void);
 /*
  * Rewrites the weight matrices of the model file in_path in params->ftype, as llama-quantize
@@ -184,19 +227,31 @@ RECUR_API struct recur_context *recur_init_from_model(struct recur_model *model,
                                                       struct recur_context_params params);
 RECUR_API void recur_free(struct recur_context *ctx); /* NULL is fine */
 
+/* Tokens in the model's vocabulary (the rows of its logits); 0 with the error set for NULL. */
 RECUR_API int32_t recur_model_n_vocab(const struct recur_model *model);
+/* Width of the model's hidden state (recur_get_embeddings_ith's floats); 0 for a vocab_only
+ * model, 0 with the error set for NULL. */
 RECUR_API int32_t recur_model_n_embd(const struct recur_model *model);
+/* Layers of the model; 0 for a vocab_only model, 0 with the error set for NULL. */
 RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
 /* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
- * "rwkv6", "rwkv7"); a static string, never NULL for a loaded model. */
+ * "rwkv6", "rwkv7"); owned by the model, never NULL for a loaded model (NULL with the error
+ * set for a NULL model). */
 RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
+/* The context's parameters as created: n_seq_max, n_batch, n_ubatch; 0 with the error set for
+ * a NULL ctx. */
 RECUR_API uint32_t recur_n_seq_max(const struct recur_context *ctx);
+/* The context's n_batch: the most tokens one recur_decode accepts (0 for a NULL ctx). */
 RECUR_API uint32_t recur_n_batch(const struct recur_context *ctx);
+/* The context's n_ubatch: the most tokens computed at once (0 for a NULL ctx). */
 RECUR_API uint32_t recur_n_ubatch(const struct recur_context *ctx);
+/* The model the context was made from (not owned by the context: the caller frees it after
+ * the context); NULL with the error set for a NULL ctx. */
 RECUR_API const struct recur_model *recur_get_model(const struct recur_context *ctx);
 /* Changes the thread counts of later decode calls (clamped to 1..256). The context's threads
  * are made once, at creation, for the larger of the two counts; asking for more makes a new
- * team, and if threads cannot be had the old team stays and calls use at most its size. */
+ * team, and if threads cannot be had the old team stays and calls use at most its size. Not
+ * while the context is decoding (one thread per context). */
 RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
                                    int32_t n_threads_batch);
 
@@ -217,8 +272,10 @@ struct recur_tensor_info {
 /* The model's tensors, in file order (0 for a vocab_only model); recur_model_tensor fills *info
  * with tensor i and returns true, or returns false with the error set when model or info is
  * NULL or i is not in 0 .. recur_model_n_tensors - 1. For programs that weigh a model's parts
- * (recur bench sets speed against the bytes a token reads). */
+ * (recur bench sets speed against the bytes a token reads). recur_model_n_tensors is 0 with the
+ * error set for a NULL model. */
 RECUR_API int32_t recur_model_n_tensors(const struct recur_model *model);
+/* Tensor i of the model, as described above; info's name is owned by the model. */
 RECUR_API bool recur_model_tensor(const struct recur_model *model, int32_t i,
                                   struct recur_tensor_info *info);
 
@@ -285,6 +342,8 @@ RECUR_API struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, in
 /* A batch over the caller's tokens, all on sequence 0 at the positions that follow what
  * sequence 0 holds, output for the last token only. Nothing is allocated: do not free. */
 RECUR_API struct recur_batch recur_batch_get_one(recur_token *tokens, int32_t n_tokens);
+/* Frees the arrays of a batch made by recur_batch_init (also one whose init failed: its
+ * pointers are NULL). Not for recur_batch_get_one's batches or batches built by hand. */
 RECUR_API void recur_batch_free(struct recur_batch batch);
 /* Appends one token to a batch made by recur_batch_init with token ids (embd == 0), as
  * llama.cpp's common_batch_add: token at position pos on the n_seq_ids sequences seq_ids[..],
@@ -300,19 +359,21 @@ RECUR_API int32_t recur_batch_add(struct recur_batch *batch, recur_token token, 
  * Decodes a batch: any mix of sequences and tokens, split into ubatches of equal tokens per
  * sequence, each placed in the state memory and run through the model.
  * Returns 0 on success; 1 when the memory has no room for the batch's sequences (memory
- * unchanged); -1 for an invalid batch (a token id out of range, a sequence id out of range,
- * positions that do not follow, more than n_batch tokens, an empty batch ...; memory
- * unchanged, recur_last_error names the token); < -1 on another failure.
+ * unchanged); -1 for a NULL ctx or an invalid batch (a token id out of range, a sequence id
+ * out of range, positions that do not follow, more than n_batch tokens, an empty batch ...;
+ * memory unchanged, recur_last_error names the token); < -1 on another failure.
  */
 RECUR_API int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch);
 
 /* The logits (n_vocab floats) of batch token i of the last decode; i < 0 counts outputs from
  * the end (-1: the last output). NULL with the error set when token i asked for none. */
 RECUR_API float *recur_get_logits_ith(struct recur_context *ctx, int32_t i);
-/* All output rows of the last decode, in batch order (n_outputs x n_vocab). */
+/* All output rows of the last decode, in batch order (n_outputs x n_vocab); NULL when the last
+ * decode produced none (or ctx is NULL, with the error set). */
 RECUR_API float *recur_get_logits(struct recur_context *ctx);
 /* The final normalised hidden state (n_embd floats) of batch token i; contexts made with
- * embeddings = true only. */
+ * embeddings = true only (NULL with the error set otherwise). Owned by the context, as the
+ * logits. */
 RECUR_API float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i);
 
 /* ---- the state memory -------------------------------------------------------------------- */
@@ -320,7 +381,9 @@ RECUR_API float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i);
 /* The context's memory (owned by the context). Semantics are llama.cpp's recurrent memory: a
  * sequence's state can only be removed whole; seq_cp shares the state (copy on write). */
 RECUR_API recur_memory_t recur_get_memory(const struct recur_context *ctx);
-/* Forgets every sequence; data: also zero the states. */
+/* Forgets every sequence (and its snapshots); data: also zero the states. Every recur_memory_*
+ * function is used by the context's one thread at a time, and does nothing (false, -1) with
+ * the error set when mem is NULL. */
 RECUR_API void recur_memory_clear(recur_memory_t mem, bool data);
 /* Removes positions [p0, p1) of seq (seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the
  * end). Returns false, changing nothing, when the range would cut a state in the middle.
@@ -334,16 +397,22 @@ RECUR_API bool recur_memory_seq_rm(recur_memory_t mem, recur_seq_id seq, recur_p
 /* Makes dst share src's state (whole: p0, p1 are ignored). */
 RECUR_API void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_seq_id dst,
                                    recur_pos p0, recur_pos p1);
+/* Drops every sequence except seq (seq out of range: drops all); seq's state stays whole. */
 RECUR_API void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq);
 /* Moves the position of seq's state by delta when it lies in [p0, p1) (below 0: dropped). */
 RECUR_API void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, recur_pos delta);
+/* Divides the position of seq's state by d (d <= 1: nothing) when it lies in [p0, p1), as
+ * llama.cpp's recurrent memory does; only the position changes. */
 RECUR_API void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, int d);
 /* pos_max: the position seq's state holds, -1 when none. pos_min: the oldest position seq can
  * be rolled back to (its oldest snapshot), pos_max when no snapshot is kept. */
 RECUR_API recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq);
+/* The position seq's state holds, -1 when none (or mem is NULL, with the error set). */
 RECUR_API recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq);
+/* Whether positions can be moved (recur_memory_seq_add / _div): always true for a recurrent
+ * memory, whose states do not depend on their positions; false with the error set for NULL. */
 RECUR_API bool recur_memory_can_shift(recur_memory_t mem);
 
 /* ---- saving and restoring states --------------------------------------------------------- */
@@ -353,13 +422,18 @@ RECUR_API bool recur_memory_can_shift(recur_memory_t mem);
  * small). set_data: bytes read, 0 on failure: a state from another model or a corrupt one is
  * refused with a message, and the memory is then cleared. */
 RECUR_API size_t recur_state_get_size(struct recur_context *ctx);
+/* Writes the state (get_size bytes) into dst[0 .. size); 0 when it does not fit. */
 RECUR_API size_t recur_state_get_data(struct recur_context *ctx, uint8_t *dst, size_t size);
+/* Reads a state written by recur_state_get_data from src[0 .. size) (see above). */
 RECUR_API size_t recur_state_set_data(struct recur_context *ctx, const uint8_t *src, size_t size);
 /* One sequence's state. set_data puts it into sequence dest (its former state is dropped);
  * on failure (0) dest holds nothing and other sequences are untouched. */
 RECUR_API size_t recur_state_seq_get_size(struct recur_context *ctx, recur_seq_id seq);
+/* Writes seq's state into dst[0 .. size): bytes written, 0 when it does not fit or seq is out
+ * of range. */
 RECUR_API size_t recur_state_seq_get_data(struct recur_context *ctx, uint8_t *dst, size_t size,
                                           recur_seq_id seq);
+/* Reads a state written by recur_state_seq_get_data into dest (see above). */
 RECUR_API size_t recur_state_seq_set_data(struct recur_context *ctx, const uint8_t *src,
                                           size_t size, recur_seq_id dest);
 /* Files: the state with the token list that produced it. load: the tokens go to tokens_out
@@ -373,6 +447,8 @@ RECUR_API size_t recur_state_seq_set_data(struct recur_context *ctx, const uint8
  * when they are regular files: a FIFO is refused at once, never waited on. */
 RECUR_API bool recur_state_save_file(struct recur_context *ctx, const char *path,
                                      const recur_token *tokens, size_t n_tokens);
+/* Loads a file written by recur_state_save_file: the memory as saved (on failure it is
+ * cleared), the tokens as described above. */
 RECUR_API bool recur_state_load_file(struct recur_context *ctx, const char *path,
                                      recur_token *tokens_out, size_t capacity,
                                      size_t *n_tokens_out);
@@ -380,6 +456,8 @@ RECUR_API bool recur_state_load_file(struct recur_context *ctx, const char *path
 RECUR_API size_t recur_state_seq_save_file(struct recur_context *ctx, const char *path,
                                            recur_seq_id seq, const recur_token *tokens,
                                            size_t n_tokens);
+/* Loads a file written by recur_state_seq_save_file into sequence dest (on failure dest holds
+ * nothing; other sequences are untouched): the bytes read, 0 on failure. */
 RECUR_API size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path,
                                            recur_seq_id dest, recur_token *tokens_out,
                                            size_t capacity, size_t *n_tokens_out);
@@ -415,6 +493,7 @@ RECUR_API bool recur_file_check_writable(const char *path);
  */
 RECUR_API int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
                                            const recur_token *tokens, int32_t n_tokens);
+/* restore, as described above. */
 RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
                                              const recur_token *tokens, int32_t n_tokens);
 /* The same within one tenant (store and restore above are tenant 0): entries stored under a
@@ -424,6 +503,7 @@ RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_se
 RECUR_API int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
                                                   recur_seq_id seq, const recur_token *tokens,
                                                   int32_t n_tokens);
+/* restore within tenant, as described above. */
 RECUR_API int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
                                                     recur_seq_id seq, const recur_token *tokens,
                                                     int32_t n_tokens);
@@ -478,6 +558,7 @@ RECUR_API bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
  * and back: load adds the file's entries; a file of another model or a corrupt one is refused
  * and the cache is unchanged. */
 RECUR_API bool recur_prefix_cache_save_file(const struct recur_context *ctx, const char *path);
+/* Adds the entries of a file written by recur_prefix_cache_save_file (see above). */
 RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const char *path);
 
 /* ---- vocabulary -------------------------------------------------------------------------- */
@@ -620,6 +701,7 @@ struct recur_sampler_params {
                                                   caller keeps ownership */
 };
 
+/* The defaults written beside each field above; never fails. */
 RECUR_API struct recur_sampler_params recur_sampler_default_params(void);
 
 /* The chain of llama.cpp's common sampling: logit bias (when n_logit_bias > 0) -> penalties ->
@@ -633,7 +715,7 @@ RECUR_API struct recur_sampler *recur_sampler_chain_default(const struct recur_m
 /* An empty chain. */
 RECUR_API struct recur_sampler *recur_sampler_chain_init(void);
 /* Appends smpl to chain, which takes ownership of it in every case (on failure it is freed).
- * Returns false on allocation failure or when chain is not a chain; when smpl is NULL it
+ * Returns false on allocation failure or when chain is NULL or not a chain; when smpl is NULL it
  * returns false leaving the error of the init that failed, so that
  * `ok = recur_sampler_chain_add(chain, recur_sampler_init_top_k(40))` needs one check. */
 RECUR_API bool recur_sampler_chain_add(struct recur_sampler *chain, struct recur_sampler *smpl);
@@ -690,27 +772,16 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
 RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                            const char *grammar, const char *root);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
- * malloc'd NUL-terminated string the caller frees with free(). The subset (that of llama.cpp's
- * converter and OpenAI's strict mode):
- *  - type: object, array, string, number, integer, boolean, null, or a list of them (then
- *    with no other keyword); without type, it is inferred from properties / items / minLength
- *    and the like, and a schema of annotations only (or true) is any JSON value;
- *  - objects: properties (written in the schema's order; the required ones always, the others
- *    as any ordered subset), required, additionalProperties: false, or, without properties, a
- *    schema for every value (absent or true: any value). With properties, extra properties are
- *    not generated (as llama.cpp, and as strict mode demands), so additionalProperties true or
- *    a schema together with properties is refused;
- *  - arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters), or
- *    pattern: a regex anchored with ^ and $ made of literals, ., [...] and [^...] classes,
- *    \d \w \s, groups (also (?:...)), | and the quantifiers * + ? {m} {m,} {m,n};
- *  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (up to 1e15);
- *  - enum, const (of any JSON values), anyOf, oneOf (as anyOf: exclusivity is not checked),
- *    allOf of one schema, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed);
- *  - annotations, ignored: title, description, $schema, $id, default, examples, $comment.
- * Anything else (format, not, prefixItems, uniqueItems, patternProperties, minimum on a
+ * malloc'd NUL-terminated string the caller frees with free(). The keywords taken are a subset
+ * of those of llama.cpp's json-schema-to-grammar converter, listed in docs/json-schema.md: type,
+ * properties / required / additionalProperties, items / minItems / maxItems, minLength /
+ * maxLength / pattern (a simple anchored regex), integer bounds, enum, const, anyOf, oneOf,
+ * allOf of one schema, $ref into $defs or definitions, and annotations. With properties, extra
+ * properties are never generated. Any other keyword (format, not, prefixItems, minimum on a
  * number, ...) is refused: NULL with the error naming the keyword and where it is ("json
- * schema: at '/properties/a': keyword 'format' is not supported with type string"), as are
- * text that is not JSON or not UTF-8, and schemas nested more than 64 deep. */
+ * schema: at '/properties/a': keyword 'format' is not supported with type string"), as are a
+ * NULL schema, text that is not JSON or not UTF-8, and schemas nested more than 64 deep. Any
+ * thread may call it. */
 RECUR_API char *recur_json_schema_to_grammar(const char *schema);
 
 /* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:
@@ -736,11 +807,13 @@ RECUR_API int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recu
  * before the first sample); -1 with the error set when smpl is NULL. */
 RECUR_API float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token);
 /* Tells the sampler that token was chosen (recur_sampler_sample does it itself): for tokens
- * of the prompt, so that penalties see them. NULL smpl: nothing. */
+ * of the prompt, so that penalties see them. NULL smpl: nothing, with the error set. */
 RECUR_API void recur_sampler_accept(struct recur_sampler *smpl, recur_token token);
-/* Forgets the accepted tokens and reseeds dist samplers with their seed; NULL: nothing. */
+/* Forgets the accepted tokens and reseeds dist samplers with their seed; NULL: nothing, with
+ * the error set. */
 RECUR_API void recur_sampler_reset(struct recur_sampler *smpl);
-/* "greedy", "dist", "temp", "top-k", "top-p", "min-p", "penalties", "logit-bias" or "chain". */
+/* "greedy", "dist", "temp", "top-k", "top-p", "min-p", "penalties", "logit-bias", "grammar" or
+ * "chain" (a static string); NULL with the error set for a NULL smpl. */
 RECUR_API const char *recur_sampler_name(const struct recur_sampler *smpl);
 RECUR_API void recur_sampler_free(struct recur_sampler *smpl); /* NULL is fine */
 

@@ -16,9 +16,10 @@ shift 2
 # with; python3-regex the independent reference of the 'default' pre-tokenizer
 # (tests/ref/gen_vocab_default.py, run by ctest); python3-jsonschema validates the grammar tests'
 # JSON outputs; node and npm the openai client of the server tests; chromium the browser
-# that the web page's test (tests/serve/webui, playwright-core from npm) drives.
+# that the web page's test (tests/serve/webui, playwright-core from npm) drives; curl the
+# server examples of the docs, which the docs' test runs (scripts/doc_commands.py).
 packages=(gcc libc6-dev cmake ninja-build libxxhash-dev libpcre2-dev libmicrohttpd-dev
-    libcjson-dev libhiredis-dev redis-server nginx-light python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema)
+    libcjson-dev libhiredis-dev redis-server nginx-light python3 python3-numpy python3-jinja2 python3-regex python3-jsonschema curl)
 # Node.js may come from elsewhere than Debian (the machines here have it); only when there is
 # none are Debian's packages installed.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

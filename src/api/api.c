@@ -34,6 +34,14 @@ struct recur_context_params recur_context_default_params(void) {
     return p;
 }
 
+#define API_STR_(x) #x
+#define API_STR(x)  API_STR_(x)
+
+const char *recur_version(void) {
+    return API_STR(RECUR_VERSION_MAJOR) "." API_STR(RECUR_VERSION_MINOR) "." API_STR(
+        RECUR_VERSION_PATCH);
+}
+
 const char *recur_last_error(void) {
     return rcore_error_get();
 }
@@ -84,10 +92,7 @@ fail:
 }
 
 struct recur_model *recur_model_load_from_file(const char *path, struct recur_model_params params) {
-    if (!path) {
-        rcore_error_set("model path is NULL");
-        return NULL;
-    }
+    API_NEED(path, NULL);
     struct recur_model *model = calloc(1, sizeof *model);
     if (!model) {
         rcore_error_set("%s: out of memory", path);
@@ -129,8 +134,11 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
 }
 
 bool recur_model_mapping(const struct recur_model *model, const void **addr, size_t *size) {
+    API_NEED(addr, false);
+    API_NEED(size, false);
     *addr = NULL;
     *size = 0;
+    API_NEED(model, false);
     if (!model->m) return false; /* vocab_only: no weights are read from the file */
     const struct rgguf *g = rmodel_gguf(model->m);
     if (!rgguf_is_mapped(g)) return false;
@@ -148,22 +156,27 @@ void recur_model_free(struct recur_model *model) {
 }
 
 int32_t recur_model_n_vocab(const struct recur_model *model) {
+    API_NEED(model, 0);
     return model->m ? rmodel_n_vocab(model->m) : rvocab_n_tokens(model->vocab);
 }
 
 int32_t recur_model_n_embd(const struct recur_model *model) {
+    API_NEED(model, 0);
     return model->m ? rmodel_n_embd(model->m) : 0;
 }
 
 int32_t recur_model_n_layer(const struct recur_model *model) {
+    API_NEED(model, 0);
     return model->m ? rmodel_n_layer(model->m) : 0;
 }
 
 const char *recur_model_arch_name(const struct recur_model *model) {
+    API_NEED(model, NULL);
     return model->m ? rmodel_arch_name(model->m) : model->arch;
 }
 
 uint64_t recur_model_size(const struct recur_model *model) {
+    API_NEED(model, 0);
     uint64_t bytes = 0;
     for (int32_t i = 0; i < recur_model_n_tensors(model); i++)
         bytes += rgguf_tensor(api_model_gguf(model), i)->nbytes;
@@ -171,6 +184,7 @@ uint64_t recur_model_size(const struct recur_model *model) {
 }
 
 uint64_t recur_model_n_params(const struct recur_model *model) {
+    API_NEED(model, 0);
     uint64_t n = 0;
     for (int32_t i = 0; i < recur_model_n_tensors(model); i++) {
         const struct rgguf_tensor *t = rgguf_tensor(api_model_gguf(model), i);
@@ -182,7 +196,8 @@ uint64_t recur_model_n_params(const struct recur_model *model) {
 }
 
 int32_t recur_model_n_tensors(const struct recur_model *model) {
-    if (!model || !model->m) return 0;
+    API_NEED(model, 0);
+    if (!model->m) return 0;
     /* only a file of tens of gigabytes of empty tensors could pass INT32_MAX: such are cut */
     const int64_t n = rgguf_n_tensors(rmodel_gguf(model->m));
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
@@ -190,10 +205,8 @@ int32_t recur_model_n_tensors(const struct recur_model *model) {
 
 bool recur_model_tensor(const struct recur_model *model, int32_t i,
                         struct recur_tensor_info *info) {
-    if (!model || !info) {
-        rcore_error_set("recur_model_tensor: model and info must not be NULL");
-        return false;
-    }
+    API_NEED(model, false);
+    API_NEED(info, false);
     const int32_t n = recur_model_n_tensors(model);
     if (i < 0 || i >= n) {
         rcore_error_set("recur_model_tensor: tensor %d is not in 0 .. %d", i, n - 1);
@@ -209,10 +222,12 @@ bool recur_model_tensor(const struct recur_model *model, int32_t i,
 }
 
 recur_token recur_token_bos(const struct recur_model *model) {
+    API_NEED(model, -1);
     return model->m ? rmodel_token_bos(model->m) : rvocab_bos(model->vocab);
 }
 
 recur_token recur_token_eos(const struct recur_model *model) {
+    API_NEED(model, -1);
     return model->m ? rmodel_token_eos(model->m) : rvocab_eos(model->vocab);
 }
 
@@ -243,10 +258,7 @@ static bool check_context_params(const struct recur_context_params *p) {
 
 struct recur_context *recur_init_from_model(struct recur_model *model,
                                             struct recur_context_params params) {
-    if (!model) {
-        rcore_error_set("model is NULL");
-        return NULL;
-    }
+    API_NEED(model, NULL);
     if (!model->m) {
         rcore_error_set("the model was loaded with vocab_only: it has no weights to decode with");
         return NULL;
@@ -330,30 +342,34 @@ void recur_free(struct recur_context *ctx) {
 }
 
 uint32_t recur_n_seq_max(const struct recur_context *ctx) {
+    API_NEED(ctx, 0);
     return ctx->params.n_seq_max;
 }
 
 uint32_t recur_n_batch(const struct recur_context *ctx) {
+    API_NEED(ctx, 0);
     return ctx->params.n_batch;
 }
 
 uint32_t recur_n_ubatch(const struct recur_context *ctx) {
+    API_NEED(ctx, 0);
     return ctx->params.n_ubatch;
 }
 
 const struct recur_model *recur_get_model(const struct recur_context *ctx) {
+    API_NEED(ctx, NULL);
     return ctx->model;
 }
 
 const char *recur_context_isa(const struct recur_context *ctx) {
+    API_NEED(ctx, NULL);
     return rops_isa_name(ctx->isa);
 }
 
 bool recur_context_probe(struct recur_context *ctx, double *fma_gflops, double *read_gbps) {
-    if (!ctx || !fma_gflops || !read_gbps) {
-        rcore_error_set("recur_context_probe: ctx, fma_gflops and read_gbps must not be NULL");
-        return false;
-    }
+    API_NEED(ctx, false);
+    API_NEED(fma_gflops, false);
+    API_NEED(read_gbps, false);
     /* larger than the caches of the CPUs recur runs on, so the stream comes from memory */
     const size_t n_bytes = (size_t)256 << 20;
     float *buf = malloc(n_bytes);
@@ -372,6 +388,7 @@ bool recur_context_probe(struct recur_context *ctx, double *fma_gflops, double *
 }
 
 void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
+    API_NEED_VOID(ctx);
     n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
     n_threads_batch = n_threads_batch < 1 ? 1 : n_threads_batch > 256 ? 256 : n_threads_batch;
     const int32_t need = n_threads > n_threads_batch ? n_threads : n_threads_batch;
@@ -422,10 +439,8 @@ struct recur_batch recur_batch_init(int32_t n_tokens, int32_t embd, int32_t n_se
 
 int32_t recur_batch_add(struct recur_batch *batch, recur_token token, recur_pos pos,
                         const recur_seq_id *seq_ids, int32_t n_seq_ids, bool logits) {
-    if (!batch || !seq_ids) {
-        rcore_error_set("recur_batch_add: batch and seq_ids must not be NULL");
-        return -1;
-    }
+    API_NEED(batch, -1);
+    API_NEED(seq_ids, -1);
     if (batch->n_tokens_max <= 0 || !batch->token || !batch->pos || !batch->n_seq_id ||
         !batch->seq_id || !batch->logits) {
         rcore_error_set("recur_batch_add: the batch was not made by recur_batch_init for token "
@@ -494,6 +509,7 @@ static bool reserve_outputs(struct recur_context *ctx, int32_t n) {
 }
 
 int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
+    API_NEED(ctx, -1);
     if (batch.n_tokens > (int32_t)ctx->params.n_batch) {
         rcore_error_set("batch has %d tokens, n_batch is %u", batch.n_tokens, ctx->params.n_batch);
         return -1;
@@ -562,15 +578,18 @@ static int32_t output_row(const struct recur_context *ctx, int32_t i) {
 }
 
 float *recur_get_logits_ith(struct recur_context *ctx, int32_t i) {
+    API_NEED(ctx, NULL);
     int32_t r = output_row(ctx, i);
     return r < 0 ? NULL : ctx->logits + (size_t)r * (size_t)rmodel_n_vocab(ctx->model->m);
 }
 
 float *recur_get_logits(struct recur_context *ctx) {
+    API_NEED(ctx, NULL);
     return ctx->n_outputs > 0 ? ctx->logits : NULL;
 }
 
 float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i) {
+    API_NEED(ctx, NULL);
     if (!ctx->params.embeddings) {
         rcore_error_set("the context was made without embeddings");
         return NULL;
@@ -582,43 +601,53 @@ float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i) {
 /* ---- memory ------------------------------------------------------------------------------ */
 
 recur_memory_t recur_get_memory(const struct recur_context *ctx) {
+    API_NEED(ctx, NULL);
     return (recur_memory_t)ctx->mem;
 }
 
 void recur_memory_clear(recur_memory_t mem, bool data) {
+    API_NEED_VOID(mem);
     rmem_clear(api_mem(mem), data);
 }
 
 bool recur_memory_seq_rm(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1) {
+    API_NEED(mem, false);
     return rmem_seq_rm(api_mem(mem), seq, p0, p1);
 }
 
 void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_seq_id dst, recur_pos p0,
                          recur_pos p1) {
+    API_NEED_VOID(mem);
     rmem_seq_cp(api_mem(mem), src, dst, p0, p1);
 }
 
 void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq) {
+    API_NEED_VOID(mem);
     rmem_seq_keep(api_mem(mem), seq);
 }
 
 void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1,
                           recur_pos delta) {
+    API_NEED_VOID(mem);
     rmem_seq_add(api_mem(mem), seq, p0, p1, delta);
 }
 
 void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0, recur_pos p1, int d) {
+    API_NEED_VOID(mem);
     rmem_seq_div(api_mem(mem), seq, p0, p1, d);
 }
 
 recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq) {
+    API_NEED(mem, -1);
     return rmem_seq_pos_min(api_mem(mem), seq);
 }
 
 recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq) {
+    API_NEED(mem, -1);
     return rmem_seq_pos_max(api_mem(mem), seq);
 }
 
 bool recur_memory_can_shift(recur_memory_t mem) {
+    API_NEED(mem, false);
     return rmem_can_shift(api_mem(mem));
 }

@@ -4,6 +4,8 @@
 
 #include "recur.h"
 
+#include "api_arg.h"
+
 #include "../memory/memory.h"
 #include "../model/model.h"
 #include "../pool/pool.h"

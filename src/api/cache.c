@@ -22,8 +22,10 @@
 #define MAGIC_ENTRY 0x45504352u /* "RCPE" */
 #define ENTRY_VERSION 1u
 
-static bool have_cache(const struct recur_context *ctx) {
-    if (ctx && ctx->prefix) return true;
+/* ctx has a prefix cache; fn names the public function for a NULL ctx (api_arg.h) */
+static bool have_cache(const struct recur_context *ctx, const char *fn) {
+    if (!api_arg(ctx, fn, "ctx")) return false;
+    if (ctx->prefix) return true;
     rcore_error_set("the context has no prefix cache (prefix_cache_bytes is 0)");
     return false;
 }
@@ -38,7 +40,7 @@ static bool seq_in_range(const struct recur_context *ctx, recur_seq_id seq) {
 
 bool recur_prefix_cache_set_store(struct recur_context *ctx,
                                   const struct recur_prefix_store *store) {
-    if (!have_cache(ctx)) return false;
+    if (!have_cache(ctx, __func__)) return false;
     if (store)
         ctx->store = *store;
     else
@@ -134,7 +136,7 @@ static bool entry_read(const struct recur_context *ctx, const void *blob, size_t
 int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
                                         recur_seq_id seq, const recur_token *tokens,
                                         int32_t n_tokens) {
-    if (!have_cache(ctx) || !seq_in_range(ctx, seq)) return -1;
+    if (!have_cache(ctx, __func__) || !seq_in_range(ctx, seq)) return -1;
     const int32_t pos = rmem_seq_pos_max(ctx->mem, seq);
     if (!tokens || n_tokens < 1 || n_tokens != pos + 1) {
         rcore_error_set("prefix cache store: sequence %d holds positions 0..%d, %d tokens were "
@@ -163,7 +165,7 @@ int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tena
 int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
                                           recur_seq_id seq, const recur_token *tokens,
                                           int32_t n_tokens) {
-    if (!have_cache(ctx) || !seq_in_range(ctx, seq)) return -1;
+    if (!have_cache(ctx, __func__) || !seq_in_range(ctx, seq)) return -1;
     if (!tokens || n_tokens < 0) {
         rcore_error_set("prefix cache restore: %d tokens", n_tokens);
         return -1;
@@ -199,17 +201,20 @@ int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t te
 
 int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,
                                  const recur_token *tokens, int32_t n_tokens) {
+    API_NEED(ctx, -1);
     return recur_prefix_cache_store_tenant(ctx, 0, seq, tokens, n_tokens);
 }
 
 int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_seq_id seq,
                                    const recur_token *tokens, int32_t n_tokens) {
+    API_NEED(ctx, -1);
     return recur_prefix_cache_restore_tenant(ctx, 0, seq, tokens, n_tokens);
 }
 
 bool recur_prefix_cache_get_stats(const struct recur_context *ctx,
                                   struct recur_prefix_cache_stats *out) {
-    if (!have_cache(ctx)) return false;
+    if (!have_cache(ctx, __func__)) return false;
+    API_NEED(out, false);
     struct rpfx_stats s;
     rpfx_get_stats(ctx->prefix, &s);
     *out = (struct recur_prefix_cache_stats){.bytes = s.bytes,
@@ -232,12 +237,14 @@ static bool write_cache_file(void *arg, struct rio_writer *w) {
 }
 
 bool recur_prefix_cache_save_file(const struct recur_context *ctx, const char *path) {
-    if (!have_cache(ctx)) return false;
+    if (!have_cache(ctx, __func__)) return false;
+    API_NEED(path, false);
     return rio_replace(path, write_cache_file, (void *)ctx, NULL);
 }
 
 bool recur_prefix_cache_load_file(struct recur_context *ctx, const char *path) {
-    if (!have_cache(ctx)) return false;
+    if (!have_cache(ctx, __func__)) return false;
+    API_NEED(path, false);
     FILE *f = rio_fopen_regular(path);
     if (!f) return false;
     struct rio_reader r;

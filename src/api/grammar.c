@@ -8,6 +8,7 @@
 #include "recur.h"
 
 #include "../core/core.h"
+#include "api_arg.h"
 #include "../grammar/grammar.h"
 #include "../sample/sample.h"
 
@@ -131,10 +132,8 @@ static bool token_texts(const struct recur_model *model, struct gsmpl *c) {
 
 struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                  const char *grammar, const char *root) {
-    if (!model || !grammar) {
-        rcore_error_set("sampler init_grammar: %s is NULL", model ? "grammar" : "model");
-        return NULL;
-    }
+    API_NEED(model, NULL);
+    API_NEED(grammar, NULL);
     struct gsmpl *c = calloc(1, sizeof *c);
     if (!c) {
         rcore_error_set("sampler init_grammar: out of memory");

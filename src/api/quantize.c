@@ -180,10 +180,9 @@ static void *convert(const struct rgguf_tensor *t, uint32_t ggml_type, size_t *n
 bool recur_model_quantize(const char *in_path, const char *out_path,
                           const struct recur_model_quantize_params *params,
                           struct recur_model_quantize_stats *stats) {
-    if (!in_path || !out_path || !params) {
-        rcore_error_set("recur_model_quantize: in_path, out_path and params must not be NULL");
-        return false;
-    }
+    API_NEED(in_path, false);
+    API_NEED(out_path, false);
+    API_NEED(params, false);
     const struct ftype_info *fi = ftype_find(params->ftype);
     if (!fi) {
         rcore_error_set("recur_model_quantize: ftype %d is not one of RECUR_FTYPE_MOSTLY_F16, "

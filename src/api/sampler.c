@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../core/core.h"
+#include "api_arg.h"
 #include "../sample/sample.h"
 
 static struct rsample *in(struct recur_sampler *smpl) {
@@ -39,10 +40,7 @@ struct recur_sampler_params recur_sampler_default_params(void) {
 
 struct recur_sampler *recur_sampler_chain_default(const struct recur_model *model,
                                                   struct recur_sampler_params params) {
-    if (!model) {
-        rcore_error_set("sampler chain_default: model is NULL");
-        return NULL;
-    }
+    API_NEED(model, NULL);
     struct rsample_params p = {
         .seed = params.seed,
         .temp = params.temp,
@@ -85,6 +83,10 @@ struct recur_sampler *recur_sampler_chain_init(void) {
 }
 
 bool recur_sampler_chain_add(struct recur_sampler *chain, struct recur_sampler *smpl) {
+    if (smpl && !chain) { /* the chain would have owned smpl: it is freed, as on any failure */
+        recur_sampler_free(smpl);
+        return api_arg(chain, __func__, "chain");
+    }
     return rsample_chain_add(in(chain), in(smpl));
 }
 
@@ -110,10 +112,12 @@ struct recur_sampler *recur_sampler_init_logit_bias(int32_t n_vocab, int32_t n_b
 
 int32_t recur_sampler_get_probs(const struct recur_sampler *smpl, recur_token *ids, float *probs,
                                 int32_t n) {
+    API_NEED(smpl, -1);
     return rsample_get_probs(in_const(smpl), ids, probs, n);
 }
 
 float recur_sampler_get_prob(const struct recur_sampler *smpl, recur_token token) {
+    API_NEED(smpl, -1.0f);
     return rsample_get_prob(in_const(smpl), token);
 }
 
@@ -144,10 +148,8 @@ struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, float repeat,
 
 recur_token recur_sampler_sample(struct recur_sampler *smpl, struct recur_context *ctx,
                                  int32_t idx) {
-    if (!smpl || !ctx) {
-        rcore_error_set("sampler sample: %s is NULL", smpl ? "context" : "sampler");
-        return -1;
-    }
+    API_NEED(smpl, -1);
+    API_NEED(ctx, -1);
     const float *logits = recur_get_logits_ith(ctx, idx);
     if (!logits) {
         rcore_error_prefix("sampler sample"); /* the message names the output */
@@ -158,18 +160,22 @@ recur_token recur_sampler_sample(struct recur_sampler *smpl, struct recur_contex
 
 recur_token recur_sampler_sample_logits(struct recur_sampler *smpl, const float *logits,
                                         int32_t n_vocab) {
+    API_NEED(smpl, -1);
     return rsample_sample(in(smpl), logits, n_vocab);
 }
 
 void recur_sampler_accept(struct recur_sampler *smpl, recur_token token) {
+    API_NEED_VOID(smpl);
     rsample_accept(in(smpl), token);
 }
 
 void recur_sampler_reset(struct recur_sampler *smpl) {
+    API_NEED_VOID(smpl);
     rsample_reset(in(smpl));
 }
 
 const char *recur_sampler_name(const struct recur_sampler *smpl) {
+    API_NEED(smpl, NULL);
     return rsample_name(in_const(smpl));
 }
 

@@ -182,18 +182,21 @@ static bool seq_ok(struct recur_context *ctx, recur_seq_id seq) {
 /* ---- buffers ----------------------------------------------------------------------------- */
 
 size_t recur_state_get_size(struct recur_context *ctx) {
+    API_NEED(ctx, 0);
     struct rio_writer w;
     rio_writer_counter(&w);
     return write_context(ctx, &w) ? w.n_done : 0;
 }
 
 size_t recur_state_get_data(struct recur_context *ctx, uint8_t *dst, size_t size) {
+    API_NEED(ctx, 0);
     struct rio_writer w;
     rio_writer_buffer(&w, dst, size);
     return write_context(ctx, &w) ? w.n_done : 0;
 }
 
 size_t recur_state_set_data(struct recur_context *ctx, const uint8_t *src, size_t size) {
+    API_NEED(ctx, 0);
     struct rio_reader r;
     rio_reader_buffer(&r, src, size);
     if (read_context(ctx, &r)) return r.n_done;
@@ -203,6 +206,7 @@ size_t recur_state_set_data(struct recur_context *ctx, const uint8_t *src, size_
 }
 
 size_t recur_state_seq_get_size(struct recur_context *ctx, recur_seq_id seq) {
+    API_NEED(ctx, 0);
     if (!seq_ok(ctx, seq)) return 0;
     struct rio_writer w;
     rio_writer_counter(&w);
@@ -211,6 +215,7 @@ size_t recur_state_seq_get_size(struct recur_context *ctx, recur_seq_id seq) {
 
 size_t recur_state_seq_get_data(struct recur_context *ctx, uint8_t *dst, size_t size,
                                 recur_seq_id seq) {
+    API_NEED(ctx, 0);
     if (!seq_ok(ctx, seq)) return 0;
     struct rio_writer w;
     rio_writer_buffer(&w, dst, size);
@@ -219,6 +224,7 @@ size_t recur_state_seq_get_data(struct recur_context *ctx, uint8_t *dst, size_t 
 
 size_t recur_state_seq_set_data(struct recur_context *ctx, const uint8_t *src, size_t size,
                                 recur_seq_id dest) {
+    API_NEED(ctx, 0);
     if (!seq_ok(ctx, dest)) return 0;
     struct rio_reader r;
     rio_reader_buffer(&r, src, size);
@@ -290,11 +296,15 @@ static size_t save_file(struct recur_context *ctx, const char *path, recur_seq_i
 
 bool recur_state_save_file(struct recur_context *ctx, const char *path, const recur_token *tokens,
                            size_t n_tokens) {
+    API_NEED(ctx, false);
+    API_NEED(path, false);
     return save_file(ctx, path, -1, tokens, n_tokens) > 0;
 }
 
 size_t recur_state_seq_save_file(struct recur_context *ctx, const char *path, recur_seq_id seq,
                                  const recur_token *tokens, size_t n_tokens) {
+    API_NEED(ctx, 0);
+    API_NEED(path, 0);
     if (!seq_ok(ctx, seq)) return 0;
     return save_file(ctx, path, seq, tokens, n_tokens);
 }
@@ -330,15 +340,20 @@ static size_t load_file(struct recur_context *ctx, const char *path, recur_seq_i
 
 bool recur_state_load_file(struct recur_context *ctx, const char *path, recur_token *tokens_out,
                            size_t capacity, size_t *n_tokens_out) {
+    API_NEED(ctx, false);
+    API_NEED(path, false);
     return load_file(ctx, path, -1, tokens_out, capacity, n_tokens_out) > 0;
 }
 
 size_t recur_state_seq_load_file(struct recur_context *ctx, const char *path, recur_seq_id dest,
                                  recur_token *tokens_out, size_t capacity, size_t *n_tokens_out) {
+    API_NEED(ctx, 0);
+    API_NEED(path, 0);
     if (!seq_ok(ctx, dest)) return 0;
     return load_file(ctx, path, dest, tokens_out, capacity, n_tokens_out);
 }
 
 bool recur_file_check_writable(const char *path) {
+    API_NEED(path, false);
     return rio_check_replaceable(path);
 }

@@ -935,7 +935,7 @@ static void test_public(void) {
     REQUIRE(g);
     CHECK(recur_sampler_sample_logits(g, l, 5) == 1);
     CHECK(recur_sampler_sample(g, NULL, 0) == -1);
-    CHECK_ERR("context is NULL");
+    CHECK_ERR("ctx is NULL");
     recur_sampler_free(g);
 
     CHECK(recur_sampler_chain_default(NULL, dp) == NULL);
