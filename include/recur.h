@@ -266,7 +266,7 @@ struct recur_tensor_info {
     const char *name; /* "blk.0.ssm_in.weight"; owned by the model */
     int32_t n_dims;   /* 1 .. 4 */
     int64_t ne[4];    /* elements per dimension, ne[0] the fastest; unused ones are 1 */
-    const char *type; /* "f32", "f16", "bf16", "q8_0", "q4_0" (a static string) */
+    const char *type; /* ggml's name: "f32", "f16", "bf16", "q8_0", "q4_K", ... (static) */
     uint64_t nbytes;  /* bytes as stored */
 };
 /* The model's tensors, in file order (0 for a vocab_only model); recur_model_tensor fills *info

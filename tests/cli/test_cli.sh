@@ -151,7 +151,10 @@ for r in tests.values():
     assert r["bound_tps"] > 0 and r["bound_by"] in ("memory", "compute"), r
 assert d["machine"]["fma_gflops"] > 0 and d["machine"]["read_gbps"] > 0
 assert d["weights"]["layer_params"] == 2 * (64 * 256 + 128 * 20 + 4 * 128 + 128 * 64), d
+assert d["weight_types"].startswith("f32 100%"), d["weight_types"]
 EOF
+"$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 >"$work/bench4.txt" 2>/dev/null
+check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
 expect_exit "bench: bad -np" 2 "-np: '1,x' is not a valid value" "$recur" bench -m "$model" -np 1,x
 
 # errors: usage (2) and runtime (1), one clear line
