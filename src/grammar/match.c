@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/buf.h"
 #include "../core/core.h"
 #include "grammar_impl.h"
 
@@ -11,20 +12,6 @@
 #define MAX_SETS  (1u << 15)
 #define MAX_POOL  (1u << 22)
 #define MAX_CP    (1u << 18)
-
-static bool grow(void **a, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *b = realloc(*a, c * size);
-    if (!b) {
-        rcore_error_set("grammar: out of memory");
-        return false;
-    }
-    *a = b;
-    *cap = c;
-    return true;
-}
 
 static uint32_t mix(uint64_t x) {
     x ^= x >> 33;
@@ -67,7 +54,7 @@ static int32_t intern_node(struct rgram_state *s, uint32_t el, int32_t parent) {
         const struct rgram_node *n = &s->nodes[s->node_hash[i]];
         if (n->el == el && n->parent == parent) return s->node_hash[i];
     }
-    if (!grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return -2;
+    if (!rcore_grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return -2;
     s->nodes[s->n_nodes] = (struct rgram_node){el, parent};
     s->node_hash[i] = (int32_t)s->n_nodes;
     return (int32_t)s->n_nodes++;
@@ -128,7 +115,7 @@ static bool add_top(struct rgram_state *s, int32_t top) {
                         RGRAM_MAX_STACKS);
         return false;
     }
-    if (!grow((void **)&s->scratch, &s->cap_scratch, s->n_scratch + 1, sizeof *s->scratch))
+    if (!rcore_grow((void **)&s->scratch, &s->cap_scratch, s->n_scratch + 1, sizeof *s->scratch))
         return false;
     s->scratch[s->n_scratch++] = top;
     return true;
@@ -223,9 +210,9 @@ static int32_t intern_scratch(struct rgram_state *s) {
             memcmp(s->pool + r->off, s->scratch, s->n_scratch * sizeof *s->scratch) == 0)
             return s->set_hash[i];
     }
-    if (!grow((void **)&s->pool, &s->cap_pool, s->n_pool + s->n_scratch, sizeof *s->pool) ||
-        !grow((void **)&s->sets, &s->cap_sets, s->n_sets + 1, sizeof *s->sets) ||
-        !grow((void **)&s->trans, &s->cap_trans, (s->n_sets + 1) * 128, sizeof *s->trans))
+    if (!rcore_grow((void **)&s->pool, &s->cap_pool, s->n_pool + s->n_scratch, sizeof *s->pool) ||
+        !rcore_grow((void **)&s->sets, &s->cap_sets, s->n_sets + 1, sizeof *s->sets) ||
+        !rcore_grow((void **)&s->trans, &s->cap_trans, (s->n_sets + 1) * 128, sizeof *s->trans))
         return RGRAM_ERROR;
     memcpy(s->pool + s->n_pool, s->scratch, s->n_scratch * sizeof *s->scratch);
     s->sets[s->n_sets] =

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/utf8.h"
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 #include "mkmodel.h"
@@ -561,20 +562,9 @@ static bool set_init(struct token_set *s, const char **text, const size_t *len, 
 /* The text GPT-2's byte-level BPE gives byte b (bytes_to_unicode: printable bytes stand for
  * themselves, the others for U+0100 on, in order), as UTF-8. */
 size_t mk_byte_text(unsigned b, char out[3]) {
-    unsigned cp = b;
-    if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae))) {
-        unsigned k = 0;
-        for (unsigned x = 0; x < b; x++)
-            if (!((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae))) k++;
-        cp = 0x100 + k;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xc0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
+    uint16_t cp[256];
+    rvocab_gpt2_byte_cp(cp);
+    return rcore_utf8_encode(cp[b & 0xFF], out);
 }
 
 /* The byte a token stands for, or -1 when it is not a byte token. */
