@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_util.h"
 #include "test.h"
 #include "vocab_util.h"
 
@@ -40,22 +41,6 @@
 static char tmpdir[64];
 static struct rgguf *spm_file, *gpt2_file;
 static struct rvocab *falcon, *falcon_interp, *spm;
-
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *size = (size_t)n;
-    return b;
-}
 
 static struct rvocab *load_path(const char *path, uint32_t flags) {
     struct rgguf *g = rgguf_open(path, true);
@@ -77,9 +62,11 @@ static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, b
     char path[512];
     size_t ni, no;
     snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = read_file(path, &ni);
+    char *inp = file_read(path, &ni);
+    REQUIRE(inp);
     snprintf(path, sizeof path, "%s.out", base);
-    char *out = read_file(path, &no);
+    char *out = file_read(path, &no);
+    REQUIRE(out);
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t seplen = strlen(sep);
     int n_cases = 0, n_bad = 0;
