@@ -105,7 +105,7 @@ int64_t rgram_mask_walk(struct rgram_state *s, const struct rgram_trie *t, uint8
 /* The same, checking each token separately. */
 int64_t rgram_mask_naive(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed);
 
-/* ---- JSON schema (schema.c) ---------------------------------------------------- */
+/* ---- JSON schema (schema.c, schema_regex.c) ---------------------------------------- */
 
 /* A GBNF grammar (malloc'd, NUL-terminated, root rule "root") accepting the JSON texts that
  * the schema (len bytes of JSON) describes. NULL with the error set naming the construct and
