@@ -13,6 +13,13 @@
 #define MAX_POOL  (1u << 22)
 #define MAX_CP    (1u << 18)
 
+/* rcore_grow, with the module named in the error. */
+static bool grow(void **a, size_t *cap, size_t need, size_t size) {
+    if (rcore_grow(a, cap, need, size)) return true;
+    rcore_error_prefix("grammar");
+    return false;
+}
+
 static uint32_t mix(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -54,7 +61,7 @@ static int32_t intern_node(struct rgram_state *s, uint32_t el, int32_t parent) {
         const struct rgram_node *n = &s->nodes[s->node_hash[i]];
         if (n->el == el && n->parent == parent) return s->node_hash[i];
     }
-    if (!rcore_grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return -2;
+    if (!grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return -2;
     s->nodes[s->n_nodes] = (struct rgram_node){el, parent};
     s->node_hash[i] = (int32_t)s->n_nodes;
     return (int32_t)s->n_nodes++;
@@ -115,7 +122,7 @@ static bool add_top(struct rgram_state *s, int32_t top) {
                         RGRAM_MAX_STACKS);
         return false;
     }
-    if (!rcore_grow((void **)&s->scratch, &s->cap_scratch, s->n_scratch + 1, sizeof *s->scratch))
+    if (!grow((void **)&s->scratch, &s->cap_scratch, s->n_scratch + 1, sizeof *s->scratch))
         return false;
     s->scratch[s->n_scratch++] = top;
     return true;
@@ -210,9 +217,9 @@ static int32_t intern_scratch(struct rgram_state *s) {
             memcmp(s->pool + r->off, s->scratch, s->n_scratch * sizeof *s->scratch) == 0)
             return s->set_hash[i];
     }
-    if (!rcore_grow((void **)&s->pool, &s->cap_pool, s->n_pool + s->n_scratch, sizeof *s->pool) ||
-        !rcore_grow((void **)&s->sets, &s->cap_sets, s->n_sets + 1, sizeof *s->sets) ||
-        !rcore_grow((void **)&s->trans, &s->cap_trans, (s->n_sets + 1) * 128, sizeof *s->trans))
+    if (!grow((void **)&s->pool, &s->cap_pool, s->n_pool + s->n_scratch, sizeof *s->pool) ||
+        !grow((void **)&s->sets, &s->cap_sets, s->n_sets + 1, sizeof *s->sets) ||
+        !grow((void **)&s->trans, &s->cap_trans, (s->n_sets + 1) * 128, sizeof *s->trans))
         return RGRAM_ERROR;
     memcpy(s->pool + s->n_pool, s->scratch, s->n_scratch * sizeof *s->scratch);
     s->sets[s->n_sets] =
