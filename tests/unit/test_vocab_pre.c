@@ -17,6 +17,7 @@
 #include "vocab/vocab.h"
 
 #include "core/core.h"
+#include "core/utf8.h"
 #include "gguf/gguf.h"
 
 #include <stdint.h>
@@ -353,22 +354,7 @@ static size_t random_text(unsigned long long *rng, char *out, size_t cap) {
 }
 
 static bool valid_utf8(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k = c < 0x80                ? 1
-                   : c >= 0xC2 && c < 0xE0 ? 2
-                   : c >= 0xE0 && c < 0xF0 ? 3
-                   : c >= 0xF0 && c < 0xF5 ? 4
-                                           : 0;
-        if (k == 0 || k > n - i) return false;
-        for (size_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
-            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-            return false;
-        i += k;
-    }
-    return true;
+    return rcore_utf8_valid(s, n) == n;
 }
 
 static void test_spm_round_trip(void) {

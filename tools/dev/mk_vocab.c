@@ -434,20 +434,11 @@ static bool world_add_raw(struct world *v, const unsigned char *raw, size_t n) {
 static long gpt2_bytes(const int16_t inv[0x200], const char *text, size_t len, unsigned char *raw) {
     long n = 0;
     for (size_t i = 0; i < len;) {
-        const unsigned char c = (unsigned char)text[i];
-        unsigned cp;
-        if (c < 0x80) {
-            cp = c;
-            i += 1;
-        } else if ((c & 0xe0) == 0xc0 && i + 1 < len &&
-                   ((unsigned char)text[i + 1] & 0xc0) == 0x80) {
-            cp = (unsigned)(c & 0x1f) << 6 | ((unsigned char)text[i + 1] & 0x3f);
-            i += 2;
-        } else {
-            return -1;
-        }
-        if (cp >= 0x200 || inv[cp] < 0) return -1;
+        size_t k;
+        const uint32_t cp = rcore_utf8_decode(text + i, len - i, &k);
+        if (k == 0 || cp >= 0x200 || inv[cp] < 0) return -1;
         raw[n++] = (unsigned char)inv[cp];
+        i += k;
     }
     return n;
 }
