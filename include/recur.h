@@ -586,6 +586,18 @@ RECUR_API int32_t recur_detokenize(const struct recur_model *model, const recur_
 RECUR_API recur_token recur_token_bos(const struct recur_model *model); /* -1: none */
 RECUR_API recur_token recur_token_eos(const struct recur_model *model);
 
+/* UTF-8 text, checked strictly (RFC 3629): overlong forms, surrogates (U+D800..U+DFFF), code
+ * points past U+10FFFF, stray continuation bytes and sequences cut short are invalid. Tokens
+ * are bytes, so a piece may hold part of a character; these say where the valid text ends.
+ *  - recur_utf8_valid: the length of the longest valid prefix of text[0..len), that is len
+ *    when all of it is valid, else the byte offset of the first invalid sequence.
+ *  - recur_utf8_char: the length (1 to 4) of the valid character at text[0..len), 0 when there
+ *    is none (len is 0, the sequence is invalid, or len cuts it short).
+ * text may be NULL only when len is 0; the caller keeps ownership. Neither allocates, keeps
+ * state or sets the last error (invalid text is an answer, not a failure). Thread-safe. */
+RECUR_API size_t recur_utf8_valid(const char *text, size_t len);
+RECUR_API size_t recur_utf8_char(const char *text, size_t len);
+
 /* ---- chat templates ---------------------------------------------------------------------- */
 
 /*

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_util.h"
 #include "test.h"
 #include "vocab_util.h"
 
@@ -44,22 +45,6 @@ static struct rgguf *gpt2_file;
 static struct rvocab *gpt2;          /* default: JIT when available, clean-up of spaces */
 static struct rvocab *gpt2_interp;   /* PCRE2 interpreter */
 static struct rvocab *gpt2_verbatim; /* no clean-up: detokenize(tokenize(s)) == s */
-
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *size = (size_t)n;
-    return b;
-}
 
 /* Concatenation of the pieces (special = true); *n gets the length. */
 static char *pieces(const struct rvocab *v, const int32_t *t, int32_t nt, size_t *n) {
@@ -124,8 +109,10 @@ static size_t ref_clean(const char *in, size_t n, char *out) {
  * per text, each id preceded by a space. This is how llama.cpp's test-tokenizer-0 reads them. */
 static void test_llama_cases(void) {
     size_t ni, no;
-    char *inp = read_file(GPT2_FILE ".inp", &ni);
-    char *out = read_file(GPT2_FILE ".out", &no);
+    char *inp = file_read(GPT2_FILE ".inp", &ni);
+    REQUIRE(inp);
+    char *out = file_read(GPT2_FILE ".out", &no);
+    REQUIRE(out);
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t seplen = strlen(sep);
     int n_cases = 0;

@@ -17,6 +17,7 @@
 #include "vocab/vocab.h"
 
 #include "core/core.h"
+#include "core/utf8.h"
 #include "gguf/gguf.h"
 
 #include <stdint.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_util.h"
 #include "test.h"
 #include "vocab_util.h"
 
@@ -40,22 +42,6 @@
 static char tmpdir[64];
 static struct rgguf *spm_file, *gpt2_file;
 static struct rvocab *falcon, *falcon_interp, *spm;
-
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *size = (size_t)n;
-    return b;
-}
 
 static struct rvocab *load_path(const char *path, uint32_t flags) {
     struct rgguf *g = rgguf_open(path, true);
@@ -77,9 +63,11 @@ static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, b
     char path[512];
     size_t ni, no;
     snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = read_file(path, &ni);
+    char *inp = file_read(path, &ni);
+    REQUIRE(inp);
     snprintf(path, sizeof path, "%s.out", base);
-    char *out = read_file(path, &no);
+    char *out = file_read(path, &no);
+    REQUIRE(out);
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t seplen = strlen(sep);
     int n_cases = 0, n_bad = 0;
@@ -366,22 +354,7 @@ static size_t random_text(unsigned long long *rng, char *out, size_t cap) {
 }
 
 static bool valid_utf8(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k = c < 0x80                ? 1
-                   : c >= 0xC2 && c < 0xE0 ? 2
-                   : c >= 0xE0 && c < 0xF0 ? 3
-                   : c >= 0xF0 && c < 0xF5 ? 4
-                                           : 0;
-        if (k == 0 || k > n - i) return false;
-        for (size_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
-            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-            return false;
-        i += k;
-    }
-    return true;
+    return rcore_utf8_valid(s, n) == n;
 }
 
 static void test_spm_round_trip(void) {
