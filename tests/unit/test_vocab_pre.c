@@ -55,43 +55,18 @@ static struct rvocab *load_path(const char *path, uint32_t flags) {
 
 /* ---- llama.cpp's vectors ------------------------------------------------------------------ */
 
-/* The .inp holds texts each ended by "\n__ggml_vocab_test__\n", the .out one line of ids per
- * text (each id after a space), as llama.cpp's test-tokenizer-0 reads them; it tokenizes with
- * add_special = false and parse_special = false. Returns the number of cases; every vocabulary
- * of vs must give the ids, and (verbatim) detokenize must give the text back. */
+/* llama.cpp's test-tokenizer-0 vectors (vocab_util.h reads them), tokenized with add_special
+ * = false and parse_special = false. Returns the number of cases; every vocabulary of vs must
+ * give the ids, and (verbatim) detokenize must give the text back. */
 static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, bool verbatim) {
-    char path[512];
-    size_t ni, no;
-    snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = file_read(path, &ni);
-    REQUIRE(inp);
-    snprintf(path, sizeof path, "%s.out", base);
-    char *out = file_read(path, &no);
-    REQUIRE(out);
-    const char *sep = "\n__ggml_vocab_test__\n";
-    size_t seplen = strlen(sep);
+    struct vocab_cases vc;
+    vocab_cases_open(&vc, base);
     int n_cases = 0, n_bad = 0;
-    size_t pos = 0;
-    char *line = out;
-    while (pos < ni) {
-        const char *end = strstr(inp + pos, sep);
-        size_t len = end ? (size_t)(end - (inp + pos)) : ni - pos;
-        const char *text = inp + pos;
-        pos += len + (end ? seplen : 0);
-        char *nl = strchr(line, '\n');
-        REQUIRE(nl);
-        *nl = '\0';
-        static int32_t want[4096];
-        int32_t n_want = 0;
-        for (char *p = line;;) {
-            char *q;
-            long id = strtol(p, &q, 10);
-            if (q == p) break;
-            REQUIRE(n_want < 4096);
-            want[n_want++] = (int32_t)id;
-            p = q;
-        }
-        line = nl + 1;
+    const char *text;
+    size_t len;
+    static int32_t want[4096];
+    int32_t n_want;
+    while (vocab_case_next(&vc, &text, &len, want, 4096, &n_want)) {
         for (int k = 0; k < n_vs; k++) {
             int32_t n;
             int32_t *got = tokenize(vs[k], text, len, false, false, &n);
@@ -116,9 +91,7 @@ static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, b
         }
         n_cases++;
     }
-    CHECK(*line == '\0'); /* as many lines as texts */
-    free(inp);
-    free(out);
+    CHECK(vocab_cases_close(&vc)); /* as many lines as texts */
     return n_cases;
 }
 
