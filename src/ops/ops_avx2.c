@@ -177,32 +177,14 @@ GEMV_MANY_FOR_TYPE(ROPS_TYPE_BF16)
 /* ---- prompt matmul: packed panels ---------------------------------------------------------- */
 
 /* Rows [r, r + rb) (rb <= ROPS_GEMM_RB), columns [k0, k0 + kt) as f32, column-major:
- * panel[c * ROPS_GEMM_RB + j] = w[r + j][k0 + c], rows past rb up to a multiple of 8 zero.
- * Converting 8 columns of 8 rows and transposing them in registers keeps every row a sequential
- * stream. */
+ * panel[c * ROPS_GEMM_RB + j] = w[r + j][k0 + c], rows past rb up to a multiple of 8 zero. */
 static inline __attribute__((always_inline)) void pack_panel(enum rops_type type,
                                                              const struct rops_mat *w, int64_t r,
                                                              int64_t rb, int64_t k0, int64_t kt,
                                                              float *panel) {
-    const int64_t kt8 = kt & ~(int64_t)7;
     for (int64_t g = 0; g < ROPS_GEMM_RB; g += 8) {
         if (g >= rb) break; /* rb <= 8: the 8-row kernel reads no further */
-        const uint8_t *rows[8];
-        for (int64_t j = 0; j < 8; j++)
-            rows[j] =
-                (const uint8_t *)w->data + (size_t)(r + g + (g + j < rb ? j : 0)) * w->row_bytes;
-        for (int64_t c = 0; c < kt8; c += 8) {
-            __m256 v[8];
-            for (int j = 0; j < 8; j++)
-                v[j] = g + j < rb ? load8_any(type, rows[j], k0 + c) : _mm256_setzero_ps();
-            transpose8(v);
-            for (int t = 0; t < 8; t++) _mm256_store_ps(panel + (c + t) * ROPS_GEMM_RB + g, v[t]);
-        }
-        /* the last kt % 8 columns (float types only: block rows are whole blocks) */
-        for (int64_t c = kt8; c < kt; c++)
-            for (int64_t j = 0; j < 8; j++)
-                panel[c * ROPS_GEMM_RB + g + j] =
-                    g + j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
+        pack8_rows(type, w, r + g, rb - g, k0, kt, ROPS_GEMM_RB, panel + g);
     }
 }
 

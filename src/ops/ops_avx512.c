@@ -235,22 +235,7 @@ static inline __attribute__((always_inline)) void pack_panel(enum rops_type type
                 _mm256_store_ps(panel + c * GEMM_RB + g, _mm256_setzero_ps());
             continue;
         }
-        const uint8_t *rows[8];
-        for (int64_t j = 0; j < 8; j++)
-            rows[j] =
-                (const uint8_t *)w->data + (size_t)(r + g + (g + j < rb ? j : 0)) * w->row_bytes;
-        for (int64_t c = 0; c < kt8; c += 8) {
-            __m256 v[8];
-            for (int j = 0; j < 8; j++)
-                v[j] = g + j < rb ? load8_any(type, rows[j], k0 + c) : _mm256_setzero_ps();
-            transpose8(v);
-            for (int t = 0; t < 8; t++) _mm256_store_ps(panel + (c + t) * GEMM_RB + g, v[t]);
-        }
-        /* the last kt % 8 columns (float types only: block rows are whole blocks) */
-        for (int64_t c = kt8; c < kt; c++)
-            for (int64_t j = 0; j < 8; j++)
-                panel[c * GEMM_RB + g + j] =
-                    g + j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
+        pack8_rows(type, w, r + g, rb - g, k0, kt, GEMM_RB, panel + g);
     }
 }
 

@@ -66,6 +66,30 @@ static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
     v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* Rows [r, r + 8) of w, columns [k0, k0 + kt) as f32 into the panel, column-major with ld
+ * floats a column: panel[c * ld + j] = w[r + j][k0 + c], rows from rb on zero. Converting 8
+ * columns of 8 rows and transposing them in registers keeps every row a sequential stream. */
+static inline __attribute__((always_inline)) void pack8_rows(enum rops_type type,
+                                                             const struct rops_mat *w, int64_t r,
+                                                             int64_t rb, int64_t k0, int64_t kt,
+                                                             int64_t ld, float *panel) {
+    const int64_t kt8 = kt & ~(int64_t)7;
+    const uint8_t *rows[8];
+    for (int64_t j = 0; j < 8; j++)
+        rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes;
+    for (int64_t c = 0; c < kt8; c += 8) {
+        __m256 v[8];
+        for (int j = 0; j < 8; j++)
+            v[j] = j < rb ? load8_any(type, rows[j], k0 + c) : _mm256_setzero_ps();
+        transpose8(v);
+        for (int t = 0; t < 8; t++) _mm256_store_ps(panel + (c + t) * ld, v[t]);
+    }
+    /* the last kt % 8 columns (float types only: block rows are whole blocks) */
+    for (int64_t c = kt8; c < kt; c++)
+        for (int64_t j = 0; j < 8; j++)
+            panel[c * ld + j] = j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
+}
+
 /* Bytes of the first c columns of a row (c a multiple of 32 for the block types). */
 static inline int64_t col_bytes(enum rops_type type, int64_t c) {
     switch (type) {
