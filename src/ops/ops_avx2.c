@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void gemv_block(enum rops_type type
         __m256 acc[8][3];
         for (int j = 0; j < RB; j++)
             for (int i = 0; i < NB; i++) acc[j][i] = _mm256_setzero_ps();
-        const uint8_t *next = rows[0] + (size_t)RB * w->row_bytes; /* see q8_rows */
+        const uint8_t *next = rows[0] + (size_t)RB * w->row_bytes; /* see x86/q8.h */
         const int64_t next_end = r + 2 * RB <= r1 ? (int64_t)RB * (int64_t)w->row_bytes : 0;
         const int64_t steps = k8 / 8 > 0 ? k8 / 8 : 1;
         const int64_t per_step = ((next_end + steps - 1) / steps + 63) & ~(int64_t)63;
