@@ -12,7 +12,7 @@
  *   FMAs (f16 by vcvtph2ps, bf16 by a shift); one input takes the AVX2 kernel (one sequential
  *   stream of rows, which read more here), two and three four rows side by side, four to seven
  *   one row at a time with each 16 weights used by every input;
- * - more (prompts): a panel of 32 weight rows x ROPS_GEMM512_KT columns converted to f32 once
+ * - more (prompts): a panel of 32 weight rows x GEMM_KT columns converted to f32 once
  *   (column-major), then 8 inputs x 32 rows at a time on 16 accumulators that are the outputs
  *   themselves: per column two panel loads and eight broadcasts feed 16 FMAs.
  * - q8_0 / q4_0 weights with one to three inputs: integer dots by VNNI (x86/q8.h: vpdpbusd,
