@@ -91,27 +91,22 @@ static inline double vecd_hsum(vd v) {
     return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
-/* A lane of each output from one source: a permute of each source, two blends. */
+/* A lane of each output from one source: the same permute of each source (vpermps reads the
+ * low 3 bits of an index: e's lane within its source), two blends by e's source. */
 struct vec_pick3 {
-    __m256i idx[3][3]; /* [output][source] */
+    __m256i idx[3];
     __m256 from1[3], from2[3];
 };
 static inline void vec_pick3_set(struct vec_pick3 *p, int o, const int e[VL]) {
-    int idx[3][8] = {{0}}, m1[8], m2[8];
-    for (int l = 0; l < 8; l++) {
-        const int src = e[l] / 8;
-        idx[src][l] = e[l] % 8;
-        m1[l] = src == 1 ? -1 : 0;
-        m2[l] = src == 2 ? -1 : 0;
-    }
-    for (int v = 0; v < 3; v++) p->idx[o][v] = _mm256_loadu_si256((const __m256i *)idx[v]);
-    p->from1[o] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)m1));
-    p->from2[o] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)m2));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)e), src = _mm256_srli_epi32(v, 3);
+    p->idx[o] = v;
+    p->from1[o] = _mm256_castsi256_ps(_mm256_cmpeq_epi32(src, _mm256_set1_epi32(1)));
+    p->from2[o] = _mm256_castsi256_ps(_mm256_cmpeq_epi32(src, _mm256_set1_epi32(2)));
 }
 static inline vf vec_pick3(const struct vec_pick3 *p, int o, vf s0, vf s1, vf s2) {
-    const __m256 a = _mm256_permutevar8x32_ps(s0, p->idx[o][0]),
-                 b = _mm256_permutevar8x32_ps(s1, p->idx[o][1]),
-                 c = _mm256_permutevar8x32_ps(s2, p->idx[o][2]);
+    const __m256 a = _mm256_permutevar8x32_ps(s0, p->idx[o]),
+                 b = _mm256_permutevar8x32_ps(s1, p->idx[o]),
+                 c = _mm256_permutevar8x32_ps(s2, p->idx[o]);
     return _mm256_blendv_ps(_mm256_blendv_ps(a, b, p->from1[o]), c, p->from2[o]);
 }
 
@@ -173,13 +168,12 @@ struct vec_pick3 {
     __m512i lo[3], hi[3];
 };
 static inline void vec_pick3_set(struct vec_pick3 *p, int o, const int e[VL]) {
-    int lo[16], hi[16];
-    for (int l = 0; l < 16; l++) {
-        lo[l] = e[l] < 32 ? e[l] : 0;
-        hi[l] = e[l] < 32 ? l : 16 + e[l] - 32;
-    }
-    p->lo[o] = _mm512_loadu_si512(lo);
-    p->hi[o] = _mm512_loadu_si512(hi);
+    const __m512i v = _mm512_loadu_si512(e);
+    const __mmask16 first2 = _mm512_cmplt_epi32_mask(v, _mm512_set1_epi32(32));
+    p->lo[o] = _mm512_maskz_mov_epi32(first2, v);
+    p->hi[o] = _mm512_mask_blend_epi32(
+        first2, _mm512_sub_epi32(v, _mm512_set1_epi32(16)),
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
 }
 static inline vf vec_pick3(const struct vec_pick3 *p, int o, vf s0, vf s1, vf s2) {
     return _mm512_permutex2var_ps(_mm512_permutex2var_ps(s0, p->lo[o], s1), p->hi[o], s2);
