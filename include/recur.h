@@ -563,6 +563,9 @@ RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const cha
 
 /* ---- vocabulary -------------------------------------------------------------------------- */
 
+/* The most tokens recur_tokenize makes of text_len bytes: an invalid byte may become U+FFFD's
+ * three bytes' tokens, and BOS and EOS may be added. */
+#define RECUR_TOKENS_MAX(text_len) (3 * (text_len) + 2)
 /* Tokenises text (text_len bytes, any bytes) into tokens. Returns the number of tokens, or the
  * negated number needed when n_tokens_max is too small (tokens' contents are then
  * unspecified); INT32_MIN with the error set on a bad argument. Invalid UTF-8 round-trips as
@@ -574,7 +577,6 @@ RECUR_API bool recur_prefix_cache_load_file(struct recur_context *ctx, const cha
  * as in llama.cpp). parse_special: control tokens written in the text become their ids.
  * INT32_MIN also for a byte that no token of an RWKV vocabulary starts with when it names no
  * unknown token (llama.cpp would emit the invalid id -1; real vocabularies have all 256). */
-#define RECUR_TOKENS_MAX(text_len) (3 * (text_len) + 2) /* an invalid byte: U+FFFD's 3 bytes */
 RECUR_API int32_t recur_tokenize(const struct recur_model *model, const char *text,
                                  int32_t text_len, recur_token *tokens, int32_t n_tokens_max,
                                  bool add_special, bool parse_special);
@@ -606,8 +608,25 @@ RECUR_API int32_t recur_token_to_piece(const struct recur_model *model, recur_to
 RECUR_API int32_t recur_detokenize(const struct recur_model *model, const recur_token *tokens,
                                    int32_t n_tokens, char *text, int32_t text_len_max,
                                    bool remove_special, bool unparse_special);
-RECUR_API recur_token recur_token_bos(const struct recur_model *model); /* -1: none */
+/* The vocabulary's beginning-of-sequence token (tokenizer.ggml.bos_token_id), -1 when it has
+ * none; -1 with the error set for a NULL model. Thread-safe: reads the loaded model only. */
+RECUR_API recur_token recur_token_bos(const struct recur_model *model);
+/* The vocabulary's end-of-sequence token (tokenizer.ggml.eos_token_id), where generation
+ * stops, -1 when it has none; -1 with the error set for a NULL model. Thread-safe. */
 RECUR_API recur_token recur_token_eos(const struct recur_model *model);
+
+/* UTF-8 text, checked strictly (RFC 3629): overlong forms, surrogates (U+D800..U+DFFF), code
+ * points past U+10FFFF, stray continuation bytes and sequences cut short are invalid. Tokens
+ * are bytes, so a piece may hold part of a character; these say where the valid text ends.
+ *  - recur_utf8_valid: the length of the longest valid prefix of text[0..len), that is len
+ *    when all of it is valid, else the byte offset of the first invalid sequence.
+ *  - recur_utf8_char: the length (1 to 4) of the valid character at text[0..len), 0 when there
+ *    is none (len is 0, the sequence is invalid, or len cuts it short).
+ * text may be NULL only when len is 0; the caller keeps ownership. Neither allocates, keeps
+ * state or sets the last error (invalid text is an answer, not a failure). Thread-safe. */
+RECUR_API size_t recur_utf8_valid(const char *text, size_t len);
+/* The length of the valid character at text[0..len), 0 when there is none (see above). */
+RECUR_API size_t recur_utf8_char(const char *text, size_t len);
 
 /* ---- chat templates ---------------------------------------------------------------------- */
 

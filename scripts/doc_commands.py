@@ -221,8 +221,9 @@ class Runner:
 
 
 def undocumented(header):
-    """The RECUR_API declarations of header with no comment of their own: none on the line
-    before the declaration and none after it on its last line."""
+    """The RECUR_API declarations of header with no comment of their own: none ending on the
+    line before the declaration (another declaration's trailing comment does not count) and
+    none after it on its last line."""
     with open(header, encoding="utf-8") as f:
         lines = f.read().split("\n")
     out, i = [], 0
@@ -235,7 +236,12 @@ def undocumented(header):
             j += 1
         name = re.search(r"(recur_\w+)\s*\(", " ".join(lines[i:j + 1]))
         after = lines[j].split(";", 1)[1]
-        if not ("/*" in after or (i > 0 and lines[i - 1].rstrip().endswith("*/"))):
+        # a comment of its own: after it on its last line, or a comment ending on the line
+        # before (not another declaration's trailing comment)
+        prev = lines[i - 1] if i > 0 else ""
+        code = prev.split("/*", 1)[0] if "/*" in prev else ""
+        own_before = prev.rstrip().endswith("*/") and not code.strip()
+        if not ("/*" in after or own_before):
             out.append(f"{os.path.relpath(header, ROOT)}:{i + 1}: "
                        f"{name.group(1) if name else lines[i]} has no comment")
         i = j + 1

@@ -1,6 +1,8 @@
 /* The vocabulary functions of the public API: thin wrappers over src/vocab, which documents
- * the semantics (llama.cpp's). */
+ * the semantics (llama.cpp's); and the UTF-8 checks, over src/core/utf8.c. */
 #include "api_impl.h"
+
+#include "../core/utf8.h"
 
 int32_t recur_tokenize(const struct recur_model *model, const char *text, int32_t text_len,
                        recur_token *tokens, int32_t n_tokens_max, bool add_special,
@@ -33,4 +35,12 @@ int32_t recur_detokenize(const struct recur_model *model, const recur_token *tok
     API_NEED(model, INT32_MIN);
     return rvocab_detokenize(model->vocab, tokens, n_tokens, text, text_len_max, remove_special,
                              unparse_special);
+}
+
+size_t recur_utf8_valid(const char *text, size_t len) {
+    return rcore_utf8_valid(text, len);
+}
+
+size_t recur_utf8_char(const char *text, size_t len) {
+    return rcore_utf8_len(text, len);
 }

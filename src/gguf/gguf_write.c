@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/buf.h"
 #include "../core/core.h"
 #include "../io/io.h"
 
@@ -44,23 +45,9 @@ struct rgguf_writer {
     uint32_t alignment;
 };
 
-static bool grow(void **p, size_t *cap, size_t need, size_t each) {
-    if (need <= *cap) return true;
-    size_t n = *cap ? *cap : 16, bytes;
-    while (n < need) {
-        if (!rcore_mul_size(n, 2, &n)) return false;
-    }
-    if (!rcore_mul_size(n, each, &bytes)) return false;
-    void *q = realloc(*p, bytes);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
-
 static bool put(struct buf *b, const void *src, size_t n) {
     size_t need;
-    if (!rcore_add_size(b->len, n, &need) || !grow((void **)&b->p, &b->cap, need, 1)) {
+    if (!rcore_add_size(b->len, n, &need) || !rcore_grow((void **)&b->p, &b->cap, need, 1)) {
         rcore_error_set("gguf writer: out of memory");
         return false;
     }
@@ -130,7 +117,7 @@ static bool kv_end(struct rgguf_writer *w, const char *key, size_t mark, bool ok
     if (ok) {
         size_t len = strlen(key);
         copy = malloc(len + 1);
-        ok = copy && grow((void **)&w->keys, &w->keys_cap, w->n_kv + 1, sizeof *w->keys);
+        ok = copy && rcore_grow((void **)&w->keys, &w->keys_cap, w->n_kv + 1, sizeof *w->keys);
         if (!ok)
             rcore_error_set("gguf writer: out of memory");
         else
@@ -301,7 +288,7 @@ bool rgguf_writer_add_tensor(struct rgguf_writer *w, const char *name, uint32_t 
                         name, data ? nbytes : 0, want);
         return false;
     }
-    if (!grow((void **)&w->t, &w->t_cap, w->n_t + 1, sizeof *w->t) ||
+    if (!rcore_grow((void **)&w->t, &w->t_cap, w->n_t + 1, sizeof *w->t) ||
         (nbytes && !(t.data = malloc(nbytes)))) {
         rcore_error_set("gguf writer: tensor %s: out of memory (%zu bytes)", name, nbytes);
         return false;

@@ -105,12 +105,12 @@ int64_t rgram_mask_walk(struct rgram_state *s, const struct rgram_trie *t, uint8
 /* The same, checking each token separately. */
 int64_t rgram_mask_naive(struct rgram_state *s, const struct rgram_trie *t, uint8_t *allowed);
 
-/* ---- JSON schema (grammar_schema.c) ---------------------------------------------------- */
+/* ---- JSON schema (schema.c, schema_regex.c) ---------------------------------------- */
 
 /* A GBNF grammar (malloc'd, NUL-terminated, root rule "root") accepting the JSON texts that
  * the schema (len bytes of JSON) describes. NULL with the error set naming the construct and
  * its JSON pointer when the schema is not JSON or uses a keyword outside the supported
- * subset (see grammar_schema.c). */
+ * subset (see schema.c). */
 char *rgram_json_schema(const char *schema, size_t len);
 
 #endif /* RECUR_GRAMMAR_H */

@@ -153,4 +153,18 @@ int rgram_step_byte(struct rgram_state *s, int32_t *set, uint32_t *part, uint32_
 /* Drops the caches when they have grown too large (keeps the state's set). */
 bool rgram_state_collect(struct rgram_state *s);
 
+/* ---- schema_regex.c: the "pattern" keyword of schema.c ---------------------------------- */
+
+struct rcore_buf;
+
+/* Appends to b the GBNF of the regular expression pat[0..n), the whole pattern with its '^'
+ * first and '$' last (the caller checks both): the characters of the strings it matches, as
+ * they are written inside a JSON string literal. *uses_dot comes back true when the text names
+ * the rule "pattern-dot" (any character but a newline, raw or escaped), which the caller then
+ * defines. False, with msg[0..msg_cap) saying what is unsupported and at which offset of pat,
+ * for a pattern outside the subset (see schema_regex.c). An allocation failure is b->failed,
+ * for the caller to check. */
+bool rgram_regex_gbnf(const char *pat, size_t n, struct rcore_buf *b, bool *uses_dot, char *msg,
+                      size_t msg_cap);
+
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/buf.h"
 #include "../core/core.h"
 #include "grammar_impl.h"
 
@@ -12,18 +13,11 @@
 #define MAX_POOL  (1u << 22)
 #define MAX_CP    (1u << 18)
 
+/* rcore_grow, with the module named in the error. */
 static bool grow(void **a, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *b = realloc(*a, c * size);
-    if (!b) {
-        rcore_error_set("grammar: out of memory");
-        return false;
-    }
-    *a = b;
-    *cap = c;
-    return true;
+    if (rcore_grow(a, cap, need, size)) return true;
+    rcore_error_prefix("grammar");
+    return false;
 }
 
 static uint32_t mix(uint64_t x) {

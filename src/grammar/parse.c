@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/buf.h"
 #include "../core/core.h"
+#include "../core/utf8.h"
 #include "grammar_impl.h"
 
 struct vec { /* a growing array of elements */
@@ -60,21 +62,10 @@ static bool fail(struct parser *ps, const char *at, const char *fmt, ...) {
     return false;
 }
 
-static bool grow(void **a, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *b = realloc(*a, c * size);
-    if (!b) return false;
-    *a = b;
-    *cap = c;
-    return true;
-}
-
 static bool push(struct parser *ps, struct vec *v, uint32_t type, uint32_t value) {
     if (ps->total >= RGRAM_MAX_ELEMS)
         return fail(ps, ps->p, "the grammar is too large (more than %u elements)", RGRAM_MAX_ELEMS);
-    if (!grow((void **)&v->a, &v->cap, v->n + 1, sizeof *v->a))
+    if (!rcore_grow((void **)&v->a, &v->cap, v->n + 1, sizeof *v->a))
         return fail(ps, ps->p, "out of memory");
     v->a[v->n++] = (struct rgram_elem){type, value};
     ps->total++;
@@ -82,7 +73,7 @@ static bool push(struct parser *ps, struct vec *v, uint32_t type, uint32_t value
 }
 
 static int64_t new_rule(struct parser *ps, const char *name, size_t len) {
-    if (!grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) {
+    if (!rcore_grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) {
         fail(ps, ps->p, "out of memory");
         return -1;
     }
@@ -144,21 +135,10 @@ static int hexval(char c) {
 
 /* One UTF-8 code point of the grammar's text. */
 static bool decode_utf8(struct parser *ps, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)ps->p;
-    size_t left = (size_t)(ps->end - ps->p);
-    int n = s[0] < 0x80             ? 1
-            : (s[0] & 0xE0) == 0xC0 ? 2
-            : (s[0] & 0xF0) == 0xE0 ? 3
-            : (s[0] & 0xF8) == 0xF0 ? 4
-                                    : 0;
-    if (n == 0 || (size_t)n > left) return fail(ps, ps->p, "invalid UTF-8 in the grammar");
-    uint32_t v = n == 1 ? s[0] : s[0] & (0x7Fu >> n);
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return fail(ps, ps->p, "invalid UTF-8 in the grammar");
-        v = v << 6 | (s[i] & 0x3Fu);
-    }
+    size_t n;
+    *cp = rcore_utf8_decode(ps->p, (size_t)(ps->end - ps->p), &n);
+    if (n == 0) return fail(ps, ps->p, "invalid UTF-8 in the grammar");
     ps->p += n;
-    *cp = v;
     return true;
 }
 
@@ -207,14 +187,14 @@ static bool add_set(struct parser *ps, struct vec *v, size_t first, bool neg) {
         }
     }
     ps->n_ranges = first + m;
-    if (!grow((void **)&ps->sets, &ps->cap_sets, ps->n_sets + 1, sizeof *ps->sets))
+    if (!rcore_grow((void **)&ps->sets, &ps->cap_sets, ps->n_sets + 1, sizeof *ps->sets))
         return fail(ps, ps->p, "out of memory");
     ps->sets[ps->n_sets] = (struct rgram_set){(uint32_t)first, (uint32_t)m, neg};
     return push(ps, v, RG_SET, (uint32_t)ps->n_sets++);
 }
 
 static bool add_range(struct parser *ps, uint32_t lo, uint32_t hi) {
-    if (!grow((void **)&ps->ranges, &ps->cap_ranges, ps->n_ranges + 1, sizeof *ps->ranges))
+    if (!rcore_grow((void **)&ps->ranges, &ps->cap_ranges, ps->n_ranges + 1, sizeof *ps->ranges))
         return fail(ps, ps->p, "out of memory");
     ps->ranges[ps->n_ranges++] = (struct rgram_range){lo, hi};
     return true;

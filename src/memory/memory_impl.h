@@ -1,4 +1,5 @@
-/* Private to src/memory: the layout of struct rmem, shared by memory.c and memory_state.c. */
+/* Private to src/memory: the layout of struct rmem, shared by memory.c, memory_batch.c,
+ * memory_state.c, memory_compute.c and snapshot.c. */
 #ifndef RECUR_MEMORY_IMPL_H
 #define RECUR_MEMORY_IMPL_H
 
@@ -83,6 +84,11 @@ struct rmem {
     struct rmem_snap *spare; /* dropped blocks kept for reuse (n_rollback + 2 at most) */
     uint32_t n_spare;
 };
+
+/* Copies the cell and sequence metadata of a memory with `size` cells and n_seq sequences
+ * (memory.c; the batch context's dry run saves and restores it). */
+void rmem_meta_copy(struct rmem_meta *dst, const struct rmem_meta *src, uint32_t size,
+                    uint32_t n_seq);
 
 /* Hooks of the sequence operations into the snapshot lists (snapshot.c). */
 void rmem_snap_drop_seq(struct rmem *mem, int32_t seq);

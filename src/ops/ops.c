@@ -1,7 +1,8 @@
 /*
  * The dispatcher (see ops.h): checks of weight types, the matmul's and the Mamba scans' split
  * of the work among the threads, and the calls of the instruction set's kernels through its
- * table (ops_impl.h; the kernels are in ops_scalar.c, ops_avx2.c and ops_avx512.c).
+ * table (ops_impl.h; the kernels are in ops_scalar.c, ops_avx2.c, ops_avxvnni.c and
+ * ops_avx512.c, with the x86 bodies they include from x86/).
  */
 #include "ops.h"
 

@@ -11,7 +11,9 @@
  * portable C ones (ops_scalar.c), on x86-64 CPUs with AVX2, FMA and F16C vectorised ones
  * (ops_avx2.c), with AVX-VNNI too the AVX2 ones with VNNI integer dots (ops_avxvnni.c), with
  * AVX-512 (F, BW, VL, DQ, VNNI) wider ones (ops_avx512.c, which takes
- * the AVX2 kernels where it has none of its own). All give the same results within float
+ * the AVX2 kernels where it has none of its own). The x86 kernels other than the matrix
+ * products are one body for both widths (x86/kernels.inc, over the vector layer x86/vec.h).
+ * All give the same results within float
  * rounding (the tests compare each with float64 references), and the choice is made per call,
  * so tests and benchmarks can force any the CPU runs. ops_probe.c finds what the CPU runs;
  * ops.c, ops_rwkv.c and ops_ssd.c share the work out among the threads and call the table.

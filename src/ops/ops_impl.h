@@ -1,5 +1,6 @@
 /* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
- * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c) share.
+ * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c, and the
+ * x86 bodies they include from x86/) share.
  * Each kernel does one thread's share of a call; each instruction set has a table of its kernels
  * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
  * new file with its table, and an entry in ops_probe.c. */
@@ -284,11 +285,11 @@ uint16_t rops_q8_block(const float *x, int8_t *qs);
 /* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt whole blocks. */
 void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out);
 
-/* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C): the entries of its table,
- * which the AVX-VNNI and AVX-512 tables take where they have no kernel of their own. */
+/* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C; most of them x86/kernels.inc's
+ * body at 8 lanes): the entries of its table, which the AVX-VNNI and AVX-512 tables take where
+ * they have no kernel of their own. */
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1);
-void rops_matmul_q8_rows_avx2(const struct rops_q8_args *a, int64_t r0, int64_t r1);
 void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
 void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
 void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
@@ -310,5 +311,20 @@ void rops_wkv6_run_avx2(const struct rops_wkv_run *run);
 void rops_wkv7_run_avx2(const struct rops_wkv_run *run);
 double rops_probe_fma_avx2(int64_t iters);
 float rops_probe_sum_avx2(const float *p, size_t n_floats);
+
+/* The AVX2 table with instruction set isa and q8_rows as its integer dots: ops_avx2.c's
+ * (maddubs) and ops_avxvnni.c's (vpdpbusd), the rest the same kernels. */
+#define ROPS_KERNELS_AVX2(isa_, q8_rows_)                                                          \
+    {                                                                                              \
+        .isa = isa_, .matmul_rows = rops_matmul_rows_avx2, .q8_rows = q8_rows_,                    \
+        .quantize_x = rops_quantize_x_avx2, .softplus_bias = rops_softplus_bias_avx2,              \
+        .layernorm = rops_layernorm_avx2, .rmsnorm = rops_rmsnorm_avx2,                            \
+        .map_rows = rops_map_rows_avx2, .conv_channels = rops_conv_channels_avx2,                  \
+        .scan_channels = rops_scan_channels_avx2, .scan2_heads = rops_scan2_heads_avx2,            \
+        .ssd_mm = rops_ssd_mm_avx2, .ssd_decays = rops_ssd_decays_avx2,                            \
+        .ssd_scale_rows = rops_ssd_scale_rows_avx2, .ssd_transpose = rops_ssd_transpose_avx2,      \
+        .wkv6_run = rops_wkv6_run_avx2, .wkv7_run = rops_wkv7_run_avx2,                            \
+        .probe_fma = rops_probe_fma_avx2, .probe_sum = rops_probe_sum_avx2,                        \
+    }
 
 #endif /* RECUR_OPS_IMPL_H */

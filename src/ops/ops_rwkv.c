@@ -5,7 +5,7 @@
  * The scans share the heads out among the threads (heads are independent, and a head's state,
  * 16 KiB at head_size 64, stays in the core's L1 cache across the tokens of a ubatch). A
  * sequence's tokens of a head are one call of the instruction set's wkv6_run / wkv7_run kernel
- * (ops_impl.h; the vector ones in ops_wkv.h).
+ * (ops_impl.h; the vector ones in x86/wkv.h).
  */
 #include "ops_impl.h"
 

@@ -88,66 +88,6 @@ static const char *const model_names[] = {"gpt2", "rwkv", "llama"};
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static uint32_t utf8_decode(const uint8_t *s, int len) {
-    switch (len) {
-    case 1:
-        return s[0];
-    case 2:
-        return (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
-    case 3:
-        return (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
-    default:
-        return (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 |
-               (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
-    }
-}
-
-static int utf8_encode(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-bool rvocab_bytes_add(struct rvocab_bytes *b, const void *src, size_t n) {
-    if (n > b->cap - b->n) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->n < n) {
-            if (cap > SIZE_MAX / 2) {
-                rcore_error_set("vocabulary: out of memory");
-                return false;
-            }
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            rcore_error_set("vocabulary: out of memory (%zu bytes)", cap);
-            return false;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return true;
-}
-
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
     while (c < n) c *= 2;
@@ -183,16 +123,18 @@ int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t le
 
 /* ---- load ---------------------------------------------------------------------------------- */
 
-static void byte_alphabet(struct rvocab *v) {
-    /* GPT-2's bytes_to_unicode: printable bytes keep their code point, the 68 others get
-     * 256, 257, ... in byte order, so that every byte is a visible, non-space character. */
+void rvocab_gpt2_byte_cp(uint16_t cp[256]) {
     int extra = 0;
-    for (int i = 0; i < N_ALPHABET_CP; i++) v->cp_byte[i] = -1;
     for (int b = 0; b < 256; b++) {
         bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        v->byte_cp[b] = (uint16_t)(keep ? b : 256 + extra++);
-        v->cp_byte[v->byte_cp[b]] = (int16_t)b;
+        cp[b] = (uint16_t)(keep ? b : 256 + extra++);
     }
+}
+
+static void byte_alphabet(struct rvocab *v) {
+    for (int i = 0; i < N_ALPHABET_CP; i++) v->cp_byte[i] = -1;
+    rvocab_gpt2_byte_cp(v->byte_cp);
+    for (int b = 0; b < 256; b++) v->cp_byte[v->byte_cp[b]] = (int16_t)b;
 }
 
 /* Reads an optional token id key: *id keeps its default when absent (and -1 becomes of a
@@ -326,7 +268,7 @@ static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
     }
     for (size_t i = 0; i <= v->text_mask; i++) v->text_table[i].id = -1;
 
-    struct rvocab_bytes arena = {0};
+    struct rcore_buf arena = {0};
     for (int32_t id = 0; id < v->n_tokens; id++) {
         const char *s;
         size_t len;
@@ -342,19 +284,19 @@ static bool load_tokens(struct rvocab *v, const struct rgguf *g) {
                             (int)id, len, MAX_TOKEN_LEN);
             goto fail;
         }
-        if (arena.n > UINT32_MAX - len - 1) {
+        if (arena.len > UINT32_MAX - len - 1) {
             rcore_error_set("%s: token texts exceed 4 GiB", KEY_TOKENS);
             goto fail;
         }
         struct rvocab_token *t = &v->tokens[id];
-        t->text_off = (uint32_t)arena.n;
+        t->text_off = (uint32_t)arena.len;
         t->text_len = (uint32_t)len;
         int32_t type = RVOCAB_TYPE_NORMAL;
         if (types) memcpy(&type, types + (size_t)id * sizeof type, sizeof type);
         t->type = (uint8_t)(type >= RVOCAB_TYPE_NORMAL && type <= RVOCAB_TYPE_BYTE
                                 ? type
                                 : RVOCAB_TYPE_UNDEFINED);
-        if (!rvocab_bytes_add(&arena, s, len) || !rvocab_bytes_add(&arena, "", 1)) goto fail;
+        if (!rcore_buf_add(&arena, s, len) || !rcore_buf_add(&arena, "", 1)) goto fail;
         v->text = arena.p; /* text_slot_find reads texts back through v->text */
         uint64_t h = text_hash(s, len);
         struct text_slot *e = text_slot_find(v, s, len, h);
@@ -402,7 +344,7 @@ static bool load_merges(struct rvocab *v, const struct rgguf *g) {
     }
     for (size_t i = 0; i <= v->merge_mask; i++) v->merge_table[i].key = MERGE_EMPTY;
 
-    struct rvocab_bytes joined = {0}; /* left and right glued together, to find the result */
+    struct rcore_buf joined = {0}; /* left and right glued together, to find the result */
     bool ok = false;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
@@ -421,9 +363,9 @@ static bool load_merges(struct rvocab *v, const struct rgguf *g) {
             merge_error((int64_t)i, s, len, "names a token that is not in the vocabulary");
             goto done;
         }
-        joined.n = 0;
-        if (!rvocab_bytes_add(&joined, s, nl) || !rvocab_bytes_add(&joined, sp + 1, nr)) goto done;
-        int32_t result = rvocab_text_to_token(v, joined.p, joined.n);
+        joined.len = 0;
+        if (!rcore_buf_add(&joined, s, nl) || !rcore_buf_add(&joined, sp + 1, nr)) goto done;
+        int32_t result = rvocab_text_to_token(v, joined.p, joined.len);
         if (result < 0) {
             merge_error((int64_t)i, s, len, "makes a token that is not in the vocabulary");
             goto done;
@@ -451,21 +393,21 @@ static int hex_digit(char c) {
 }
 
 /* What token_to_piece hands out with special = true, as llama.cpp's token_to_piece cache. */
-static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
+static bool add_piece(struct rvocab *v, struct rcore_buf *out, int32_t id) {
     const struct rvocab_token *t = &v->tokens[id];
     const char *s = rvocab_tok_text(v, id);
-    size_t start = out->n;
+    size_t start = out->len;
     switch (t->type) {
     case RVOCAB_TYPE_CONTROL:
     case RVOCAB_TYPE_UNKNOWN:
     case RVOCAB_TYPE_USER_DEFINED:
-        return rvocab_bytes_add(out, s, t->text_len);
+        return rcore_buf_add(out, s, t->text_len);
     case RVOCAB_TYPE_BYTE: {
         bool form = t->text_len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>';
         int hi = form ? hex_digit(s[3]) : -1, lo = form ? hex_digit(s[4]) : -1;
         if (hi >= 0 && lo >= 0) {
             char c = (char)(hi << 4 | lo);
-            return rvocab_bytes_add(out, &c, 1);
+            return rcore_buf_add(out, &c, 1);
         }
         return true; /* not of the form <0xXX>: no byte to give */
     }
@@ -475,29 +417,30 @@ static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
         if (v->model == VM_SPM) { /* "▁" stands for a space, as llama_unescape_whitespace */
             for (size_t i = 0; i < n;) {
                 bool esc = n - i >= 3 && memcmp(p + i, "\xe2\x96\x81", 3) == 0;
-                if (!rvocab_bytes_add(out, esc ? " " : s + i, 1)) return false;
+                if (!rcore_buf_add(out, esc ? " " : s + i, 1)) return false;
                 i += esc ? 3 : 1;
             }
             return true;
         }
         for (size_t i = 0; i < n;) {
-            int len = rvocab_utf8_len(p + i, n - i);
-            uint32_t cp = len ? utf8_decode(p + i, len) : 0xFFFD;
-            i += len ? (size_t)len : 1;
+            size_t len;
+            uint32_t cp = rcore_utf8_decode(p + i, n - i, &len);
+            if (len == 0) cp = 0xFFFD;
+            i += len ? len : 1;
             if (cp < N_ALPHABET_CP && v->cp_byte[cp] >= 0) {
                 char c = (char)v->cp_byte[cp];
-                if (!rvocab_bytes_add(out, &c, 1)) return false;
+                if (!rcore_buf_add(out, &c, 1)) return false;
                 continue;
             }
             /* llama.cpp's llama_decode_text writes a character outside the alphabet so */
             char u8[4], hex[9];
-            int k = utf8_encode(cp, u8);
+            int k = (int)rcore_utf8_encode(cp, u8);
             for (int j = 0; j < k; j++) snprintf(hex + 2 * j, 3, "%02x", (uint8_t)u8[j]);
-            if (!rvocab_bytes_add(out, "[UNK_BYTE_0x", 12) ||
-                !rvocab_bytes_add(out, hex, (size_t)(2 * k)) || !rvocab_bytes_add(out, s, n) ||
-                !rvocab_bytes_add(out, "]", 1))
+            if (!rcore_buf_add(out, "[UNK_BYTE_0x", 12) ||
+                !rcore_buf_add(out, hex, (size_t)(2 * k)) || !rcore_buf_add(out, s, n) ||
+                !rcore_buf_add(out, "]", 1))
                 return false;
-            if (out->n - start > MAX_PIECE_LEN) {
+            if (out->len - start > MAX_PIECE_LEN) {
                 rcore_error_set("%s: token %d: its decoded text exceeds %u bytes", KEY_TOKENS,
                                 (int)id, MAX_PIECE_LEN);
                 return false;
@@ -511,18 +454,18 @@ static bool add_piece(struct rvocab *v, struct rvocab_bytes *out, int32_t id) {
 }
 
 static bool build_pieces(struct rvocab *v) {
-    struct rvocab_bytes out = {0};
+    struct rcore_buf out = {0};
     for (int32_t id = 0; id < v->n_tokens; id++) {
-        size_t before = out.n;
+        size_t before = out.len;
         if (!add_piece(v, &out, id)) goto fail;
-        if (out.n > UINT32_MAX) {
+        if (out.len > UINT32_MAX) {
             rcore_error_set("%s: decoded token texts exceed 4 GiB", KEY_TOKENS);
             goto fail;
         }
         v->tokens[id].piece_off = (uint32_t)before;
-        v->tokens[id].piece_len = (uint32_t)(out.n - before);
+        v->tokens[id].piece_len = (uint32_t)(out.len - before);
     }
-    if (!out.p && !rvocab_bytes_add(&out, "", 1)) goto fail; /* never NULL, even if all are empty */
+    if (!out.p && !rcore_buf_add(&out, "", 1)) goto fail; /* never NULL, even if all are empty */
     v->pieces = out.p;
     return true;
 fail:
@@ -533,19 +476,19 @@ fail:
 /* rwkv: every token's piece is its unescaped text, whatever its type (control <s> and the
  * unused [PAD<i>] tokens too), as llama.cpp's token_to_piece gives for RWKV vocabularies. */
 static bool build_rwkv_pieces(struct rvocab *v) {
-    struct rvocab_bytes out = {0};
+    struct rcore_buf out = {0};
     for (int32_t id = 0; id < v->n_tokens; id++) {
-        size_t before = out.n;
+        size_t before = out.len;
         const struct rvocab_token *t = &v->tokens[id];
         if (!rvocab_rwkv_unescape(rvocab_tok_text(v, id), t->text_len, id, &out)) goto fail;
-        if (out.n > UINT32_MAX) {
+        if (out.len > UINT32_MAX) {
             rcore_error_set("%s: unescaped token texts exceed 4 GiB", KEY_TOKENS);
             goto fail;
         }
         v->tokens[id].piece_off = (uint32_t)before;
-        v->tokens[id].piece_len = (uint32_t)(out.n - before);
+        v->tokens[id].piece_len = (uint32_t)(out.len - before);
     }
-    if (!out.p && !rvocab_bytes_add(&out, "", 1)) goto fail;
+    if (!out.p && !rcore_buf_add(&out, "", 1)) goto fail;
     v->pieces = out.p;
     return true;
 fail:
@@ -669,8 +612,8 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     byte_alphabet(v);
     for (int b = 0; b < 256; b++) {
         char u8[4];
-        int k = utf8_encode(v->byte_cp[b], u8);
-        v->byte_token[b] = rvocab_text_to_token(v, u8, (size_t)k);
+        size_t k = rcore_utf8_encode(v->byte_cp[b], u8);
+        v->byte_token[b] = rvocab_text_to_token(v, u8, k);
     }
     if (!build_pieces(v) || !build_specials(v)) goto fail;
     if (!rvocab_pre_compile(pre, (flags & RVOCAB_LOAD_NO_JIT) == 0, v->re, &v->jit)) goto fail;

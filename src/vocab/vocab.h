@@ -122,6 +122,11 @@ const char *rvocab_token_text(const struct rvocab *v, int32_t token, size_t *len
 /* The id of the token whose stored text is exactly text[0..len), or -1. */
 int32_t rvocab_text_to_token(const struct rvocab *v, const char *text, size_t len);
 
+/* GPT-2's bytes_to_unicode: the code point that byte-level BPE writes for each byte. Printable
+ * bytes (33..126, 161..172, 174..255) keep their own, the 68 others get U+0100, U+0101, ... in
+ * byte order, so that every byte is a visible, non-space character. Fills cp[0..256). */
+void rvocab_gpt2_byte_cp(uint16_t cp[256]);
+
 /* ---- tokenize ----------------------------------------------------------------------------- */
 
 /* Work counters of one rvocab_tokenize_stats call, to check that tokenizing is linear in the

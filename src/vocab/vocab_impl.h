@@ -14,6 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
+#include "core/utf8.h"
+
 struct rvocab;
 
 /* One token: offsets into the vocabulary's two byte arenas, the stored text and the piece
@@ -23,15 +26,6 @@ struct rvocab_token {
     uint32_t piece_off, piece_len;
     uint8_t type;
 };
-
-/* A growable byte buffer, for building the arenas at load. */
-struct rvocab_bytes {
-    char *p;
-    size_t n, cap;
-};
-
-/* Appends src[0..n); false with the error set when out of memory. */
-bool rvocab_bytes_add(struct rvocab_bytes *b, const void *src, size_t n);
 
 /* Where a tokenizer writes ids: all are counted, those that fit are stored, so that a call with
  * too small a buffer still learns the size it needs. */
@@ -50,7 +44,7 @@ static inline void rvocab_out_push(struct rvocab_out *o, int32_t id) {
 /* Appends the bytes that token `id`'s stored text text[0..len) stands for (llama.cpp's
  * llama_unescape_rwkv_token, see vocab_rwkv.c for the escapes). False with the error set on a
  * malformed escape (naming the token) or when out of memory. */
-bool rvocab_rwkv_unescape(const char *text, size_t len, int32_t id, struct rvocab_bytes *out);
+bool rvocab_rwkv_unescape(const char *text, size_t len, int32_t id, struct rcore_buf *out);
 
 struct rvocab_trie;
 
@@ -163,27 +157,6 @@ struct rvocab {
 
     struct rvocab_trie *trie; /* rwkv only */
 };
-
-/* Length of the valid UTF-8 sequence at s[0..n) (strict: no overlongs, surrogates or code
- * points past U+10FFFF, the rules PCRE2 checks), or 0 when s[0] does not start one. */
-static inline int rvocab_utf8_len(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F)) return 0;
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F)) return 0;
-        return 4;
-    }
-    return 0;
-}
 
 static inline const char *rvocab_tok_text(const struct rvocab *v, int32_t id) {
     return v->text + v->tokens[id].text_off;

@@ -60,13 +60,13 @@ static bool escape_error(const char *text, size_t len, int32_t id, size_t at, co
  * digits decodes to an arbitrary byte; a trailing \ or \x, \xN is dropped) this refuses the
  * file: the converter cannot have written it, and guessing would tokenize differently from
  * llama.cpp or from what was meant. */
-bool rvocab_rwkv_unescape(const char *text, size_t len, int32_t id, struct rvocab_bytes *out) {
+bool rvocab_rwkv_unescape(const char *text, size_t len, int32_t id, struct rcore_buf *out) {
     size_t i = 0;
     while (i < len) {
         /* copy the run up to the next backslash in one go */
         const char *bs = memchr(text + i, '\\', len - i);
         size_t run = bs ? (size_t)(bs - (text + i)) : len - i;
-        if (!rvocab_bytes_add(out, text + i, run)) return false;
+        if (!rcore_buf_add(out, text + i, run)) return false;
         i += run;
         if (i == len) break;
         if (i + 1 == len) return escape_error(text, len, id, i, "it ends in a lone backslash");
@@ -88,14 +88,14 @@ bool rvocab_rwkv_unescape(const char *text, size_t len, int32_t id, struct rvoca
                 return escape_error(text, len, id, i,
                                     "\\x must be followed by two lowercase hex digits");
             char b = (char)(hi << 4 | lo);
-            if (!rvocab_bytes_add(out, &b, 1)) return false;
+            if (!rcore_buf_add(out, &b, 1)) return false;
             i += 4;
             continue;
         }
         default:
             break; /* \\ \' and any other character stand for themselves */
         }
-        if (!rvocab_bytes_add(out, &c, 1)) return false;
+        if (!rcore_buf_add(out, &c, 1)) return false;
         i += 2;
     }
     return true;

@@ -194,7 +194,7 @@ static bool split_run(struct tok *t, int level, const uint8_t *s, size_t n) {
                 off = n;
                 break;
             }
-            end = start + (size_t)rvocab_utf8_len(s + start, n - start);
+            end = start + rcore_utf8_len(s + start, n - start);
         }
         if (!split_run(t, level + 1, s + start, end - start)) return false;
         off = end;
@@ -212,7 +212,7 @@ static bool tokenize_text(struct tok *t, const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         size_t j = i;
-        for (int k; j < n && (k = rvocab_utf8_len(s + j, n - j)) > 0;) j += (size_t)k;
+        for (size_t k; j < n && (k = rcore_utf8_len(s + j, n - j)) > 0;) j += k;
         if (j > i && !split_run(t, 0, s + i, j - i)) return false;
         if (j < n && !(t->v->byte_token[s[j]] >= 0 ? bpe_piece(t, s + j, 1)
                                                    : split_run(t, 0, fffd, sizeof fffd)))

@@ -16,23 +16,9 @@
 
 #include "recur.h"
 
-#define MAX_PAR 50
+#include "file_util.h"
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
+#define MAX_PAR 50
 
 static int fail(const char *what) {
     fprintf(stderr, "grammar_gen: %s: %s\n", what, recur_last_error());
@@ -45,7 +31,7 @@ int main(int argc, char **argv) {
                         "N_TOKENS SEED\n");
         return 2;
     }
-    char *text = read_file(argv[3]);
+    char *text = file_read(argv[3], NULL);
     if (!text) {
         fprintf(stderr, "grammar_gen: cannot read %s\n", argv[3]);
         return 1;

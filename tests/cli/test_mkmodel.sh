@@ -351,7 +351,7 @@ grep -v '^python:' "$tmp/py"
 # ---- RWKV-6 and RWKV-7 ------------------------------------------------------------------------
 # Read back with tests/ref/gguf_reader.py; the expected keys, tensors (docs/rwkv6.md and
 # docs/rwkv7.md section 2, llama.cpp's converter) and world vocabulary are listed below,
-# independently of mkmodel_rwkv.c.
+# independently of mk_rwkv.c and mk_vocab.c.
 r6=(--arch rwkv6 --embd 64 --layers 3 --vocab 1000 --seed 7 --head-size 16)
 r7=(--arch rwkv7 --embd 64 --layers 3 --vocab 1000 --seed 7 --head-size 16)
 mk r6 "${r6[@]}"

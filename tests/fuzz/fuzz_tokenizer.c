@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 
@@ -88,22 +89,7 @@ static void check_rwkv(const char *text, int32_t len, const int32_t *tok, int32_
 }
 
 static bool valid_utf8(const uint8_t *s, int32_t n) {
-    for (int32_t i = 0; i < n;) {
-        const uint8_t c = s[i];
-        const int32_t k = c < 0x80                ? 1
-                          : c >= 0xC2 && c < 0xE0 ? 2
-                          : c >= 0xE0 && c < 0xF0 ? 3
-                          : c >= 0xF0 && c < 0xF5 ? 4
-                                                  : 0;
-        if (k == 0 || k > n - i) return false;
-        for (int32_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
-            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-            return false;
-        i += k;
-    }
-    return true;
+    return rcore_utf8_valid(s, (size_t)n) == (size_t)n;
 }
 
 static void check_spm(const char *text, int32_t len, bool special, bool bos) {

@@ -4,11 +4,14 @@
 #ifndef RECUR_TEST_VOCAB_UTIL_H
 #define RECUR_TEST_VOCAB_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
+#include "file_util.h"
 #include "gguf/gguf.h"
 #include "vocab/vocab.h"
 
@@ -74,6 +77,61 @@ static size_t put_cp(uint8_t *out, uint32_t cp) {
     out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
     out[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
+}
+
+/* llama.cpp's tokenizer vectors (test-tokenizer-0's files): the .inp holds texts each ended by
+ * "\n__ggml_vocab_test__\n" (a text may be empty or newlines only), the .out one line of ids
+ * per text, each id after a space. vocab_cases_open reads both (REQUIRE: the test cannot go on
+ * without them); vocab_case_next gives the next text and its ids (at most max, REQUIRE'd), false
+ * after the last; vocab_cases_close frees them and says whether the .out had exactly one line
+ * a text. */
+struct vocab_cases {
+    char *inp, *out, *line;
+    size_t ni, pos;
+};
+
+static inline void vocab_cases_open(struct vocab_cases *c, const char *base) {
+    char path[512];
+    size_t no;
+    snprintf(path, sizeof path, "%s.inp", base);
+    c->inp = file_read(path, &c->ni);
+    REQUIRE(c->inp);
+    snprintf(path, sizeof path, "%s.out", base);
+    c->out = file_read(path, &no);
+    REQUIRE(c->out);
+    c->line = c->out;
+    c->pos = 0;
+}
+
+static inline bool vocab_case_next(struct vocab_cases *c, const char **text, size_t *len,
+                                   int32_t *ids, int32_t max, int32_t *n_ids) {
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    if (c->pos >= c->ni) return false;
+    const char *end = strstr(c->inp + c->pos, sep);
+    *text = c->inp + c->pos;
+    *len = end ? (size_t)(end - *text) : c->ni - c->pos;
+    c->pos += *len + (end ? sizeof sep - 1 : 0);
+    char *nl = strchr(c->line, '\n');
+    REQUIRE(nl);
+    *nl = '\0';
+    *n_ids = 0;
+    for (char *p = c->line;;) {
+        char *q;
+        const long id = strtol(p, &q, 10);
+        if (q == p) break; /* the end of the line */
+        REQUIRE(*n_ids < max);
+        ids[(*n_ids)++] = (int32_t)id;
+        p = q;
+    }
+    c->line = nl + 1;
+    return true;
+}
+
+static inline bool vocab_cases_close(struct vocab_cases *c) {
+    const bool whole = *c->line == '\0';
+    free(c->inp);
+    free(c->out);
+    return whole;
 }
 
 #endif

@@ -19,22 +19,8 @@
 
 #include "recur.h"
 #define TEST_LAST_ERROR recur_last_error
+#include "file_util.h"
 #include "test.h"
-
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(*n ? *n : 1);
-    if (buf && fread(buf, 1, *n, f) != *n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
 
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3) {
@@ -75,7 +61,7 @@ int main(int argc, char **argv) {
     snprintf(pb, sizeof pb, "%s/b.bin", dir);
     REQUIRE(recur_state_save_file(a, pa, ta, 6) && recur_state_save_file(b, pb, ta, 12));
     size_t na, nb;
-    uint8_t *fa = slurp(pa, &na), *fb = slurp(pb, &nb);
+    char *fa = file_read(pa, &na), *fb = file_read(pb, &nb);
     REQUIRE(fa && fb && (na != nb || memcmp(fa, fb, na) != 0));
     REQUIRE(recur_state_save_file(a, path, ta, 6));
 
@@ -97,7 +83,7 @@ int main(int argc, char **argv) {
         int st;
         waitpid(child, &st, 0);
         size_t n;
-        uint8_t *got = slurp(path, &n);
+        char *got = file_read(path, &n);
         const bool is_a = got && n == na && memcmp(got, fa, na) == 0;
         const bool is_b = got && n == nb && memcmp(got, fb, nb) == 0;
         seen_a += is_a;

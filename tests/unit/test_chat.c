@@ -17,6 +17,7 @@
 
 #include "recur.h"
 #define TEST_LAST_ERROR recur_last_error
+#include "file_util.h"
 #include "test.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -302,25 +303,13 @@ static void test_tokenize_except(const struct recur_model *m) {
     CHECK_ERR("model is NULL");
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0 && fseek(f, 0, SEEK_SET) == 0);
-    char *s = malloc((size_t)n + 1);
-    REQUIRE(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static const char *g_model, *g_template, *g_plain;
 
 static void test_model_template(void) {
     struct recur_model *m = recur_model_load_from_file(g_model, recur_model_default_params());
     REQUIRE(m);
-    char *want = read_file(g_template);
+    char *want = file_read(g_template, NULL);
+    REQUIRE(want);
     const char *t = recur_model_chat_template(m, NULL);
     CHECK_MSG(t && strcmp(t, want) == 0, "the model's template differs from %s", g_template);
     CHECK(t && recur_chat_template_name(t) && strcmp(recur_chat_template_name(t), "gemma") == 0);

@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "gguf/gguf.h"
+#include "file_util.h"
 #include "test.h"
 
 #ifndef RECUR_TEST_DATA
@@ -22,28 +23,6 @@ static char tmpdir[64];
 
 static void tmp_path(char *buf, size_t size, const char *name) {
     snprintf(buf, size, "%s/%s", tmpdir, name);
-}
-
-static uint8_t *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    uint8_t *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
-    return b;
-}
-
-static void write_file(const char *path, const void *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    REQUIRE(f);
-    REQUIRE(fwrite(data, 1, size, f) == size);
-    REQUIRE(fclose(f) == 0);
 }
 
 /* the last error starts with "name: " */
@@ -234,7 +213,7 @@ static bool open_copy(const uint8_t *data, size_t size, const char *name, const 
 static bool open_as_file(const uint8_t *data, size_t size, bool use_mmap, const char **bad) {
     char path[128];
     tmp_path(path, sizeof path, "mutant.gguf");
-    write_file(path, data, size);
+    REQUIRE(file_write(path, data, size));
     *bad = NULL;
     struct rgguf *g = rgguf_open(path, use_mmap);
     if (g) {
@@ -339,7 +318,8 @@ static void test_vocab_files(void) {
                 CHECK_MSG(g != NULL, "%s", rcore_error_get());
                 if (g) CHECK(rgguf_is_mapped(g) == (mode == 0));
             } else {
-                bytes = read_file(path, &size);
+                bytes = (uint8_t *)file_read(path, &size);
+                REQUIRE(bytes);
                 g = rgguf_open_buffer(bytes, size, files[f]);
                 CHECK(g != NULL);
             }
@@ -358,7 +338,8 @@ static void test_vocab_files(void) {
                 CHECK(rgguf_writer_write(w, out));
                 rgguf_writer_free(w);
                 size_t n2;
-                uint8_t *copy = read_file(out, &n2);
+                uint8_t *copy = (uint8_t *)file_read(out, &n2);
+                REQUIRE(copy);
                 CHECK(n2 == size + (32 - size % 32) % 32 && memcmp(copy, bytes, size) == 0);
                 bool zeros = true;
                 for (size_t i = size; i < n2; i++) zeros = zeros && copy[i] == 0;
@@ -374,7 +355,8 @@ static void test_vocab_files(void) {
     char path[512];
     size_t size;
     snprintf(path, sizeof path, "%s/%s", RECUR_TEST_DATA, files[0]);
-    uint8_t *bytes = read_file(path, &size);
+    uint8_t *bytes = (uint8_t *)file_read(path, &size);
+    REQUIRE(bytes);
     unsigned long long rng = 7;
     int bad = 0;
     const char *why = NULL;
@@ -579,7 +561,8 @@ static void test_round_trip(void) {
             if (mode < 2) {
                 g = rgguf_open(path, mode == 0);
             } else {
-                bytes = read_file(path, &size);
+                bytes = (uint8_t *)file_read(path, &size);
+                REQUIRE(bytes);
                 g = rgguf_open_buffer(bytes, size, "sample.gguf");
             }
             CHECK_MSG(g != NULL, "%s", rcore_error_get());
@@ -765,7 +748,8 @@ static void test_all_value_types(void) {
     CHECK(rgguf_writer_write(w, path));
     rgguf_writer_free(w);
     size_t n2;
-    uint8_t *copy = read_file(path, &n2);
+    uint8_t *copy = (uint8_t *)file_read(path, &n2);
+    REQUIRE(copy);
     CHECK(n2 == (b.n + 31) / 32 * 32 && memcmp(copy, b.p, b.n) == 0);
     free(copy);
     remove(path);
@@ -861,7 +845,7 @@ static void test_writer_errors(void) {
     CHECK(rgguf_open(path, true) == NULL);
     CHECK(error_names(path));
     tmp_path(path, sizeof path, "empty.gguf");
-    write_file(path, "", 0);
+    REQUIRE(file_write(path, "", 0));
     CHECK(rgguf_open(path, true) == NULL);
     CHECK_ERR("empty file");
     CHECK(rgguf_open(path, false) == NULL);
@@ -876,7 +860,8 @@ static uint8_t *sample_bytes(size_t *size, size_t *data_start, size_t *data_end)
     char path[128];
     tmp_path(path, sizeof path, "sample.gguf");
     write_sample(path, 0);
-    uint8_t *b = read_file(path, size);
+    uint8_t *b = (uint8_t *)file_read(path, size);
+    REQUIRE(b);
     remove(path);
     struct rgguf *g = rgguf_open_buffer(b, *size, "sample.gguf");
     REQUIRE(g);

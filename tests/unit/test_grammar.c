@@ -19,6 +19,7 @@
 #include "sample/sample.h"
 #include "vocab/vocab.h"
 
+#include "file_util.h"
 #include "test.h"
 
 static const char *data_dir, *model_path;
@@ -27,27 +28,10 @@ static const char *const grammar_files[] = {"arithmetic", "c",    "chess",    "e
                                             "japanese",   "json", "json_arr", "list"};
 #define N_FILES (sizeof grammar_files / sizeof grammar_files[0])
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 static char *grammar_file(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/grammars/%s.gbnf", data_dir, name);
-    char *t = read_file(path, NULL);
+    char *t = file_read(path, NULL);
     REQUIRE(t);
     return t;
 }

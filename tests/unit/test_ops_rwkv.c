@@ -205,7 +205,7 @@ static void check_wkv(struct rpool *pool, int v7, int64_t S, int64_t T, int64_t 
 static void test_wkv(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
-    /* S, T, E, head_size. Heads of 32 and 64 take the vector sets' run kernels (ops_wkv.h:
+    /* S, T, E, head_size. Heads of 32 and 64 take the vector sets' run kernels (x86/wkv.h:
        WKV7's from 4 tokens on: 1, 3 and 40 tokens run both forms), the others the per-token
        ones. The (0.6, 0.99) decays fold after 82 tokens or more (0.6^82 < 2^-60, the kernels'
        bound): 100 tokens cross it; the tiny ones fold every token or two. */

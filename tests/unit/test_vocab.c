@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_util.h"
 #include "test.h"
 #include "vocab_util.h"
 
@@ -44,22 +45,6 @@ static struct rgguf *gpt2_file;
 static struct rvocab *gpt2;          /* default: JIT when available, clean-up of spaces */
 static struct rvocab *gpt2_interp;   /* PCRE2 interpreter */
 static struct rvocab *gpt2_verbatim; /* no clean-up: detokenize(tokenize(s)) == s */
-
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *size = (size_t)n;
-    return b;
-}
 
 /* Concatenation of the pieces (special = true); *n gets the length. */
 static char *pieces(const struct rvocab *v, const int32_t *t, int32_t nt, size_t *n) {
@@ -119,40 +104,17 @@ static size_t ref_clean(const char *in, size_t n, char *out) {
 
 /* ---- llama.cpp's test: ggml-vocab-gpt-2.gguf.inp / .out ---------------------------------- */
 
-/* The .inp holds texts separated by "\n__ggml_vocab_test__\n" (each separator ends a text,
- * the last one included; a text may be empty or be newlines only), the .out one line of ids
- * per text, each id preceded by a space. This is how llama.cpp's test-tokenizer-0 reads them. */
+/* llama.cpp's test-tokenizer-0 vectors (vocab_util.h reads them): both tokenizers give the ids,
+ * and the pieces give the text back. */
 static void test_llama_cases(void) {
-    size_t ni, no;
-    char *inp = read_file(GPT2_FILE ".inp", &ni);
-    char *out = read_file(GPT2_FILE ".out", &no);
-    const char *sep = "\n__ggml_vocab_test__\n";
-    size_t seplen = strlen(sep);
+    struct vocab_cases vc;
+    vocab_cases_open(&vc, GPT2_FILE);
     int n_cases = 0;
-    size_t pos = 0;
-    char *line = out;
     const struct rvocab *vs[] = {gpt2, gpt2_interp};
-    while (pos < ni) {
-        const char *end = strstr(inp + pos, sep);
-        size_t len = end ? (size_t)(end - (inp + pos)) : ni - pos;
-        const char *text = inp + pos;
-        pos += len + (end ? seplen : 0);
-
-        char *nl = strchr(line, '\n');
-        REQUIRE(nl);
-        *nl = '\0';
-        int32_t want[512];
-        int32_t n_want = 0;
-        for (char *p = line;;) {
-            char *q;
-            long id = strtol(p, &q, 10);
-            if (q == p) break; /* end of the line */
-            REQUIRE(n_want < 512);
-            want[n_want++] = (int32_t)id;
-            p = q;
-        }
-        line = nl + 1;
-
+    const char *text;
+    size_t len;
+    int32_t want[512], n_want;
+    while (vocab_case_next(&vc, &text, &len, want, 512, &n_want)) {
         for (size_t k = 0; k < 2; k++) {
             int32_t n;
             int32_t *got = tokenize(vs[k], text, len, false, false, &n);
@@ -168,9 +130,7 @@ static void test_llama_cases(void) {
         n_cases++;
     }
     CHECK(n_cases == 46);
-    CHECK(*line == '\0'); /* as many lines as texts */
-    free(inp);
-    free(out);
+    CHECK(vocab_cases_close(&vc)); /* as many lines as texts */
 }
 
 /* ---- properties ------------------------------------------------------------------------ */

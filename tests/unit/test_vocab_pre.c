@@ -17,6 +17,7 @@
 #include "vocab/vocab.h"
 
 #include "core/core.h"
+#include "core/utf8.h"
 #include "gguf/gguf.h"
 
 #include <stdint.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_util.h"
 #include "test.h"
 #include "vocab_util.h"
 
@@ -41,22 +43,6 @@ static char tmpdir[64];
 static struct rgguf *spm_file, *gpt2_file;
 static struct rvocab *falcon, *falcon_interp, *spm;
 
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n >= 0);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    REQUIRE(b);
-    REQUIRE(fread(b, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *size = (size_t)n;
-    return b;
-}
-
 static struct rvocab *load_path(const char *path, uint32_t flags) {
     struct rgguf *g = rgguf_open(path, true);
     REQUIRE(g);
@@ -69,41 +55,18 @@ static struct rvocab *load_path(const char *path, uint32_t flags) {
 
 /* ---- llama.cpp's vectors ------------------------------------------------------------------ */
 
-/* The .inp holds texts each ended by "\n__ggml_vocab_test__\n", the .out one line of ids per
- * text (each id after a space), as llama.cpp's test-tokenizer-0 reads them; it tokenizes with
- * add_special = false and parse_special = false. Returns the number of cases; every vocabulary
- * of vs must give the ids, and (verbatim) detokenize must give the text back. */
+/* llama.cpp's test-tokenizer-0 vectors (vocab_util.h reads them), tokenized with add_special
+ * = false and parse_special = false. Returns the number of cases; every vocabulary of vs must
+ * give the ids, and (verbatim) detokenize must give the text back. */
 static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, bool verbatim) {
-    char path[512];
-    size_t ni, no;
-    snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = read_file(path, &ni);
-    snprintf(path, sizeof path, "%s.out", base);
-    char *out = read_file(path, &no);
-    const char *sep = "\n__ggml_vocab_test__\n";
-    size_t seplen = strlen(sep);
+    struct vocab_cases vc;
+    vocab_cases_open(&vc, base);
     int n_cases = 0, n_bad = 0;
-    size_t pos = 0;
-    char *line = out;
-    while (pos < ni) {
-        const char *end = strstr(inp + pos, sep);
-        size_t len = end ? (size_t)(end - (inp + pos)) : ni - pos;
-        const char *text = inp + pos;
-        pos += len + (end ? seplen : 0);
-        char *nl = strchr(line, '\n');
-        REQUIRE(nl);
-        *nl = '\0';
-        static int32_t want[4096];
-        int32_t n_want = 0;
-        for (char *p = line;;) {
-            char *q;
-            long id = strtol(p, &q, 10);
-            if (q == p) break;
-            REQUIRE(n_want < 4096);
-            want[n_want++] = (int32_t)id;
-            p = q;
-        }
-        line = nl + 1;
+    const char *text;
+    size_t len;
+    static int32_t want[4096];
+    int32_t n_want;
+    while (vocab_case_next(&vc, &text, &len, want, 4096, &n_want)) {
         for (int k = 0; k < n_vs; k++) {
             int32_t n;
             int32_t *got = tokenize(vs[k], text, len, false, false, &n);
@@ -128,9 +91,7 @@ static int check_vectors(const char *base, struct rvocab *const *vs, int n_vs, b
         }
         n_cases++;
     }
-    CHECK(*line == '\0'); /* as many lines as texts */
-    free(inp);
-    free(out);
+    CHECK(vocab_cases_close(&vc)); /* as many lines as texts */
     return n_cases;
 }
 
@@ -366,22 +327,7 @@ static size_t random_text(unsigned long long *rng, char *out, size_t cap) {
 }
 
 static bool valid_utf8(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k = c < 0x80                ? 1
-                   : c >= 0xC2 && c < 0xE0 ? 2
-                   : c >= 0xE0 && c < 0xF0 ? 3
-                   : c >= 0xF0 && c < 0xF5 ? 4
-                                           : 0;
-        if (k == 0 || k > n - i) return false;
-        for (size_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
-            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-            return false;
-        i += k;
-    }
-    return true;
+    return rcore_utf8_valid(s, n) == n;
 }
 
 static void test_spm_round_trip(void) {

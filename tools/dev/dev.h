@@ -7,7 +7,8 @@
 #ifndef RECUR_DEV_H
 #define RECUR_DEV_H
 
-/* mkmodel: writes a random-weight model in llama.cpp's GGUF layout (mkmodel.c, mkmodel_rwkv.c). */
+/* mkmodel: writes a random-weight model in llama.cpp's GGUF layout (mkmodel.c and its
+ * architecture families, mk_*.c). */
 int cmd_mkmodel(int argc, char **argv);
 /* setmeta: a GGUF file with string key-values set, tensors copied (setmeta.c). */
 int cmd_setmeta(int argc, char **argv);

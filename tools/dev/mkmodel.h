@@ -1,6 +1,9 @@
 /*
- * Private to `recur mkmodel`: what mkmodel.c (flags, the Mamba models, the gpt2 vocabulary cut)
- * shares with mkmodel_rwkv.c (RWKV-6 and RWKV-7), so that both draw tensors the same way.
+ * Private to `recur mkmodel`: what mkmodel.c (the flags, the table of architecture families,
+ * tensor drawing, the command) shares with the families' files (mk_mamba.c: Mamba-1 and
+ * Mamba-2; mk_rwkv.c: RWKV-6 and RWKV-7) and with mk_vocab.c (the vocabularies they write),
+ * so that every family draws tensors the same way. A new architecture is a struct mk_family in
+ * a file of its own, and its line in mkmodel.c's table.
  */
 #ifndef RECUR_MKMODEL_H
 #define RECUR_MKMODEL_H
@@ -56,15 +59,25 @@ enum flag_id {
     F_COUNT
 };
 
-enum mk_arch { MK_MAMBA, MK_MAMBA2, MK_RWKV6, MK_RWKV7 };
+struct mk;
+struct mk_family;
+
+/* One architecture: its --arch name, its title in --help ("Mamba-2"), and the family's own
+ * number for it (which variant the family's code writes). */
+struct mk_arch {
+    const char *name;
+    const char *title;
+    int variant;
+};
 
 struct mk {
     const char *out;
     const char *vocab_file;
     const char *chat_template_file; /* --chat-template: its text becomes tokenizer.chat_template */
     char *chat_template;            /* that text (malloc'd), NULL: none given */
-    const char *pre; /* --pre, or NULL */
-    enum mk_arch arch;
+    const char *pre;                /* --pre, or NULL */
+    const struct mk_family *family;
+    const struct mk_arch *arch; /* one of family->archs */
     uint32_t n_embd, n_layer, n_vocab;
     uint64_t seed;
     uint32_t wtype; /* enum rgguf_ttype of the weight matrices */
@@ -79,9 +92,35 @@ struct mk {
     uint32_t lora_w, lora_a, lora_v, lora_g; /* rwkv7 */
 };
 
-static inline bool mk_is_rwkv(const struct mk *m) {
-    return m->arch == MK_RWKV6 || m->arch == MK_RWKV7;
-}
+/* What a family of architectures brings. The functions run in this order, each only when the
+ * ones before succeeded: check, parse, then add_hparams, add_vocab and add_tensors into the
+ * writer, then summary once the file is written. Usage errors print their message and the
+ * usage (mk_usage_error) and return TOOL_USAGE; failures set the error and return false or
+ * TOOL_FAIL. */
+struct mk_family {
+    const struct mk_arch *archs;
+    size_t n_archs;
+    const char *names;        /* its archs as messages name them: "mamba and mamba2" */
+    const enum flag_id *only; /* the flags that no other family takes */
+    size_t n_only;
+    bool needs_state;   /* --state is required (else refused) */
+    uint32_t min_vocab; /* the smallest --vocab, and why that is so (in the message) */
+    const char *min_vocab_why;
+    const char *help; /* its paragraph at the end of --help */
+    bool load_back;   /* the written tokenizer is loaded back before the file is kept */
+    /* Family rules checked before other families' flags are refused (NULL: none). */
+    int (*check)(const char *const *given, const struct mk *m);
+    /* Fills the family's fields of m from given[f] (the value of flag f, or NULL), once the
+     * shared ones are in. */
+    int (*parse)(const char *const *given, struct mk *m);
+    bool (*add_hparams)(struct rgguf_writer *w, const struct mk *m);
+    int (*add_vocab)(struct rgguf_writer *w, const struct mk *m);
+    bool (*add_tensors)(struct rgguf_writer *w, const struct mk *m);
+    void (*summary)(const struct mk *m); /* the "wrote ..." line on stdout */
+};
+
+extern const struct mk_family mk_family_mamba; /* mk_mamba.c */
+extern const struct mk_family mk_family_rwkv;  /* mk_rwkv.c */
 
 /* How a tensor's values are drawn. */
 enum init {
@@ -109,22 +148,21 @@ bool mk_add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name,
                    const char *seed_name, uint32_t type, uint32_t n_dims, const int64_t *ne,
                    enum init init, double scale);
 
-/* The UTF-8 text that GPT-2's byte-level BPE gives byte b (its bytes_to_unicode). */
-size_t mk_byte_text(unsigned b, char out[3]);
-/* Checks that g holds a gpt2 vocabulary (tokenizer.ggml.model "gpt2", tokens as strings, one
- * int32 type each): *n_tokens and *types (in g) on success; false with the error set, naming
- * the key, else (a model other than gpt2) "... is 'X'; why". */
-bool mk_gpt2_tokens(const struct rgguf *g, const char *why, uint64_t *n_tokens, const void **types);
+/* FNV-1a over p[0..n), from h (MK_FNV_OFFSET to start): names seed the tensors' generators
+ * and key the vocabulary's hash sets. */
+#define MK_FNV_OFFSET 0xcbf29ce484222325u
+uint64_t mk_fnv1a64(const void *p, size_t n, uint64_t h);
 
-/* mkmodel_rwkv.c. mk_rwkv_parse checks the RWKV flags (given[f]: the value, or NULL) and fills
- * m; returns TOOL_OK or TOOL_USAGE (message and usage printed). */
-int mk_rwkv_parse(const char *const *given, struct mk *m);
-bool mk_rwkv_add_hparams(struct rgguf_writer *w, const struct mk *m);
-/* Returns TOOL_OK, TOOL_FAIL (error set) or TOOL_USAGE (message printed). */
 /* The whole text of a file, malloc'd and NUL-terminated; NULL with the error set when it cannot
  * be read or holds a NUL byte. */
 char *mk_read_text(const char *path);
-int mk_rwkv_add_vocab(struct rgguf_writer *w, const struct mk *m);
-bool mk_rwkv_add_tensors(struct rgguf_writer *w, const struct mk *m);
+
+/* mk_vocab.c. Each returns TOOL_OK, TOOL_FAIL (error set, naming the vocabulary file) or
+ * TOOL_USAGE (message and usage printed). mk_add_bpe_vocab: the vocabulary file's tokenizer
+ * (gpt2 byte-level BPE, or llama SentencePiece) cut to m->n_vocab tokens, with its merges.
+ * mk_add_world_vocab: an RWKV "world" vocabulary built from the gpt2 file (mk_vocab.c says
+ * how). */
+int mk_add_bpe_vocab(struct rgguf_writer *w, const struct mk *m);
+int mk_add_world_vocab(struct rgguf_writer *w, const struct mk *m);
 
 #endif /* RECUR_MKMODEL_H */

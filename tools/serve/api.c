@@ -104,27 +104,7 @@ enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, c
 /* The length of the valid UTF-8 character at s[0..n) (overlong forms, surrogates and code
  * points past U+10FFFF are invalid), 0 when there is none. */
 size_t serve_utf8_char(const unsigned char *s, size_t n) {
-    const unsigned char b = s[0];
-    size_t len;
-    uint32_t cp;
-    if (b < 0x80) return 1;
-    if (b >= 0xc2 && b <= 0xdf)
-        len = 2, cp = b & 0x1f;
-    else if (b >= 0xe0 && b <= 0xef)
-        len = 3, cp = b & 0x0f;
-    else if (b >= 0xf0 && b <= 0xf4)
-        len = 4, cp = b & 0x07;
-    else
-        return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
+    return recur_utf8_char((const char *)s, n);
 }
 
 /* A JSON string needs valid UTF-8, and tokens are bytes: a model may emit any of them. Each

@@ -41,38 +41,6 @@ bool serve_unknown_field(const cJSON *body, const char *const *known, char *msg,
     return false;
 }
 
-/* Whether text[0..n) is valid UTF-8 (no overlong forms, surrogates or code points past
- * U+10FFFF). */
-static bool utf8_ok(const unsigned char *t, size_t n) {
-    for (size_t i = 0; i < n;) {
-        const unsigned char b = t[i];
-        size_t len;
-        uint32_t cp;
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        if (b >= 0xc2 && b <= 0xdf)
-            len = 2, cp = b & 0x1f;
-        else if (b >= 0xe0 && b <= 0xef)
-            len = 3, cp = b & 0x0f;
-        else if (b >= 0xf0 && b <= 0xf4)
-            len = 4, cp = b & 0x07;
-        else
-            return false;
-        if (n - i < len) return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((t[i + k] & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (t[i + k] & 0x3f);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
 /* The text of a token as llama-server shows it (control tokens rendered), malloc'd into *out
  * with its length; false without memory or for a bad id. */
 static bool piece_of(const struct recur_model *m, recur_token tok, char **out, int32_t *n) {
@@ -180,8 +148,8 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", t[i]);
-        if (utf8_ok((const unsigned char *)p, (size_t)k)) { /* a string, else its bytes */
-            p[k] = '\0';                                    /* piece_of leaves room for it */
+        if (recur_utf8_valid(p, (size_t)k) == (size_t)k) { /* a string, else its bytes */
+            p[k] = '\0';                                   /* piece_of leaves room for it */
             cJSON_AddStringToObject(o, "piece", p);
         } else {
             cJSON *bytes = cJSON_AddArrayToObject(o, "piece");

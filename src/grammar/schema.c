@@ -2,8 +2,9 @@
  * followed by optional space; objects list their properties in the schema's order (required
  * ones always, optional ones as any ordered subset), arrays repeat their items between
  * minItems and maxItems, integer bounds become digit-by-digit ranges, and simple patterns are
- * translated into grammar symbols over JSON string characters. Every keyword is checked
- * against a table of the supported ones: anything else is an error naming it, never dropped. */
+ * translated into grammar symbols over JSON string characters (schema_regex.c). Every keyword is
+ * checked against a table of the supported ones: anything else is an error naming it, never
+ * dropped. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,65 +14,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "../core/buf.h"
 #include "../core/core.h"
-#include "grammar.h"
-
-struct sb { /* a growing string */
-    char *s;
-    size_t n, cap;
-    bool oom;
-};
-
-static void sb_add(struct sb *b, const char *t, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) c *= 2;
-        char *s = realloc(b->s, c);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s = s;
-        b->cap = c;
-    }
-    memcpy(b->s + b->n, t, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_puts(struct sb *b, const char *t) {
-    sb_add(b, t, strlen(t));
-}
-
-static void sb_printf(struct sb *b, const char *fmt, ...) RCORE_PRINTF(2, 3);
-static void sb_printf(struct sb *b, const char *fmt, ...) {
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k > 0) {
-        sb_add(b, "", 0); /* make sure there is a buffer */
-        size_t need = b->n + (size_t)k + 1;
-        if (!b->oom && need > b->cap) {
-            size_t c = b->cap;
-            while (c < need) c *= 2;
-            char *t = realloc(b->s, c);
-            if (t) {
-                b->s = t;
-                b->cap = c;
-            } else {
-                b->oom = true;
-            }
-        }
-        if (!b->oom) {
-            vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap2);
-            b->n += (size_t)k;
-        }
-    }
-    va_end(ap2);
-}
+#include "../core/utf8.h"
+#include "grammar_impl.h"
 
 struct rule {
     char *name, *body;
@@ -196,23 +142,23 @@ static const char *p_value(struct conv *c) {
 }
 
 /* text as a GBNF string literal */
-static void lit(struct sb *b, const char *t) {
-    sb_puts(b, "\"");
+static void lit(struct rcore_buf *b, const char *t) {
+    rcore_buf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
         if (*p == '"' || *p == '\\') {
             char e[3] = {'\\', (char)*p, 0};
-            sb_puts(b, e);
+            rcore_buf_puts(b, e);
         } else if (*p < 0x20 || *p == 0x7F) {
-            sb_printf(b, "\\x%02X", *p);
+            rcore_buf_printf(b, "\\x%02X", *p);
         } else {
-            sb_add(b, (const char *)p, 1);
+            rcore_buf_add(b, (const char *)p, 1);
         }
     }
-    sb_puts(b, "\"");
+    rcore_buf_puts(b, "\"");
 }
 
 /* the JSON text of a value, as a literal */
-static bool json_lit(struct conv *c, struct sb *b, const cJSON *v) {
+static bool json_lit(struct conv *c, struct rcore_buf *b, const cJSON *v) {
     char *t = cJSON_PrintUnformatted(v);
     if (!t) {
         c->oom = true;
@@ -226,19 +172,19 @@ static bool json_lit(struct conv *c, struct sb *b, const cJSON *v) {
 static const char *visit(struct conv *c, const cJSON *s, const char *path, const char *hint);
 
 /* A rule named after hint with body b (consumed). */
-static const char *make(struct conv *c, const char *hint, struct sb *b) {
-    if (b->oom) {
+static const char *make(struct conv *c, const char *hint, struct rcore_buf *b) {
+    if (b->failed) {
         c->oom = true;
-        free(b->s);
+        free(b->p);
         return NULL;
     }
     int64_t r = reserve(c, hint);
     if (r < 0) {
         c->oom = true;
-        free(b->s);
+        free(b->p);
         return NULL;
     }
-    c->rules[r].body = b->s ? b->s : dupstr("");
+    c->rules[r].body = b->p ? b->p : dupstr("");
     return c->rules[r].name;
 }
 
@@ -276,27 +222,27 @@ static bool get_count(struct conv *c, const cJSON *s, const char *key, const cha
 }
 
 /* item{min,max} joined by sep, into b (max < 0: unbounded) */
-static void repeat_sep(struct sb *b, const char *item, const char *sep, long min, long max) {
+static void repeat_sep(struct rcore_buf *b, const char *item, const char *sep, long min, long max) {
     if (max == 0) return;
-    if (min == 0) sb_puts(b, "(");
-    sb_printf(b, "%s", item);
+    if (min == 0) rcore_buf_puts(b, "(");
+    rcore_buf_printf(b, "%s", item);
     long lo = min > 0 ? min - 1 : 0;
     if (max < 0)
-        sb_printf(b, " (%s %s){%ld,}", sep, item, lo);
+        rcore_buf_printf(b, " (%s %s){%ld,}", sep, item, lo);
     else if (max - 1 > 0 || lo > 0)
-        sb_printf(b, " (%s %s){%ld,%ld}", sep, item, lo, max - 1);
-    if (min == 0) sb_puts(b, ")?");
+        rcore_buf_printf(b, " (%s %s){%ld,%ld}", sep, item, lo, max - 1);
+    if (min == 0) rcore_buf_puts(b, ")?");
 }
 
 /* ---- integers ----------------------------------------------------------------------------*/
 
 /* Decimal numbers of equal length from lo to hi (digit strings), as GBNF symbols. */
-static void digits_range(struct sb *b, const char *lo, const char *hi, size_t n) {
+static void digits_range(struct rcore_buf *b, const char *lo, const char *hi, size_t n) {
     if (n == 0) return;
     if (lo[0] == hi[0]) {
-        sb_printf(b, "[%c]", lo[0]);
+        rcore_buf_printf(b, "[%c]", lo[0]);
         if (n > 1) {
-            sb_puts(b, " ");
+            rcore_buf_puts(b, " ");
             digits_range(b, lo + 1, hi + 1, n - 1);
         }
         return;
@@ -305,42 +251,42 @@ static void digits_range(struct sb *b, const char *lo, const char *hi, size_t n)
     memset(nines, '9', n);
     memset(zeros, '0', n);
     nines[n] = zeros[n] = 0;
-    sb_puts(b, "(");
+    rcore_buf_puts(b, "(");
     bool lo_full = strcmp(lo + 1, zeros + 1) == 0, hi_full = strcmp(hi + 1, nines + 1) == 0;
     char first_lo = lo_full ? lo[0] : (char)(lo[0] + 1);
     char last_hi = hi_full ? hi[0] : (char)(hi[0] - 1);
     bool any = false;
     if (!lo_full) {
-        sb_printf(b, "[%c]", lo[0]);
+        rcore_buf_printf(b, "[%c]", lo[0]);
         if (n > 1) {
-            sb_puts(b, " ");
+            rcore_buf_puts(b, " ");
             digits_range(b, lo + 1, nines + 1, n - 1);
         }
         any = true;
     }
     if (first_lo <= last_hi) {
-        if (any) sb_puts(b, " | ");
-        sb_printf(b, "[%c-%c]", first_lo, last_hi);
-        if (n > 1) sb_printf(b, " [0-9]{%zu}", n - 1);
+        if (any) rcore_buf_puts(b, " | ");
+        rcore_buf_printf(b, "[%c-%c]", first_lo, last_hi);
+        if (n > 1) rcore_buf_printf(b, " [0-9]{%zu}", n - 1);
         any = true;
     }
     if (!hi_full) {
-        if (any) sb_puts(b, " | ");
-        sb_printf(b, "[%c]", hi[0]);
+        if (any) rcore_buf_puts(b, " | ");
+        rcore_buf_printf(b, "[%c]", hi[0]);
         if (n > 1) {
-            sb_puts(b, " ");
+            rcore_buf_puts(b, " ");
             digits_range(b, zeros + 1, hi + 1, n - 1);
         }
     }
-    sb_puts(b, ")");
+    rcore_buf_puts(b, ")");
 }
 
 /* Non-negative integers from lo to hi (hi < 0: unbounded), without leading zeros. */
-static void nonneg_range(struct sb *b, long long lo, long long hi) {
+static void nonneg_range(struct rcore_buf *b, long long lo, long long hi) {
     char a[24], z[24];
     int la = snprintf(a, sizeof a, "%lld", lo);
     int lz = hi >= 0 ? snprintf(z, sizeof z, "%lld", hi) : la;
-    sb_puts(b, "(");
+    rcore_buf_puts(b, "(");
     for (int len = la; len <= lz; len++) {
         char l[24], h[24];
         if (len == la)
@@ -356,11 +302,11 @@ static void nonneg_range(struct sb *b, long long lo, long long hi) {
             memset(h, '9', (size_t)len);
             h[len] = 0;
         }
-        if (len > la) sb_puts(b, " | ");
+        if (len > la) rcore_buf_puts(b, " | ");
         digits_range(b, l, h, (size_t)len);
     }
-    if (hi < 0) sb_printf(b, " | [1-9] [0-9]{%d,15}", la);
-    sb_puts(b, ")");
+    if (hi < 0) rcore_buf_printf(b, " | [1-9] [0-9]{%d,15}", la);
+    rcore_buf_puts(b, ")");
 }
 
 static bool int_bound(struct conv *c, const cJSON *s, const char *key, const char *path, int dir,
@@ -392,253 +338,24 @@ static const char *integer_rule(struct conv *c, const cJSON *s, const char *path
         return NULL;
     }
     p_space(c);
-    struct sb b = {0};
-    sb_puts(&b, "(");
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, "(");
     if (has_lo && lo >= 0) {
         nonneg_range(&b, lo, has_hi ? hi : -1);
     } else if (has_hi && hi < 0) {
-        sb_puts(&b, "\"-\" ");
+        rcore_buf_puts(&b, "\"-\" ");
         nonneg_range(&b, -hi, has_lo ? -lo : -1);
     } else { /* lo < 0 (or none) <= hi (or none) */
-        sb_puts(&b, "\"-\" ");
+        rcore_buf_puts(&b, "\"-\" ");
         nonneg_range(&b, 1, has_lo ? -lo : -1);
-        sb_puts(&b, " | ");
+        rcore_buf_puts(&b, " | ");
         nonneg_range(&b, 0, has_hi ? hi : -1);
     }
-    sb_puts(&b, ") space");
+    rcore_buf_puts(&b, ") space");
     return make(c, hint, &b);
 }
 
 /* ---- patterns ----------------------------------------------------------------------------*/
-
-struct rx {
-    struct conv *c;
-    const char *start, *p, *end, *path;
-    struct sb *b;
-    int depth;
-};
-
-/* one decoded character cp as the JSON string text that encodes it */
-static void rx_char(struct sb *b, uint32_t cp) {
-    if (cp == '"')
-        sb_puts(b, "\"\\\\\\\"\"");
-    else if (cp == '\\')
-        sb_puts(b, "\"\\\\\\\\\"");
-    else if (cp < 0x20 || cp == 0x7F)
-        sb_printf(b, "\"\\\\u%04X\"", (unsigned)cp);
-    else
-        sb_printf(b, "[\\U%08X]", (unsigned)cp);
-}
-
-static bool rx_fail(struct rx *r, const char *what) {
-    return cfail(r->c, r->path, "pattern: %s at offset %d", what, (int)(r->p - r->start));
-}
-
-static bool rx_alt(struct rx *r);
-
-static bool rx_utf8(struct rx *r, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)r->p;
-    int n = s[0] < 0x80             ? 1
-            : (s[0] & 0xE0) == 0xC0 ? 2
-            : (s[0] & 0xF0) == 0xE0 ? 3
-            : (s[0] & 0xF8) == 0xF0 ? 4
-                                    : 0;
-    if (n == 0 || r->end - r->p < n) return rx_fail(r, "invalid UTF-8");
-    uint32_t v = n == 1 ? s[0] : s[0] & (0x7Fu >> n);
-    for (int i = 1; i < n; i++) v = v << 6 | (s[i] & 0x3Fu);
-    r->p += n;
-    *cp = v;
-    return true;
-}
-
-/* A class escape (\d \w \s) as ranges text into b (inside [...]); false: not one. */
-static bool rx_class_escape(char e, struct sb *b) {
-    if (e == 'd')
-        sb_puts(b, "0-9");
-    else if (e == 'w')
-        sb_puts(b, "0-9A-Za-z_");
-    else
-        return false;
-    return true;
-}
-
-static bool rx_escape_char(struct rx *r, uint32_t *cp) {
-    char e = *r->p++;
-    static const char ctl_from[] = "tnrfv", ctl_to[] = "\t\n\r\f\v";
-    const char *k = strchr(ctl_from, e);
-    if (e && k)
-        *cp = (unsigned char)ctl_to[k - ctl_from];
-    else if (e && strchr("\\.^$*+?()[]{}|/-\"", e))
-        *cp = (unsigned char)e;
-    else
-        return rx_fail(r, "unsupported escape");
-    return true;
-}
-
-static bool rx_atom(struct rx *r) {
-    struct sb *b = r->b;
-    char ch = *r->p;
-    if (ch == '(') {
-        r->p++;
-        if (r->end - r->p >= 2 && r->p[0] == '?' && r->p[1] == ':')
-            r->p += 2;
-        else if (r->p < r->end && *r->p == '?')
-            return rx_fail(r, "lookarounds are not supported");
-        if (++r->depth > 32) return rx_fail(r, "groups nested too deeply");
-        sb_puts(b, "(");
-        if (!rx_alt(r)) return false;
-        if (r->p >= r->end || *r->p != ')') return rx_fail(r, "unclosed '('");
-        r->p++;
-        r->depth--;
-        sb_puts(b, ")");
-    } else if (ch == '.') {
-        /* any character but a newline (as Python's re), raw or as \" or \\ */
-        r->p++;
-        prim(r->c, "pattern-dot", "[^\"\\\\\\x00-\\x1F\\x7F] | \"\\\\\\\"\" | \"\\\\\\\\\"");
-        sb_puts(b, "pattern-dot");
-    } else if (ch == '[') {
-        r->p++;
-        bool neg = r->p < r->end && *r->p == '^';
-        if (neg) r->p++;
-        struct sb cls = {0};
-        bool has_quote = false, has_bs = false;
-        /* a ']' first in the class is a literal (as in Python's re, which validates) */
-        for (bool first = true; r->p < r->end && (*r->p != ']' || first); first = false) {
-            uint32_t lo, hi;
-            if (*r->p == '\\') {
-                r->p++;
-                if (r->p >= r->end) return rx_fail(r, "unfinished escape");
-                if (rx_class_escape(*r->p, &cls)) {
-                    r->p++;
-                    continue;
-                }
-                if (!rx_escape_char(r, &lo)) return free(cls.s), false;
-            } else if (!rx_utf8(r, &lo)) {
-                return free(cls.s), false;
-            }
-            hi = lo;
-            if (r->end - r->p >= 2 && *r->p == '-' && r->p[1] != ']') {
-                r->p++;
-                if (*r->p == '\\') {
-                    r->p++;
-                    if (r->p >= r->end || !rx_escape_char(r, &hi)) return free(cls.s), false;
-                } else if (!rx_utf8(r, &hi)) {
-                    return free(cls.s), false;
-                }
-                if (hi < lo) return free(cls.s), rx_fail(r, "range end before its start");
-            }
-            if (!neg && (lo < 0x20 || (lo <= 0x7F && hi >= 0x7F))) {
-                free(cls.s);
-                return rx_fail(r, "a class with control characters is not supported");
-            }
-            if (lo <= '"' && hi >= '"') has_quote = true;
-            if (lo <= '\\' && hi >= '\\') has_bs = true;
-            sb_printf(&cls, "\\U%08X-\\U%08X", (unsigned)lo, (unsigned)hi);
-        }
-        if (r->p >= r->end) return free(cls.s), rx_fail(r, "unterminated class");
-        r->p++;
-        /* raw JSON string characters exclude '"', '\' and controls; those come escaped */
-        sb_puts(b, "(");
-        if (neg) {
-            sb_printf(b, "[^%s\"\\\\\\x00-\\x1F\\x7F]", cls.s ? cls.s : "");
-            if (!has_quote) sb_puts(b, " | \"\\\\\\\"\"");
-            if (!has_bs) sb_puts(b, " | \"\\\\\\\\\"");
-        } else {
-            /* the class minus the specials, as a positive set intersected by a negated one
-               is not expressible: list the class and rely on the specials' own arms */
-            sb_printf(b, "[%s]", cls.s ? cls.s : "");
-            if (has_quote) sb_puts(b, " | \"\\\\\\\"\"");
-            if (has_bs) sb_puts(b, " | \"\\\\\\\\\"");
-        }
-        sb_puts(b, ")");
-        free(cls.s);
-        if (!neg && (has_quote || has_bs)) /* a raw '"' or '\' would end or break the string */
-            return rx_fail(r, "a class containing '\"' or '\\' is not supported");
-    } else if (ch == '\\') {
-        r->p++;
-        if (r->p >= r->end) return rx_fail(r, "unfinished escape");
-        struct sb cls = {0};
-        if (rx_class_escape(*r->p, &cls)) {
-            r->p++;
-            sb_printf(b, "[%s]", cls.s);
-            free(cls.s);
-            return !cls.oom;
-        }
-        if (*r->p == 's') { /* JSON escapes of the white space */
-            r->p++;
-            sb_puts(b, "(\" \" | \"\\\\t\" | \"\\\\n\" | \"\\\\r\")");
-            free(cls.s);
-            return true;
-        }
-        if (*r->p == 'D' || *r->p == 'W' || *r->p == 'S' || *r->p == 'b' || *r->p == 'B' ||
-            (*r->p >= '1' && *r->p <= '9'))
-            return rx_fail(r, "unsupported escape");
-        uint32_t cp;
-        if (!rx_escape_char(r, &cp)) return false;
-        rx_char(b, cp);
-    } else if (ch == '^' || ch == '$') {
-        return rx_fail(r, "'^' and '$' only at the pattern's ends");
-    } else if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
-        return rx_fail(r, "a quantifier without a preceding item");
-    } else {
-        uint32_t cp;
-        if (!rx_utf8(r, &cp)) return false;
-        rx_char(b, cp);
-    }
-    return true;
-}
-
-static bool rx_seq(struct rx *r) {
-    bool first = true;
-    while (r->p < r->end && *r->p != '|' && *r->p != ')') {
-        if (!first) sb_puts(r->b, " ");
-        first = false;
-        sb_puts(r->b, "(");
-        if (!rx_atom(r)) return false;
-        sb_puts(r->b, ")");
-        if (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?')) {
-            sb_add(r->b, r->p, 1);
-            r->p++;
-        } else if (r->p < r->end && *r->p == '{') {
-            const char *q = r->p + 1;
-            long m = 0, n = -1;
-            int k = 0;
-            while (q < r->end && isdigit((unsigned char)*q) && k < 6)
-                m = m * 10 + (*q++ - '0'), k++;
-            if (k == 0) return rx_fail(r, "bad repetition");
-            if (q < r->end && *q == ',') {
-                q++;
-                if (q < r->end && isdigit((unsigned char)*q)) {
-                    n = 0;
-                    for (k = 0; q < r->end && isdigit((unsigned char)*q) && k < 6; k++)
-                        n = n * 10 + (*q++ - '0');
-                }
-            } else {
-                n = m;
-            }
-            if (q >= r->end || *q != '}' || (n >= 0 && n < m) || m > 1000 || n > 1000)
-                return rx_fail(r, "bad repetition (at most {1000})");
-            r->p = q + 1;
-            if (n < 0)
-                sb_printf(r->b, "{%ld,}", m);
-            else
-                sb_printf(r->b, "{%ld,%ld}", m, n);
-        }
-        if (r->p < r->end && (*r->p == '?' || *r->p == '+' || *r->p == '*' || *r->p == '{'))
-            return rx_fail(r, "lazy or stacked quantifiers are not supported");
-    }
-    return true;
-}
-
-static bool rx_alt(struct rx *r) {
-    if (!rx_seq(r)) return false;
-    while (r->p < r->end && *r->p == '|') {
-        r->p++;
-        sb_puts(r->b, " | ");
-        if (!rx_seq(r)) return false;
-    }
-    return true;
-}
 
 static const char *pattern_rule(struct conv *c, const char *pat, const char *path,
                                 const char *hint) {
@@ -648,15 +365,18 @@ static const char *pattern_rule(struct conv *c, const char *pat, const char *pat
         return NULL;
     }
     p_char(c), p_space(c);
-    struct sb b = {0};
-    sb_puts(&b, "\"\\\"\" (");
-    struct rx r = {c, pat, pat + 1, pat + n - 1, path, &b, 0};
-    if (!rx_alt(&r) || r.p != r.end) {
-        if (!c->failed) cfail(c, path, "pattern: unexpected ')'");
-        free(b.s);
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, "\"\\\"\" (");
+    bool uses_dot = false;
+    char msg[200];
+    if (!rgram_regex_gbnf(pat, n, &b, &uses_dot, msg, sizeof msg)) {
+        cfail(c, path, "pattern: %s", msg);
+        free(b.p);
         return NULL;
     }
-    sb_puts(&b, ") \"\\\"\" space");
+    /* any character but a newline (as Python's re), raw or as \" or \\ */
+    if (uses_dot) prim(c, "pattern-dot", "[^\"\\\\\\x00-\\x1F\\x7F] | \"\\\\\\\"\" | \"\\\\\\\\\"");
+    rcore_buf_puts(&b, ") \"\\\"\" space");
     return make(c, hint, &b);
 }
 
@@ -694,12 +414,12 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
             (add && !cJSON_IsTrue(add)) ? visit(c, add, path, "additional") : p_value(c);
         if (!val) return NULL;
         p_string(c);
-        struct sb b = {0};
+        struct rcore_buf b = {0};
         char kv[200];
         snprintf(kv, sizeof kv, "string \":\" space %s", val);
-        sb_puts(&b, "\"{\" space ");
+        rcore_buf_puts(&b, "\"{\" space ");
         repeat_sep(&b, kv, "\",\" space", 0, -1);
-        sb_puts(&b, " \"}\" space");
+        rcore_buf_puts(&b, " \"}\" space");
         return make(c, hint, &b);
     }
     if (add && !no_extra) {
@@ -712,7 +432,7 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
     size_t n = (size_t)cJSON_GetArraySize(props);
     const char **kv = calloc(n, sizeof *kv);
     bool *required = calloc(n, sizeof *required);
-    struct sb b = {0};
+    struct rcore_buf b = {0};
     const char *res = NULL;
     if (!kv || !required) {
         c->oom = true;
@@ -725,16 +445,16 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
         snprintf(h, sizeof h, "%s-%s", hint, p->string);
         const char *val = visit(c, p, sp, h);
         if (!val) goto done;
-        struct sb kb = {0};
+        struct rcore_buf kb = {0};
         cJSON *key = cJSON_CreateString(p->string);
         if (!key || !json_lit(c, &kb, key)) {
             cJSON_Delete(key);
-            free(kb.s);
+            free(kb.p);
             c->oom = true;
             goto done;
         }
         cJSON_Delete(key);
-        sb_printf(&kb, " space \":\" space %s", val);
+        rcore_buf_printf(&kb, " space \":\" space %s", val);
         snprintf(h, sizeof h, "%s-%s-kv", hint, p->string);
         if (!(kv[i] = make(c, h, &kb))) goto done;
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
@@ -744,28 +464,28 @@ static const char *object_rule(struct conv *c, const cJSON *s, const char *path,
     const char *opt_next = NULL;
     for (size_t k = n; k-- > 0;) {
         if (required[k]) continue;
-        struct sb ob = {0};
+        struct rcore_buf ob = {0};
         if (opt_next)
-            sb_printf(&ob, "%s (\",\" space %s)? | %s", kv[k], opt_next, opt_next);
+            rcore_buf_printf(&ob, "%s (\",\" space %s)? | %s", kv[k], opt_next, opt_next);
         else
-            sb_puts(&ob, kv[k]);
+            rcore_buf_puts(&ob, kv[k]);
         char h[160];
         snprintf(h, sizeof h, "%s-opt", hint);
         if (!(opt_next = make(c, h, &ob))) goto done;
     }
-    sb_puts(&b, "\"{\" space");
+    rcore_buf_puts(&b, "\"{\" space");
     bool any = false;
     for (i = 0; i < n; i++)
         if (required[i]) {
-            sb_printf(&b, any ? " \",\" space %s" : " %s", kv[i]);
+            rcore_buf_printf(&b, any ? " \",\" space %s" : " %s", kv[i]);
             any = true;
         }
-    if (opt_next) sb_printf(&b, any ? " (\",\" space %s)?" : " (%s)?", opt_next);
-    sb_puts(&b, " \"}\" space");
+    if (opt_next) rcore_buf_printf(&b, any ? " (\",\" space %s)?" : " (%s)?", opt_next);
+    rcore_buf_puts(&b, " \"}\" space");
     res = make(c, hint, &b);
-    b.s = NULL;
+    b.p = NULL;
 done:
-    free(b.s);
+    free(b.p);
     free(kv);
     free(required);
     return res;
@@ -788,10 +508,10 @@ static const char *array_rule(struct conv *c, const cJSON *s, const char *path, 
     const char *item = items ? visit(c, items, sp, h) : p_value(c);
     if (!item) return NULL;
     p_space(c);
-    struct sb b = {0};
-    sb_puts(&b, "\"[\" space ");
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, "\"[\" space ");
     repeat_sep(&b, item, "\",\" space", min, max);
-    sb_puts(&b, " \"]\" space");
+    rcore_buf_puts(&b, " \"]\" space");
     return make(c, hint, &b);
 }
 
@@ -819,11 +539,11 @@ static const char *string_rule(struct conv *c, const cJSON *s, const char *path,
         return NULL;
     }
     p_char(c), p_space(c);
-    struct sb b = {0};
+    struct rcore_buf b = {0};
     if (max < 0)
-        sb_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", min);
+        rcore_buf_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", min);
     else
-        sb_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", min, max);
+        rcore_buf_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", min, max);
     return make(c, hint, &b);
 }
 
@@ -857,18 +577,18 @@ static const char *alternatives(struct conv *c, const cJSON *list, const char *k
         cfail(c, path, "'%s' must be a non-empty array", key);
         return NULL;
     }
-    struct sb b = {0};
+    struct rcore_buf b = {0};
     int i = 0;
     for (const cJSON *x = list->child; x; x = x->next, i++) {
-        if (i) sb_puts(&b, " | ");
+        if (i) rcore_buf_puts(&b, " | ");
         if (strcmp(key, "enum") == 0) {
             p_space(c);
-            sb_puts(&b, "(");
+            rcore_buf_puts(&b, "(");
             if (!json_lit(c, &b, x)) {
-                free(b.s);
+                free(b.p);
                 return NULL;
             }
-            sb_puts(&b, " space)");
+            rcore_buf_puts(&b, " space)");
             continue;
         }
         char sp[512], idx[16], h[160];
@@ -877,10 +597,10 @@ static const char *alternatives(struct conv *c, const cJSON *list, const char *k
         snprintf(h, sizeof h, "%s-%d", hint, i);
         const char *r = visit(c, x, sp, h);
         if (!r) {
-            free(b.s);
+            free(b.p);
             return NULL;
         }
-        sb_puts(&b, r);
+        rcore_buf_puts(&b, r);
     }
     return make(c, hint, &b);
 }
@@ -935,13 +655,13 @@ static const char *ref_rule(struct conv *c, const cJSON *s, const char *path) {
     snprintf(h, sizeof h, "%s-body", c->rules[r].name);
     const char *body = visit(c, target, sp, h);
     if (!body) return NULL;
-    struct sb b = {0};
-    sb_puts(&b, body);
-    if (b.oom) {
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, body);
+    if (b.failed) {
         c->oom = true;
         return NULL;
     }
-    c->rules[r].body = b.s;
+    c->rules[r].body = b.p;
     return c->rules[r].name;
 }
 
@@ -957,9 +677,9 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
         static const char *const keys[] = {"const", "type", NULL};
         if (!check_keys(c, s, path, keys, "const")) return NULL;
         p_space(c);
-        struct sb b = {0};
+        struct rcore_buf b = {0};
         json_lit(c, &b, x);
-        sb_puts(&b, " space");
+        rcore_buf_puts(&b, " space");
         return make(c, hint, &b);
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(s, "enum"))) {
@@ -987,17 +707,17 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
     if (cJSON_IsArray(type)) {
         static const char *const keys[] = {"type", NULL};
         if (!check_keys(c, s, path, keys, "a list of types")) return NULL;
-        struct sb b = {0};
+        struct rcore_buf b = {0};
         for (const cJSON *t = type->child; t; t = t->next) {
             const char *r = cJSON_IsString(t) ? type_rule(c, s, t->valuestring, path, hint) : NULL;
             if (!r) {
                 if (!c->failed && !c->oom) cfail(c, path, "'type' lists a non-string");
-                free(b.s);
+                free(b.p);
                 return NULL;
             }
-            sb_printf(&b, "%s%s", t == type->child ? "" : " | ", r);
+            rcore_buf_printf(&b, "%s%s", t == type->child ? "" : " | ", r);
         }
-        if (!b.s) {
+        if (!b.p) {
             cfail(c, path, "'type' is an empty list");
             return NULL;
         }
@@ -1040,29 +760,8 @@ static const char *visit(struct conv *c, const cJSON *s, const char *path, const
     return r;
 }
 
-/* The offset of the first byte that is not part of a well-formed UTF-8 character, or len. */
-static size_t utf8_bad(const unsigned char *s, size_t len) {
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    for (size_t i = 0; i < len;) {
-        const unsigned n = s[i] < 0x80             ? 1
-                           : (s[i] & 0xE0) == 0xC0 ? 2
-                           : (s[i] & 0xF0) == 0xE0 ? 3
-                           : (s[i] & 0xF8) == 0xF0 ? 4
-                                                   : 0;
-        if (n == 0 || n > len - i) return i;
-        uint32_t cp = n == 1 ? s[i] : s[i] & (0x7Fu >> n);
-        for (unsigned k = 1; k < n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3Fu);
-        }
-        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        i += n;
-    }
-    return len;
-}
-
 char *rgram_json_schema(const char *schema, size_t len) {
-    const size_t bad = utf8_bad((const unsigned char *)schema, len);
+    const size_t bad = rcore_utf8_valid(schema, len);
     if (bad < len) {
         rcore_error_set("json schema: invalid UTF-8 at byte %zu", bad);
         return NULL;
@@ -1079,19 +778,19 @@ char *rgram_json_schema(const char *schema, size_t len) {
     /* "root" first, so that no other rule takes the name */
     const char *root = reserve(&c, "root") == 0 ? visit(&c, doc, "", "root-value") : NULL;
     if (root) {
-        struct sb b = {0};
-        sb_printf(&b, "root ::= %s\n", root);
+        struct rcore_buf b = {0};
+        rcore_buf_printf(&b, "root ::= %s\n", root);
         for (size_t i = 1; i < c.n_rules; i++) {
-            sb_puts(&b, c.rules[i].name);
-            sb_puts(&b, " ::= ");
-            sb_puts(&b, c.rules[i].body ? c.rules[i].body : "");
-            sb_puts(&b, "\n");
+            rcore_buf_puts(&b, c.rules[i].name);
+            rcore_buf_puts(&b, " ::= ");
+            rcore_buf_puts(&b, c.rules[i].body ? c.rules[i].body : "");
+            rcore_buf_puts(&b, "\n");
         }
-        if (b.oom) {
-            free(b.s);
+        if (b.failed) {
+            free(b.p);
             rcore_error_set("json schema: out of memory");
         } else {
-            out = b.s;
+            out = b.p;
         }
     } else if (!c.failed) {
         rcore_error_set("json schema: out of memory");

@@ -1,7 +1,7 @@
 /*
  * RWKV's WKV6 and WKV7 over a run of tokens of one head (struct rops_wkv_run, ops_impl.h), for
- * the vector instruction sets: ops_avx2.c (8 lanes) and ops_avx512.c (16). Each includes this
- * once, inside its #if of the instruction set, after defining
+ * the x86 vector instruction sets: x86/kernels.inc includes this once per width (ops_avx2.c, 8
+ * lanes; ops_avx512.c, 16), after defining from x86/vec.h
  *   WKV_V, WKV_L                   the vector type and its lanes
  *   WKV_LOAD(p), WKV_STORE(p, x)   aligned or not: the rows are wherever the caller has them
  *   WKV_SET1(x), WKV_ZERO()
@@ -39,7 +39,7 @@
  * does not earn back (WKV7_RUN_MIN).
  */
 #ifndef WKV_NAME
-#error "define WKV_V, WKV_L, ... and WKV_NAME before including ops_wkv.h"
+#error "define WKV_V, WKV_L, ... and WKV_NAME before including x86/wkv.h"
 #endif
 
 #include <stdint.h>

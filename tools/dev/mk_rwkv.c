@@ -2,7 +2,7 @@
  * recur mkmodel --arch rwkv6 | rwkv7: random-weight RWKV-6 ("Finch") and RWKV-7 ("Goose")
  * models in the layout llama.cpp's converter writes (conversion/rwkv.py: Rwkv6Model,
  * Rwkv7Model; docs/rwkv6.md and docs/rwkv7.md sections 1 and 2), with the RWKV "world"
- * tokenizer (docs/rwkv6.md section 6).
+ * tokenizer (docs/rwkv6.md section 6) that mk_vocab.c builds.
  *
  * The weights are drawn so that a 30-token, few-layer run stays well inside float32 and every
  * tensor moves the logits: LayerNorm weights 1 + 0.1 N(0,1) and biases 0.1 N(0,1), linear
@@ -16,7 +16,17 @@
 #include "mkmodel.h"
 #include "tools.h"
 
+enum { RWKV6, RWKV7 };
+
 /* ---- flags ---------------------------------------------------------------------------------- */
+
+static int check(const char *const *given, const struct mk *m) {
+    if (given[F_TIED])
+        return mk_usage_error("--tied is for --arch mamba and mamba2: llama.cpp's %s loader "
+                              "requires output.weight",
+                              m->arch->name);
+    return TOOL_OK;
+}
 
 /* The converter's default LoRA rank when the checkpoint's config has none:
  * max(1, round(n_embd^e * m / 32)) * 32, with Python's round (half to even, as nearbyint in
@@ -32,22 +42,23 @@ static bool size_flag(const char *const *given, enum flag_id f, const char *name
     return !given[f] || mk_parse_size(name, given[f], min, out);
 }
 
-int mk_rwkv_parse(const char *const *given, struct mk *m) {
-    const bool v6 = m->arch == MK_RWKV6;
+static int parse(const char *const *given, struct mk *m) {
+    if (m->pre) return mk_usage_error("--pre: rwkv vocabularies have no pre-tokenizer");
+    const bool v6 = m->arch->variant == RWKV6;
     static const struct {
         enum flag_id id;
         const char *name;
-        enum mk_arch arch;
+        int arch;
     } only[] = {
-        {F_RESCALE, "--rescale", MK_RWKV6},     {F_MIX_DIM, "--mix-dim", MK_RWKV6},
-        {F_DECAY_DIM, "--decay-dim", MK_RWKV6}, {F_LORA_W, "--lora-w", MK_RWKV7},
-        {F_LORA_A, "--lora-a", MK_RWKV7},       {F_LORA_V, "--lora-v", MK_RWKV7},
-        {F_LORA_G, "--lora-g", MK_RWKV7},
+        {F_RESCALE, "--rescale", RWKV6},     {F_MIX_DIM, "--mix-dim", RWKV6},
+        {F_DECAY_DIM, "--decay-dim", RWKV6}, {F_LORA_W, "--lora-w", RWKV7},
+        {F_LORA_A, "--lora-a", RWKV7},       {F_LORA_V, "--lora-v", RWKV7},
+        {F_LORA_G, "--lora-g", RWKV7},
     };
     for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
-        if (given[only[i].id] && only[i].arch != m->arch)
+        if (given[only[i].id] && only[i].arch != m->arch->variant)
             return mk_usage_error("%s is for --arch %s, not %s", only[i].name,
-                                  only[i].arch == MK_RWKV6 ? "rwkv6" : "rwkv7",
+                                  only[i].arch == RWKV6 ? "rwkv6" : "rwkv7",
                                   v6 ? "rwkv6" : "rwkv7");
 
     /* Defaults as the converter's when the checkpoint's config leaves them out. */
@@ -86,8 +97,8 @@ int mk_rwkv_parse(const char *const *given, struct mk *m) {
 
 /* ---- keys ----------------------------------------------------------------------------------- */
 
-bool mk_rwkv_add_hparams(struct rgguf_writer *w, const struct mk *m) {
-    const bool v6 = m->arch == MK_RWKV6;
+static bool add_hparams(struct rgguf_writer *w, const struct mk *m) {
+    const bool v6 = m->arch->variant == RWKV6;
     const char *a = v6 ? "rwkv6" : "rwkv7";
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
@@ -115,242 +126,6 @@ bool mk_rwkv_add_hparams(struct rgguf_writer *w, const struct mk *m) {
     return ok && rgguf_writer_set_u32(w, KEY("feed_forward_length"), m->n_ff) &&
            rgguf_writer_set_u32(w, KEY("attention.head_count"), 0);
 #undef KEY
-}
-
-/* ---- vocabulary ----------------------------------------------------------------------------- */
-
-/*
- * The world vocabulary file (rwkv_vocab_v20230424.txt) is not available offline, so a
- * world-style one is built from the gpt2 vocabulary file: id 0 "<s>" (control), ids 1..256 the
- * bytes 0x00..0xff, then the file's other (multi-byte) tokens as raw bytes, in its order. Each
- * text is stored as the converter stores it: Python's repr(bytes)[2:-1].
- */
-struct world {
-    char *buf; /* escaped texts, each NUL-terminated, one after another */
-    size_t used, cap;
-    size_t *off; /* n offsets into buf */
-    uint32_t count, n;
-    int32_t *slot; /* text -> id (open addressing, linear probing), -1 empty */
-    size_t mask;
-};
-
-static void world_free(struct world *v) {
-    free(v->buf);
-    free(v->off);
-    free(v->slot);
-}
-
-static uint64_t text_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-    return h;
-}
-
-/* Room for `more` bytes at the end of buf. */
-static bool world_reserve(struct world *v, size_t more) {
-    if (v->cap - v->used >= more) return true;
-    size_t cap = v->cap ? v->cap : 4096;
-    while (cap - v->used < more) {
-        if (cap > SIZE_MAX / 2) return false;
-        cap *= 2;
-    }
-    char *b = realloc(v->buf, cap);
-    if (!b) return false;
-    v->buf = b;
-    v->cap = cap;
-    return true;
-}
-
-/* Python's repr(bytes)[2:-1] of raw[0..n) into out (room for 4n + 1): printable ASCII as is,
- * backslash and the quote doubled as escapes, \t \n \r, other bytes \xNN in lowercase. repr
- * quotes with ' unless the bytes hold ' and no ", when it takes " and leaves ' alone. */
-static void py_repr_bytes(const unsigned char *raw, size_t n, char *out) {
-    const bool squote = memchr(raw, '\'', n) != NULL, dquote = memchr(raw, '"', n) != NULL;
-    const unsigned char quote = squote && !dquote ? '"' : '\'';
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = raw[i];
-        if (c == quote || c == '\\') {
-            *out++ = '\\';
-            *out++ = (char)c;
-        } else if (c == '\t' || c == '\n' || c == '\r') {
-            *out++ = '\\';
-            *out++ = c == '\t' ? 't' : c == '\n' ? 'n' : 'r';
-        } else if (c < 0x20 || c >= 0x7f) {
-            *out++ = '\\';
-            *out++ = 'x';
-            *out++ = hex[c >> 4];
-            *out++ = hex[c & 15];
-        } else {
-            *out++ = (char)c;
-        }
-    }
-    *out = '\0';
-}
-
-/* Adds the text just written at buf + used, unless an earlier token has it. */
-static void world_commit(struct world *v) {
-    const char *t = v->buf + v->used;
-    size_t i = text_hash(t) & v->mask;
-    for (; v->slot[i] >= 0; i = (i + 1) & v->mask)
-        if (strcmp(v->buf + v->off[v->slot[i]], t) == 0) return; /* a duplicate */
-    v->slot[i] = (int32_t)v->count;
-    v->off[v->count++] = v->used;
-    v->used += strlen(t) + 1;
-}
-
-/* Adds raw bytes as the next token. False: out of memory. */
-static bool world_add_raw(struct world *v, const unsigned char *raw, size_t n) {
-    if (n > (SIZE_MAX - 1) / 4 || !world_reserve(v, 4 * n + 1)) return false;
-    py_repr_bytes(raw, n, v->buf + v->used);
-    world_commit(v);
-    return true;
-}
-
-/* GPT-2's byte-level text back to raw bytes: inv[codepoint] is the byte it stands for, or -1.
- * Returns the byte count, or -1 when the text is not byte-level BPE text. */
-static long gpt2_bytes(const int16_t inv[0x200], const char *text, size_t len, unsigned char *raw) {
-    long n = 0;
-    for (size_t i = 0; i < len;) {
-        const unsigned char c = (unsigned char)text[i];
-        unsigned cp;
-        if (c < 0x80) {
-            cp = c;
-            i += 1;
-        } else if ((c & 0xe0) == 0xc0 && i + 1 < len &&
-                   ((unsigned char)text[i + 1] & 0xc0) == 0x80) {
-            cp = (unsigned)(c & 0x1f) << 6 | ((unsigned char)text[i + 1] & 0x3f);
-            i += 2;
-        } else {
-            return -1;
-        }
-        if (cp >= 0x200 || inv[cp] < 0) return -1;
-        raw[n++] = (unsigned char)inv[cp];
-    }
-    return n;
-}
-
-/* Builds the n-token world vocabulary from the gpt2 file g. Returns TOOL_OK, TOOL_FAIL (error
- * set) or TOOL_USAGE (message printed). */
-static int world_build(const struct rgguf *g, const char *path, uint32_t n, struct world *v) {
-    uint64_t n_tokens;
-    const void *types;
-    if (!mk_gpt2_tokens(g, "a world vocabulary is built from a gpt2 (byte-level BPE) one",
-                        &n_tokens, &types))
-        return TOOL_FAIL;
-
-    size_t cap = 1;
-    while (cap < 2 * (size_t)n) cap *= 2;
-    v->n = n;
-    v->mask = cap - 1;
-    v->off = malloc(n * sizeof(*v->off));
-    v->slot = malloc(cap * sizeof(*v->slot));
-    if (!v->off || !v->slot || !world_reserve(v, 4)) goto oom;
-    for (size_t i = 0; i < cap; i++) v->slot[i] = -1;
-
-    memcpy(v->buf, "<s>", 4);
-    world_commit(v);
-    for (unsigned b = 0; b < N_BYTES; b++) {
-        const unsigned char raw = (unsigned char)b;
-        if (!world_add_raw(v, &raw, 1)) goto oom;
-    }
-
-    int16_t inv[0x200];
-    for (size_t cp = 0; cp < 0x200; cp++) inv[cp] = -1;
-    for (unsigned b = 0; b < N_BYTES; b++) {
-        char t[3];
-        size_t tl = mk_byte_text(b, t);
-        unsigned cp = tl == 1 ? (unsigned char)t[0]
-                              : (unsigned)(t[0] & 0x1f) << 6 | ((unsigned char)t[1] & 0x3f);
-        inv[cp] = (int16_t)b;
-    }
-
-    unsigned char *raw = NULL;
-    size_t raw_cap = 0;
-    for (uint64_t i = 0; i < n_tokens && v->count < n; i++) {
-        /* Control and other special tokens (<|endoftext|>) are names, not byte-level text. */
-        if (((const int32_t *)types)[i] != TOKEN_TYPE_NORMAL) continue;
-        const char *t;
-        size_t tl;
-        if (!rgguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &t, &tl)) {
-            free(raw);
-            return TOOL_FAIL;
-        }
-        if (tl > raw_cap) {
-            unsigned char *r = realloc(raw, tl);
-            if (!r) {
-                free(raw);
-                goto oom;
-            }
-            raw = r;
-            raw_cap = tl;
-        }
-        long nb = gpt2_bytes(inv, t, tl, raw);
-        if (nb < 0) {
-            free(raw);
-            rcore_error_set("token %llu '%s' is not byte-level BPE text", (unsigned long long)i, t);
-            return TOOL_FAIL;
-        }
-        if (nb > 1 && !world_add_raw(v, raw, (size_t)nb)) {
-            free(raw);
-            goto oom;
-        }
-    }
-    free(raw);
-    if (v->count < n) {
-        fprintf(stderr,
-                "recur mkmodel: --vocab: %u is more than the %u tokens of the world vocabulary "
-                "that %s gives\n\n",
-                n, v->count, path);
-        return TOOL_USAGE;
-    }
-    return TOOL_OK;
-oom:
-    rcore_error_set("out of memory building a vocabulary of %u tokens", n);
-    return TOOL_FAIL;
-}
-
-int mk_rwkv_add_vocab(struct rgguf_writer *w, const struct mk *m) {
-    struct rgguf *g = rgguf_open(m->vocab_file, true);
-    if (!g) return TOOL_FAIL;
-    struct world v = {0};
-    int rc = world_build(g, m->vocab_file, m->n_vocab, &v);
-    const char **text = NULL;
-    int32_t *type = NULL;
-    if (rc == TOOL_OK) {
-        text = malloc(m->n_vocab * sizeof(*text));
-        type = malloc(m->n_vocab * sizeof(*type));
-        if (!text || !type) {
-            rcore_error_set("out of memory building a vocabulary of %u tokens", m->n_vocab);
-            rc = TOOL_FAIL;
-        }
-    }
-    if (rc == TOOL_OK) {
-        for (uint32_t i = 0; i < m->n_vocab; i++) {
-            text[i] = v.buf + v.off[i];
-            type[i] = i == 0 ? TOKEN_TYPE_CONTROL : TOKEN_TYPE_NORMAL;
-        }
-        /* As _set_vocab_rwkv_world: no merges, no pre-tokenizer, bos = eos = 0 (from the
-         * checkpoint's config), the named chat template. Its eot = 261 is a hack naming the
-         * world vocabulary's "\n\n" token; id 261 here is some other text, so no eot is
-         * written rather than a wrong one. */
-        bool ok =
-            rgguf_writer_set_str(w, "tokenizer.ggml.model", "rwkv") &&
-            rgguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", text, m->n_vocab) &&
-            rgguf_writer_set_arr(w, "tokenizer.ggml.token_type", RGGUF_INT32, type, m->n_vocab) &&
-            rgguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0) &&
-            rgguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 0) &&
-            rgguf_writer_set_str(w, "tokenizer.chat_template",
-                                 m->chat_template ? m->chat_template : "rwkv-world");
-        rc = ok ? TOOL_OK : TOOL_FAIL;
-    }
-    if (rc == TOOL_FAIL) rcore_error_prefix("vocabulary file %s", m->vocab_file);
-    if (rc == TOOL_USAGE) mk_usage(stderr);
-    free(text);
-    free(type);
-    world_free(&v);
-    rgguf_close(g);
-    return rc;
 }
 
 /* ---- tensors -------------------------------------------------------------------------------- */
@@ -475,14 +250,58 @@ static bool rwkv7_layer(struct rgguf_writer *w, const struct mk *m, uint32_t l) 
            blk(w, m, l, "channel_mix_value.weight", NULL, wt, INIT_NORMAL, LIN(ff), 2, ff, E, 1, 1);
 }
 
-bool mk_rwkv_add_tensors(struct rgguf_writer *w, const struct mk *m) {
+static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
     const int64_t embd[2] = {m->n_embd, m->n_vocab};
     /* Never tied: both loaders require output.weight. */
     if (!mk_add_tensor(w, m, "token_embd.weight", NULL, m->wtype, 2, embd, INIT_NORMAL, 1.0) ||
         !layer_norm(w, m, "token_embd_norm"))
         return false;
     for (uint32_t l = 0; l < m->n_layer; l++)
-        if (!(m->arch == MK_RWKV6 ? rwkv6_layer(w, m, l) : rwkv7_layer(w, m, l))) return false;
+        if (!(m->arch->variant == RWKV6 ? rwkv6_layer(w, m, l) : rwkv7_layer(w, m, l)))
+            return false;
     return layer_norm(w, m, "output_norm") && mk_add_tensor(w, m, "output.weight", NULL, m->wtype,
                                                             2, embd, INIT_NORMAL, LIN(m->n_embd));
 }
+
+static void summary(const struct mk *m) {
+    switch (m->arch->variant) {
+    case RWKV6:
+        printf("wrote %s: rwkv6, layers %u, embd %u, head_size %u, ff %u, mix_dim %u, "
+               "decay_dim %u, rescale %u, vocab %u, %s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->head_size, m->n_ff, m->mix_dim, m->decay_dim,
+               m->rescale, m->n_vocab, rgguf_type_name(m->wtype), (unsigned long long)m->seed);
+        break;
+    case RWKV7:
+        printf("wrote %s: rwkv7, layers %u, embd %u, head_size %u, ff %u, lora w/a/v/g "
+               "%u/%u/%u/%u, vocab %u, %s, seed %llu\n",
+               m->out, m->n_layer, m->n_embd, m->head_size, m->n_ff, m->lora_w, m->lora_a,
+               m->lora_v, m->lora_g, m->n_vocab, rgguf_type_name(m->wtype),
+               (unsigned long long)m->seed);
+        break;
+    }
+}
+
+/* The flags that a Mamba model has no use for: no wkv heads or LoRAs. */
+static const enum flag_id rwkv_only[] = {F_HEAD_SIZE, F_FF,     F_RESCALE, F_MIX_DIM, F_DECAY_DIM,
+                                         F_LORA_W,    F_LORA_A, F_LORA_V,  F_LORA_G};
+static const struct mk_arch archs[] = {{"rwkv6", "RWKV-6", RWKV6}, {"rwkv7", "RWKV-7", RWKV7}};
+
+const struct mk_family mk_family_rwkv = {
+    .archs = archs,
+    .n_archs = sizeof archs / sizeof archs[0],
+    .names = "rwkv6 and rwkv7",
+    .only = rwkv_only,
+    .n_only = sizeof rwkv_only / sizeof rwkv_only[0],
+    .needs_state = false,
+    .min_vocab = N_BYTES + 1,
+    .min_vocab_why = "a world vocabulary has at least 257 tokens, <s> and one per byte",
+    .help = "RWKV: a world-style vocabulary (tokenizer model \"rwkv\"): <s>, the 256 bytes, then\n"
+            "the file's longer tokens as raw bytes, in its order, until N tokens.\n",
+    .load_back = false,
+    .check = check,
+    .parse = parse,
+    .add_hparams = add_hparams,
+    .add_vocab = mk_add_world_vocab,
+    .add_tensors = add_tensors,
+    .summary = summary,
+};
