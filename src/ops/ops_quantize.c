@@ -21,9 +21,14 @@
 static int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
-/* round half to even (the quants' rounding; lrintf in the default rounding mode) */
+/* Round half to even, for |v| < 2^22 (every quant here): adding 1.5 * 2^23 leaves the rounded
+ * integer in the low mantissa bits, in the current (nearest-even) rounding mode; no libm call
+ * in the fits' inner loops. */
 static int nearest(float v) {
-    return (int)lrintf(v);
+    const float big = v + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &big, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
 }
 
 /* ---- legacy types ------------------------------------------------------------------------------
@@ -134,8 +139,9 @@ static void q5_1_from_f32(const float *x, void *dst, int64_t n) {
 static bool refit_affine(const float *x, int n, int top, double s0, double b0, double *s,
                          double *b) {
     double sq = 0, sqq = 0, sx = 0, sqx = 0;
+    const float is0 = (float)(1.0 / s0), fb0 = (float)b0;
     for (int j = 0; j < n; j++) {
-        const int q = clampi(nearest((float)((x[j] - b0) / s0)), 0, top);
+        const int q = clampi(nearest((x[j] - fb0) * is0), 0, top);
         sq += q;
         sqq += (double)q * q;
         sx += x[j];
@@ -156,8 +162,9 @@ static bool refit_affine(const float *x, int n, int top, double s0, double b0, d
  * into L when L is not NULL. */
 static double affine_err(const float *x, int n, int top, float s, float m, uint8_t *L) {
     double err = 0;
+    const float is = s > 0.0f ? 1.0f / s : 0.0f;
     for (int i = 0; i < n; i++) {
-        const int q = s > 0.0f ? clampi(nearest((x[i] + m) / s), 0, top) : 0;
+        const int q = clampi(nearest((x[i] + m) * is), 0, top);
         const double e = (double)s * q - m - x[i];
         err += e * e;
         if (L) L[i] = (uint8_t)q;
@@ -211,8 +218,9 @@ static void fit_affine(const float *x, int n, int top, float *scale, float *min)
  * quants plus half into L when L is not NULL. */
 static double symmetric_err(const float *x, int n, int half, float s, uint8_t *L) {
     double err = 0;
+    const float is = s != 0.0f ? 1.0f / s : 0.0f;
     for (int i = 0; i < n; i++) {
-        const int q = s != 0.0f ? clampi(nearest(x[i] / s), -half, half - 1) : 0;
+        const int q = clampi(nearest(x[i] * is), -half, half - 1);
         const double e = (double)s * q - x[i];
         err += e * e;
         if (L) L[i] = (uint8_t)(q + half);
@@ -223,8 +231,9 @@ static double symmetric_err(const float *x, int n, int half, float s, uint8_t *L
 /* The least-squares scale of x ~ s q, q the level nearest x under s0; 0 when none. */
 static double refit_symmetric(const float *x, int n, int half, double s0) {
     double sqq = 0, sqx = 0;
+    const float is0 = (float)(1.0 / s0);
     for (int j = 0; j < n; j++) {
-        const int q = clampi(nearest((float)(x[j] / s0)), -half, half - 1);
+        const int q = clampi(nearest(x[j] * is0), -half, half - 1);
         sqq += (double)q * q;
         sqx += (double)q * x[j];
     }
@@ -295,8 +304,8 @@ static void k_affine_block(const float *x, int top, uint16_t *d16, uint16_t *dmi
         const float fs = dq > 0.0f ? sc[j] / dq : 0.0f, fm = dminq > 0.0f ? mn[j] / dminq : 0.0f;
         const int s0 = clampi((int)floorf(fs), 0, 63), m0 = clampi((int)floorf(fm), 0, 63);
         double best = INFINITY;
-        for (int a = s0 > 0 ? s0 - 1 : 0; a <= s0 + 2 && a <= 63; a++)
-            for (int b = m0 > 0 ? m0 - 1 : 0; b <= m0 + 2 && b <= 63; b++) {
+        for (int a = s0; a <= s0 + 1 && a <= 63; a++)
+            for (int b = m0; b <= m0 + 1 && b <= 63; b++) {
                 const double e =
                     affine_err(x + 32 * j, 32, top, dq * (float)a, dminq * (float)b, NULL);
                 if (e < best) {
