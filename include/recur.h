@@ -151,16 +151,28 @@ RECUR_API bool recur_model_mapping(const struct recur_model *model, const void *
 /* ---- quantizing --------------------------------------------------------------------------- */
 
 /* The weight types recur_model_quantize writes, numbered as llama.cpp's LLAMA_FTYPE_MOSTLY_*
- * (the file's general.file_type). */
+ * (the file's general.file_type). The _K_S / _K_M / Q6_K mixes take llama-quantize's rules for
+ * which tensor gets which type (recur_model_quantize); the others are one type throughout. */
 enum recur_ftype {
     RECUR_FTYPE_MOSTLY_F16 = 1,
     RECUR_FTYPE_MOSTLY_Q4_0 = 2,
+    RECUR_FTYPE_MOSTLY_Q4_1 = 3,
     RECUR_FTYPE_MOSTLY_Q8_0 = 7,
+    RECUR_FTYPE_MOSTLY_Q5_0 = 8,
+    RECUR_FTYPE_MOSTLY_Q5_1 = 9,
+    RECUR_FTYPE_MOSTLY_Q4_K_S = 14,
+    RECUR_FTYPE_MOSTLY_Q4_K_M = 15,
+    RECUR_FTYPE_MOSTLY_Q5_K_S = 16,
+    RECUR_FTYPE_MOSTLY_Q5_K_M = 17,
+    RECUR_FTYPE_MOSTLY_Q6_K = 18,
     RECUR_FTYPE_MOSTLY_BF16 = 32,
 };
 
 struct recur_model_quantize_params {
     enum recur_ftype ftype; /* default RECUR_FTYPE_MOSTLY_Q8_0 */
+    /* true: every converted matrix in the ftype's base type (llama-quantize --pure), but for
+     * the fallbacks of rows that are not whole blocks; false (default): llama-quantize's mix */
+    bool pure;
 };
 
 /* What one recur_model_quantize call did. */
@@ -175,12 +187,23 @@ struct recur_model_quantize_stats {
 RECUR_API struct recur_model_quantize_params recur_model_quantize_default_params(void);
 /*
  * Rewrites the weight matrices of the model file in_path in params->ftype, as llama-quantize
- * --pure does, into out_path, a GGUF file llama.cpp reads. Converted: every 2-D tensor whose
- * name ends in "weight", except those llama.cpp's quantizer keeps as they are: norms (also 2-D
- * ones), Mamba's ssm_conv1d and RWKV's small LoRA, decay, bonus and lerp tensors; and for q8_0 /
- * q4_0 only matrices whose rows are whole 32-value blocks (others keep their type). Other
- * tensors and every key are copied; general.file_type is set to ftype. Values are rounded as
- * ggml's reference quantizers round them. out_path is replaced crash-safely (as the state
+ * does, into out_path, a GGUF file llama.cpp reads. Converted: every 2-D tensor whose name ends
+ * in "weight", except those llama.cpp's quantizer keeps as they are: norms (also 2-D ones),
+ * Mamba's ssm_conv1d and RWKV's small LoRA, decay, bonus and lerp tensors. Each converted
+ * matrix gets the ftype's base type (q4_K for Q4_K_S and Q4_K_M, q5_K for the Q5_K mixes, q6_K,
+ * or the one type of the others), changed, unless params->pure, by llama-quantize's rules:
+ *  - output.weight (or token_embd.weight when the file has no output.weight: the tied output)
+ *    in q6_K, or q8_0 when its rows are not whole blocks of the base type; q8_0 stays q8_0;
+ *  - attention V / QKV matrices, in Q4_K_M and Q5_K_M q6_K for the first and last eighth of
+ *    them and every third between (llama.cpp's use_more_bits), in Q4_K_S q5_K for the first 4;
+ *  - ffn_down matrices, the same by layer in Q4_K_M and Q5_K_M, in Q4_K_S q5_K in the first
+ *    eighth of the layers.
+ * Then, pure or not, a matrix whose rows are not whole blocks of its type falls back as
+ * llama-quantize's does (q4_K to q5_0, q5_K to q5_1, q6_K to q8_0; f16 when that still does not
+ * fit), and a legacy type that does not fit keeps the tensor's own type. Other tensors and every
+ * key are copied; general.file_type is set to ftype and general.quantization_version to 2.
+ * Values are rounded as ggml's reference quantizers round them (legacy types) or fitted by
+ * least squares (K types; ops_quantize.c). out_path is replaced crash-safely (as the state
  * files). stats, when not NULL, gets the counts on success.
  * Returns true, or false with the error set: a NULL argument, an unknown ftype, in_path and
  * out_path naming the same file, an input that is not a GGUF file recur reads, out_path that
@@ -243,7 +266,7 @@ struct recur_tensor_info {
     const char *name; /* "blk.0.ssm_in.weight"; owned by the model */
     int32_t n_dims;   /* 1 .. 4 */
     int64_t ne[4];    /* elements per dimension, ne[0] the fastest; unused ones are 1 */
-    const char *type; /* "f32", "f16", "bf16", "q8_0", "q4_0" (a static string) */
+    const char *type; /* ggml's name: "f32", "f16", "bf16", "q8_0", "q4_K", ... (static) */
     uint64_t nbytes;  /* bytes as stored */
 };
 /* The model's tensors, in file order (0 for a vocab_only model); recur_model_tensor fills *info

@@ -17,34 +17,29 @@
 
 /* ---- types ------------------------------------------------------------------------------- */
 
+/* The types recur reads: elements and bytes per block (ggml's block layouts). */
+static const struct {
+    uint32_t block, bytes;
+} type_sizes[] = {
+    [RGGUF_F32] = {1, 4},      [RGGUF_F16] = {1, 2},      [RGGUF_BF16] = {1, 2},
+    [RGGUF_Q4_0] = {32, 18},   [RGGUF_Q4_1] = {32, 20},   [RGGUF_Q5_0] = {32, 22},
+    [RGGUF_Q5_1] = {32, 24},   [RGGUF_Q8_0] = {32, 34},   [RGGUF_Q2_K] = {256, 84},
+    [RGGUF_Q3_K] = {256, 110}, [RGGUF_Q4_K] = {256, 144}, [RGGUF_Q5_K] = {256, 176},
+    [RGGUF_Q6_K] = {256, 210}, [RGGUF_IQ4_NL] = {32, 18}, [RGGUF_IQ4_XS] = {256, 136},
+};
+#define N_TYPE_SIZES (sizeof type_sizes / sizeof type_sizes[0])
+
 uint32_t rgguf_type_block(uint32_t ttype) {
-    switch (ttype) {
-    case RGGUF_F32:
-    case RGGUF_F16:
-    case RGGUF_BF16:
-        return 1;
-    case RGGUF_Q4_0:
-    case RGGUF_Q8_0:
-        return 32;
-    default:
-        return 0;
-    }
+    return ttype < N_TYPE_SIZES ? type_sizes[ttype].block : 0;
 }
 
 uint32_t rgguf_type_block_bytes(uint32_t ttype) {
-    switch (ttype) {
-    case RGGUF_F32:
-        return 4;
-    case RGGUF_F16:
-    case RGGUF_BF16:
-        return 2;
-    case RGGUF_Q4_0:
-        return 18;
-    case RGGUF_Q8_0:
-        return 34;
-    default:
-        return 0;
-    }
+    return ttype < N_TYPE_SIZES ? type_sizes[ttype].bytes : 0;
+}
+
+const char *rgguf_types_supported(void) {
+    return "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl "
+           "and iq4_xs";
 }
 
 const char *rgguf_type_name(uint32_t ttype) {
@@ -77,10 +72,8 @@ bool rgguf_check_tensor(uint32_t type, const int64_t *ne, size_t *nbytes, char *
                         size_t why_size) {
     uint32_t block = rgguf_type_block(type);
     if (block == 0) {
-        snprintf(why, why_size,
-                 "type %" PRIu32 " (%s) is not supported (f32, f16, bf16, q8_0 "
-                 "and q4_0 are)",
-                 type, rgguf_type_name(type));
+        snprintf(why, why_size, "type %" PRIu32 " (%s) is not supported (%s are)", type,
+                 rgguf_type_name(type), rgguf_types_supported());
         return false;
     }
     for (int d = 0; d < RGGUF_MAX_DIMS; d++) {

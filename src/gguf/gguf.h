@@ -39,13 +39,23 @@ enum rgguf_vtype {
     RGGUF_VTYPE_COUNT
 };
 
-/* GGML tensor types recur knows (numbering of ggml). Block size and bytes per block are in
- * rgguf_type_block / rgguf_type_block_bytes. */
+/* GGML tensor types recur reads (numbering of ggml). Block size and bytes per block are in
+ * rgguf_type_block / rgguf_type_block_bytes; any other type is refused by name. */
 enum rgguf_ttype {
     RGGUF_F32 = 0,
     RGGUF_F16 = 1,
     RGGUF_Q4_0 = 2,
+    RGGUF_Q4_1 = 3,
+    RGGUF_Q5_0 = 6,
+    RGGUF_Q5_1 = 7,
     RGGUF_Q8_0 = 8,
+    RGGUF_Q2_K = 10,
+    RGGUF_Q3_K = 11,
+    RGGUF_Q4_K = 12,
+    RGGUF_Q5_K = 13,
+    RGGUF_Q6_K = 14,
+    RGGUF_IQ4_NL = 20,
+    RGGUF_IQ4_XS = 23,
     RGGUF_BF16 = 30,
 };
 
@@ -55,6 +65,9 @@ enum rgguf_ttype {
 /* Elements per block (1 for float types), bytes per block; 0 for a type recur does not know. */
 uint32_t rgguf_type_block(uint32_t ttype);
 uint32_t rgguf_type_block_bytes(uint32_t ttype);
+/* The names of the types recur reads, as a list for messages ("f32, f16, ... and iq4_xs").
+ * Static text. */
+const char *rgguf_types_supported(void);
 /* "f32", "f16", "q4_0", "q8_0", "bf16", or "type N". The returned text is static. */
 const char *rgguf_type_name(uint32_t ttype);
 const char *rgguf_vtype_name(uint32_t vtype);

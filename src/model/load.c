@@ -10,9 +10,16 @@
 #include "../core/core.h"
 
 #define BIT(t) ((uint64_t)1 << (t))
-/* Small tensors are read as floats; matrices also in ggml's q8_0 and q4_0 blocks. */
-#define FLOAT_TYPES  (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
-#define MATRIX_TYPES (FLOAT_TYPES | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
+/* Small tensors are read as floats; matrices in any type the GGUF reader knows (its table of
+ * block sizes), which rmodel_matrix_rows then checks against the kernels. */
+#define FLOAT_TYPES (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16))
+
+bool rmodel_matrix_rows(const char *name, uint32_t type, int64_t n_cols) {
+    if (rops_type_supported(type, n_cols)) return true;
+    rcore_error_set("tensor %s: %s rows of %lld elements are not whole %u-element blocks", name,
+                    rgguf_type_name(type), (long long)n_cols, rgguf_type_block(type));
+    return false;
+}
 
 float *rmodel_small_new(struct rmodel *m, size_t n, const char *name) {
     if (m->n_small == m->cap_small) {
@@ -56,13 +63,8 @@ const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                    struct rops_mat *out) {
     const int64_t ne[2] = {n_cols, n_rows};
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, MATRIX_TYPES);
-    if (!t) return false;
-    if (!rops_type_supported(t->type, n_cols)) {
-        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
-                        rgguf_type_name(t->type), (long long)n_cols);
-        return false;
-    }
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, RMODEL_MATRIX_TYPES);
+    if (!t || !rmodel_matrix_rows(name, t->type, n_cols)) return false;
     *out = (struct rops_mat){t->data, (enum rops_type)t->type, n_cols, n_rows,
                              t->nbytes / (size_t)(n_rows ? n_rows : 1)};
     return true;

@@ -114,6 +114,17 @@ float *rmodel_small_new(struct rmodel *m, size_t n, const char *name);
  * NULL with the error set when out of memory. */
 const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int64_t d_conv,
                              const char *name);
+/* The types a weight matrix may have in a file: every type the GGUF reader knows the blocks of
+ * (rmodel_matrix_rows checks the kernels take it at that width). */
+#define RMODEL_MATRIX_TYPES                                                                        \
+    ((uint64_t)1 << RGGUF_F32 | (uint64_t)1 << RGGUF_F16 | (uint64_t)1 << RGGUF_BF16 |             \
+     (uint64_t)1 << RGGUF_Q4_0 | (uint64_t)1 << RGGUF_Q4_1 | (uint64_t)1 << RGGUF_Q5_0 |           \
+     (uint64_t)1 << RGGUF_Q5_1 | (uint64_t)1 << RGGUF_Q8_0 | (uint64_t)1 << RGGUF_Q2_K |           \
+     (uint64_t)1 << RGGUF_Q3_K | (uint64_t)1 << RGGUF_Q4_K | (uint64_t)1 << RGGUF_Q5_K |           \
+     (uint64_t)1 << RGGUF_Q6_K | (uint64_t)1 << RGGUF_IQ4_NL | (uint64_t)1 << RGGUF_IQ4_XS)
+/* True when the kernels take weights of type with rows of n_cols (whole blocks); else false with
+ * the error naming the tensor, its type and the block size. */
+bool rmodel_matrix_rows(const char *name, uint32_t type, int64_t n_cols);
 /* A weight matrix {n_cols, n_rows} read in place. False with the error set. */
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                    struct rops_mat *out);

@@ -13,22 +13,13 @@
 
 #include "../core/core.h"
 
-#define BIT(t) ((uint64_t)1 << (t))
-#define MATRIX_TYPES                                                                               \
-    (BIT(RGGUF_F32) | BIT(RGGUF_F16) | BIT(RGGUF_BF16) | BIT(RGGUF_Q8_0) | BIT(RGGUF_Q4_0))
-
 /* n_mats matrices of n_rows x n_cols stacked in one tensor {n_cols, n_rows, n_mats} (RWKV-6's
  * time_mix_w2), each read in place. */
 static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                          int64_t n_mats, struct rops_mat *out) {
     const int64_t ne[3] = {n_cols, n_rows, n_mats};
-    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 3, ne, MATRIX_TYPES);
-    if (!t) return false;
-    if (!rops_type_supported(t->type, n_cols)) {
-        rcore_error_set("tensor %s: %s rows of %lld elements are not whole 32-element blocks", name,
-                        rgguf_type_name(t->type), (long long)n_cols);
-        return false;
-    }
+    const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 3, ne, RMODEL_MATRIX_TYPES);
+    if (!t || !rmodel_matrix_rows(name, t->type, n_cols)) return false;
     const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
     for (int64_t i = 0; i < n_mats; i++)
         out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,

@@ -24,8 +24,9 @@ int rops_type_supported(uint32_t ggml_type, int64_t n_cols) {
     case ROPS_TYPE_Q8_0:
     case ROPS_TYPE_Q4_0:
         return n_cols % 32 == 0;
-    default:
-        return 0;
+    default: /* the other block types (ops_qmatmul.c) */
+        return rops_qmatmul_type((enum rops_type)ggml_type) &&
+               n_cols % rops_qtraits_of((enum rops_type)ggml_type)->block == 0;
     }
 }
 
@@ -36,43 +37,24 @@ void rops_get_row(const struct rops_mat *w, int64_t r, float *out) {
 }
 
 size_t rops_row_bytes(enum rops_type type, int64_t n) {
-    if (!rops_type_supported(type, n) || n < 0) return 0;
+    if (n < 0) return 0;
+    const struct rops_qtraits *q = rops_qtraits_of(type);
+    if (q) return n % q->block == 0 ? (size_t)(n / q->block) * q->block_bytes : 0;
     switch (type) {
     case ROPS_TYPE_F32:
         return 4 * (size_t)n;
     case ROPS_TYPE_F16:
     case ROPS_TYPE_BF16:
         return 2 * (size_t)n;
-    case ROPS_TYPE_Q8_0:
-        return (size_t)n / 32 * sizeof(struct rops_block_q8_0);
-    default: /* q4_0 */
-        return (size_t)n / 32 * sizeof(struct rops_block_q4_0);
+    default:
+        return 0;
     }
 }
 
 bool rops_quantize_row(enum rops_type type, const float *src, int64_t n, void *dst) {
-    if ((type != ROPS_TYPE_Q8_0 && type != ROPS_TYPE_Q4_0) || n % 32 != 0) return false;
-    for (int64_t b = 0; b < n / 32; b++) {
-        const float *x = src + b * 32;
-        if (type == ROPS_TYPE_Q8_0) {
-            struct rops_block_q8_0 *q = (struct rops_block_q8_0 *)dst + b;
-            q->d = rops_q8_block(x, q->qs);
-        } else {
-            struct rops_block_q4_0 *q = (struct rops_block_q4_0 *)dst + b;
-            float amax = 0.0f, max = 0.0f;
-            for (int j = 0; j < 32; j++)
-                if (fabsf(x[j]) > amax) {
-                    amax = fabsf(x[j]);
-                    max = x[j];
-                }
-            const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            q->d = rcore_f32_to_f16(d);
-            for (int j = 0; j < 16; j++) {
-                const int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
-                q->qs[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
-            }
-        }
-    }
+    const rops_from_f32_fn fn = rops_quantizer_of(type);
+    if (!fn || rops_row_bytes(type, n) == 0) return false;
+    fn(src, dst, n);
     return true;
 }
 
@@ -169,6 +151,7 @@ static bool block_type(enum rops_type type) {
 }
 
 size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
+    if (rops_qmatmul_type(w->type)) return (size_t)n * rops_qmatmul_input_bytes(w->type, w->n_cols);
     return block_type(w->type) && n > 3 ? (size_t)n * (size_t)w->n_cols * sizeof(float) : 0;
 }
 
@@ -176,6 +159,10 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
                  float *y) {
     assert(rops_type_supported(w->type, w->n_cols) && "a matrix the loader did not check");
     if (n < 1) return; /* the AVX2 gemv would take n = 0 for its 3-input kernel */
+    if (rops_qmatmul_type(w->type)) {
+        rops_qmatmul(ex, w, x, n, y, matmul_threads(ex, w->n_rows * w->n_cols * n));
+        return;
+    }
     if (!block_type(w->type)) {
         matmul_f32_inputs(ex, w, x, n, y);
         return;
@@ -280,7 +267,7 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     /* the prompts' first: rops_matmul may use the scratch, which the quantized inputs of the
        batch below are about to fill */
     for (int j = 0; j < n_jobs; j++)
-        if (jobs[j].n > ROPS_BATCH_MAX_N)
+        if (jobs[j].n > ROPS_BATCH_MAX_N || rops_qmatmul_type(jobs[j].w->type))
             rops_matmul(ex, jobs[j].w, jobs[j].x, jobs[j].n, jobs[j].y);
     struct rops_xq8 stack[BATCH_STACK_BLOCKS];
     struct rops_xq8 *buf = stack;
@@ -297,7 +284,8 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     for (int j = 0; j < n_jobs; j++) {
         const struct rops_matjob *jb = &jobs[j];
         const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
-        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1) continue;
+        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1 || rops_qmatmul_type(jb->w->type))
+            continue;
         const bool q = block_type(jb->w->type);
         /* block weights: three inputs a product, as rops_matmul takes them */
         for (int64_t i = 0; i < jb->n;) {

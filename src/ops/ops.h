@@ -66,7 +66,19 @@ enum rops_type {
     ROPS_TYPE_F32 = 0,
     ROPS_TYPE_F16 = 1,
     ROPS_TYPE_Q4_0 = 2,
+    ROPS_TYPE_Q4_1 = 3,
+    ROPS_TYPE_Q5_0 = 6,
+    ROPS_TYPE_Q5_1 = 7,
     ROPS_TYPE_Q8_0 = 8,
+    ROPS_TYPE_Q8_1 = 9, /* activations only */
+    ROPS_TYPE_Q2_K = 10,
+    ROPS_TYPE_Q3_K = 11,
+    ROPS_TYPE_Q4_K = 12,
+    ROPS_TYPE_Q5_K = 13,
+    ROPS_TYPE_Q6_K = 14,
+    ROPS_TYPE_Q8_K = 15, /* activations only */
+    ROPS_TYPE_IQ4_NL = 20,
+    ROPS_TYPE_IQ4_XS = 23,
     ROPS_TYPE_BF16 = 30,
 };
 
@@ -87,12 +99,12 @@ int rops_type_supported(uint32_t ggml_type, int64_t n_cols);
 /* Row r of W, converted to f32 (n_cols values). */
 void rops_get_row(const struct rops_mat *w, int64_t r, float *out);
 
-/* Writes n values (a multiple of 32) of src as ggml q8_0 or q4_0 blocks into dst
- * (rops_quant_row_bytes(type, n) bytes), rounding as ggml's reference quantizers do:
- * q8_0 d = max|x| / 127, q = round(x / d); q4_0 d = x_m / -8 for the x_m of largest magnitude,
- * q = min(15, trunc(x / d + 8.5)). Returns false (nothing written) for another type or n. */
+/* Writes n values (a multiple of the type's block) of src as blocks of a type recur quantizes
+ * to (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; ops_quantize.c) into dst
+ * (rops_row_bytes(type, n) bytes). Returns false (nothing written) for another type or n. */
 bool rops_quantize_row(enum rops_type type, const float *src, int64_t n, void *dst);
-/* Bytes of a row of n values in type (f32, f16, bf16, q8_0, q4_0); 0 when not supported. */
+/* Bytes of a row of n values in type (any float or block type ops_quants.h lays out); 0 when
+ * n is not whole blocks or the type has no layout here. */
 size_t rops_row_bytes(enum rops_type type, int64_t n);
 
 /* y[i][r] = sum_c W[r][c] * x[i][c] for i < n (x: n x n_cols, y: n x n_rows). The rows of W

@@ -13,6 +13,7 @@
 
 #include "../core/core.h"
 #include "ops.h"
+#include "ops_quants.h"
 
 /* Weight c of a row of a float type (f32, f16, bf16) as f32: the vector kernels' columns past
  * their last whole vector. */
@@ -135,16 +136,6 @@ static inline void rops_conv_seq_end(const struct rops_conv_args *a, int64_t s, 
  * the smaller kernel's height. */
 #define ROPS_GEMM_RB 16
 #define ROPS_GEMM_KT 256
-
-/* ggml's quantized blocks (32 weights each): value = d * q. */
-struct rops_block_q8_0 {
-    uint16_t d; /* f16 scale */
-    int8_t qs[32];
-};
-struct rops_block_q4_0 {
-    uint16_t d;     /* f16 scale */
-    uint8_t qs[16]; /* weight j < 16: low nibble of qs[j]; j >= 16: high nibble of qs[j-16]; */
-};                  /* q = nibble - 8 */
 
 /* A block of 32 inputs of a matmul with q8_0 / q4_0 weights, quantized as ggml's q8_0:
  * value = d * q, d held as the f32 value of its f16 rounding. */
@@ -291,7 +282,7 @@ void rops_scan2_heads_scalar(const struct rops_scan2_args *a, int64_t h0, int64_
 /* One q8_0 block of x as ggml's reference quantizer makes it: the quants into qs, the scale
  * (f16) returned. */
 uint16_t rops_q8_block(const float *x, int8_t *qs);
-/* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt multiples of 32. */
+/* Columns [c0, c0 + kt) of row r of w as f32; for the block types c0 and kt whole blocks. */
 void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out);
 
 /* The AVX2 kernels (ops_avx2.c, compiled for AVX2 + FMA + F16C; most of them x86/kernels.inc's

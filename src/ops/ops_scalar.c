@@ -12,7 +12,7 @@
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
-/* Columns [c0, c0 + kt) of row r as f32; for the block types c0 and kt are multiples of 32. */
+/* Columns [c0, c0 + kt) of row r as f32; for the block types c0 and kt are whole blocks. */
 void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, float *out) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
     switch (w->type) {
@@ -44,9 +44,11 @@ void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, 
         }
         break;
     }
-    default:
-        memset(out, 0, sizeof(float) * (size_t)kt);
+    default: { /* the other block types: c0 and kt whole blocks */
+        const struct rops_qtraits *q = rops_qtraits_of(w->type);
+        q->to_f32(row + (size_t)(c0 / q->block) * q->block_bytes, out, kt);
         break;
+    }
     }
 }
 

@@ -125,6 +125,13 @@ check "q8_0 greedy run equals the C API" cmp -s "$work/q8run.txt" "$work/q8api.t
 "$recur" quantize "$work/q8.gguf" "$work/f16.gguf" f16 2>/dev/null
 check "q8_0 -> f16 loads" "$recur" run -m "$work/f16.gguf" -p x -n 1 --temp 0 >/dev/null 2>&1
 expect_exit "quantize: unknown type" 2 "unknown type 'q5_k'" "$recur" quantize "$model" "$work/x.gguf" q5_k
+# the mixes: Q4_K_M loads and generates; the lower-case name is one type throughout
+"$recur" quantize "$model" "$work/q4km.gguf" Q4_K_M 2>"$work/q.err"
+check "quantize Q4_K_M exits 0 ($(cat "$work/q.err"))" grep -q "tensors in Q4_K_M" "$work/q.err"
+check "a Q4_K_M file generates" "$recur" run -m "$work/q4km.gguf" -p "$prompt" -n 4 --temp 0 >/dev/null 2>&1
+"$recur" quantize --help >"$work/qhelp.txt"
+check "quantize --help lists the mixes" grep -q "Q4_K_M Q4_K_S Q5_K_M" "$work/qhelp.txt"
+check "quantize --help lists the pure types" grep -q "q4_K q5_K q6_K q8_0" "$work/qhelp.txt"
 expect_exit "quantize: same file" 2 "IN and OUT are the same file" "$recur" quantize "$model" "$model" q8_0
 expect_exit "quantize: missing input" 1 "$work/none.gguf" "$recur" quantize "$work/none.gguf" "$work/x.gguf" q8_0
 check "quantize: no output after a failure" [ ! -e "$work/x.gguf" ]
@@ -144,7 +151,10 @@ for r in tests.values():
     assert r["bound_tps"] > 0 and r["bound_by"] in ("memory", "compute"), r
 assert d["machine"]["fma_gflops"] > 0 and d["machine"]["read_gbps"] > 0
 assert d["weights"]["layer_params"] == 2 * (64 * 256 + 128 * 20 + 4 * 128 + 128 * 64), d
+assert d["weight_types"].startswith("f32 100%"), d["weight_types"]
 EOF
+"$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 >"$work/bench4.txt" 2>/dev/null
+check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
 expect_exit "bench: bad -np" 2 "-np: '1,x' is not a valid value" "$recur" bench -m "$model" -np 1,x
 
 # errors: usage (2) and runtime (1), one clear line

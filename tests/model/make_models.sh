@@ -56,4 +56,24 @@ quantize f32-rms q4_0-rms q4_0
 quantize f32-mamba2 q8_0-mamba2 q8_0
 quantize f32-rwkv6 q8_0-rwkv6 q8_0
 quantize f32-rwkv7 q8_0-rwkv7 q8_0
-echo "make_models: $(ls "$out"/*.gguf | wc -l) models in $out"
+# llama-quantize's mixes (upper-case names), in quant/ (test_model_ref_quant_*): on the models
+# above, whose rows are mostly not whole 256-blocks, most matrices take the fallbacks (q5_0,
+# q5_1, q8_0); on the "wide" ones (widths of 256) the K-quants themselves, with q6_K outputs
+# and the fallbacks of narrow rows (Mamba's ssm_dt; RWKV's LoRAs stay as they are)
+mk f32-wide --embd 256 --layers 2 --vocab 512 --state 16 --seed 12 --type f32
+mk2 f16-mamba2-wide --embd 256 --layers 2 --vocab 512 --state 16 --seed 13 --type f16 --heads 8
+mkr f32-rwkv6-wide --arch rwkv6 --embd 256 --layers 2 --vocab 400 --seed 14 --type f32 \
+    --head-size 64 --ff 768
+mkr bf16-rwkv7-wide --arch rwkv7 --embd 256 --layers 2 --vocab 400 --seed 15 --type bf16 \
+    --head-size 64 --ff 512
+mkdir -p "$out/quant"
+for m in f32-untied f32-mamba2 f32-rwkv6 f32-rwkv7 f32-wide f16-mamba2-wide f32-rwkv6-wide \
+    bf16-rwkv7-wide; do
+    for t in Q4_K_M Q6_K; do quantize "$m" "quant/$t-${m#*-}" "$t"; done
+done
+for m in f32-wide f16-mamba2-wide f32-rwkv6-wide bf16-rwkv7-wide; do
+    quantize "$m" "quant/Q5_K_M-${m#*-}" Q5_K_M
+done
+quantize f32-wide quant/Q4_1-wide Q4_1
+quantize f32-wide quant/Q5_0-wide Q5_0
+echo "make_models: $(ls "$out"/*.gguf "$out"/quant/*.gguf | wc -l) models in $out"

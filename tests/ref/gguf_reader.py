@@ -28,6 +28,8 @@ except ImportError:
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     raise
 
+import ggml_quants  # noqa: E402
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 
@@ -48,15 +50,10 @@ SCALAR_TYPES = {
 TYPE_STRING = 8
 TYPE_ARRAY = 9
 
-# ggml tensor types: id -> (name, elements per block, bytes per block)
+# ggml tensor types: id -> (name, elements per block, bytes per block) (ggml_quants.py has the
+# block types' layouts and decoders)
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
-TENSOR_TYPES = {
-    GGML_F32: ("F32", 1, 4),
-    GGML_F16: ("F16", 1, 2),
-    GGML_Q4_0: ("Q4_0", 32, 2 + 16),   # f16 scale d, then 16 bytes of two 4-bit values
-    GGML_Q8_0: ("Q8_0", 32, 2 + 32),   # f16 scale d, then 32 int8
-    GGML_BF16: ("BF16", 1, 2),
-}
+TENSOR_TYPES = ggml_quants.TYPES
 
 
 class GGUFError(Exception):
@@ -193,6 +190,16 @@ class GGUFFile:
             if end > len(self.data):
                 raise GGUFError("tensor %s: data runs past the end of the file" % info.name)
 
+    def minimums(self, name):
+        """A q4_1 / q5_1 tensor's block minimums, numpy shape (rows..., blocks a row); None
+        for other types."""
+        info = self.tensors[name]
+        start = self.data_start + info.offset
+        m = ggml_quants.block_minimums(info.ggml_type, self.data[start:start + info.n_bytes()])
+        if m is None:
+            return None
+        return m.reshape(tuple(reversed(info.ne[1:])) + (info.ne[0] // 32,))
+
     def tensor(self, name):
         """Decode tensor `name` to a float64 array of numpy shape (reversed GGUF ne)."""
         if name not in self.tensors:
@@ -209,15 +216,8 @@ class GGUFFile:
         elif t == GGML_BF16:
             # bf16 is the upper half of an f32: shift it up and reinterpret
             v = (raw.view("<u2").astype(np.uint32) << 16).view("<f4")
-        elif t == GGML_Q8_0:
-            blocks = raw.view(np.dtype([("d", "<f2"), ("q", "i1", 32)]))
-            v = blocks["d"].astype(np.float64)[:, None] * blocks["q"]
-        elif t == GGML_Q4_0:
-            blocks = raw.view(np.dtype([("d", "<f2"), ("q", "u1", 16)]))
-            low = blocks["q"] & 0x0F         # elements 0..15
-            high = blocks["q"] >> 4          # elements 16..31
-            q = np.concatenate([low, high], axis=1).astype(np.float64) - 8.0
-            v = blocks["d"].astype(np.float64)[:, None] * q
+        elif t in TENSOR_TYPES:
+            v = ggml_quants.dequantize(t, raw)
         else:  # already rejected when the infos were read
             raise GGUFError("tensor %s: unsupported ggml type %d" % (name, t))
 

@@ -64,13 +64,14 @@ class Mamba2Model:
             return t
 
         def matrix(name, shape):
-            return Matrix(get(name, shape), f.tensors[name].ggml_type)
+            return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
 
         self.token_embd = get("token_embd.weight", (None, self.n_embd))
         self.n_vocab = self.token_embd.shape[0]
         self.output_norm = get("output_norm.weight", (self.n_embd,))
         self.tied = "output.weight" not in f.tensors
-        self.output = (Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type)
+        self.output = (Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type,
+                              f.minimums("token_embd.weight"))
                        if self.tied else matrix("output.weight", (self.n_vocab, self.n_embd)))
         self.layers = [Mamba2Layer(get, matrix, i, self) for i in range(self.n_layer)]
 

@@ -51,6 +51,7 @@ except ImportError:
 if __name__ == "__main__":
     sys.modules.setdefault("mamba_ref", sys.modules[__name__])
 
+import ggml_quants  # noqa: E402
 from gguf_reader import GGUFError, GGUFFile  # noqa: E402
 
 
@@ -93,46 +94,33 @@ def softplus(x):
     return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0.0)
 
 
-# The smallest distance of any q8_0 input seen since the last reset from a rounding tie (x.5),
-# relative to the input (in steps / |steps|): rounding is discontinuous there, so an engine
-# whose input differs from this one's by that relative error may round the other way, and its
-# logits differ from then on by a whole step's effect. --comparable uses it.
-TIE = [float("inf")]
-
-
-def q8_0_inputs(v):
-    """v as a matmul with q8_0 or q4_0 weights multiplies it: ggml quantizes the inputs of
-    such products to q8_0. Per 32-block, in float32 as ggml does: d = max|v| / 127,
-    q = round(v / d) half away from zero, and the product uses d rounded to float16."""
-    x = np.asarray(v, dtype=np.float32).reshape(-1, 32)
-    d = (np.max(np.abs(x), axis=1) / np.float32(127)).astype(np.float32)
-    inv = np.zeros_like(d)
-    np.divide(np.float32(1), d, out=inv, where=d != 0)
-    scaled = (x * inv[:, None]).astype(np.float64)          # the float32 product, exactly
-    q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)     # exact in float64
-    if scaled.size:
-        a = np.abs(scaled)
-        # relative to the value: an input off by a relative e moves by e * |scaled| steps
-        rel = np.abs(a - np.floor(a) - 0.5) / np.maximum(a, 0.5)
-        TIE[0] = min(TIE[0], float(np.min(rel)))
-    return (d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(-1)
-
-
-# ---------------------------------------------------------------------------------------
-# The model
+# The smallest distance of any quantized input seen since the last reset from a rounding
+# boundary (x.5), relative to the input (in steps / |steps|): rounding is discontinuous there,
+# so an engine whose input differs from this one's by that relative error may round the other
+# way, and its logits differ from then on by a whole step's effect. --comparable uses it.
+TIE = ggml_quants.TIE
 
 
 class Matrix:
     """A projection's weights (float64, numpy order); `W @ v` is the product recur and
-    llama.cpp compute: with q8_0 / q4_0 weights, on v quantized to q8_0 (q8_0_inputs)."""
+    llama.cpp compute: with block weights, on v quantized to the type's input type
+    (ggml_quants: q8_0, q8_1 with its minimums' term, or q8_K)."""
 
-    def __init__(self, w, ggml_type):
+    def __init__(self, w, ggml_type, mins=None):
         self.w = w
         self.shape = w.shape
-        self.q8_inputs = ggml_type in (2, 8)  # GGML_TYPE_Q4_0, GGML_TYPE_Q8_0
+        self.partner = ggml_quants.PARTNER.get(ggml_type)
+        self.mins = mins  # q4_1 / q5_1: (rows, blocks) minimums
 
     def __matmul__(self, v):
-        return self.w @ (q8_0_inputs(v) if self.q8_inputs else v)
+        if self.partner == ggml_quants.Q8_0:
+            return self.w @ ggml_quants.q8_0_input(v)
+        if self.partner == ggml_quants.Q8_K:
+            return self.w @ ggml_quants.q8_K_input(v)
+        if self.partner == ggml_quants.Q8_1:
+            vals, fix = ggml_quants.q8_1_input(v)
+            return self.w @ vals + self.mins @ fix
+        return self.w @ v
 
 
 class Layer:
@@ -195,14 +183,15 @@ class MambaModel:
             return t
 
         def matrix(name, shape):
-            return Matrix(get(name, shape), f.tensors[name].ggml_type)
+            return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
 
         self.token_embd = get("token_embd.weight", (None, self.n_embd))  # (n_vocab, n_embd)
         self.n_vocab = self.token_embd.shape[0]
         self.output_norm = get("output_norm.weight", (self.n_embd,))
         self.tied = "output.weight" not in f.tensors
         if self.tied:
-            self.output = Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type)
+            self.output = Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type,
+                                 f.minimums("token_embd.weight"))
         else:
             self.output = matrix("output.weight", (self.n_vocab, self.n_embd))
         self.layers = [Layer(get, matrix, i, self.n_embd, self.d_conv, self.d_inner,

@@ -111,7 +111,7 @@ class Reader:
 
     def matrix(self, name, ne):
         """A projection (GGUF {n_in, n_out}) as a Matrix."""
-        return Matrix(self.get(name, ne), self.f.tensors[name].ggml_type)
+        return Matrix(self.get(name, ne), self.f.tensors[name].ggml_type, self.f.minimums(name))
 
 
 def read_common(m, rd):
@@ -185,7 +185,9 @@ class Rwkv6Layer:
         self.w1 = rd.matrix(p + "time_mix_w1.weight", (E, 5 * D_mix))
         w2 = rd.get(p + "time_mix_w2.weight", (D_mix, E, 5))          # (5, n_embd, D_mix)
         w2_type = rd.f.tensors[p + "time_mix_w2.weight"].ggml_type
-        self.w2 = [Matrix(w2[c], w2_type) for c in range(5)]
+        w2_mins = rd.f.minimums(p + "time_mix_w2.weight")               # (5, n_embd, blocks)
+        self.w2 = [Matrix(w2[c], w2_type, None if w2_mins is None else w2_mins[c])
+                   for c in range(5)]
         self.decay = rd.get(p + "time_mix_decay.weight", (E,))
         self.decay_w1 = rd.matrix(p + "time_mix_decay_w1.weight", (E, D_dec))
         self.decay_w2 = rd.matrix(p + "time_mix_decay_w2.weight", (D_dec, E))

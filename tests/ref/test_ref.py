@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import gguf_reader as gr  # noqa: E402
+import ggml_quants as gq  # noqa: E402
 import mamba_ref as mr    # noqa: E402
 
 MAMBA_REF = os.path.join(HERE, "mamba_ref.py")
@@ -283,7 +284,7 @@ class ReaderTests(TempDirCase):
             "truncated header": good[:30],
             "truncated data": good[:-4],
             "empty": b"",
-            "type": gguf_bytes([], [("t", [256], 12, b"\0" * 144)]),  # Q4_K: unsupported
+            "type": gguf_bytes([], [("t", [256], 16, b"\0" * 66)]),  # IQ2_XXS: unsupported
             "block": gguf_bytes([], [("t", [16], Q8_0, b"\0" * 17)]),  # row not 32-aligned
             "value type": good[:24] + pack_string("k") + struct.pack("<I", 99),
         }
@@ -381,15 +382,44 @@ class MathTests(unittest.TestCase):
         b1 = [127.0, 63.5, -63.5, 0.5, -0.5, np.float32(0.49999997), 1.49, -126.6] + [0.0] * 24
         # block 2: max 2.54 so d = 0.02 (float16 0.0200042...): q = round(x / d) in float32
         b2 = [2.54, -1.0, 0.004] + [0.0] * 29
-        got = mr.q8_0_inputs(np.array(b1 + b2))
+        got = gq.q8_0_input(np.array(b1 + b2))
         np.testing.assert_array_equal(got[:8], [127, 64, -64, 1, -1, 0, 1, -127])
         d2 = float(np.float16(np.float32(2.54) / np.float32(127)))
         self.assertNotEqual(d2, 0.02)
         np.testing.assert_array_equal(got[32:35], [127 * d2, -50 * d2, 0.0])
-        self.assertTrue(np.all(got[35:] == 0) and np.all(mr.q8_0_inputs(np.zeros(32)) == 0))
+        self.assertTrue(np.all(got[35:] == 0) and np.all(gq.q8_0_input(np.zeros(32)) == 0))
         m = mr.Matrix(np.eye(32), 8)
         np.testing.assert_array_equal(m @ np.array(b1), got[:32])
         np.testing.assert_array_equal(mr.Matrix(np.eye(32), 1) @ np.array(b1), b1)
+
+    def test_ggml_block_types(self):
+        # every block type's dequantization equals ggml's own (tests/data/quants, made by
+        # llama.cpp) bit for bit, and q8_K inputs equal ggml's q8_K blocks
+        data = os.path.join(HERE, "..", "data", "quants")
+        names = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11,
+                 "q4_K": 12, "q5_K": 13, "q6_K": 14, "iq4_nl": 20, "iq4_xs": 23}
+        for name, t in names.items():
+            with open(os.path.join(data, name + ".q"), "rb") as f:
+                raw = f.read()
+            want = np.fromfile(os.path.join(data, name + ".f32"), dtype=np.float32)
+            got = gq.dequantize(t, raw)
+            self.assertEqual(got.dtype, np.float32, name)
+            self.assertTrue(np.array_equal(got.view(np.uint32), want.view(np.uint32)), name)
+        x = np.fromfile(os.path.join(data, "input.f32"), dtype=np.float32)
+        with open(os.path.join(data, "q8_K.q"), "rb") as f:
+            blk = np.frombuffer(f.read(), dtype=np.dtype([("d", "<f4"), ("q", "i1", 256),
+                                                           ("s", "<i2", 16)]))
+        want = (blk["d"].astype(np.float64)[:, None] * blk["q"]).reshape(-1)
+        np.testing.assert_array_equal(gq.q8_K_input(x), want)
+        # q8_K rounds half to even, q8_0 half away from zero
+        v = np.zeros(256)
+        v[:3] = [-127.0, 2.5, -3.5]
+        np.testing.assert_array_equal(gq.q8_K_input(v)[:3], [-127, 2, -4])
+        # q8_1: the minimums' term is s (f16 of d * sum q) less the values' own sum
+        vals, fix = gq.q8_1_input(np.arange(32, dtype=np.float64) / 7)
+        d = np.float32(np.float32(31 / 7) / np.float32(127))
+        s = float(np.float16(np.float32(sum(np.round(np.arange(32) / 7 / d))) * d))
+        self.assertAlmostEqual(fix[0], s - vals.sum(), places=12)
 
     def test_projections_split_in_order(self):
         class L:
@@ -590,7 +620,7 @@ class ModelTests(TempDirCase):
         rel = np.max(np.abs(got - exact)) / np.sqrt(np.mean(exact ** 2))
         self.assertTrue(1e-6 < rel < 3e-2, rel)
         for layer in plain.layers:
-            layer.ssm_in.q8_inputs = layer.ssm_out.q8_inputs = True
+            layer.ssm_in.partner = layer.ssm_out.partner = gq.Q8_0
         np.testing.assert_array_equal(got, mr.run_sequence(plain, [1, 10, 5]))
 
     def test_sequences_start_from_zero_state(self):

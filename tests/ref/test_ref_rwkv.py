@@ -919,9 +919,9 @@ def check_weight_types(case, data_dec, writer, hp):
             for a, b in zip(mats, vars(lp)[name] if isinstance(mat, list) else [vars(lp)[name]]):
                 if isinstance(a, mr.Matrix):
                     np.testing.assert_array_equal(a.w, b.w)
-                    case.assertFalse(b.q8_inputs)
-                    b.q8_inputs = a.q8_inputs
-                    n_q8 += a.q8_inputs
+                    case.assertIsNone(b.partner)
+                    b.partner = a.partner
+                    n_q8 += a.partner is not None
     case.assertGreaterEqual(n_q8, 10)
     np.testing.assert_array_equal(got, mr.run_sequence(plain, tokens))
 

@@ -60,6 +60,12 @@ for model in MODELS:
     st, props, _ = srv.request("GET", "/props")
     check("%s: /props names the architecture" % name, st == 200 and
           props["recur"]["architecture"] == arch, props)
+    # the weight types, most bytes first; the file's name starts with its matrices' type
+    types = props["recur"].get("weight_types") or [{}]
+    check("%s: /props lists the weight types" % name,
+          name.split("-")[0] in [t.get("type") for t in types] and
+          all(t["bytes"] > 0 and t["tensors"] > 0 for t in types) and
+          [t["bytes"] for t in types] == sorted((t["bytes"] for t in types), reverse=True), types)
 
     req = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
     st, body, _ = srv.post("/v1/completions", req)

@@ -612,7 +612,19 @@ static void test_require_tensor(void) {
     CHECK(strcmp(rgguf_vtype_name(RGGUF_FLOAT64), "float64") == 0);
     CHECK(rgguf_type_block(RGGUF_Q4_0) == 32 && rgguf_type_block_bytes(RGGUF_Q4_0) == 18 &&
           rgguf_type_block_bytes(RGGUF_Q8_0) == 34 && rgguf_type_block(RGGUF_BF16) == 1 &&
-          rgguf_type_block_bytes(RGGUF_BF16) == 2 && rgguf_type_block(12) == 0);
+          rgguf_type_block_bytes(RGGUF_BF16) == 2 && rgguf_type_block(16) == 0);
+    /* the list in messages names exactly the types with sizes */
+    for (uint32_t t = 0; t < 64; t++) {
+        const char *name = rgguf_type_name(t), *list = rgguf_types_supported();
+        const char *at = strstr(list, name);
+        const size_t len = strlen(name);
+        const bool listed = at && (at == list || at[-1] == ' ') &&
+                            (at[len] == ',' || at[len] == ' ' || at[len] == '\0');
+        CHECK_MSG(listed == (rgguf_type_block(t) != 0), "type %u (%s): listed %d, block %u", t,
+                  name, listed, rgguf_type_block(t));
+    }
+    CHECK(rgguf_type_block(RGGUF_Q4_K) == 256 && rgguf_type_block_bytes(RGGUF_Q4_K) == 144 &&
+          rgguf_type_block(RGGUF_IQ4_NL) == 32 && rgguf_type_block_bytes(RGGUF_Q6_K) == 210);
 }
 
 /* Every value type, as scalars, through a hand-made file: the getters' conversions, and
@@ -1129,8 +1141,14 @@ static void test_hostile_headers(void) {
     bb_tensor(&b, "blk.0.w", 2, ne2, 99, 0);
     REFUSE(&b, "tensor 0 (blk.0.w): type 99 (unknown) is not supported");
     bb_header(&b, 3, 1, 0);
-    bb_tensor(&b, "blk.0.w", 2, ne2, 12, 0);
-    REFUSE(&b, "type 12 (q4_K) is not supported");
+    bb_tensor(&b, "blk.0.w", 2, ne2, 16, 0);
+    REFUSE(&b, "type 16 (iq2_xxs) is not supported (f32, f16, bf16, q4_0");
+    bb_header(&b, 3, 1, 0);
+    bb_tensor(&b, "blk.0.w", 2, ne2, 39, 0);
+    REFUSE(&b, "type 39 (mxfp4) is not supported");
+    bb_header(&b, 3, 1, 0);
+    bb_tensor(&b, "blk.0.w", 2, ne2, RGGUF_Q4_K, 0);
+    REFUSE(&b, "dimension 0 (8) is not a multiple of the q4_K block size 256");
     bb_header(&b, 3, 1, 0);
     bb_tensor(&b, "w", 1, (const uint64_t[]){33}, RGGUF_Q8_0, 0);
     REFUSE(&b, "dimension 0 (33) is not a multiple of the q8_0 block size 32");

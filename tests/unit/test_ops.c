@@ -283,7 +283,7 @@ static void test_matmul(void) {
     check_matmul(pool, 2, 11, 4128, 3);
     CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
     CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));
-    CHECK(rops_type_supported(1, 33) && !rops_type_supported(3, 32));
+    CHECK(rops_type_supported(1, 33) && !rops_type_supported(16, 256) && !rops_type_supported(3, 48));
     rpool_free(pool);
 }
 

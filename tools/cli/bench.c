@@ -264,14 +264,16 @@ int cmd_bench(int argc, char **argv) {
         r->bound_by = by_mem < by_flops ? "memory" : "compute";
     }
 
+    char mix[256];
+    gen_type_mix_text(model, mix, sizeof mix);
     if (o.json) {
         printf("{\n  \"model\": \"%s\",\n  \"file_bytes\": %.0f,\n  \"threads\": %d,\n"
-               "  \"isa\": \"%s\",\n  \"repetitions\": %d,\n"
+               "  \"isa\": \"%s\",\n  \"weight_types\": \"%s\",\n  \"repetitions\": %d,\n"
                "  \"machine\": {\"fma_gflops\": %.2f, \"read_gbps\": %.2f},\n"
                "  \"weights\": {\"layer_params\": %.0f, \"output_params\": %.0f, "
                "\"bytes_per_token\": %.0f},\n  \"results\": [\n",
-               o.model, file_bytes, o.n_threads, isa, o.reps, gflops, gbps, layer_elems, out_elems,
-               bytes_tok);
+               o.model, file_bytes, o.n_threads, isa, mix, o.reps, gflops, gbps, layer_elems,
+               out_elems, bytes_tok);
         for (int i = 0; i < n_res; i++)
             printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
                    "\"min_tps\": %.2f, \"max_tps\": %.2f, \"bound_tps\": %.2f, "
@@ -283,13 +285,14 @@ int cmd_bench(int argc, char **argv) {
     }
     /* the table: on stdout, or on stderr beside the JSON */
     FILE *tf = o.json ? stderr : stdout;
-    fprintf(tf, "| model | size | threads | isa | test | t/s (median, min-max) | bound t/s | "
-                "of bound |\n|---|---:|---:|---|---|---:|---:|---:|\n");
+    fprintf(tf, "| model | size | weights | threads | isa | test | t/s (median, min-max) | "
+                "bound t/s | of bound |\n|---|---:|---|---:|---|---|---:|---:|---:|\n");
     const char *base = strrchr(o.model, '/');
     for (int i = 0; i < n_res; i++)
-        fprintf(tf, "| %s | %.1f MiB | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
-                base ? base + 1 : o.model, file_bytes / 1048576.0, o.n_threads, isa, res[i].test,
-                res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
+        fprintf(tf,
+                "| %s | %.1f MiB | %s | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
+                base ? base + 1 : o.model, file_bytes / 1048576.0, mix, o.n_threads, isa,
+                res[i].test, res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
                 100.0 * res[i].median / res[i].bound);
     fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     ret = TOOL_OK;

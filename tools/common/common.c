@@ -700,3 +700,46 @@ bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx) {
     fprintf(stderr, "recur: %s\n", recur_last_error());
     return false;
 }
+
+/* ---- the weight types ---------------------------------------------------------------------- */
+
+int gen_type_mix(const struct recur_model *model, struct gen_type_share out[GEN_TYPES_MAX]) {
+    int n = 0;
+    const int32_t n_t = recur_model_n_tensors(model);
+    for (int32_t i = 0; i < n_t; i++) {
+        struct recur_tensor_info info;
+        if (!recur_model_tensor(model, i, &info)) continue;
+        int k = 0;
+        while (k < n && strcmp(out[k].type, info.type) != 0) k++;
+        if (k == n) {
+            if (n == GEN_TYPES_MAX) continue; /* ggml has fewer types than that */
+            out[n++] = (struct gen_type_share){info.type, 0, 0};
+        }
+        out[k].tensors++;
+        out[k].bytes += info.nbytes;
+    }
+    for (int i = 1; i < n; i++) /* most bytes first */
+        for (int j = i; j > 0 && out[j].bytes > out[j - 1].bytes; j--) {
+            const struct gen_type_share t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
+void gen_type_mix_text(const struct recur_model *model, char *buf, size_t size) {
+    struct gen_type_share mix[GEN_TYPES_MAX];
+    const int n = gen_type_mix(model, mix);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) total += mix[i].bytes;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < size; i++) {
+        const double pct = total ? 100.0 * (double)mix[i].bytes / (double)total : 0;
+        if (pct < 1.0 && i > 0) continue;
+        const int w =
+            snprintf(buf + at, size - at, "%s%s %.0f%%", at ? ", " : "", mix[i].type, pct);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}

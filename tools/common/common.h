@@ -172,4 +172,18 @@ void gen_store_detach(struct recur_context *ctx, struct store *st);
 /* Writes the cache back to its file; false with a message. */
 bool gen_cache_save(const struct gen_opts *o, struct recur_context *ctx);
 
+/* The weight types of a model file, as a mix: each type's tensors and bytes. */
+struct gen_type_share {
+    const char *type; /* "q4_K" (static) */
+    int32_t tensors;
+    uint64_t bytes;
+};
+#define GEN_TYPES_MAX 32
+/* Fills out (GEN_TYPES_MAX entries) with the model's tensor types, most bytes first; returns
+ * how many (0 for a vocabulary-only model). */
+int gen_type_mix(const struct recur_model *model, struct gen_type_share out[GEN_TYPES_MAX]);
+/* The mix as text, "q4_K 71%, q6_K 20%, f32 9%" (shares of the tensor bytes, those under 1%
+ * left out), into buf. */
+void gen_type_mix_text(const struct recur_model *model, char *buf, size_t size);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "serve.h"
 #include "api.h"
+#include "common.h"
 #include "conn.h"
 #include "endpoints.h"
 #include "store.h"
@@ -341,6 +342,18 @@ enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
     cJSON_AddNumberToObject(r, "state_bytes_per_sequence", (double)s->state_bytes);
     cJSON_AddNumberToObject(r, "n_params", (double)recur_model_n_params(s->model));
     cJSON_AddNumberToObject(r, "model_size", (double)recur_model_size(s->model));
+    /* the weight types, most bytes first: a Q4_K_M file is q4_K, q6_K and fallbacks */
+    cJSON *types = cJSON_AddArrayToObject(r, "weight_types");
+    struct gen_type_share mix[GEN_TYPES_MAX];
+    const int n_mix = gen_type_mix(s->model, mix);
+    for (int i = 0; types && i < n_mix; i++) {
+        cJSON *t = cJSON_CreateObject();
+        if (!t) break;
+        cJSON_AddStringToObject(t, "type", mix[i].type);
+        cJSON_AddNumberToObject(t, "tensors", mix[i].tensors);
+        cJSON_AddNumberToObject(t, "bytes", (double)mix[i].bytes);
+        cJSON_AddItemToArray(types, t);
+    }
     cJSON_AddNumberToObject(r, "n_ctx", s->lim.n_ctx);
     cJSON_AddNumberToObject(r, "max_tokens", s->lim.max_tokens);
     cJSON_AddNumberToObject(r, "max_prompt", s->lim.max_prompt);

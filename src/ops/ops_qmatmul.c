@@ -1,0 +1,113 @@
+/*
+ * Products with the block types that have no vector kernels of their own (q4_1, q5_0, q5_1,
+ * the K-quants and the iq4 types; ops_quants.h): every input is quantized to the type's partner
+ * (q8_0, q8_1 or q8_K, as ggml quantizes activations for it), then each thread takes a share of
+ * the weight rows and sums every row against all the inputs in integers per block
+ * (rops_qdot_inputs). An input's result is the same bit for bit however many inputs share the
+ * call, so a prompt, a token and a batch of sequences compute the same numbers.
+ *
+ * The inputs' quantized rows live in ex->scratch when it holds them (rops_matmul_scratch_bytes),
+ * else in groups on the caller's stack.
+ */
+#include <string.h>
+
+#include "../core/core.h"
+#include "ops_impl.h"
+#include "ops_quants.h"
+
+bool rops_qmatmul_type(enum rops_type type) {
+    return type != ROPS_TYPE_Q8_0 && type != ROPS_TYPE_Q4_0 && type != ROPS_TYPE_Q8_1 &&
+           type != ROPS_TYPE_Q8_K && rops_qtraits_of(type) != NULL;
+}
+
+size_t rops_qmatmul_input_bytes(enum rops_type type, int64_t k) {
+    switch (rops_dot_partner(type)) {
+    case ROPS_TYPE_Q8_K:
+        return (size_t)(k / ROPS_QK_K) * sizeof(struct rops_block_q8_K);
+    case ROPS_TYPE_Q8_1:
+        return (size_t)(k / ROPS_QK) * sizeof(struct rops_block_q8_1);
+    default:
+        return (size_t)(k / ROPS_QK) * sizeof(struct rops_xq8);
+    }
+}
+
+/* One input's k values as the partner type's blocks at dst. */
+static void quantize_input(enum rops_type partner, const float *x, int64_t k, void *dst) {
+    switch (partner) {
+    case ROPS_TYPE_Q8_K:
+        rops_quantize_q8_K(x, dst, k);
+        break;
+    case ROPS_TYPE_Q8_1:
+        rops_quantize_q8_1(x, dst, k);
+        break;
+    default: {
+        struct rops_xq8 *q = dst;
+        for (int64_t b = 0; b < k / ROPS_QK; b++)
+            q[b].d = rcore_f16_to_f32(rops_q8_block(x + ROPS_QK * b, q[b].qs));
+        break;
+    }
+    }
+}
+
+struct qmm_task {
+    const struct rops_mat *w;
+    int64_t c0, kt; /* the tile of columns */
+    const uint8_t *xq;
+    size_t xq_stride;
+    int64_t n;
+    float *y; /* n x n_rows */
+};
+
+static void qmm_thread(void *arg, int ith, int nth) {
+    const struct qmm_task *t = arg;
+    const int64_t m = t->w->n_rows;
+    const int64_t r0 = m * ith / nth, r1 = m * (ith + 1) / nth;
+    const size_t col_bytes = rops_row_bytes(t->w->type, t->c0);
+    for (int64_t r = r0; r < r1; r++)
+        rops_qdot_inputs(t->w->type,
+                         (const uint8_t *)t->w->data + (size_t)r * t->w->row_bytes + col_bytes,
+                         t->kt, t->xq, t->xq_stride, t->n, t->y + r, m, t->c0 > 0);
+}
+
+struct quant_task {
+    enum rops_type partner;
+    const float *x; /* the tile's first column of the first input */
+    int64_t k, kt, n;
+    uint8_t *xq;
+    size_t stride;
+};
+
+static void quant_thread(void *arg, int ith, int nth) {
+    const struct quant_task *t = arg;
+    for (int64_t i = t->n * ith / nth; i < t->n * (ith + 1) / nth; i++)
+        quantize_input(t->partner, t->x + i * t->k, t->kt, t->xq + (size_t)i * t->stride);
+}
+
+void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
+                  float *y, int n_threads) {
+    const int64_t k = w->n_cols, m = w->n_rows, block = rops_qtraits_of(w->type)->block;
+    const enum rops_type partner = rops_dot_partner(w->type);
+    _Alignas(64) uint8_t stack[32768];
+    uint8_t *buf = stack;
+    size_t cap = sizeof stack;
+    if (ex->scratch && ex->scratch_bytes > cap) {
+        buf = ex->scratch;
+        cap = ex->scratch_bytes;
+    }
+    /* all columns at once when one input's quantized row fits, else tiles of whole blocks
+       (a block's quants do not depend on the others, and each sum adds the tiles in order) */
+    int64_t kt = k;
+    while (kt > block && rops_qmatmul_input_bytes(w->type, kt) > cap) kt = kt / 2 / block * block;
+    const size_t stride = rops_qmatmul_input_bytes(w->type, kt);
+    const int64_t group = (int64_t)(cap / stride);
+    for (int64_t i = 0; i < n; i += group) {
+        const int64_t g = n - i < group ? n - i : group;
+        for (int64_t c0 = 0; c0 < k; c0 += kt) {
+            const int64_t w_cols = k - c0 < kt ? k - c0 : kt;
+            struct quant_task qt = {partner, x + i * k + c0, k, w_cols, g, buf, stride};
+            rpool_run(ex->pool, quant_thread, &qt, g > 1 ? n_threads : 1);
+            struct qmm_task t = {w, c0, w_cols, buf, stride, g, y + i * m};
+            rpool_run(ex->pool, qmm_thread, &t, n_threads);
+        }
+    }
+}

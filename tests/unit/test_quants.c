@@ -1,0 +1,438 @@
+/*
+ * The block types against ggml's own output (tests/data/quants/, made by llama.cpp v0.5.0):
+ *  - every type's dequantization of ggml's blocks equals ggml's floats bit for bit;
+ *  - the traits (block size, bytes) agree with the manifest;
+ *  - q8_K quantization of the input equals ggml's q8_K blocks byte for byte;
+ *  - q8_1 quantization matches ggml's reference rounding (checked against the q8_0 vectors,
+ *    whose quants and scale q8_1 shares).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/ops_impl.h"
+#include "ops/ops_quants.h"
+#include "ops_util.h"
+#include "pool/pool.h"
+#include "test.h"
+
+#define ROWS 8
+#define COLS 512
+
+/* The whole file at path, its size in *len; NULL (and a message) when it cannot be read. */
+static void *slurp(const char *name, size_t *len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/quants/%s", RECUR_TEST_DATA, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = buf ? (size_t)n : 0;
+    return buf;
+}
+
+struct manifest_row {
+    char name[16];
+    int id;
+    int64_t block;
+    size_t block_bytes, row_bytes;
+};
+
+/* The manifest's rows (comment lines skipped); returns how many were read. */
+static int read_manifest(struct manifest_row *rows, int max) {
+    size_t len;
+    char *text = slurp("MANIFEST.txt", &len);
+    REQUIRE(text != NULL);
+    char *buf = realloc(text, len + 1);
+    REQUIRE(buf != NULL);
+    buf[len] = '\0';
+    int n = 0;
+    for (char *line = strtok(buf, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        struct manifest_row *r = &rows[n];
+        long long block;
+        if (sscanf(line, "%15s %d %lld %zu %zu", r->name, &r->id, &block, &r->block_bytes,
+                   &r->row_bytes) == 5) {
+            r->block = block;
+            n++;
+        }
+    }
+    free(buf);
+    return n;
+}
+
+static void test_dequant_bit_exact(void) {
+    struct manifest_row rows[32];
+    const int n = read_manifest(rows, 32);
+    CHECK_MSG(n == 13, "manifest rows: %d", n);
+    for (int t = 0; t < n; t++) {
+        const struct manifest_row *m = &rows[t];
+        const struct rops_qtraits *tr = rops_qtraits_of((enum rops_type)m->id);
+        CHECK_MSG(tr != NULL, "%s (%d) has no traits", m->name, m->id);
+        if (!tr) continue;
+        CHECK_MSG(strcmp(tr->name, m->name) == 0, "%s named %s", m->name, tr->name);
+        CHECK_MSG(tr->block == m->block &&
+                      tr->block_bytes * (size_t)(COLS / tr->block) == m->row_bytes,
+                  "%s: block %lld of %zu bytes, manifest %lld of %zu", m->name,
+                  (long long)tr->block, tr->block_bytes, (long long)m->block, m->block_bytes);
+        char qname[32], fname[32];
+        snprintf(qname, sizeof qname, "%.15s.q", m->name);
+        snprintf(fname, sizeof fname, "%.15s.f32", m->name);
+        size_t qlen, flen;
+        unsigned char *q = slurp(qname, &qlen);
+        float *want = slurp(fname, &flen);
+        REQUIRE(q && want);
+        CHECK_MSG(qlen == m->row_bytes * ROWS && flen == sizeof(float) * ROWS * COLS,
+                  "%s: %zu and %zu bytes", m->name, qlen, flen);
+        float got[COLS];
+        int bad = 0;
+        for (int r = 0; r < ROWS && qlen == m->row_bytes * ROWS; r++) {
+            tr->to_f32(q + (size_t)r * m->row_bytes, got, COLS);
+            for (int c = 0; c < COLS; c++)
+                if (memcmp(&got[c], &want[r * COLS + c], sizeof(float)) != 0) {
+                    if (bad++ < 3)
+                        fprintf(stderr, "%s row %d col %d: %.9g, ggml %.9g\n", m->name, r, c,
+                                got[c], want[r * COLS + c]);
+                }
+        }
+        CHECK_MSG(bad == 0, "%s: %d values differ from ggml's", m->name, bad);
+        free(q);
+        free(want);
+    }
+}
+
+static void test_q8_K_quantize(void) {
+    size_t xlen, qlen;
+    float *x = slurp("input.f32", &xlen);
+    unsigned char *want = slurp("q8_K.q", &qlen);
+    REQUIRE(x && want && xlen == sizeof(float) * ROWS * COLS);
+    struct rops_block_q8_K got[ROWS * COLS / ROPS_QK_K];
+    REQUIRE(qlen == sizeof got);
+    rops_quantize_q8_K(x, got, ROWS * COLS);
+    int bad = 0;
+    for (size_t b = 0; b < sizeof got / sizeof got[0]; b++) {
+        const struct rops_block_q8_K *w = (const struct rops_block_q8_K *)want + b;
+        /* ggml leaves an all-zero block's sums unwritten: compare them where d != 0 */
+        const size_t cmp = w->d == 0.0f ? offsetof(struct rops_block_q8_K, bsums) : sizeof got[b];
+        if (memcmp(&got[b], w, cmp) != 0 && bad++ < 3)
+            fprintf(stderr, "q8_K block %zu differs (d %.9g, ggml %.9g)\n", b, got[b].d, w->d);
+    }
+    CHECK_MSG(bad == 0, "%d q8_K blocks differ from ggml's", bad);
+    /* a planted change of the rounding shows: round half away from zero at some exact half */
+    struct rops_block_q8_K one;
+    float half[ROPS_QK_K] = {0};
+    half[0] = -127.0f; /* iscale = -127 / x_m = 1: x itself is rounded, x_m to -127 */
+    half[1] = 2.5f;
+    half[2] = -3.5f;
+    rops_quantize_q8_K(half, &one, ROPS_QK_K);
+    CHECK(one.qs[0] == -127 && one.qs[1] == 2 && one.qs[2] == -4 && one.d == 1.0f);
+    CHECK(one.bsums[0] == -127 + 2 - 4 && one.bsums[1] == 0);
+    free(x);
+    free(want);
+}
+
+static void test_q8_1_quantize(void) {
+    size_t xlen, qlen;
+    float *x = slurp("input.f32", &xlen);
+    unsigned char *want = slurp("q8_0.q", &qlen);
+    REQUIRE(x && want);
+    const int nb = ROWS * COLS / ROPS_QK;
+    struct rops_block_q8_1 *got = malloc(sizeof *got * (size_t)nb);
+    REQUIRE(got);
+    rops_quantize_q8_1(x, got, ROWS * COLS);
+    int bad = 0;
+    for (int b = 0; b < nb; b++) {
+        const struct rops_block_q8_0 *w = (const struct rops_block_q8_0 *)want + b;
+        int sum = 0;
+        for (int j = 0; j < ROPS_QK; j++) sum += w->qs[j];
+        const float s = rcore_f16_to_f32(got[b].s), d = rcore_f16_to_f32(w->d);
+        /* s = d * sum rounded to f16 (d before its own rounding: within f16 precision) */
+        const int ok = got[b].d == w->d && memcmp(got[b].qs, w->qs, ROPS_QK) == 0 &&
+                       fabsf(s - d * (float)sum) <= 2e-3f * fabsf(d * (float)sum) + 1e-30f;
+        if (!ok && bad++ < 3) fprintf(stderr, "q8_1 block %d differs from q8_0's\n", b);
+    }
+    CHECK_MSG(bad == 0, "%d q8_1 blocks differ", bad);
+    free(got);
+    free(x);
+    free(want);
+}
+
+/* sum of squared differences of a and b over n values */
+static double sq_err(const float *a, const float *b, int n) {
+    double e = 0;
+    for (int i = 0; i < n; i++) e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return e;
+}
+
+/* recur's quantizers: the legacy types write ggml's bytes; the K-quants' error (RMS against the
+ * input, over all 8 rows and per row) is no worse than ggml's own blocks' (ggml's floats), whose
+ * 8 rows are the README's hard cases: tiny, huge, outliers, all positive, an all-zero super-block
+ * and exact ramps. */
+static void test_quantizers(void) {
+    static const struct {
+        enum rops_type type;
+        const char *name;
+        int same_bytes;
+    } types[] = {{ROPS_TYPE_Q4_0, "q4_0", 1}, {ROPS_TYPE_Q4_1, "q4_1", 1},
+                 {ROPS_TYPE_Q5_0, "q5_0", 1}, {ROPS_TYPE_Q5_1, "q5_1", 1},
+                 {ROPS_TYPE_Q8_0, "q8_0", 1}, {ROPS_TYPE_Q4_K, "q4_K", 0},
+                 {ROPS_TYPE_Q5_K, "q5_K", 0}, {ROPS_TYPE_Q6_K, "q6_K", 0}};
+    size_t xlen;
+    float *x = slurp("input.f32", &xlen);
+    REQUIRE(x && xlen == sizeof(float) * ROWS * COLS);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct rops_qtraits *tr = rops_qtraits_of(types[t].type);
+        const rops_from_f32_fn quantize = rops_quantizer_of(types[t].type);
+        REQUIRE(tr && quantize);
+        char qname[32], fname[32];
+        snprintf(qname, sizeof qname, "%s.q", types[t].name);
+        snprintf(fname, sizeof fname, "%s.f32", types[t].name);
+        size_t qlen, flen;
+        unsigned char *ggml_q = slurp(qname, &qlen);
+        float *ggml_f = slurp(fname, &flen);
+        REQUIRE(ggml_q && ggml_f);
+        const size_t row_bytes = qlen / ROWS;
+        unsigned char *mine = malloc(qlen);
+        REQUIRE(mine);
+        double err = 0, ggml_err = 0, norm = 0, worst = 0;
+        for (int r = 0; r < ROWS; r++) {
+            const float *xr = x + r * COLS;
+            quantize(xr, mine + r * row_bytes, COLS);
+            float back[COLS];
+            tr->to_f32(mine + r * row_bytes, back, COLS);
+            const double e = sq_err(back, xr, COLS), g = sq_err(ggml_f + r * COLS, xr, COLS);
+            /* per row too (measured: every row's rms 0.98-0.99 of ggml's) */
+            if (!types[t].same_bytes)
+                CHECK_MSG(e <= g, "%s row %d: rms %.6g, ggml %.6g", types[t].name, r,
+                          sqrt(e / COLS), sqrt(g / COLS));
+            if (g > 0 && sqrt(e / g) > worst) worst = sqrt(e / g);
+            err += e;
+            ggml_err += g;
+            float zero[COLS] = {0};
+            norm += sq_err(xr, zero, COLS);
+        }
+        if (types[t].same_bytes)
+            CHECK_MSG(memcmp(mine, ggml_q, qlen) == 0, "%s: bytes differ from ggml's",
+                      types[t].name);
+        CHECK_MSG(err <= ggml_err, "%s: relative rms %.6g, ggml %.6g", types[t].name,
+                  sqrt(err / norm), sqrt(ggml_err / norm));
+        fprintf(stderr, "  %-5s relative rms %.6f (ggml %.6f), worst row %.4f of ggml's\n",
+                types[t].name, sqrt(err / norm), sqrt(ggml_err / norm), worst);
+        free(mine);
+        free(ggml_q);
+        free(ggml_f);
+    }
+    CHECK(rops_quantizer_of(ROPS_TYPE_Q2_K) == NULL && rops_quantizer_of(ROPS_TYPE_F16) == NULL);
+    free(x);
+}
+
+/* The integer products of every block type against a float64 reference: the sum over the
+ * dequantized weights times the dequantized activations (with q8_1's sum as it stores it, in
+ * f16, as ggml uses it too). The integer sums are exact, so the
+ * only error is the float sum of one term a block: measured below 3e-7 of sum |w x|; the bound
+ * is 1e-5. */
+static void test_qdot(void) {
+    static const enum rops_type types[] = {ROPS_TYPE_Q4_0, ROPS_TYPE_Q4_1,   ROPS_TYPE_Q5_0,
+                                           ROPS_TYPE_Q5_1, ROPS_TYPE_Q8_0,   ROPS_TYPE_Q2_K,
+                                           ROPS_TYPE_Q3_K, ROPS_TYPE_Q4_K,   ROPS_TYPE_Q5_K,
+                                           ROPS_TYPE_Q6_K, ROPS_TYPE_IQ4_NL, ROPS_TYPE_IQ4_XS};
+    size_t xlen;
+    float *x = slurp("input.f32", &xlen);
+    REQUIRE(x && xlen == sizeof(float) * ROWS * COLS);
+    struct rops_block_q8_K xk[COLS / ROPS_QK_K];
+    struct rops_block_q8_1 x1[COLS / ROPS_QK];
+    struct rops_xq8 x8[COLS / ROPS_QK];
+    float xd[COLS], wd[COLS];
+    double worst = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
+        char qname[32];
+        snprintf(qname, sizeof qname, "%s.q", tr->name);
+        size_t qlen;
+        unsigned char *q = slurp(qname, &qlen);
+        REQUIRE(q);
+        const size_t row_bytes = qlen / ROWS;
+        const enum rops_type partner = rops_dot_partner(types[t]);
+        for (int wr = 0; wr < ROWS; wr++)
+            for (int xr = 0; xr < ROWS; xr++) {
+                /* the activations: row xr of the input (reversed, so that w and x differ) */
+                float xin[COLS];
+                for (int c = 0; c < COLS; c++) xin[c] = x[xr * COLS + COLS - 1 - c];
+                const void *xq;
+                if (partner == ROPS_TYPE_Q8_K) {
+                    rops_quantize_q8_K(xin, xk, COLS);
+                    rops_qtraits_of(ROPS_TYPE_Q8_K)->to_f32(xk, xd, COLS);
+                    xq = xk;
+                } else if (partner == ROPS_TYPE_Q8_1) {
+                    rops_quantize_q8_1(xin, x1, COLS);
+                    rops_qtraits_of(ROPS_TYPE_Q8_1)->to_f32(x1, xd, COLS);
+                    xq = x1;
+                } else {
+                    for (int b = 0; b < COLS / ROPS_QK; b++) {
+                        x8[b].d = rcore_f16_to_f32(rops_q8_block(xin + 32 * b, x8[b].qs));
+                        for (int j = 0; j < 32; j++) xd[32 * b + j] = x8[b].d * (float)x8[b].qs[j];
+                    }
+                    xq = x8;
+                }
+                tr->to_f32(q + wr * row_bytes, wd, COLS);
+                double ref = 0, mag = 0;
+                for (int c = 0; c < COLS; c++) {
+                    ref += (double)wd[c] * xd[c];
+                    mag += fabs((double)wd[c] * xd[c]);
+                }
+                if (partner == ROPS_TYPE_Q8_1) /* the minimum times s as q8_1 stores it (f16) */
+                    for (int b = 0; b < COLS / ROPS_QK; b++) {
+                        const unsigned char *blk = q + wr * row_bytes + b * tr->block_bytes;
+                        const double m = rcore_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+                        double exact = 0;
+                        for (int j = 0; j < 32; j++) exact += xd[32 * b + j];
+                        ref += m * (rcore_f16_to_f32(x1[b].s) - exact);
+                    }
+                const double got = rops_qdot_scalar(types[t], q + wr * row_bytes, xq, COLS);
+                const double rel = mag > 0 ? fabs(got - ref) / mag : fabs(got);
+                if (rel > worst) worst = rel;
+                CHECK_MSG(rel <= 1e-5, "%s row %d x row %d: %.9g, reference %.9g", tr->name, wr, xr,
+                          got, ref);
+            }
+        free(q);
+    }
+    fprintf(stderr, "  worst error %.3g of sum |w x|\n", worst);
+    CHECK(rops_dot_partner(ROPS_TYPE_F16) == ROPS_TYPE_F32);
+    free(x);
+}
+
+/* rops_matmul with every block type that ops_qmatmul.c serves, weights from ggml's vectors:
+ *  - against a float64 reference over the dequantized weights and quantized inputs (the
+ *    integer sums are exact: measured below 3e-7 of sum |w x|, bound 1e-5);
+ *  - every input's result bit for bit the same alone, among 20, with 1 or 2 threads, with and
+ *    without scratch (then in groups on the stack) and in a batch of jobs, on every ISA. */
+static void test_qmatmul(void) {
+    static const enum rops_type types[] = {
+        ROPS_TYPE_Q4_1, ROPS_TYPE_Q5_0, ROPS_TYPE_Q5_1, ROPS_TYPE_Q2_K,   ROPS_TYPE_Q3_K,
+        ROPS_TYPE_Q4_K, ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K, ROPS_TYPE_IQ4_NL, ROPS_TYPE_IQ4_XS};
+    enum { N = 20 };
+    size_t xlen;
+    float *input = slurp("input.f32", &xlen);
+    REQUIRE(input);
+    float x[N * COLS], y[N * ROWS], y1[ROWS], yb[N * ROWS], wd[COLS], xd[COLS];
+    for (int i = 0; i < N * COLS; i++) /* inputs: the rows of the input, scaled and shifted */
+        x[i] = input[(i * 7) % (ROWS * COLS)] * (float)(1 + i % 3) - 0.01f * (float)(i % 5);
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    static float scratch[N * COLS];
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    double worst = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
+        CHECK_MSG(rops_type_supported(types[t], COLS) && !rops_type_supported(types[t], COLS + 16),
+                  "%s: supported for whole blocks only", tr->name);
+        char qname[32];
+        snprintf(qname, sizeof qname, "%s.q", tr->name);
+        size_t qlen;
+        unsigned char *q = slurp(qname, &qlen);
+        REQUIRE(q);
+        const struct rops_mat w = {q, types[t], COLS, ROWS, qlen / ROWS};
+        CHECK(rops_matmul_scratch_bytes(&w, N) <= sizeof scratch);
+        for (int ii = 0; ii < n_isas; ii++)
+            for (int run = 0; run < 3; run++) {
+                const struct rops_exec ex = {pool, run == 0 ? 1 : 2, isas[ii],
+                                             run == 2 ? NULL : scratch,
+                                             run == 2 ? 0 : sizeof scratch};
+                rops_matmul(&ex, &w, x, N, y);
+                int differ = 0;
+                for (int i = 0; i < N; i++) {
+                    rops_matmul(&ex, &w, x + i * COLS, 1, y1);
+                    differ += memcmp(y1, y + i * ROWS, sizeof y1) != 0;
+                }
+                CHECK_MSG(differ == 0, "%s %s run %d: %d inputs differ alone", tr->name,
+                          rops_isa_name(isas[ii]), run, differ);
+                /* a batch of jobs of 3 and 17 inputs gives the same numbers */
+                const struct rops_matjob jobs[2] = {{&w, x, 3, yb},
+                                                    {&w, x + 3 * COLS, 17, yb + 3 * ROWS}};
+                rops_matmul_batch(&ex, jobs, 2);
+                CHECK_MSG(memcmp(yb, y, sizeof yb) == 0, "%s %s: batch differs", tr->name,
+                          rops_isa_name(isas[ii]));
+            }
+        /* the reference, for every input and row */
+        const enum rops_type partner = rops_dot_partner(types[t]);
+        for (int i = 0; i < N; i++) {
+            /* the input as the product sees it: quantized to the partner and back */
+            static struct rops_block_q8_K xk[COLS / ROPS_QK_K];
+            static struct rops_block_q8_1 x1[COLS / ROPS_QK];
+            double s_fix[COLS / ROPS_QK] = {0};
+            if (partner == ROPS_TYPE_Q8_K) {
+                rops_quantize_q8_K(x + i * COLS, xk, COLS);
+                rops_qtraits_of(ROPS_TYPE_Q8_K)->to_f32(xk, xd, COLS);
+            } else if (partner == ROPS_TYPE_Q8_1) {
+                rops_quantize_q8_1(x + i * COLS, x1, COLS);
+                rops_qtraits_of(ROPS_TYPE_Q8_1)->to_f32(x1, xd, COLS);
+                for (int b = 0; b < COLS / ROPS_QK; b++) {
+                    double exact = 0;
+                    for (int j = 0; j < 32; j++) exact += xd[32 * b + j];
+                    s_fix[b] = rcore_f16_to_f32(x1[b].s) - exact;
+                }
+            } else {
+                for (int b = 0; b < COLS / ROPS_QK; b++) {
+                    int8_t qs[32];
+                    const float d = rcore_f16_to_f32(rops_q8_block(x + i * COLS + 32 * b, qs));
+                    for (int j = 0; j < 32; j++) xd[32 * b + j] = d * (float)qs[j];
+                }
+            }
+            for (int r = 0; r < ROWS; r++) {
+                tr->to_f32(q + r * w.row_bytes, wd, COLS);
+                double ref = 0, mag = 0;
+                for (int c = 0; c < COLS; c++) {
+                    ref += (double)wd[c] * xd[c];
+                    mag += fabs((double)wd[c] * xd[c]);
+                }
+                if (partner == ROPS_TYPE_Q8_1)
+                    for (int b = 0; b < COLS / ROPS_QK; b++) {
+                        const unsigned char *blk = q + r * w.row_bytes + b * tr->block_bytes;
+                        ref += rcore_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * s_fix[b];
+                    }
+                const double rel = fabs(y[i * ROWS + r] - ref) / (mag + 1e-30);
+                if (rel > worst) worst = rel;
+                CHECK_MSG(rel <= 1e-5, "%s input %d row %d: %.9g, reference %.9g", tr->name, i, r,
+                          y[i * ROWS + r], ref);
+            }
+        }
+        free(q);
+    }
+    fprintf(stderr, "  worst error %.3g of sum |w x|\n", worst);
+    rpool_free(pool);
+    free(input);
+}
+
+static void test_other_types_have_no_traits(void) {
+    CHECK(rops_qtraits_of(ROPS_TYPE_F32) == NULL);
+    CHECK(rops_qtraits_of(ROPS_TYPE_F16) == NULL);
+    CHECK(rops_qtraits_of(ROPS_TYPE_BF16) == NULL);
+    CHECK(rops_qtraits_of((enum rops_type)16) == NULL); /* iq2_xxs */
+    CHECK(rops_qtraits_of((enum rops_type)39) == NULL); /* mxfp4 */
+    CHECK(rops_qtraits_of((enum rops_type)1000) == NULL);
+}
+
+int main(void) {
+    RUN(test_dequant_bit_exact);
+    RUN(test_q8_K_quantize);
+    RUN(test_q8_1_quantize);
+    RUN(test_quantizers);
+    RUN(test_qdot);
+    RUN(test_qmatmul);
+    RUN(test_other_types_have_no_traits);
+    return test_finish("test_quants");
+}
