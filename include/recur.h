@@ -173,6 +173,8 @@ struct recur_model_quantize_params {
     /* true: every converted matrix in the ftype's base type (llama-quantize --pure), but for
      * the fallbacks of rows that are not whole blocks; false (default): llama-quantize's mix */
     bool pure;
+    /* threads converting the rows of a tensor (default 4; 1..256) */
+    int32_t nthread;
 };
 
 /* What one recur_model_quantize call did. */
@@ -203,11 +205,12 @@ RECUR_API struct recur_model_quantize_params recur_model_quantize_default_params
  * fit), and a legacy type that does not fit keeps the tensor's own type. Other tensors and every
  * key are copied; general.file_type is set to ftype and general.quantization_version to 2.
  * Values are rounded as ggml's reference quantizers round them (legacy types) or fitted by
- * least squares (K types; ops_quantize.c). out_path is replaced crash-safely (as the state
+ * least squares (K types; ops_quantize.c), each tensor's rows on params->nthread threads (the
+ * same bytes however many). out_path is replaced crash-safely (as the state
  * files). stats, when not NULL, gets the counts on success.
- * Returns true, or false with the error set: a NULL argument, an unknown ftype, in_path and
- * out_path naming the same file, an input that is not a GGUF file recur reads, out_path that
- * cannot be written, no memory.
+ * Returns true, or false with the error set: a NULL argument, an unknown ftype, nthread out of
+ * 1..256, in_path and out_path naming the same file, an input that is not a GGUF file recur
+ * reads, out_path that cannot be written, no memory or threads.
  */
 RECUR_API bool recur_model_quantize(const char *in_path, const char *out_path,
                                     const struct recur_model_quantize_params *params,

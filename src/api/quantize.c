@@ -10,6 +10,7 @@
 #include "../core/core.h"
 #include "../gguf/gguf.h"
 #include "../ops/ops.h"
+#include "../pool/pool.h"
 
 /* The file types: each one's base type for the matrices (the mixes' rules: mix_type). */
 static const struct ftype_info {
@@ -111,7 +112,8 @@ static uint32_t fallback(uint32_t type) {
 }
 
 struct recur_model_quantize_params recur_model_quantize_default_params(void) {
-    struct recur_model_quantize_params p = {.ftype = RECUR_FTYPE_MOSTLY_Q8_0, .pure = false};
+    struct recur_model_quantize_params p = {
+        .ftype = RECUR_FTYPE_MOSTLY_Q8_0, .pure = false, .nthread = 4};
     return p;
 }
 
@@ -149,30 +151,50 @@ static uint32_t target_type(const struct recur_model_quantize_params *p, uint32_
     return fits(type, t->ne[0]) ? type : t->type;
 }
 
-/* One converted tensor: rows to f32, then to the new type. */
-static void *convert(const struct rgguf_tensor *t, uint32_t ggml_type, size_t *nbytes) {
+/* Rows of one tensor to convert, shared out among the threads; rowbuf holds a row of f32 for
+ * each thread. */
+struct convert_task {
+    const struct rops_mat *src;
+    uint32_t type;
+    uint8_t *out;
+    size_t out_row;
+    float *rowbuf;
+};
+
+static void convert_thread(void *arg, int ith, int nth) {
+    const struct convert_task *t = arg;
+    const int64_t k = t->src->n_cols, rows = t->src->n_rows;
+    float *row = t->rowbuf + (size_t)ith * (size_t)k;
+    for (int64_t r = rows * ith / nth; r < rows * (ith + 1) / nth; r++) {
+        rops_get_row(t->src, r, row);
+        uint8_t *dst = t->out + (size_t)r * t->out_row;
+        if (t->type == RGGUF_F16 || t->type == RGGUF_BF16)
+            rcore_row_from_f32(t->type == RGGUF_F16 ? RCORE_TYPE_F16 : RCORE_TYPE_BF16, dst, row,
+                               (size_t)k);
+        else
+            rops_quantize_row((enum rops_type)t->type, row, k, dst);
+    }
+}
+
+/* One converted tensor: rows to f32, then to the new type, on nth threads of pool. */
+static void *convert(const struct rgguf_tensor *t, uint32_t ggml_type, struct rpool *pool, int nth,
+                     size_t *nbytes) {
     const int64_t k = t->ne[0], rows = t->ne[1];
     const size_t out_row = rops_row_bytes((enum rops_type)ggml_type, k);
     const struct rops_mat src = {t->data, (enum rops_type)t->type, k, rows,
                                  t->nbytes / (size_t)rows};
+    if (nth > rows) nth = rows > 0 ? (int)rows : 1;
     uint8_t *out = malloc(out_row * (size_t)rows);
-    float *row = malloc(sizeof(float) * (size_t)k);
-    if (!out || !row) {
+    float *rowbuf = malloc(sizeof(float) * (size_t)k * (size_t)nth);
+    if (!out || !rowbuf) {
         free(out);
-        free(row);
+        free(rowbuf);
         rcore_error_set("out of memory converting tensor %s", t->name);
         return NULL;
     }
-    for (int64_t r = 0; r < rows; r++) {
-        rops_get_row(&src, r, row);
-        uint8_t *dst = out + (size_t)r * out_row;
-        if (ggml_type == RGGUF_F16 || ggml_type == RGGUF_BF16)
-            rcore_row_from_f32(ggml_type == RGGUF_F16 ? RCORE_TYPE_F16 : RCORE_TYPE_BF16, dst, row,
-                               (size_t)k);
-        else
-            rops_quantize_row((enum rops_type)ggml_type, row, k, dst);
-    }
-    free(row);
+    struct convert_task task = {&src, ggml_type, out, out_row, rowbuf};
+    rpool_run(pool, convert_thread, &task, nth);
+    free(rowbuf);
     *nbytes = out_row * (size_t)rows;
     return out;
 }
@@ -191,6 +213,11 @@ bool recur_model_quantize(const char *in_path, const char *out_path,
                         (int)params->ftype);
         return false;
     }
+    if (params->nthread < 1 || params->nthread > 256) {
+        rcore_error_set("recur_model_quantize: nthread %d is not in 1 .. 256",
+                        (int)params->nthread);
+        return false;
+    }
     if (strcmp(in_path, out_path) == 0) {
         rcore_error_set("recur_model_quantize: %s is both the input and the output", in_path);
         return false;
@@ -198,8 +225,10 @@ bool recur_model_quantize(const char *in_path, const char *out_path,
     bool ok = false;
     struct recur_model_quantize_stats st = {0};
     struct rgguf_writer *w = NULL;
+    struct rpool *pool = NULL;
     struct rgguf *g = rgguf_open(in_path, true);
     if (!g || !(w = rgguf_writer_create())) goto done;
+    if (params->nthread > 1 && !(pool = rpool_create(params->nthread))) goto done;
     for (int64_t i = 0; i < rgguf_n_kv(g); i++) {
         const char *key = rgguf_key_name(g, i);
         if (strcmp(key, "general.file_type") == 0 || strcmp(key, "general.alignment") == 0 ||
@@ -230,7 +259,7 @@ bool recur_model_quantize(const char *in_path, const char *out_path,
         const uint32_t type = target_type(params, fi->base, t, &mix);
         if (type != t->type) {
             size_t nbytes;
-            void *data = convert(t, type, &nbytes);
+            void *data = convert(t, type, pool, pool ? params->nthread : 1, &nbytes);
             added =
                 data && rgguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, data, nbytes);
             free(data);
@@ -247,6 +276,7 @@ bool recur_model_quantize(const char *in_path, const char *out_path,
     if (stats) *stats = st;
     ok = true;
 done:
+    rpool_free(pool);
     rgguf_writer_free(w);
     rgguf_close(g);
     return ok;

@@ -132,6 +132,12 @@ check "a Q4_K_M file generates" "$recur" run -m "$work/q4km.gguf" -p "$prompt" -
 "$recur" quantize --help >"$work/qhelp.txt"
 check "quantize --help lists the mixes" grep -q "Q4_K_M Q4_K_S Q5_K_M" "$work/qhelp.txt"
 check "quantize --help lists the pure types" grep -q "q4_K q5_K q6_K q8_0" "$work/qhelp.txt"
+"$recur" quantize "$model" "$work/q4km-3.gguf" Q4_K_M 3 2>/dev/null
+check "quantize on 3 threads writes the same bytes as on 4" cmp -s "$work/q4km.gguf" "$work/q4km-3.gguf"
+"$recur" quantize "$model" "$work/q4km-1.gguf" Q4_K_M 1 2>/dev/null
+check "quantize on 1 thread writes the same bytes" cmp -s "$work/q4km.gguf" "$work/q4km-1.gguf"
+expect_exit "quantize: bad THREADS" 2 "THREADS '0' is not a number in 1 .. 256" \
+    "$recur" quantize "$model" "$work/x.gguf" Q4_K_M 0
 expect_exit "quantize: same file" 2 "IN and OUT are the same file" "$recur" quantize "$model" "$model" q8_0
 expect_exit "quantize: missing input" 1 "$work/none.gguf" "$recur" quantize "$work/none.gguf" "$work/x.gguf" q8_0
 check "quantize: no output after a failure" [ ! -e "$work/x.gguf" ]

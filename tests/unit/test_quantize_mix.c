@@ -170,7 +170,11 @@ static void test_mixes(void) {
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) check_file(in, &cases[c], tied);
     }
     struct recur_model_quantize_params p = recur_model_quantize_default_params();
-    CHECK(p.ftype == RECUR_FTYPE_MOSTLY_Q8_0 && !p.pure);
+    CHECK(p.ftype == RECUR_FTYPE_MOSTLY_Q8_0 && !p.pure && p.nthread == 4);
+    p.nthread = 0;
+    CHECK(!recur_model_quantize(in, "/tmp/recur-mix-none.gguf", &p, NULL));
+    CHECK_ERR("nthread 0 is not in 1 .. 256");
+    p.nthread = 4;
     p.ftype = (enum recur_ftype)12; /* Q3_K_M: not written by recur */
     CHECK(!recur_model_quantize(in, "/tmp/recur-mix-none.gguf", &p, NULL));
     CHECK_ERR("ftype 12 is not one of");

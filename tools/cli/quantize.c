@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "recur.h"
+#include "common.h"
 #include "tools.h"
 
 struct qtype {
@@ -30,7 +31,7 @@ static const struct qtype qtypes[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: recur quantize IN.gguf OUT.gguf TYPE\n"
+    fprintf(out, "usage: recur quantize IN.gguf OUT.gguf TYPE [THREADS]\n"
                  "Rewrites the weight matrices of a model in another type. TYPE is one of\n"
                  "  Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q5_1 Q5_0 Q4_1 Q4_0\n"
                  "    llama-quantize's file types: the output in q6_K, some attention V and\n"
@@ -40,7 +41,8 @@ static void usage(FILE *out) {
                  "Either way, rows that are not whole blocks of a K type fall back as\n"
                  "llama-quantize's do (q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, then f16).\n"
                  "Norms (also Mamba-2's 2-D ssm_norm), biases, Mamba's conv weights and RWKV's\n"
-                 "small LoRA, decay and lerp tensors keep their type.\n");
+                 "small LoRA, decay and lerp tensors keep their type. THREADS (default 4)\n"
+                 "convert each tensor's rows in parallel; the output is the same.\n");
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -49,8 +51,8 @@ int cmd_quantize(int argc, char **argv) {
             usage(stdout);
             return TOOL_OK;
         }
-    if (argc != 4) {
-        fprintf(stderr, "recur quantize: expected IN.gguf OUT.gguf TYPE\n\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "recur quantize: expected IN.gguf OUT.gguf TYPE [THREADS]\n\n");
         usage(stderr);
         return TOOL_USAGE;
     }
@@ -69,6 +71,14 @@ int cmd_quantize(int argc, char **argv) {
     struct recur_model_quantize_params params = recur_model_quantize_default_params();
     params.ftype = q->ftype;
     params.pure = q->pure;
+    if (argc == 5) {
+        long n;
+        if (!gen_parse_long(argv[4], 1, 256, &n)) {
+            fprintf(stderr, "recur quantize: THREADS '%s' is not a number in 1 .. 256\n", argv[4]);
+            return TOOL_USAGE;
+        }
+        params.nthread = (int32_t)n;
+    }
     struct recur_model_quantize_stats st;
     if (!recur_model_quantize(argv[1], argv[2], &params, &st)) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
