@@ -243,33 +243,31 @@ def _record_f16_tie(v):
     TIE[0] = min(TIE[0], 10 * float(np.min(np.abs(v - mid) / v)))
 
 
-def q8_0_input(v):
-    """q8_0 per 32: d = max|v| / 127 (float32), q = round(v / d) half away from zero; the
-    products use d rounded to f16."""
+def _q8_blocks(v):
+    """ggml's q8_0 rounding per 32 (q8_0 and q8_1 share it): d = max|v| / 127 in float32,
+    q = round(v / d) half away from zero. Returns (d as float32, q as float64), ties recorded."""
     x = np.asarray(v, dtype=F32).reshape(-1, 32)
     d = (np.max(np.abs(x), axis=1) / F32(127)).astype(F32)
     inv = np.zeros_like(d)
     np.divide(F32(1), d, out=inv, where=d != 0)
     scaled = (x * inv[:, None]).astype(np.float64)
-    q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
     _record_tie(scaled, False)
     _record_f16_tie(d)
+    return d, np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+
+
+def q8_0_input(v):
+    """q8_0 per 32 (_q8_blocks); the products use d rounded to f16."""
+    d, q = _q8_blocks(v)
     return (d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(-1)
 
 
 def q8_1_input(v):
     """q8_1 per 32: q8_0's quants, plus s = f16(d * sum q) with d before its f16 rounding.
     Returns (values d16 * q, per block s - d16 * sum q: what the minimums' term adds)."""
-    x = np.asarray(v, dtype=F32).reshape(-1, 32)
-    d = (np.max(np.abs(x), axis=1) / F32(127)).astype(F32)
-    inv = np.zeros_like(d)
-    np.divide(F32(1), d, out=inv, where=d != 0)
-    scaled = (x * inv[:, None]).astype(np.float64)
-    q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
-    _record_tie(scaled, False)
+    d, q = _q8_blocks(v)
     d16 = d.astype(np.float16).astype(np.float64)
     s32 = q.sum(axis=1).astype(F32) * d
-    _record_f16_tie(d)
     _record_f16_tie(s32)
     s = s32.astype(np.float16).astype(np.float64)
     vals = d16[:, None] * q

@@ -15,6 +15,7 @@
 #include "core/core.h"
 #include "ops/ops_impl.h"
 #include "ops/ops_quants.h"
+#include "file_util.h"
 #include "ops_util.h"
 #include "pool/pool.h"
 #include "test.h"
@@ -22,25 +23,12 @@
 #define ROWS 8
 #define COLS 512
 
-/* The whole file at path, its size in *len; NULL (and a message) when it cannot be read. */
+/* tests/data/quants/NAME, whole, its size in *len; NULL (and a message) when it cannot be read. */
 static void *slurp(const char *name, size_t *len) {
     char path[512];
     snprintf(path, sizeof path, "%s/quants/%s", RECUR_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = n > 0 ? malloc((size_t)n) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = buf ? (size_t)n : 0;
+    void *buf = file_read(path, len);
+    if (!buf) fprintf(stderr, "cannot read %s\n", path);
     return buf;
 }
 
