@@ -37,10 +37,11 @@ static float *values(int64_t n, unsigned seed) {
 
 static void add(struct rgguf_writer *w, const char *name, int64_t cols, int64_t rows,
                 unsigned seed) {
-    const int64_t ne[2] = {cols, rows};
-    float *v = values(cols * rows, seed);
+    /* rows 0: a 1-D tensor of cols values */
+    const int64_t ne[2] = {cols, rows}, n = cols * (rows > 0 ? rows : 1);
+    float *v = values(n, seed);
     REQUIRE(rgguf_writer_add_tensor(w, name, RGGUF_F32, rows > 0 ? 2 : 1, ne, v,
-                                    sizeof(float) * (size_t)(cols * (rows > 0 ? rows : 1))));
+                                    sizeof(float) * (size_t)n));
     free(v);
 }
 
