@@ -426,6 +426,12 @@ static inline __m256i dot_bytes(__m256i aw, __m256i w, __m256i x) {
 #define ROPS_Q8_NAME          q8_rows_avx2
 #include "x86/q8.h"
 
+/* u x s summed in fours: maddubs's pairs, then pairs of pairs by vpmaddwd */
+#define ROPS_DPBUSD(acc, u, s)                                                                     \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+#define ROPS_QDOT_NAME qdot_rows_avx2
+#include "x86/qdot.h"
+
 /* ---- the chunked Mamba-2 scan's transpose (ops_ssd.c) -------------------------------------- */
 void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                              int64_t ldd) {
@@ -577,7 +583,8 @@ static void wkv7_head_avx2(float *S, const float *r, const float *w, const float
 #include "x86/kernels.inc"
 #include "x86/probe.h"
 
-static const struct rops_kernels table = ROPS_KERNELS_AVX2(ROPS_ISA_AVX2, q8_rows_avx2);
+static const struct rops_kernels table =
+    ROPS_KERNELS_AVX2(ROPS_ISA_AVX2, q8_rows_avx2, qdot_rows_avx2);
 
 const struct rops_kernels *rops_kernels_avx2(void) {
     return &table;

@@ -413,6 +413,10 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
 #define ROPS_Q8_NAME matmul_q8_rows_avx512
 #include "x86/q8.h"
 
+#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define ROPS_QDOT_NAME         qdot_rows_avx512
+#include "x86/qdot.h"
+
 /* ---- the kernels written once for both widths, the probes ---------------------------------- */
 
 #define VEC_FN        static
@@ -433,6 +437,7 @@ static const struct rops_kernels table = {
     .isa = ROPS_ISA_AVX512,
     .matmul_rows = matmul_rows_avx512,
     .q8_rows = matmul_q8_rows_avx512,
+    .qdot_rows = qdot_rows_avx512,
     .quantize_x = rops_quantize_x_avx2,
     .softplus_bias = rops_softplus_bias_avx512,
     .layernorm = rops_layernorm_avx512,

@@ -22,8 +22,12 @@
 #define ROPS_Q8_NAME matmul_q8_rows_avxvnni
 #include "x86/q8.h"
 
+#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define ROPS_QDOT_NAME         qdot_rows_avxvnni
+#include "x86/qdot.h"
+
 static const struct rops_kernels table =
-    ROPS_KERNELS_AVX2(ROPS_ISA_AVXVNNI, matmul_q8_rows_avxvnni);
+    ROPS_KERNELS_AVX2(ROPS_ISA_AVXVNNI, matmul_q8_rows_avxvnni, qdot_rows_avxvnni);
 
 const struct rops_kernels *rops_kernels_avxvnni(void) {
     return &table;

@@ -154,6 +154,25 @@ struct rops_q8_args {
     float *y;
 };
 
+/* The products of ops_qmatmul.c's block types (rops_qmatmul_type): columns [c0, c0 + kt) of the
+ * rows of w (c0 and kt whole blocks) against n inputs quantized to the type's partner
+ * (rops_dot_partner), input i's blocks at xq + i * xq_stride (the first of them column c0's);
+ * y[i * y_stride + r] = (accumulate ? y[i * y_stride + r] : 0) + the sum. */
+struct rops_qdot_args {
+    const struct rops_mat *w;
+    int64_t c0, kt;
+    const uint8_t *xq;
+    size_t xq_stride;
+    int64_t n;
+    float *y;
+    int64_t y_stride;
+    bool accumulate;
+};
+
+/* The scalar table's qdot_rows: rops_qdot_inputs a row at a time (the vector tables' fallback
+ * for a type they have no kernel of their own for). */
+void rops_qdot_rows_scalar(const struct rops_qdot_args *a, int64_t r0, int64_t r1);
+
 /* The block products of the chunked scan (ops_ssd.c), on one thread:
  *   acc[i][j] = sum_{kk < k} a[i * lda + kk] * b[kk * ldb + j]      i < m, j < n
  *   c[i * ldc + j] = acc[i][j] * (rowscale ? rowscale[i] : 1) + (accumulate ? beta * c : 0)
@@ -219,6 +238,9 @@ struct rops_kernels {
     void (*matmul_rows)(const struct rops_mat *w, const float *x, int64_t n, float *y, int64_t r0,
                         int64_t r1);
     void (*q8_rows)(const struct rops_q8_args *a, int64_t r0, int64_t r1);
+    /* Rows [r0, r1) of the other block types (struct rops_qdot_args). An input's sums are the
+       same bits whatever n, r0 and r1 are: a token's logits do not depend on the batch. */
+    void (*qdot_rows)(const struct rops_qdot_args *a, int64_t r0, int64_t r1);
     /* Quantizes n_blocks blocks of x (see rops_matmul): every table gives the same bits. */
     void (*quantize_x)(const float *x, int64_t n_blocks, struct rops_xq8 *out);
     void (*softplus_bias)(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
@@ -312,19 +334,20 @@ void rops_wkv7_run_avx2(const struct rops_wkv_run *run);
 double rops_probe_fma_avx2(int64_t iters);
 float rops_probe_sum_avx2(const float *p, size_t n_floats);
 
-/* The AVX2 table with instruction set isa and q8_rows as its integer dots: ops_avx2.c's
- * (maddubs) and ops_avxvnni.c's (vpdpbusd), the rest the same kernels. */
-#define ROPS_KERNELS_AVX2(isa_, q8_rows_)                                                          \
+/* The AVX2 table with instruction set isa and q8_rows, qdot_rows as its integer dots:
+ * ops_avx2.c's (maddubs) and ops_avxvnni.c's (vpdpbusd), the rest the same kernels. */
+#define ROPS_KERNELS_AVX2(isa_, q8_rows_, qdot_rows_)                                              \
     {                                                                                              \
         .isa = isa_, .matmul_rows = rops_matmul_rows_avx2, .q8_rows = q8_rows_,                    \
-        .quantize_x = rops_quantize_x_avx2, .softplus_bias = rops_softplus_bias_avx2,              \
-        .layernorm = rops_layernorm_avx2, .rmsnorm = rops_rmsnorm_avx2,                            \
-        .map_rows = rops_map_rows_avx2, .conv_channels = rops_conv_channels_avx2,                  \
-        .scan_channels = rops_scan_channels_avx2, .scan2_heads = rops_scan2_heads_avx2,            \
-        .ssd_mm = rops_ssd_mm_avx2, .ssd_decays = rops_ssd_decays_avx2,                            \
-        .ssd_scale_rows = rops_ssd_scale_rows_avx2, .ssd_transpose = rops_ssd_transpose_avx2,      \
-        .wkv6_run = rops_wkv6_run_avx2, .wkv7_run = rops_wkv7_run_avx2,                            \
-        .probe_fma = rops_probe_fma_avx2, .probe_sum = rops_probe_sum_avx2,                        \
+        .qdot_rows = qdot_rows_, .quantize_x = rops_quantize_x_avx2,                               \
+        .softplus_bias = rops_softplus_bias_avx2, .layernorm = rops_layernorm_avx2,                \
+        .rmsnorm = rops_rmsnorm_avx2, .map_rows = rops_map_rows_avx2,                              \
+        .conv_channels = rops_conv_channels_avx2, .scan_channels = rops_scan_channels_avx2,        \
+        .scan2_heads = rops_scan2_heads_avx2, .ssd_mm = rops_ssd_mm_avx2,                          \
+        .ssd_decays = rops_ssd_decays_avx2, .ssd_scale_rows = rops_ssd_scale_rows_avx2,            \
+        .ssd_transpose = rops_ssd_transpose_avx2, .wkv6_run = rops_wkv6_run_avx2,                  \
+        .wkv7_run = rops_wkv7_run_avx2, .probe_fma = rops_probe_fma_avx2,                          \
+        .probe_sum = rops_probe_sum_avx2,                                                          \
     }
 
 #endif /* RECUR_OPS_IMPL_H */

@@ -297,3 +297,11 @@ float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64
     rops_qdot_inputs(type, w, n, xq, 0, 1, &y, 1, false);
     return y;
 }
+
+void rops_qdot_rows_scalar(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    const size_t col_bytes = rops_row_bytes(a->w->type, a->c0);
+    for (int64_t r = r0; r < r1; r++)
+        rops_qdot_inputs(a->w->type,
+                         (const uint8_t *)a->w->data + (size_t)r * a->w->row_bytes + col_bytes,
+                         a->kt, a->xq, a->xq_stride, a->n, a->y + r, a->y_stride, a->accumulate);
+}

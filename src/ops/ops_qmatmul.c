@@ -50,23 +50,17 @@ static void quantize_input(enum rops_type partner, const float *x, int64_t k, vo
 }
 
 struct qmm_task {
-    const struct rops_mat *w;
-    int64_t c0, kt; /* the tile of columns */
-    const uint8_t *xq;
-    size_t xq_stride;
-    int64_t n;
-    float *y; /* n x n_rows */
+    struct rops_qdot_args a;
+    const struct rops_kernels *k;
 };
 
+/* A thread's share of the rows, in blocks of 8 (the vector kernels' row groups). */
 static void qmm_thread(void *arg, int ith, int nth) {
     const struct qmm_task *t = arg;
-    const int64_t m = t->w->n_rows;
-    const int64_t r0 = m * ith / nth, r1 = m * (ith + 1) / nth;
-    const size_t col_bytes = rops_row_bytes(t->w->type, t->c0);
-    for (int64_t r = r0; r < r1; r++)
-        rops_qdot_inputs(t->w->type,
-                         (const uint8_t *)t->w->data + (size_t)r * t->w->row_bytes + col_bytes,
-                         t->kt, t->xq, t->xq_stride, t->n, t->y + r, m, t->c0 > 0);
+    const int64_t blocks = (t->a.w->n_rows + 7) / 8;
+    int64_t r0 = blocks * ith / nth * 8, r1 = blocks * (ith + 1) / nth * 8;
+    if (r1 > t->a.w->n_rows) r1 = t->a.w->n_rows;
+    if (r0 < r1) t->k->qdot_rows(&t->a, r0, r1);
 }
 
 struct quant_task {
@@ -106,7 +100,8 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
             const int64_t w_cols = k - c0 < kt ? k - c0 : kt;
             struct quant_task qt = {partner, x + i * k + c0, k, w_cols, g, buf, stride};
             rpool_run(ex->pool, quant_thread, &qt, g > 1 ? n_threads : 1);
-            struct qmm_task t = {w, c0, w_cols, buf, stride, g, y + i * m};
+            struct qmm_task t = {{w, c0, w_cols, buf, stride, g, y + i * m, m, c0 > 0},
+                                 rops_kernels_of(ex->isa)};
             rpool_run(ex->pool, qmm_thread, &t, n_threads);
         }
     }

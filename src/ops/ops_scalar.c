@@ -406,6 +406,7 @@ const struct rops_kernels rops_kernels_scalar = {
     .isa = ROPS_ISA_SCALAR,
     .matmul_rows = rops_matmul_rows_scalar,
     .q8_rows = matmul_q8_rows_scalar,
+    .qdot_rows = rops_qdot_rows_scalar,
     .quantize_x = quantize_x_scalar,
     .softplus_bias = softplus_bias_scalar,
     .layernorm = layernorm_scalar,

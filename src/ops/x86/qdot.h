@@ -1,0 +1,30 @@
+/*
+ * The integer products of the block types of ops_qmatmul.c (q4_1, q5_0, q5_1, iq4_nl against
+ * q8_0 / q8_1 inputs: x86/qdot_32.h; q2_K .. q6_K and iq4_xs against q8_K: x86/qdot_k.h) on
+ * 256-bit vectors, for the files of the x86 instruction sets, as x86/q8.h: ops_avx2.c
+ * (vpmaddubsw + vpmaddwd), ops_avxvnni.c (AVX-VNNI's vpdpbusd) and ops_avx512.c (AVX512-VNNI's).
+ * Each includes this once, inside its #if of the instruction set and after x86/vec.h, after
+ * defining
+ *   ROPS_DPBUSD(acc, u, s)  acc (eight int32) plus, in each lane, the sum of the four products
+ *                           of unsigned bytes u with signed bytes s; exact while every pair of
+ *                           products stays within int16 (AVX2's vpmaddubsw saturates there:
+ *                           u <= 127 with |s| <= 127 always is)
+ *   ROPS_QDOT_NAME          the name of the kernel it defines (the table's qdot_rows)
+ * A type without a kernel here takes the portable one (rops_qdot_rows_scalar).
+ *
+ * Every kernel keeps, for each input, one order of its float steps whatever the number of
+ * inputs and the rows it is given (the kernel table's promise): a token's sums do not depend on
+ * who else is in the batch. The integer sums are exact, so the vector and portable paths differ
+ * only in how the floats of the blocks add up.
+ */
+#ifndef ROPS_DPBUSD
+#error "define ROPS_DPBUSD and ROPS_QDOT_NAME before including x86/qdot.h"
+#endif
+
+#include "../ops_quants.h"
+#include "qdot_32.h"
+#include "qdot_k.h"
+
+static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    if (!qdot_k_rows(a, r0, r1) && !qdot_32_rows(a, r0, r1)) rops_qdot_rows_scalar(a, r0, r1);
+}
