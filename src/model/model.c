@@ -67,6 +67,10 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     m->ops = archs[a];
     if (!rmodel_load_common(m) || !m->ops->load(m)) goto fail;
     m->fingerprint = fingerprint(m);
+    for (int64_t i = 0; i < rgguf_n_tensors(g); i++) {
+        const uint32_t type = rgguf_tensor(g, i)->type;
+        m->one_order |= type != ROPS_TYPE_F32 && type != ROPS_TYPE_F16 && type != ROPS_TYPE_BF16;
+    }
     return m;
 
 fail:
@@ -256,6 +260,7 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     struct rops_exec lex = *ex;
     lex.scratch = w.scratch;
     lex.scratch_bytes = (size_t)ws->n_ubatch * (size_t)max_in(m) * sizeof(float);
+    lex.one_order = m->one_order;
     ex = &lex;
 
     for (uint32_t t = 0; t < ub->n_tokens; t++) {

@@ -72,6 +72,9 @@ struct rmodel {
     int32_t n_vocab, n_embd, n_layer;
     int32_t bos, eos;
     uint64_t fingerprint;
+    /* the file has block-type weights: its products sum every input as if alone
+       (rops_exec.one_order), so that its logits do not depend on the batch */
+    bool one_order;
 
     struct rops_mat tok_embd;
     struct rops_mat output; /* the same matrix as tok_embd when tied */

@@ -88,10 +88,35 @@ static int matmul_threads(const struct rops_exec *ex, int64_t work) {
     return nth < 1 ? 1 : (int)nth;
 }
 
+struct one_order_task {
+    const struct rops_mat *w;
+    const float *x;
+    int64_t n;
+    float *y;
+    const struct rops_kernels *k;
+};
+
+/* A thread's share of the rows, each input by the one-input kernel (rops_exec.one_order). */
+static void one_order_thread(void *arg, int ith, int nth) {
+    const struct one_order_task *t = arg;
+    const int64_t m = t->w->n_rows, k = t->w->n_cols;
+    const int64_t blocks = (m + ROPS_RB - 1) / ROPS_RB;
+    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
+    if (r1 > m) r1 = m;
+    for (int64_t i = 0; i < t->n && r0 < r1; i++)
+        t->k->matmul_rows(t->w, t->x + i * k, 1, t->y + i * m, r0, r1);
+}
+
 static void matmul_f32_inputs(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
                               int64_t n, float *y) {
+    const int nth = matmul_threads(ex, w->n_rows * w->n_cols * n);
+    if (ex->one_order && n > 1) {
+        struct one_order_task t = {w, x, n, y, rops_kernels_of(ex->isa)};
+        rpool_run(ex->pool, one_order_thread, &t, nth);
+        return;
+    }
     struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa)};
-    rpool_run(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
+    rpool_run(ex->pool, matmul_thread, &t, nth);
 }
 
 struct q8_task {
@@ -125,34 +150,13 @@ static void matmul_q8_small(const struct rops_exec *ex, const struct rops_mat *w
     }
 }
 
-struct round_task {
-    const float *x;
-    int64_t n, k;
-    float *out;
-    const struct rops_kernels *kern;
-};
-
-/* Inputs [i0, i1) through q8_0 and back: out = d * q. */
-static void round_thread(void *arg, int ith, int nth) {
-    const struct round_task *t = arg;
-    struct rops_xq8 q[64];
-    for (int64_t i = t->n * ith / nth; i < t->n * (ith + 1) / nth; i++)
-        for (int64_t c0 = 0; c0 < t->k; c0 += 64 * 32) {
-            const int64_t nb = (t->k - c0 < 64 * 32 ? t->k - c0 : 64 * 32) / 32;
-            t->kern->quantize_x(t->x + i * t->k + c0, nb, q);
-            float *o = t->out + i * t->k + c0;
-            for (int64_t b = 0; b < nb; b++)
-                for (int j = 0; j < 32; j++) o[b * 32 + j] = q[b].d * (float)q[b].qs[j];
-        }
-}
-
 static bool block_type(enum rops_type type) {
     return type == ROPS_TYPE_Q8_0 || type == ROPS_TYPE_Q4_0;
 }
 
 size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
     if (rops_qmatmul_type(w->type)) return (size_t)n * rops_qmatmul_input_bytes(w->type, w->n_cols);
-    return block_type(w->type) && n > 3 ? (size_t)n * (size_t)w->n_cols * sizeof(float) : 0;
+    return 0;
 }
 
 void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
@@ -167,24 +171,14 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
         matmul_f32_inputs(ex, w, x, n, y);
         return;
     }
+    /* three inputs at a time by integer dots, for any number of inputs: an input's sums are
+       then the same bits alone, beside other sequences or in a prompt (a prompt's inputs
+       rounded through q8_0 into the f32 tiles measured up to 1.3x faster, but its float sums
+       differ in the last bits, and a quantized input downstream may then round the other way) */
     const int64_t k = w->n_cols, m = w->n_rows;
-    /* up to 16 inputs (generation of a few sequences): three at a time by integer dots, which
-       read the weights once per three inputs yet measured 1.5-2x the f32 tiles there (x4:
-       190 -> 405 t/s on the 130m shape); more: through q8_0 into the scratch, as many as it
-       holds, then the f32 tiles (without room for 4, integer dots again; same results) */
-    const int64_t group = ex->scratch ? (int64_t)(ex->scratch_bytes / sizeof(float)) / k : 0;
-    for (int64_t i = 0; i < n;) {
-        if (n <= 16 || n - i <= 3 || group < 4) {
-            const int64_t g = n - i < 3 ? n - i : 3;
-            matmul_q8_small(ex, w, x + i * k, g, y + i * m);
-            i += g;
-            continue;
-        }
-        const int64_t g = n - i < group ? n - i : group;
-        struct round_task rt = {x + i * k, g, k, ex->scratch, rops_kernels_of(ex->isa)};
-        rpool_run(ex->pool, round_thread, &rt, matmul_threads(ex, g * k * 64));
-        matmul_f32_inputs(ex, w, ex->scratch, g, y + i * m);
-        i += g;
+    for (int64_t i = 0; i < n; i += 3) {
+        const int64_t g = n - i < 3 ? n - i : 3;
+        matmul_q8_small(ex, w, x + i * k, g, y + i * m);
     }
 }
 
@@ -217,14 +211,20 @@ struct batch_task {
     int64_t cost; /* of all blocks of all units */
     int64_t work; /* multiply-adds of all units, for matmul_threads */
     const struct rops_kernels *k;
+    bool one_order; /* rops_exec's */
 };
 
 /* Rows [r0, r1) of a unit, by the kernels rops_matmul runs for it: each row's sums do not
  * depend on which rows share its call, so the results are rops_matmul's. */
 static void batch_rows(const struct rops_kernels *K, const struct batch_unit *u, int64_t r0,
-                       int64_t r1) {
+                       int64_t r1, bool one_order) {
     if (!u->xq) {
-        K->matmul_rows(u->w, u->x, u->n, u->y, r0, r1);
+        const int64_t k = u->w->n_cols, m = u->w->n_rows;
+        if (one_order && u->n > 1)
+            for (int64_t i = 0; i < u->n; i++)
+                K->matmul_rows(u->w, u->x + i * k, 1, u->y + i * m, r0, r1);
+        else
+            K->matmul_rows(u->w, u->x, u->n, u->y, r0, r1);
         return;
     }
     const int64_t k = u->w->n_cols;
@@ -252,7 +252,7 @@ static void batch_thread(void *arg, int ith, int nth) {
         at += u->blocks * bc;
         if (b0 >= b1) continue;
         const int64_t r1 = b1 * u->grain < u->w->n_rows ? b1 * u->grain : u->w->n_rows;
-        batch_rows(t->k, u, b0 * u->grain, r1);
+        batch_rows(t->k, u, b0 * u->grain, r1, t->one_order);
     }
 }
 
@@ -281,6 +281,7 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     t.cost = 0;
     t.work = 0;
     t.k = rops_kernels_of(ex->isa);
+    t.one_order = ex->one_order;
     for (int j = 0; j < n_jobs; j++) {
         const struct rops_matjob *jb = &jobs[j];
         const int64_t k = jb->w->n_cols, m = jb->w->n_rows;

@@ -51,13 +51,22 @@ bool rops_isa_from_env(enum rops_isa *out);
 /* How a kernel runs: on n_threads threads of pool (pool NULL or n_threads 1: on the caller
  * alone) with instruction set isa (one this CPU runs). scratch (scratch_bytes, or NULL
  * and 0) is the caller's memory a kernel may overwrite during the call; a kernel
- * that finds it too small works in smaller pieces, with the same results. */
+ * that finds it too small works in smaller pieces, with the same results.
+ *
+ * one_order: every input of a product with float weights is summed as if it were alone (the
+ * one-input kernel, once per input), so that its bits do not depend on the other inputs of the
+ * call. Products with block weights always are (integer sums per block, the same float steps
+ * for any number of inputs). Set it for a model with block weights: their inputs are quantized,
+ * and a last-bit difference upstream may round an input to the next step, which a model can
+ * amplify to percents of its logits; a model of float weights only keeps such differences at
+ * the last bits, and its prompts keep the faster many-input kernels. */
 struct rops_exec {
     struct rpool *pool;
     int n_threads;
     enum rops_isa isa;
     void *scratch;
     size_t scratch_bytes;
+    bool one_order;
 };
 
 /* The weight types the kernels take, numbered as ggml / GGUF number them, so that a file's

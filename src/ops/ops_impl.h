@@ -205,6 +205,9 @@ struct rops_wkv_run {
     float *y;
     float *const *save;
     int64_t save_off;
+    /* rops_exec.one_order: the per-token kernel for every run, so that a token's bits do not
+       depend on the tokens that share its run (the run kernels keep a scaled state) */
+    bool one_order;
 };
 
 /* A WKV kernel of one token (the instruction sets' per-token forms). */

@@ -21,7 +21,7 @@ void rops_layernorm(enum rops_isa isa, const float *x, const float *w, const flo
 struct wkv_task {
     const struct rops_wkv_args *a;
     const struct rops_kernels *k;
-    bool v7;
+    bool v7, one_order;
 };
 
 static void wkv_thread(void *arg, int ith, int nth) {
@@ -46,7 +46,8 @@ static void wkv_thread(void *arg, int ith, int nth) {
                                              .hs = hs,
                                              .y = a->y + o,
                                              .save = a->save ? a->save + s * a->n_tok : NULL,
-                                             .save_off = h * hs * hs};
+                                             .save_off = h * hs * hs,
+                                             .one_order = t->one_order};
             if (t->v7)
                 t->k->wkv7_run(&run);
             else
@@ -55,7 +56,7 @@ static void wkv_thread(void *arg, int ith, int nth) {
 }
 
 static void wkv_run(const struct rops_exec *ex, const struct rops_wkv_args *a, bool v7) {
-    struct wkv_task t = {a, rops_kernels_of(ex->isa), v7};
+    struct wkv_task t = {a, rops_kernels_of(ex->isa), v7, ex->one_order};
     const int64_t H = a->n_embd / a->head_size;
     int64_t nth = ex->n_threads;
     /* a thread's share must outweigh the hand-off: ~4096 state updates at least */

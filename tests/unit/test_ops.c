@@ -185,12 +185,14 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
     float *x = malloc(sizeof(float) * (size_t)(n * k));
     double *xm = malloc(sizeof(double) * (size_t)(n * k)); /* what the product multiplies */
     float *y = malloc(sizeof(float) * (size_t)(n * rows));
+    float *y1 = malloc(sizeof(float) * (size_t)rows),
+          *y2 = malloc(sizeof(float) * (size_t)(n * rows));
     float *row = malloc(sizeof(float) * (size_t)k);
     const size_t scratch_bytes = rops_matmul_scratch_bytes(&w.m, n);
     void *scratch = malloc(scratch_bytes + 1);
-    REQUIRE(x && xm && y && row && scratch);
+    REQUIRE(x && xm && y && y1 && y2 && row && scratch);
     const bool blocks = type == 8 || type == 2;
-    CHECK((scratch_bytes > 0) == (blocks && n > 3));
+    CHECK(scratch_bytes == 0); /* the block types here quantize their inputs on the stack */
     for (int64_t i = 0; i < n * k; i++) x[i] = frand();
     for (int64_t i = 0; i < n; i++) {
         if (blocks)
@@ -216,7 +218,7 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
             size_t sb = run < 2 ? scratch_bytes : run == 2 ? 5 * (size_t)k * sizeof(float) : 0;
             if (sb > scratch_bytes) sb = scratch_bytes;
             if (run >= 2 && !(blocks && n > 3)) break;
-            const struct rops_exec ex = {pool, nth, isas[ii], sb ? scratch : NULL, sb};
+            const struct rops_exec ex = {pool, nth, isas[ii], sb ? scratch : NULL, sb, false};
             memset(y, 0xff, sizeof(float) * (size_t)(n * rows)); /* NaNs: every slot is written */
             rops_matmul(&ex, &w.m, x, n, y);
             double worst = 0;
@@ -236,11 +238,33 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
                       rops_isa_name(isas[ii]), type, (long long)rows, (long long)k, (long long)n,
                       nth, sb, worst);
         }
+        /* each input's bits those of the input alone: block weights always, float weights with
+           one_order (then also in a batch of jobs) */
+        for (int one_order = 0; one_order < 2; one_order++) {
+            const struct rops_exec ex = {pool, 2, isas[ii], scratch, scratch_bytes, one_order};
+            rops_matmul(&ex, &w.m, x, n, y);
+            struct rops_matjob job = {&w.m, x, n, y2};
+            rops_matmul_batch(&ex, &job, 1);
+            int differ = 0, differ_batch = 0;
+            for (int64_t i = 0; i < n; i++) {
+                rops_matmul(&ex, &w.m, x + i * k, 1, y1);
+                differ += memcmp(y1, y + i * rows, sizeof(float) * (size_t)rows) != 0;
+                differ_batch += memcmp(y1, y2 + i * rows, sizeof(float) * (size_t)rows) != 0;
+            }
+            if (one_order || blocks)
+                CHECK_MSG(differ == 0 && differ_batch == 0,
+                          "matmul %s type %u rows %lld k %lld n %lld one_order %d: %d inputs "
+                          "differ alone, %d in a batch",
+                          rops_isa_name(isas[ii]), type, (long long)rows, (long long)k,
+                          (long long)n, one_order, differ, differ_batch);
+        }
     }
     free(x);
     free(xm);
     free(scratch);
     free(y);
+    free(y1);
+    free(y2);
     free(row);
     free_mat(&w);
 }
@@ -283,7 +307,8 @@ static void test_matmul(void) {
     check_matmul(pool, 2, 11, 4128, 3);
     CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
     CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));
-    CHECK(rops_type_supported(1, 33) && !rops_type_supported(16, 256) && !rops_type_supported(3, 48));
+    CHECK(rops_type_supported(1, 33) && !rops_type_supported(16, 256) &&
+          !rops_type_supported(3, 48));
     rpool_free(pool);
 }
 
@@ -310,10 +335,10 @@ static void test_block_dots_agree(void) {
     for (int ti = 0; ti < 2; ti++) {
         struct test_mat w = make_mat(types[ti], rows, k);
         for (int64_t n = 1; n <= 3; n++) {
-            const struct rops_exec e0 = {NULL, 1, isas[first_vec], NULL, 0};
+            const struct rops_exec e0 = {NULL, 1, isas[first_vec], NULL, 0, false};
             rops_matmul(&e0, &w.m, x, n, y0);
             for (int ii = first_vec + 1; ii < n_isas; ii++) {
-                const struct rops_exec e1 = {NULL, 1, isas[ii], NULL, 0};
+                const struct rops_exec e1 = {NULL, 1, isas[ii], NULL, 0, false};
                 rops_matmul(&e1, &w.m, x, n, y1);
                 CHECK_MSG(memcmp(y0, y1, sizeof(float) * (size_t)(n * rows)) == 0,
                           "type %u n %lld: %s and %s differ", types[ti], (long long)n,
@@ -465,7 +490,7 @@ static void test_map(void) {
                     for (int i = 0; i < ROWS * LD; i++)
                         x[i] = y[i] =
                             -30.0f + 60.0f * (float)((i * 7919) % (ROWS * LD)) / (ROWS * LD);
-                    const struct rops_exec ex = {pool, nth, isas[ii], NULL, 0};
+                    const struct rops_exec ex = {pool, nth, isas[ii], NULL, 0, false};
                     rops_map(&ex, (enum rops_map)f, y, LD, wb ? bias : NULL, ROWS, COLS);
                     double worst = 0;
                     int64_t touched = 0;

@@ -87,8 +87,8 @@ static void check_batch(struct rpool *pool, const char *what, const struct shape
     for (int ii = 0; ii < n_isas; ii++) {
         for (int nth = 1; nth <= 3; nth++)
             for (int si = 0; si < 3; si++) {
-                const struct rops_exec ex = {pool, nth, isas[ii], scratches[si] ? scratch : NULL,
-                                             scratches[si]};
+                const struct rops_exec ex = {
+                    pool, nth, isas[ii], scratches[si] ? scratch : NULL, scratches[si], false};
                 struct rops_matjob jobs[MAX_JOBS];
                 for (int j = 0; j < n_jobs; j++) {
                     const size_t ny = (size_t)(s[j].n * s[j].rows) + GUARD;
@@ -151,7 +151,7 @@ static void test_batch_types(void) {
                                  {Q8_0, 43, 96, 2}, {Q4_0, 44, 64, 2}, {F16, 45, 64, 40}};
     check_batch(pool, "all types", all, 6);
     /* no jobs; jobs of no inputs */
-    rops_matmul_batch(&(struct rops_exec){pool, 2, rops_isa_best(), NULL, 0}, NULL, 0);
+    rops_matmul_batch(&(struct rops_exec){pool, 2, rops_isa_best(), NULL, 0, false}, NULL, 0);
     const struct shape none[2] = {{F16, 9, 32, 0}, {Q8_0, 9, 32, 1}};
     check_batch(pool, "no inputs", none, 2);
     rpool_free(pool);

@@ -337,9 +337,12 @@ static void test_qmatmul(void) {
         CHECK(rops_matmul_scratch_bytes(&w, N) <= sizeof scratch);
         for (int ii = 0; ii < n_isas; ii++)
             for (int run = 0; run < 3; run++) {
-                const struct rops_exec ex = {pool, run == 0 ? 1 : 2, isas[ii],
+                const struct rops_exec ex = {pool,
+                                             run == 0 ? 1 : 2,
+                                             isas[ii],
                                              run == 2 ? NULL : scratch,
-                                             run == 2 ? 0 : sizeof scratch};
+                                             run == 2 ? 0 : sizeof scratch,
+                                             false};
                 rops_matmul(&ex, &w, x, N, y);
                 int differ = 0;
                 for (int i = 0; i < N; i++) {
