@@ -124,38 +124,69 @@ struct q8_task {
     const struct rops_kernels *k;
 };
 
+/* A thread's share of the rows, in blocks of 8 (the vector kernels' rows in lanes). */
 static void q8_thread(void *arg, int ith, int nth) {
     const struct q8_task *t = arg;
-    const int64_t blocks = (t->a.w->n_rows + ROPS_RB - 1) / ROPS_RB;
-    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
+    const int64_t blocks = (t->a.w->n_rows + 7) / 8;
+    int64_t r0 = blocks * ith / nth * 8, r1 = blocks * (ith + 1) / nth * 8;
     if (r1 > t->a.w->n_rows) r1 = t->a.w->n_rows;
     if (r0 >= r1) return;
     t->k->q8_rows(&t->a, r0, r1);
 }
 
-/* Columns of up to three inputs quantized at a time: 3 x 128 blocks on the caller's stack. */
+/* Columns of the inputs quantized at a time: with three inputs, 3 x 128 blocks on the caller's
+ * stack. */
 #define Q8_TILE 4096
 
-/* Block weights, n <= 3: the inputs quantized, then integer dot products. */
-static void matmul_q8_small(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
-                            int64_t n, float *y) {
-    struct rops_xq8 xq[3 * Q8_TILE / 32];
+struct q8_quant_task {
+    const float *x;
+    int64_t k, nb;
+    struct rops_xq8 *xq;
+    int64_t n;
+    const struct rops_kernels *k_;
+};
+
+static void q8_quant_thread(void *arg, int ith, int nth) {
+    const struct q8_quant_task *t = arg;
+    for (int64_t i = t->n * ith / nth; i < t->n * (ith + 1) / nth; i++)
+        t->k_->quantize_x(t->x + i * t->k, t->nb, t->xq + i * t->nb);
+}
+
+/* Block weights, n inputs into xq (room for n x a tile's blocks): the inputs quantized a tile
+ * of columns at a time, then integer dot products. */
+static void matmul_q8_group(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
+                            int64_t n, float *y, struct rops_xq8 *xq) {
     const struct rops_kernels *K = rops_kernels_of(ex->isa);
     const int64_t k = w->n_cols;
     for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
         const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
-        for (int64_t i = 0; i < n; i++) K->quantize_x(x + i * k + c0, nb, xq + i * nb);
+        struct q8_quant_task qt = {x + c0, k, nb, xq, n, K};
+        rpool_run(ex->pool, q8_quant_thread, &qt, n > 3 ? matmul_threads(ex, n * nb * 32 * 64) : 1);
         struct q8_task t = {{w, xq, n, c0 / 32, nb, c0 > 0, y}, K};
         rpool_run(ex->pool, q8_thread, &t, matmul_threads(ex, w->n_rows * nb * 32 * n));
     }
+}
+
+/* ... three inputs at most, on the stack. */
+static void matmul_q8_small(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
+                            int64_t n, float *y) {
+    struct rops_xq8 xq[3 * Q8_TILE / 32];
+    matmul_q8_group(ex, w, x, n, y, xq);
 }
 
 static bool block_type(enum rops_type type) {
     return type == ROPS_TYPE_Q8_0 || type == ROPS_TYPE_Q4_0;
 }
 
+/* Quantized input blocks of a tile of n inputs of k columns. */
+static int64_t q8_tile_blocks(int64_t n, int64_t k) {
+    return n * ((k < Q8_TILE ? k : Q8_TILE) / 32);
+}
+
 size_t rops_matmul_scratch_bytes(const struct rops_mat *w, int64_t n) {
     if (rops_qmatmul_type(w->type)) return (size_t)n * rops_qmatmul_input_bytes(w->type, w->n_cols);
+    if (block_type(w->type) && n > 3)
+        return (size_t)q8_tile_blocks(n, w->n_cols) * sizeof(struct rops_xq8);
     return 0;
 }
 
@@ -171,14 +202,26 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
         matmul_f32_inputs(ex, w, x, n, y);
         return;
     }
-    /* three inputs at a time by integer dots, for any number of inputs: an input's sums are
-       then the same bits alone, beside other sequences or in a prompt (a prompt's inputs
-       rounded through q8_0 into the f32 tiles measured up to 1.3x faster, but its float sums
-       differ in the last bits, and a quantized input downstream may then round the other way) */
+    /* integer dots for any number of inputs, each input's sums in the same steps however many
+       share the call (x86/q8.h: straight from the weights, or through a panel for a prompt):
+       a token's bits are the same alone, beside other sequences or in a prompt (the prompt's
+       inputs rounded through q8_0 into the f32 tiles gave other last bits, and a quantized
+       input downstream may then round the other way); as many inputs a call as the scratch
+       holds, else three */
     const int64_t k = w->n_cols, m = w->n_rows;
-    for (int64_t i = 0; i < n; i += 3) {
+    const int64_t group =
+        ex->scratch ? (int64_t)(ex->scratch_bytes / sizeof(struct rops_xq8)) / q8_tile_blocks(1, k)
+                    : 0;
+    for (int64_t i = 0; i < n;) {
+        if (group > 3 && n - i > 3) {
+            const int64_t g = n - i < group ? n - i : group;
+            matmul_q8_group(ex, w, x + i * k, g, y + i * m, ex->scratch);
+            i += g;
+            continue;
+        }
         const int64_t g = n - i < 3 ? n - i : 3;
         matmul_q8_small(ex, w, x + i * k, g, y + i * m);
+        i += g;
     }
 }
 

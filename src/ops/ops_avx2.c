@@ -6,17 +6,17 @@
  * 8 lanes, and the probes x86/probe.h's. Its table (ROPS_KERNELS_AVX2, ops_impl.h, which the
  * AVX-VNNI table shares) is at the end.
  *
- * Matmul, four or more inputs: a block of 16 weight rows, ROPS_GEMM_KT columns at a time, is
- * converted to f32 once (f16 with vcvtph2ps, bf16 by a shift, q8_0 / q4_0 by scale x integer)
- * into a column-major panel, then 6 inputs x 16 rows at a time run on 12 accumulators that
+ * Matmul of float weights, four or more inputs: a block of 16 weight rows, ROPS_GEMM_KT columns
+ * at a time, is converted to f32 once (f16 with vcvtph2ps, bf16 by a shift) into a column-major
+ * panel, then 6 inputs x 16 rows at a time run on 12 accumulators that
  * are the outputs themselves (no horizontal sums): per column two panel loads and six
  * broadcasts feed 12 FMAs (was 4 rows x 3 inputs of dot products: ~150 -> ~195 GFLOP/s on 2
  * threads). One to three inputs (generation) skip the panel: each
- * weight is converted in registers on its way to its FMAs, or, for q8_0 / q4_0, multiplied as
- * bytes with the quantized inputs (maddubs, x86/q8.h); one input on float weights reads one row
+ * weight is converted in registers on its way to its FMAs; one input reads one row
  * at a time (one sequential stream for the hardware prefetcher), the others blocks of rows side
  * by side with the next block prefetched (2.4x the read bandwidth of one thread without, on the
- * machine of issue 6).
+ * machine of issue 6). Block weights: integer dots with the quantized inputs (maddubs;
+ * x86/q8.h for q8_0 / q4_0, x86/qdot.h for the other types), for any number of inputs.
  */
 #include "ops_impl.h"
 
@@ -316,12 +316,9 @@ static inline __attribute__((always_inline)) void gemm_rows(enum rops_type type,
 GEMM_FOR_TYPE(ROPS_TYPE_F32)
 GEMM_FOR_TYPE(ROPS_TYPE_F16)
 GEMM_FOR_TYPE(ROPS_TYPE_BF16)
-GEMM_FOR_TYPE(ROPS_TYPE_Q8_0)
-GEMM_FOR_TYPE(ROPS_TYPE_Q4_0)
 
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1) {
-    const int64_t m = w->n_rows;
     if (n <= 3) {
         switch (w->type) {
         case ROPS_TYPE_F32:
@@ -348,7 +345,7 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
         case ROPS_TYPE_BF16:
             gemv_many_ROPS_TYPE_BF16(w, x, (int)n, y, r0, r1);
             return;
-        default: /* block weights: the panel below */
+        default:
             break;
         }
     }
@@ -359,18 +356,8 @@ void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, 
     case ROPS_TYPE_F16:
         gemm_ROPS_TYPE_F16(w, x, n, y, r0, r1);
         break;
-    case ROPS_TYPE_BF16:
-        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
-        break;
-    case ROPS_TYPE_Q8_0:
-        gemm_ROPS_TYPE_Q8_0(w, x, n, y, r0, r1);
-        break;
-    case ROPS_TYPE_Q4_0:
-        gemm_ROPS_TYPE_Q4_0(w, x, n, y, r0, r1);
-        break;
     default:
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t r = r0; r < r1; r++) y[i * m + r] = 0.0f;
+        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
         break;
     }
 }
@@ -421,14 +408,14 @@ static inline __m256i dot_bytes(__m256i aw, __m256i w, __m256i x) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-#define ROPS_Q8_DOT(aw, w, x) dot_bytes(aw, w, x)
-#define ROPS_Q8_RB3           2
-#define ROPS_Q8_NAME          q8_rows_avx2
-#include "x86/q8.h"
-
 /* u x s summed in fours: maddubs's pairs, then pairs of pairs by vpmaddwd */
 #define ROPS_DPBUSD(acc, u, s)                                                                     \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+
+#define ROPS_Q8_DOT(aw, w, x) dot_bytes(aw, w, x)
+#define ROPS_Q8_NAME          q8_rows_avx2
+#include "x86/q8.h"
+
 #define ROPS_QDOT_NAME qdot_rows_avx2
 #include "x86/qdot.h"
 

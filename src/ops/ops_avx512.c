@@ -15,9 +15,9 @@
  * - more (prompts): a panel of 32 weight rows x GEMM_KT columns converted to f32 once
  *   (column-major), then 8 inputs x 32 rows at a time on 16 accumulators that are the outputs
  *   themselves: per column two panel loads and eight broadcasts feed 16 FMAs.
- * - q8_0 / q4_0 weights with one to three inputs: integer dots by VNNI (x86/q8.h: vpdpbusd,
- *   four byte products summed into each int32 lane in one instruction, where AVX2 takes
- *   vpmaddubsw and vpmaddwd); the int32 sums and the float steps after them are the AVX2
+ * - block weights, any number of inputs: integer dots by VNNI (x86/q8.h, x86/qdot.h:
+ *   vpdpbusd, four byte products summed into each int32 lane in one instruction, where AVX2
+ *   takes vpmaddubsw and vpmaddwd); the int32 sums and the float steps after them are the AVX2
  *   kernel's, so the paths give the same bits.
  */
 #include "ops_impl.h"
@@ -362,8 +362,6 @@ static inline __attribute__((always_inline)) void gemm_rows(enum rops_type type,
 GEMM_FOR_TYPE(ROPS_TYPE_F32)
 GEMM_FOR_TYPE(ROPS_TYPE_F16)
 GEMM_FOR_TYPE(ROPS_TYPE_BF16)
-GEMM_FOR_TYPE(ROPS_TYPE_Q8_0)
-GEMM_FOR_TYPE(ROPS_TYPE_Q4_0)
 
 static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t n, float *y,
                                int64_t r0, int64_t r1) {
@@ -392,14 +390,8 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
     case ROPS_TYPE_F16:
         gemm_ROPS_TYPE_F16(w, x, n, y, r0, r1);
         break;
-    case ROPS_TYPE_BF16:
-        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
-        break;
-    case ROPS_TYPE_Q8_0:
-        gemm_ROPS_TYPE_Q8_0(w, x, n, y, r0, r1);
-        break;
     default:
-        gemm_ROPS_TYPE_Q4_0(w, x, n, y, r0, r1);
+        gemm_ROPS_TYPE_BF16(w, x, n, y, r0, r1);
         break;
     }
 }
@@ -407,14 +399,13 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
 /* ---- integer dot products by VNNI (q8_0 / q4_0 weights, quantized inputs) ------------------ */
 
 /* the EVEX form of vpdpbusd on 256-bit registers (AVX512-VNNI + VL) */
+#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
 #define ROPS_Q8_DOT(aw, w, x)                                                                      \
     _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(x, w))
-#define ROPS_Q8_RB3  4
 #define ROPS_Q8_NAME matmul_q8_rows_avx512
 #include "x86/q8.h"
 
-#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
-#define ROPS_QDOT_NAME         qdot_rows_avx512
+#define ROPS_QDOT_NAME qdot_rows_avx512
 #include "x86/qdot.h"
 
 /* ---- the kernels written once for both widths, the probes ---------------------------------- */

@@ -12,18 +12,20 @@
 
 #include <immintrin.h>
 
+#include <string.h>
+
 #define ROPS_VEC_WIDTH 8
+#include "x86/pack.h"
 #include "x86/vec.h"
 
 /* the VEX form of vpdpbusd (AVX-VNNI) */
+#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
 #define ROPS_Q8_DOT(aw, w, x)                                                                      \
     _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(x, w))
-#define ROPS_Q8_RB3  4
 #define ROPS_Q8_NAME matmul_q8_rows_avxvnni
 #include "x86/q8.h"
 
-#define ROPS_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
-#define ROPS_QDOT_NAME         qdot_rows_avxvnni
+#define ROPS_QDOT_NAME qdot_rows_avxvnni
 #include "x86/qdot.h"
 
 static const struct rops_kernels table =

@@ -143,9 +143,12 @@ struct rops_xq8 {
     float d;
     int8_t qs[32];
 };
-/* Integer dot products for n <= 3 inputs with q8_0 / q4_0 weights, over the weight blocks
+/* Integer dot products for n inputs with q8_0 / q4_0 weights, over the weight blocks
  * [b0, b0 + nb): rows [r0, r1) of y = W xq, or y += W xq when accumulate (a later tile of
- * columns). xq: n x nb blocks. */
+ * columns). xq: n x nb blocks. The block chain: an input's sum starts at 0 and adds
+ * (d_w d_x) isum a block, in block order (isum the block's exact integer sum; each product
+ * rounded, nothing fused), then y = (accumulate ? y + sum : sum); on an instruction set, every
+ * way of computing the integers then gives the same bits for any n and rows. */
 struct rops_q8_args {
     const struct rops_mat *w;
     const struct rops_xq8 *xq;
@@ -236,8 +239,8 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
  * said otherwise. */
 struct rops_kernels {
     enum rops_isa isa;
-    /* Rows [r0, r1) of y = W x (see rops_matmul); for q8_0 / q4_0 weights only with four
-       or more inputs (fewer take q8_rows). */
+    /* Rows [r0, r1) of y = W x (see rops_matmul), float weights (block weights take q8_rows
+       and qdot_rows). */
     void (*matmul_rows)(const struct rops_mat *w, const float *x, int64_t n, float *y, int64_t r0,
                         int64_t r1);
     void (*q8_rows)(const struct rops_q8_args *a, int64_t r0, int64_t r1);

@@ -121,19 +121,22 @@ static void matmul_q8_rows_scalar(const struct rops_q8_args *a, int64_t r0, int6
     const int64_t m = a->w->n_rows;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)a->w->data + (size_t)r * a->w->row_bytes;
-        float s[3] = {0, 0, 0};
-        for (int64_t b = 0; b < a->nb; b++) {
-            int q[32];
-            const float dw = block_quants(a->w->type, row, a->b0 + b, q);
-            for (int64_t i = 0; i < a->n; i++) {
-                const struct rops_xq8 *xb = &a->xq[i * a->nb + b];
-                int32_t isum = 0; /* exact: 32 products of at most 128 * 127 */
-                for (int j = 0; j < 32; j++) isum += q[j] * xb->qs[j];
-                s[i] += dw * xb->d * (float)isum;
+        for (int64_t i0 = 0; i0 < a->n; i0 += 3) { /* three inputs a pass over the row */
+            const int64_t ni = a->n - i0 < 3 ? a->n - i0 : 3;
+            float s[3] = {0, 0, 0};
+            for (int64_t b = 0; b < a->nb; b++) {
+                int q[32];
+                const float dw = block_quants(a->w->type, row, a->b0 + b, q);
+                for (int64_t i = 0; i < ni; i++) {
+                    const struct rops_xq8 *xb = &a->xq[(i0 + i) * a->nb + b];
+                    int32_t isum = 0; /* exact: 32 products of at most 128 * 127 */
+                    for (int j = 0; j < 32; j++) isum += q[j] * xb->qs[j];
+                    s[i] += dw * xb->d * (float)isum;
+                }
             }
+            for (int64_t i = i0; i < i0 + ni; i++)
+                a->y[i * m + r] = a->accumulate ? a->y[i * m + r] + s[i - i0] : s[i - i0];
         }
-        for (int64_t i = 0; i < a->n; i++)
-            a->y[i * m + r] = a->accumulate ? a->y[i * m + r] + s[i] : s[i];
     }
 }
 

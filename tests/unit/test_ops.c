@@ -192,7 +192,7 @@ static void check_matmul(struct rpool *pool, uint32_t type, int64_t rows, int64_
     void *scratch = malloc(scratch_bytes + 1);
     REQUIRE(x && xm && y && y1 && y2 && row && scratch);
     const bool blocks = type == 8 || type == 2;
-    CHECK(scratch_bytes == 0); /* the block types here quantize their inputs on the stack */
+    CHECK((scratch_bytes > 0) == (blocks && n > 3)); /* the quantized inputs of a group */
     for (int64_t i = 0; i < n * k; i++) x[i] = frand();
     for (int64_t i = 0; i < n; i++) {
         if (blocks)
@@ -304,6 +304,9 @@ static void test_matmul(void) {
     check_matmul(pool, 2, 13, 2080, 1);
     /* inputs longer than one tile of quantized columns (4096), with a partial last tile */
     check_matmul(pool, 8, 9, 8224, 2);
+    /* prompts through the x86 panels: more than a panel's blocks, tiles, inputs and rows */
+    check_matmul(pool, 8, 37, 4160, 20);
+    check_matmul(pool, 2, 19, 1088, 150);
     check_matmul(pool, 2, 11, 4128, 3);
     CHECK(rops_type_supported(8, 64) && !rops_type_supported(8, 48));
     CHECK(rops_type_supported(2, 32) && !rops_type_supported(2, 33));

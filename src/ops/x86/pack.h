@@ -1,7 +1,8 @@
 /*
  * What the x86 matrix products of both widths (ops_avx2.c, ops_avx512.c) take from 8-lane
- * registers alike: weights of any type to f32 8 at a time, an 8 x 8 transpose (the panels of
- * the prompt products are packed with them), and the bytes of a row's first columns.
+ * registers alike: float weights to f32 8 at a time, an 8 x 8 transpose (the panels of the
+ * prompt products are packed with them, and x86/q8.h's rows in lanes), and the bytes of a
+ * row's first columns.
  */
 #ifndef RECUR_OPS_X86_PACK_H
 #define RECUR_OPS_X86_PACK_H
@@ -23,28 +24,6 @@ static inline __attribute__((always_inline)) __m256 load8(enum rops_type type, c
     default:
         return _mm256_loadu_ps((const float *)row + c);
     }
-}
-
-/* 8 weights of a row from column c (c a multiple of 8) as f32, any weight type; q8_0 / q4_0
- * scaled as d * q, one rounding, as the scalar path does. */
-static inline __attribute__((always_inline)) __m256 load8_any(enum rops_type type,
-                                                              const uint8_t *row, int64_t c) {
-    if (type == ROPS_TYPE_Q8_0) {
-        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)row + c / 32;
-        const __m256 q = _mm256_cvtepi32_ps(
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + c % 32))));
-        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
-    }
-    if (type == ROPS_TYPE_Q4_0) {
-        const struct rops_block_q4_0 *b = (const struct rops_block_q4_0 *)row + c / 32;
-        const int64_t o = c % 32;
-        __m128i raw = _mm_loadl_epi64((const __m128i *)(b->qs + (o & 15)));
-        if (o >= 16) raw = _mm_srli_epi16(raw, 4);
-        const __m128i q8 = _mm_sub_epi8(_mm_and_si128(raw, _mm_set1_epi8(15)), _mm_set1_epi8(8));
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
-        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), q);
-    }
-    return load8(type, row, c);
 }
 
 static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
@@ -80,29 +59,19 @@ static inline __attribute__((always_inline)) void pack8_rows(enum rops_type type
     for (int64_t c = 0; c < kt8; c += 8) {
         __m256 v[8];
         for (int j = 0; j < 8; j++)
-            v[j] = j < rb ? load8_any(type, rows[j], k0 + c) : _mm256_setzero_ps();
+            v[j] = j < rb ? load8(type, rows[j], k0 + c) : _mm256_setzero_ps();
         transpose8(v);
         for (int t = 0; t < 8; t++) _mm256_store_ps(panel + (c + t) * ld, v[t]);
     }
-    /* the last kt % 8 columns (float types only: block rows are whole blocks) */
+    /* the last kt % 8 columns */
     for (int64_t c = kt8; c < kt; c++)
         for (int64_t j = 0; j < 8; j++)
             panel[c * ld + j] = j < rb ? rops_weight_at(type, rows[j], k0 + c) : 0.0f;
 }
 
-/* Bytes of the first c columns of a row (c a multiple of 32 for the block types). */
+/* Bytes of the first c columns of a row. */
 static inline int64_t col_bytes(enum rops_type type, int64_t c) {
-    switch (type) {
-    case ROPS_TYPE_F32:
-        return 4 * c;
-    case ROPS_TYPE_F16:
-    case ROPS_TYPE_BF16:
-        return 2 * c;
-    case ROPS_TYPE_Q8_0:
-        return c / 32 * (int64_t)sizeof(struct rops_block_q8_0);
-    default:
-        return c / 32 * (int64_t)sizeof(struct rops_block_q4_0);
-    }
+    return type == ROPS_TYPE_F32 ? 4 * c : 2 * c;
 }
 
 #endif /* RECUR_OPS_X86_PACK_H */
