@@ -4,13 +4,15 @@ q4_0; Mamba-2, RWKV-6, RWKV-7 f16), each program's runs of a model back to back,
 swapped every other round, so that both see the same minutes of a noisy machine.
 
     bench/side_by_side.py --llama DIR [--recur PATH] [--models DIR] [--rounds N] [--threads T]
-                          [--only NAME[,NAME...]] [--out FILE]
+                          [--only NAME[,NAME...]] [--types TYPE[,TYPE...]] [--out FILE]
 
 DIR holds llama-bench and llama-batched-bench, built by whoever runs this, outside the
 repository (the issue says how); this script builds nothing. --models (default build/speed)
 holds the models, made there by `bench/speed.sh DIR --families --models-only` when missing.
 --only: model names as the table prints them (mamba-f16, mamba-q8_0, mamba-q4_0, mamba2,
-rwkv6, rwkv7).
+rwkv6, rwkv7). --types: instead of the table's files, the four families' f16 models rewritten by
+`recur quantize F16 OUT TYPE` in each TYPE (a llama-quantize file type: Q4_K_M, Q6_K, ...; made
+in the models folder when missing), named FAMILY-TYPE (mamba-Q4_K_M, ...), every column run.
 
 The commands, per model and round:
   recur bench -m M -p 512 -n 128 -np 1 -t T -r 2 --json          pp512, tg128 (median of 2)
@@ -40,6 +42,9 @@ MODELS = [
     ("rwkv6", "rwkv6-0.1b-shape-f16.gguf", True),
     ("rwkv7", "rwkv7-0.1b-shape-f16.gguf", True),
 ]
+# the f16 model of each family, which --types quantizes
+FAMILIES = [("mamba", "mamba-130m-shape-f16.gguf"), ("mamba2", "mamba2-130m-shape-f16.gguf"),
+            ("rwkv6", "rwkv6-0.1b-shape-f16.gguf"), ("rwkv7", "rwkv7-0.1b-shape-f16.gguf")]
 SEQS = [4, 16, 64]
 TESTS = ["pp512", "tg128"] + ["%d seqs" % n for n in SEQS]
 
@@ -118,10 +123,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default="")
+    ap.add_argument("--types", default="")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     a.recur, a.models = os.path.abspath(a.recur), os.path.abspath(a.models)
-    names = [m[0] for m in MODELS]
+    types = [x for x in a.types.split(",") if x]
+    models = MODELS
+    if types:
+        models = [("%s-%s" % (fam, t), "%s-%s.gguf" % (fam, t), True)
+                  for fam, _ in FAMILIES for t in types]
+    names = [m[0] for m in models]
     only = [x for x in a.only.split(",") if x]
     for x in only:
         if x not in names:
@@ -133,11 +144,17 @@ def main():
             sys.exit("side_by_side: no executable %s in %s" % (tool, a.llama))
     if not os.access(a.recur, os.X_OK):
         sys.exit("side_by_side: no executable recur at %s (run ./run.sh once)" % a.recur)
-    chosen = [m for m in MODELS if not only or m[0] in only]
-    if any(not os.path.exists(os.path.join(a.models, f)) for _, f, _ in chosen):
+    chosen = [m for m in models if not only or m[0] in only]
+    need = [f for _, f in FAMILIES] if types else [f for _, f, _ in chosen]
+    if any(not os.path.exists(os.path.join(a.models, f)) for f in need):
         env = dict(os.environ, RECUR=a.recur)
         subprocess.run([os.path.join(ROOT, "bench", "speed.sh"), a.models, "--families",
                         "--models-only"], check=True, env=env)
+    for fam, f16 in FAMILIES if types else []:
+        for t in types:
+            out = os.path.join(a.models, "%s-%s.gguf" % (fam, t))
+            if not os.path.exists(out):
+                run([a.recur, "quantize", os.path.join(a.models, f16), out, t])
 
     # fig[name][test] = ([recur per round], [llama.cpp per round])
     fig = {m[0]: {t: ([], []) for t in TESTS} for m in chosen}
