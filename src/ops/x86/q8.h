@@ -196,29 +196,91 @@ Q8_INLINE void q8_rows(enum rops_type type, const struct rops_q8_args *a, int NB
 /* ---- prompts: a panel of the tile's weights, rows in lanes, for all the inputs ------------ */
 
 #define ROPS_Q8_PANEL_MIN 16  /* inputs from which a panel pays for its transposes */
-#define Q8_PANEL_BLOCKS   32  /* blocks of 8 rows a panel holds (17 KiB, on the stack) */
-#define Q8_PANEL_INPUTS   128 /* inputs whose sums a pass over the panels carries (4 KiB) */
+#define Q8_PANEL_BLOCKS   32  /* blocks a panel holds (34 KiB at most, on the stack) */
+#define Q8_PANEL_INPUTS   128 /* inputs whose sums a pass over the panels carries (8 KiB) */
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+/* With AVX-512, the panel's vectors are 512 bits: two blocks of 8 rows side by side, 16 rows
+ * a step (the same integers and float steps lane for lane, twice the lanes). */
+#define Q8_PL 16
+typedef __m512 q8_pvf;
+struct q8_pblock {
+    __m512i wt[8], w128;
+    __m512 dw;
+};
+
+Q8_INLINE void q8_pprepare(enum rops_type type, const uint8_t *const rows[16], int64_t b,
+                           struct q8_pblock *p) {
+    struct q8_block lo, hi;
+    q8_prepare(type, rows, b, &lo);
+    q8_prepare(type, rows + 8, b, &hi);
+    Q8_UNROLL
+    for (int t = 0; t < 8; t++)
+        p->wt[t] = _mm512_inserti64x4(_mm512_castsi256_si512(lo.wt[t]), hi.wt[t], 1);
+    p->w128 = _mm512_inserti64x4(_mm512_castsi256_si512(lo.w128), hi.w128, 1);
+    p->dw = _mm512_insertf32x8(_mm512_castps256_ps512(lo.dw), hi.dw, 1);
+}
+
+Q8_INLINE q8_pvf q8_pstep(q8_pvf s, const struct q8_pblock *p, const struct rops_xq8 *x) {
+    __m512i acc[2] = {_mm512_sub_epi32(_mm512_setzero_si512(), p->w128), _mm512_setzero_si512()};
+    Q8_UNROLL
+    for (int t = 0; t < 8; t++) {
+        int32_t q;
+        memcpy(&q, x->qs + 4 * t, 4);
+        acc[t & 1] =
+            _mm512_dpbusd_epi32(acc[t & 1], _mm512_set1_epi32(q ^ (int32_t)0x80808080), p->wt[t]);
+    }
+    const __m512i isum = _mm512_add_epi32(acc[0], acc[1]);
+    return _mm512_add_ps(
+        s, _mm512_mul_ps(_mm512_mul_ps(p->dw, _mm512_set1_ps(x->d)), _mm512_cvtepi32_ps(isum)));
+}
+
+#define Q8_PZERO()        _mm512_setzero_ps()
+#define Q8_PSTORE(out, s) _mm512_storeu_ps(out, s)
+#else
+#define Q8_PL     8
+typedef __m256 q8_pvf;
+#define q8_pblock q8_block
+
+Q8_INLINE void q8_pprepare(enum rops_type type, const uint8_t *const rows[8], int64_t b,
+                           struct q8_pblock *p) {
+    q8_prepare(type, rows, b, p);
+}
+
+Q8_INLINE q8_pvf q8_pstep(q8_pvf s, const struct q8_pblock *p, const struct rops_xq8 *x) {
+    return q8_step(s, p->dw, x->d, q8_block_isum(p, x));
+}
+
+#define Q8_PZERO()        _mm256_setzero_ps()
+#define Q8_PSTORE(out, s) _mm256_storeu_ps(out, s)
+#endif
 
 Q8_INLINE void q8_panel_rows(enum rops_type type, const struct rops_q8_args *a, int64_t r0,
                              int64_t r1) {
-    _Alignas(64) struct q8_block panel[Q8_PANEL_BLOCKS];
-    __m256 s[Q8_PANEL_INPUTS];
-    for (int64_t r = r0; r < r1; r += 8) {
-        const uint8_t *rows[8];
-        const int64_t rb = q8_rows_at(a, r, r1, rows);
+    _Alignas(64) struct q8_pblock panel[Q8_PANEL_BLOCKS];
+    q8_pvf s[Q8_PANEL_INPUTS];
+    const int64_t m = a->w->n_rows;
+    for (int64_t r = r0; r < r1; r += Q8_PL) {
+        const int64_t rb = r1 - r < Q8_PL ? r1 - r : Q8_PL;
+        const uint8_t *rows[Q8_PL]; /* rows past r1 repeat row r, their sums dropped */
+        for (int64_t j = 0; j < Q8_PL; j++)
+            rows[j] =
+                (const uint8_t *)a->w->data + (size_t)(r + (j < rb ? j : 0)) * a->w->row_bytes;
         for (int64_t i0 = 0; i0 < a->n; i0 += Q8_PANEL_INPUTS) {
             const int64_t ni = a->n - i0 < Q8_PANEL_INPUTS ? a->n - i0 : Q8_PANEL_INPUTS;
-            for (int64_t i = 0; i < ni; i++) s[i] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < ni; i++) s[i] = Q8_PZERO();
             for (int64_t b0 = 0; b0 < a->nb; b0 += Q8_PANEL_BLOCKS) {
                 const int64_t nb = a->nb - b0 < Q8_PANEL_BLOCKS ? a->nb - b0 : Q8_PANEL_BLOCKS;
-                for (int64_t b = 0; b < nb; b++) q8_prepare(type, rows, a->b0 + b0 + b, &panel[b]);
+                for (int64_t b = 0; b < nb; b++) q8_pprepare(type, rows, a->b0 + b0 + b, &panel[b]);
                 for (int64_t i = 0; i < ni; i++)
-                    for (int64_t b = 0; b < nb; b++) {
-                        const struct rops_xq8 *x = &a->xq[(i0 + i) * a->nb + b0 + b];
-                        s[i] = q8_step(s[i], panel[b].dw, x->d, q8_block_isum(&panel[b], x));
-                    }
+                    for (int64_t b = 0; b < nb; b++)
+                        s[i] = q8_pstep(s[i], &panel[b], &a->xq[(i0 + i) * a->nb + b0 + b]);
             }
-            for (int64_t i = 0; i < ni; i++) q8_store(a, i0 + i, r, rb, s[i]);
+            for (int64_t i = 0; i < ni; i++) {
+                float out[Q8_PL], *y = a->y + (i0 + i) * m + r;
+                Q8_PSTORE(out, s[i]);
+                for (int64_t j = 0; j < rb; j++) y[j] = a->accumulate ? y[j] + out[j] : out[j];
+            }
         }
     }
 }
