@@ -429,6 +429,14 @@ static uint16_t random_f16(uint32_t *seed) {
 static void test_qdot_rows_isas(void) {
     static const enum rops_type types[] = {ROPS_TYPE_Q2_K, ROPS_TYPE_Q3_K, ROPS_TYPE_Q4_K,
                                            ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K, ROPS_TYPE_IQ4_XS};
+    static const struct {
+        size_t d, dmin; /* where each type keeps them (0: no dmin) */
+    } at[] = {{offsetof(struct rops_block_q2_K, d), offsetof(struct rops_block_q2_K, dmin)},
+              {offsetof(struct rops_block_q3_K, d), 0},
+              {offsetof(struct rops_block_q4_K, d), offsetof(struct rops_block_q4_K, dmin)},
+              {offsetof(struct rops_block_q5_K, d), offsetof(struct rops_block_q5_K, dmin)},
+              {offsetof(struct rops_block_q6_K, d), 0},
+              {offsetof(struct rops_block_iq4_xs, d), 0}};
     enum { M = 21, NB = 3, K = NB * ROPS_QK_K, NMAX = 20 };
     static const int ns[] = {1, 2, 3, 4, 5, 20};
     static const int64_t spans[][4] = {/* r0, r1, c0, kt */
@@ -476,31 +484,8 @@ static void test_qdot_rows_isas(void) {
                     seed = seed * 1664525u + 1013904223u;
                     blk[j] = (uint8_t)(fill < 0 ? (int)(seed >> 24) : fill);
                 }
-                /* d (and dmin) finite: where each type keeps them */
-                size_t d_at, dmin_at = 0;
-                switch (types[t]) {
-                case ROPS_TYPE_Q2_K:
-                    d_at = offsetof(struct rops_block_q2_K, d);
-                    dmin_at = offsetof(struct rops_block_q2_K, dmin);
-                    break;
-                case ROPS_TYPE_Q3_K:
-                    d_at = offsetof(struct rops_block_q3_K, d);
-                    break;
-                case ROPS_TYPE_Q4_K:
-                    d_at = offsetof(struct rops_block_q4_K, d);
-                    dmin_at = offsetof(struct rops_block_q4_K, dmin);
-                    break;
-                case ROPS_TYPE_Q5_K:
-                    d_at = offsetof(struct rops_block_q5_K, d);
-                    dmin_at = offsetof(struct rops_block_q5_K, dmin);
-                    break;
-                case ROPS_TYPE_Q6_K:
-                    d_at = offsetof(struct rops_block_q6_K, d);
-                    break;
-                default:
-                    d_at = offsetof(struct rops_block_iq4_xs, d);
-                    break;
-                }
+                /* d (and dmin) finite */
+                const size_t d_at = at[t].d, dmin_at = at[t].dmin;
                 const uint16_t d = random_f16(&seed), dmin = random_f16(&seed);
                 memcpy(blk + d_at, &d, sizeof d);
                 if (dmin_at) memcpy(blk + dmin_at, &dmin, sizeof dmin);

@@ -321,28 +321,22 @@ QK_INLINE void qk_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
 
 /* False when this file has no kernel for the type. */
 static bool qdot_k_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
-    switch (a->w->type) {
-    case ROPS_TYPE_Q2_K:
+    const enum rops_type type = a->w->type;
+    if (type == ROPS_TYPE_Q2_K)
         qk_rows(ROPS_TYPE_Q2_K, sizeof(struct rops_block_q2_K), a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q3_K:
+    else if (type == ROPS_TYPE_Q3_K)
         qk_rows(ROPS_TYPE_Q3_K, sizeof(struct rops_block_q3_K), a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q4_K:
+    else if (type == ROPS_TYPE_Q4_K)
         qk_rows(ROPS_TYPE_Q4_K, sizeof(struct rops_block_q4_K), a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q5_K:
+    else if (type == ROPS_TYPE_Q5_K)
         qk_rows(ROPS_TYPE_Q5_K, sizeof(struct rops_block_q5_K), a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q6_K:
+    else if (type == ROPS_TYPE_Q6_K)
         qk_rows(ROPS_TYPE_Q6_K, sizeof(struct rops_block_q6_K), a, r0, r1);
-        return true;
-    case ROPS_TYPE_IQ4_XS:
+    else if (type == ROPS_TYPE_IQ4_XS)
         qk_rows(ROPS_TYPE_IQ4_XS, sizeof(struct rops_block_iq4_xs), a, r0, r1);
-        return true;
-    default:
+    else
         return false;
-    }
+    return true;
 }
 
 #undef QK_INLINE
