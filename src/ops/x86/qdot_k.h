@@ -118,17 +118,22 @@ QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scal
         s->dmin = _cvtsh_ss(b->dmin);
         return;
     }
-    default: { /* iq4_xs: 8 6-bit scales, less 32 */
+    default: { /* iq4_xs: 8 6-bit scales, less 32: sub-block ib's low 4 bits are nibble ib of
+                  scales_l, its high 2 bits at 2 ib of scales_h (moved to bits 14, 15 of a lane
+                  by a multiply, then down) */
         const struct rops_block_iq4_xs *b = (const struct rops_block_iq4_xs *)blk;
         uint32_t l;
         memcpy(&l, b->scales_l, sizeof l);
-        uint64_t sc = 0;
-        for (int ib = 0; ib < 8; ib++)
-            sc |= (uint64_t)(((l >> (4 * ib)) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4)
-                  << (8 * ib);
-        s->lo = _mm256_sub_epi16(
-            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc))),
-            _mm256_set1_epi16(32));
+        const __m128i raw = _mm_cvtsi32_si128((int)l), m4 = _mm_set1_epi8(15);
+        const __m128i lo = _mm_cvtepu8_epi16(
+            _mm_unpacklo_epi8(_mm_and_si128(raw, m4), _mm_and_si128(_mm_srli_epi16(raw, 4), m4)));
+        const __m128i hi =
+            _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16((short)b->scales_h),
+                                           _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6,
+                                                          1 << 4, 1 << 2, 1)),
+                           14);
+        s->lo = _mm256_broadcastsi128_si256(
+            _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32)));
         s->hi = s->lo;
         s->per32 = true;
         s->groups = _mm256_setzero_si256();
