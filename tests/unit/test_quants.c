@@ -7,6 +7,7 @@
  *    whose quants and scale q8_1 shares).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,6 +409,175 @@ static void test_qmatmul(void) {
     free(input);
 }
 
+/* A random f16 of magnitude in [2^-10, 2^-4), either sign. */
+static uint16_t random_f16(uint32_t *seed) {
+    *seed = *seed * 1664525u + 1013904223u;
+    const float m = (float)(*seed >> 8) / 16777216.0f;
+    return rcore_f32_to_f16((*seed & 1 ? -1.0f : 1.0f) *
+                            ldexpf(1.0f + m, -10 + (int)(*seed >> 29)));
+}
+
+/* Every ISA's qdot_rows for the K types and iq4_xs against the portable one
+ * (rops_qdot_rows_scalar), on blocks of random bytes (all valid once d and dmin are finite) and
+ * extreme ones (every byte 0xff, 0x00, 0x80 or 0x7f: quants and scales at their ends), inputs of
+ * random quants and of all +127, all -128 (more than rops_quantize_q8_K writes) or alternating,
+ * with rows and columns [r0, r1) x [c0, c0 + kt) anywhere, n = 1..5 and 20, with and without
+ * accumulate:
+ *  - within 1e-5 of the magnitude the float steps see: sum |w x| over the dequantized values,
+ *    plus what the kernels' partial sums may hold beyond it (the quants' offset times the
+ *    largest scale, the largest minimum, times |d d_x| sum |x_q|); the integer sums are exact,
+ *    so the difference is the float sums' order alone (measured 1.4e-7);
+ *  - every input's result the same bits alone as among n;
+ *  - rows outside [r0, r1) left as they were. */
+static void test_qdot_rows_isas(void) {
+    static const enum rops_type types[] = {ROPS_TYPE_Q2_K, ROPS_TYPE_Q3_K, ROPS_TYPE_Q4_K,
+                                           ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K, ROPS_TYPE_IQ4_XS};
+    static const struct {
+        size_t d, dmin; /* where each type keeps them (0: no dmin) */
+    } at[] = {{offsetof(struct rops_block_q2_K, d), offsetof(struct rops_block_q2_K, dmin)},
+              {offsetof(struct rops_block_q3_K, d), 0},
+              {offsetof(struct rops_block_q4_K, d), offsetof(struct rops_block_q4_K, dmin)},
+              {offsetof(struct rops_block_q5_K, d), offsetof(struct rops_block_q5_K, dmin)},
+              {offsetof(struct rops_block_q6_K, d), 0},
+              {offsetof(struct rops_block_iq4_xs, d), 0}};
+    enum { M = 21, NB = 3, K = NB * ROPS_QK_K, NMAX = 20 };
+    static const int ns[] = {1, 2, 3, 4, 5, 20};
+    static const int64_t spans[][4] = {/* r0, r1, c0, kt */
+                                       {0, M, 0, K},
+                                       {3, 17, 256, 512},
+                                       {5, 6, 512, 256},
+                                       {9, 21, 0, 256}};
+    uint32_t seed = 12345;
+    static struct rops_block_q8_K xq[NMAX][NB];
+    for (int i = 0; i < NMAX; i++)
+        for (int b = 0; b < NB; b++) {
+            struct rops_block_q8_K *x = &xq[i][b];
+            for (int j = 0; j < ROPS_QK_K; j++) {
+                seed = seed * 1664525u + 1013904223u;
+                const int kind = (i + b) % 5; /* random, all 127, all -128, alternating */
+                x->qs[j] = (int8_t)(kind == 1   ? 127
+                                    : kind == 2 ? -128
+                                    : kind == 3 ? (j % 2 ? 127 : -128)
+                                                : (int)(seed >> 24) - 128);
+            }
+            for (int g = 0; g < 16; g++) {
+                int sum = 0;
+                for (int l = 0; l < 16; l++) sum += x->qs[16 * g + l];
+                x->bsums[g] = (int16_t)sum;
+            }
+            x->d = rcore_f16_to_f32(random_f16(&seed)) * 0.01f;
+        }
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    float y0[NMAX * M], want[NMAX * M], got[NMAX * M], alone[NMAX * M];
+    double worst = 0;
+    for (int i = 0; i < NMAX * M; i++) y0[i] = (float)((i * 37) % 11) - 5.0f;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
+        const size_t row_bytes = rops_row_bytes(types[t], K);
+        uint8_t *wq = malloc(M * row_bytes);
+        REQUIRE(wq);
+        float d_of[M][NB], dmin_of[M][NB];
+        for (int r = 0; r < M; r++)
+            for (int b = 0; b < NB; b++) {
+                uint8_t *blk = wq + r * row_bytes + b * tr->block_bytes;
+                static const int fills[] = {-1, -1, 0xff, 0x00, 0x80, 0x7f};
+                const int fill = fills[(r + 2 * b) % 6];
+                for (size_t j = 0; j < tr->block_bytes; j++) {
+                    seed = seed * 1664525u + 1013904223u;
+                    blk[j] = (uint8_t)(fill < 0 ? (int)(seed >> 24) : fill);
+                }
+                /* d (and dmin) finite */
+                const size_t d_at = at[t].d, dmin_at = at[t].dmin;
+                const uint16_t d = random_f16(&seed), dmin = random_f16(&seed);
+                memcpy(blk + d_at, &d, sizeof d);
+                if (dmin_at) memcpy(blk + dmin_at, &dmin, sizeof dmin);
+                d_of[r][b] = rcore_f16_to_f32(d);
+                dmin_of[r][b] = dmin_at ? rcore_f16_to_f32(dmin) : 0.0f;
+            }
+        /* per input, row and block: the magnitude the float steps see (see above) */
+        static double mag[NMAX][M][NB];
+        const double off_scale = types[t] == ROPS_TYPE_Q6_K   ? 32.0 * 128
+                                 : types[t] == ROPS_TYPE_Q3_K ? 4.0 * 32
+                                                              : 0.0;
+        const double min_max = types[t] == ROPS_TYPE_Q2_K                                 ? 15.0
+                               : types[t] == ROPS_TYPE_Q4_K || types[t] == ROPS_TYPE_Q5_K ? 63.0
+                                                                                          : 0.0;
+        for (int r = 0; r < M; r++)
+            for (int b = 0; b < NB; b++) {
+                float wd[ROPS_QK_K];
+                const uint8_t *blk = wq + r * row_bytes + b * tr->block_bytes;
+                tr->to_f32(blk, wd, ROPS_QK_K);
+                for (int i = 0; i < NMAX; i++) {
+                    double sum = 0, sumq = 0;
+                    for (int j = 0; j < ROPS_QK_K; j++) {
+                        sum += fabs((double)wd[j] * xq[i][b].d * xq[i][b].qs[j]);
+                        sumq += fabs((double)xq[i][b].qs[j]);
+                    }
+                    mag[i][r][b] = sum + fabs((double)xq[i][b].d) * sumq *
+                                             (fabs((double)d_of[r][b]) * off_scale +
+                                              fabs((double)dmin_of[r][b]) * min_max);
+                }
+            }
+        const struct rops_mat w = {wq, types[t], K, M, row_bytes};
+        int differ = 0, moved = 0, unstable = 0;
+        for (int ii = 0; ii < n_isas; ii++)
+            for (size_t sp = 0; sp < sizeof spans / sizeof spans[0]; sp++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const int64_t r0 = spans[sp][0], r1 = spans[sp][1], c0 = spans[sp][2],
+                                  b0 = c0 / ROPS_QK_K, b1 = b0 + spans[sp][3] / ROPS_QK_K;
+                    const struct rops_qdot_args base = {
+                        &w,   c0, spans[sp][3], (const uint8_t *)&xq[0][b0], sizeof xq[0], NMAX,
+                        NULL, M,  acc != 0};
+                    /* each input alone */
+                    memcpy(alone, y0, sizeof alone);
+                    for (int i = 0; i < NMAX; i++) {
+                        struct rops_qdot_args a = base;
+                        a.xq = (const uint8_t *)&xq[i][b0];
+                        a.n = 1;
+                        a.y = alone + i * M;
+                        rops_kernels_of(isas[ii])->qdot_rows(&a, r0, r1);
+                    }
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                        struct rops_qdot_args a = base;
+                        a.n = ns[ni];
+                        memcpy(want, y0, sizeof want);
+                        a.y = want;
+                        rops_qdot_rows_scalar(&a, r0, r1);
+                        memcpy(got, y0, sizeof got);
+                        a.y = got;
+                        rops_kernels_of(isas[ii])->qdot_rows(&a, r0, r1);
+                        for (int i = 0; i < NMAX; i++)
+                            for (int r = 0; r < M; r++) {
+                                const int j = i * M + r;
+                                if (i >= ns[ni] || r < r0 || r >= r1) {
+                                    moved += memcmp(&got[j], &y0[j], sizeof got[j]) != 0;
+                                    continue;
+                                }
+                                unstable += memcmp(&got[j], &alone[j], sizeof got[j]) != 0;
+                                double m = acc ? fabs((double)y0[j]) : 0.0;
+                                for (int64_t b = b0; b < b1; b++) m += mag[i][r][b];
+                                const double rel = fabs((double)got[j] - want[j]) / m;
+                                if (rel > worst) worst = rel;
+                                if (!(rel <= 1e-5) && differ++ < 3)
+                                    fprintf(stderr,
+                                            "  %s %s n %d rows [%lld, %lld) c0 %lld acc %d: "
+                                            "input %d row %d: %.9g, portable %.9g\n",
+                                            tr->name, rops_isa_name(isas[ii]), ns[ni],
+                                            (long long)r0, (long long)r1, (long long)c0, acc, i, r,
+                                            got[j], want[j]);
+                            }
+                    }
+                }
+        CHECK_MSG(differ == 0, "%s: %d results differ from the portable path", tr->name, differ);
+        CHECK_MSG(unstable == 0, "%s: %d results differ alone and among others", tr->name,
+                  unstable);
+        CHECK_MSG(moved == 0, "%s: %d values outside the rows or inputs changed", tr->name, moved);
+        free(wq);
+    }
+    fprintf(stderr, "  worst difference %.3g of the magnitude\n", worst);
+}
+
 static void test_other_types_have_no_traits(void) {
     CHECK(rops_qtraits_of(ROPS_TYPE_F32) == NULL);
     CHECK(rops_qtraits_of(ROPS_TYPE_F16) == NULL);
@@ -424,6 +594,7 @@ int main(void) {
     RUN(test_quantizers);
     RUN(test_qdot);
     RUN(test_qmatmul);
+    RUN(test_qdot_rows_isas);
     RUN(test_other_types_have_no_traits);
     return test_finish("test_quants");
 }
