@@ -174,29 +174,11 @@ enum rops_type rops_dot_partner(enum rops_type type);
  * (ops_qdot.c, the portable reference of the vector kernels). */
 float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n);
 
-/* A K block (q2_K .. q6_K, iq4_xs) unpacked: value j = d * sc[j / 16] * q[j] - dmin * mn[j / 16]
- * (q4_K and q5_K's scales per 32 repeated in both groups of 16; dmin and mn 0 where the type
- * has no minimums). */
-struct rops_unpackedK {
-    float d, dmin;
-    int8_t q[256];
-    int16_t sc[16], mn[16];
-};
-
-/* Unpacks the K block of type at blk into u; false when type is not a K type. */
-bool rops_unpack_K(enum rops_type type, const void *blk, struct rops_unpackedK *u);
-
 /* y[i * y_stride] = (or +=, when accumulate) the dot product of the row of k weights at w with
  * input i's activations (at xq + i * xq_stride, quantized to the partner type), for i < n: each
  * weight block is unpacked once for all inputs, and each input's sum adds the blocks in order,
  * so that the result for an input is rops_qdot_scalar's bit for bit, whatever n.
- *
- * The block chain, which every kernel of these types follows (x86/qdot.h): an input's sum starts
- * at y (accumulate) or 0, and adds one term a block, in block order, each from the block's exact
- * integer sums: d d_x isum - dmin d_x msum for the K types (isum = sum_g sc_g sum_j q_j x_j,
- * msum = sum_g mn_g bsum_g), d_w d_x isum (+ m s for the q8_1 types) for the others, each
- * product rounded in that order and no multiply-add fused. A kernel that computes the same
- * integers by any means then gives these bits. */
+ */
 void rops_qdot_inputs(enum rops_type type, const void *w, int64_t k, const void *xq,
                       size_t xq_stride, int64_t n, float *y, int64_t y_stride, bool accumulate);
 
