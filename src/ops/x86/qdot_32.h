@@ -12,14 +12,26 @@
  *   q4_1, q5_1  the quants as they are, unsigned (0..15, 0..31);
  *   q5_0        the same 0..31, the 16 it is offset by taken out in advance: an input block's
  *               sums (in fours, as ROPS_DPBUSD adds them) start at -16 x the sums of its quants;
- *   iq4_nl      the table's levels (rops_iq4nl_values) by a byte shuffle, signed: |w| times x
- *               with w's sign.
- * The pairs of products stay within int16 (2 x 31 x 127, 2 x 127 x 127: the inputs are within
- * +-127), so the sums are exact with vpmaddubsw too. The float steps, per block and input, are
- * the portable path's (ops_qdot.c), a lane a row: y += d_w * d_x * isum (+ m * s), so the
- * results are its bits, whatever the group and the rows.
+ *               q5's fifth bits become 16s by a byte shuffle and compare, or in ops_avx512.c
+ *               (ROPS_VEC_WIDTH 16: AVX-512 BW) by a masked add;
+ *   iq4_nl      the table's levels (rops_iq4nl_values) by a byte shuffle: with vpdpbusd
+ *               (QDOT32_DPBUSD_WIDE) 128 up, unsigned, the sums starting at -128 x the input's;
+ *               with AVX2's vpmaddubsw signed, |w| times x with w's sign.
+ * Through ROPS_DPBUSD the pairs of products stay within int16 (2 x 31 x 127, 2 x 127 x 127: the
+ * inputs are within +-127), so the sums are exact with vpmaddubsw too. The float steps, per block
+ * and input, are the portable path's (ops_qdot.c), a lane a row: y += d_w * d_x * isum (+ m * s),
+ * so the results are its bits, whatever the group and the rows.
  */
 #include <string.h>
+
+/* vpdpbusd where the file is compiled for it: exact for any bytes (no int16 step), so that
+ * iq4_nl's levels can go 128 up as unsigned bytes, their sums starting at -128 x the input's
+ * (in ops_avx2.c, |w| times x with w's sign instead) */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define QDOT32_DPBUSD_WIDE(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif defined(__AVXVNNI__)
+#define QDOT32_DPBUSD_WIDE(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
 
 /* Lane l of the row sums holds row qdot32_row[l] of the 8. */
 static const int qdot32_row[8] = {0, 2, 4, 6, 1, 3, 5, 7};
@@ -84,6 +96,40 @@ static inline __attribute__((always_inline)) void qdot32_pair(enum rops_type typ
     }
 }
 
+/* Where an input block's sums start (see above): 0, or -16 (q5_0) or -128 (iq4_nl as unsigned
+ * bytes) times the sums of its quants, in fours. */
+static inline __attribute__((always_inline)) __m256i qdot32_base(enum rops_type type, __m256i xlo,
+                                                                 __m256i xhi) {
+    const __m256i zero = _mm256_setzero_si256();
+    if (type == ROPS_TYPE_Q5_0) {
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        return _mm256_sub_epi32(zero, ROPS_DPBUSD(ROPS_DPBUSD(zero, sixteen, xlo), sixteen, xhi));
+    }
+#ifdef QDOT32_DPBUSD_WIDE
+    if (type == ROPS_TYPE_IQ4_NL) {
+        const __m256i u128 = _mm256_set1_epi8(-128);
+        return _mm256_sub_epi32(zero,
+                                QDOT32_DPBUSD_WIDE(QDOT32_DPBUSD_WIDE(zero, u128, xlo), u128, xhi));
+    }
+#endif
+    return zero;
+}
+
+/* base plus the products of the weight bytes lo, hi (qdot32_pair) with the input's halves
+ * repeated, xlo and xhi, in fours. */
+static inline __attribute__((always_inline)) __m256i
+qdot32_dot(enum rops_type type, __m256i base, __m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+#ifdef QDOT32_DPBUSD_WIDE
+    if (type == ROPS_TYPE_IQ4_NL)
+        return QDOT32_DPBUSD_WIDE(QDOT32_DPBUSD_WIDE(base, lo, xlo), hi, xhi);
+#else
+    if (type == ROPS_TYPE_IQ4_NL)
+        return ROPS_DPBUSD(ROPS_DPBUSD(base, _mm256_sign_epi8(lo, lo), _mm256_sign_epi8(xlo, lo)),
+                           _mm256_sign_epi8(hi, hi), _mm256_sign_epi8(xhi, hi));
+#endif
+    return ROPS_DPBUSD(ROPS_DPBUSD(base, lo, xlo), hi, xhi);
+}
+
 /* The f16 scales d (and, for q4_1 / q5_1, minimums m) of the blocks at rows[qdot32_row[l]] + o,
  * in lane l. */
 static inline __attribute__((always_inline)) void
@@ -129,8 +175,11 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
     const bool affine = type == ROPS_TYPE_Q4_1 || type == ROPS_TYPE_Q5_1;
     const size_t bb = qdot32_block_bytes(type);
     const int64_t nb = a->kt / ROPS_QK;
-    const __m256i levels =
+    __m256i levels =
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rops_iq4nl_values));
+#ifdef QDOT32_DPBUSD_WIDE
+    levels = _mm256_xor_si256(levels, _mm256_set1_epi8(-128)); /* 128 up, unsigned */
+#endif
     const int64_t per_step = nb > 0 ? ((pf_bytes + nb - 1) / nb + 63) & ~(int64_t)63 : 0;
     const uint8_t *rows[8];
     for (int64_t j = 0; j < 8; j++)
@@ -165,12 +214,7 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
             }
             xlo[i] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qx));
             xhi[i] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(qx + 16)));
-            base[i] = _mm256_setzero_si256();
-            if (type == ROPS_TYPE_Q5_0) {
-                const __m256i sixteen = _mm256_set1_epi8(16);
-                base[i] = _mm256_sub_epi32(
-                    base[i], ROPS_DPBUSD(ROPS_DPBUSD(base[i], sixteen, xlo[i]), sixteen, xhi[i]));
-            }
+            base[i] = qdot32_base(type, xlo[i], xhi[i]);
         }
         const size_t ob = (size_t)b * bb;
         __m256i pair[4][4]; /* [input][rows 2p, 2p + 1] */
@@ -179,15 +223,8 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
             __m256i lo, hi;
             qdot32_pair(type, rows[2 * p] + ob, rows[2 * p + 1] + ob, levels, &lo, &hi);
 #pragma GCC unroll 4
-            for (int i = 0; i < NB; i++) {
-                if (type == ROPS_TYPE_IQ4_NL)
-                    pair[i][p] =
-                        ROPS_DPBUSD(ROPS_DPBUSD(base[i], _mm256_sign_epi8(lo, lo),
-                                                _mm256_sign_epi8(xlo[i], lo)),
-                                    _mm256_sign_epi8(hi, hi), _mm256_sign_epi8(xhi[i], hi));
-                else
-                    pair[i][p] = ROPS_DPBUSD(ROPS_DPBUSD(base[i], lo, xlo[i]), hi, xhi[i]);
-            }
+            for (int i = 0; i < NB; i++)
+                pair[i][p] = qdot32_dot(type, base[i], lo, hi, xlo[i], xhi[i]);
         }
         __m256 dw, mw = _mm256_setzero_ps();
         qdot32_scales(type, rows, ob, &dw, &mw);
