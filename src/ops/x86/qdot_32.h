@@ -297,20 +297,18 @@ qdot32_type(enum rops_type type, const struct rops_qdot_args *a, int64_t r0, int
 
 /* False when this file has no kernel for the type. */
 static bool qdot_32_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    /* each type its own body, the type a constant in it */
+#define QDOT32_TYPE(T)                                                                             \
+    case T:                                                                                        \
+        qdot32_type(T, a, r0, r1);                                                                 \
+        return true;
     switch (a->w->type) {
-    case ROPS_TYPE_Q4_1:
-        qdot32_type(ROPS_TYPE_Q4_1, a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q5_0:
-        qdot32_type(ROPS_TYPE_Q5_0, a, r0, r1);
-        return true;
-    case ROPS_TYPE_Q5_1:
-        qdot32_type(ROPS_TYPE_Q5_1, a, r0, r1);
-        return true;
-    case ROPS_TYPE_IQ4_NL:
-        qdot32_type(ROPS_TYPE_IQ4_NL, a, r0, r1);
-        return true;
+        QDOT32_TYPE(ROPS_TYPE_Q4_1)
+        QDOT32_TYPE(ROPS_TYPE_Q5_0)
+        QDOT32_TYPE(ROPS_TYPE_Q5_1)
+        QDOT32_TYPE(ROPS_TYPE_IQ4_NL)
     default:
         return false;
     }
+#undef QDOT32_TYPE
 }
