@@ -49,8 +49,8 @@ static inline __attribute__((always_inline)) size_t qdot32_block_bytes(enum rops
     }
 }
 
-/* The weights of block b of rows a and c as bytes: lo the first 16 of each (row a's in bytes
- * 0..15, c's in 16..31), hi the last 16. */
+/* The weights of the blocks at ra and rc (two rows') as bytes: lo the first 16 of each (ra's in
+ * bytes 0..15, rc's in 16..31), hi the last 16. */
 static inline __attribute__((always_inline)) void qdot32_pair(enum rops_type type,
                                                               const uint8_t *ra, const uint8_t *rc,
                                                               __m256i levels, __m256i *lo,
