@@ -1,10 +1,11 @@
 /*
- * Products with the block types that have no vector kernels of their own (q4_1, q5_0, q5_1,
- * the K-quants and the iq4 types; ops_quants.h): every input is quantized to the type's partner
- * (q8_0, q8_1 or q8_K, as ggml quantizes activations for it), then each thread takes a share of
- * the weight rows and sums every row against all the inputs in integers per block
- * (rops_qdot_inputs). An input's result is the same bit for bit however many inputs share the
- * call, so a prompt, a token and a batch of sequences compute the same numbers.
+ * Products with the block types other than q8_0 / q4_0 (q4_1, q5_0, q5_1, the K-quants and the
+ * iq4 types; ops_quants.h): every input is quantized to the type's partner (q8_0, q8_1 or q8_K,
+ * as ggml quantizes activations for it), then each thread takes a share of the weight rows, in
+ * blocks of 8, and the instruction set's qdot_rows (x86/qdot.h; the portable rops_qdot_inputs)
+ * sums every row against all the inputs in integers per block. An input's result is the same
+ * bit for bit however many inputs share the call, so a prompt, a token and a batch of sequences
+ * compute the same numbers.
  *
  * The inputs' quantized rows live in ex->scratch when it holds them (rops_matmul_scratch_bytes),
  * else in groups on the caller's stack.

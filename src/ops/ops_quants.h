@@ -184,7 +184,7 @@ void rops_qdot_inputs(enum rops_type type, const void *w, int64_t k, const void 
 
 /* ---- products of whole matrices (ops_qmatmul.c) ---------------------------------------------- */
 
-/* True for the block types rops_qmatmul serves (those without vector kernels of their own). */
+/* True for the block types rops_qmatmul serves (all but q8_0 and q4_0, which ops.c takes). */
 bool rops_qmatmul_type(enum rops_type type);
 /* Bytes of one input of k values quantized to type's partner. */
 size_t rops_qmatmul_input_bytes(enum rops_type type, int64_t k);

@@ -578,6 +578,109 @@ static void test_qdot_rows_isas(void) {
     fprintf(stderr, "  worst difference %.3g of the magnitude\n", worst);
 }
 
+/* A random f16 of magnitude within [2^-10, 2^1), either sign. */
+static uint16_t random_f16_scale(unsigned long long *rng) {
+    const float mag =
+        ldexpf(1.0f + (float)test_rand_int(rng, 1024) / 1024.0f, -10 + test_rand_int(rng, 11));
+    return rcore_f32_to_f16(test_rand_int(rng, 2) ? -mag : mag);
+}
+
+/* Every table's qdot_rows against the portable one (rops_qdot_rows_scalar) for the legacy
+ * 32-weight types: random blocks (random quant bytes, f16 d and m within +-[2^-10, 2)) and
+ * extreme ones (every quant at its largest or smallest, inputs at +127 or -127: the largest
+ * integer sums, where vpmaddubsw's int16 pairs would saturate first), rows [r0, r1) not in
+ * whole 8s, 1..5 and 20 inputs, the whole row or a tile of columns past the first (c0 > 0),
+ * with and without accumulate. The vector kernels take the portable path's float steps (one
+ * exact integer sum a block, then its float operations in its order), so every result must
+ * be its bits (the difference measured is 0), and the rows outside [r0, r1) as they were. */
+static void test_qdot_32_kernels(void) {
+    static const enum rops_type types[] = {ROPS_TYPE_Q4_1, ROPS_TYPE_Q5_0, ROPS_TYPE_Q5_1,
+                                           ROPS_TYPE_IQ4_NL};
+    enum { M = 27, NB = 9, K = 32 * NB, NX = 20, YS = M + 3 };
+    static const int64_t spans[][2] = {{0, M}, {3, 17}, {5, 6}, {8, 24}, {13, M}, {0, 7}};
+    static const int ns[] = {1, 2, 3, 4, 5, 20};
+    static uint8_t w[M * NB * 24];
+    static struct rops_xq8 x8[NX * NB];
+    static struct rops_block_q8_1 x1[NX * NB];
+    static float yv[NX * YS], ys[NX * YS];
+    unsigned long long rng = 0x51ed270b3c2a7f31ull;
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    /* inputs: random quants within +-127; input 1 all +127, input 2 all -127 */
+    for (int i = 0; i < NX; i++)
+        for (int b = 0; b < NB; b++) {
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                const int q = i == 1 ? 127 : i == 2 ? -127 : test_rand_int(&rng, 255) - 127;
+                x8[i * NB + b].qs[j] = x1[i * NB + b].qs[j] = (int8_t)q;
+                sum += q;
+            }
+            const uint16_t d = random_f16_scale(&rng);
+            x8[i * NB + b].d = rcore_f16_to_f32(d);
+            x1[i * NB + b].d = d;
+            x1[i * NB + b].s = rcore_f32_to_f16(rcore_f16_to_f32(d) * (float)sum);
+        }
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const enum rops_type type = types[t];
+        const struct rops_qtraits *tr = rops_qtraits_of(type);
+        const size_t bb = tr->block_bytes, row_bytes = rops_row_bytes(type, K);
+        const bool affine = rops_dot_partner(type) == ROPS_TYPE_Q8_1;
+        REQUIRE(row_bytes * M <= sizeof w);
+        /* weights: random bytes; rows 4 and 13 every bit set (the largest quants; iq4_nl's
+           113), rows 5 and 22 none (q5_0's -16, iq4_nl's -127); then sane d (and m) */
+        for (size_t o = 0; o < row_bytes * M; o++) {
+            const size_t r = o / row_bytes;
+            w[o] = r == 4 || r == 13 ? 0xff : r == 5 || r == 22 ? 0 : (uint8_t)test_rand(&rng);
+        }
+        for (size_t o = 0; o < row_bytes * M; o += bb) {
+            const uint16_t d = random_f16_scale(&rng), m = random_f16_scale(&rng);
+            memcpy(w + o, &d, 2);
+            if (affine) memcpy(w + o + 2, &m, 2);
+        }
+        const struct rops_mat mat = {w, type, K, M, row_bytes};
+        for (int ii = 0; ii < n_isas; ii++) {
+            const struct rops_kernels *k = rops_kernels_of(isas[ii]);
+            int runs = 0, differ = 0;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (size_t si = 0; si < sizeof spans / sizeof spans[0]; si++)
+                    for (int mode = 0; mode < 4; mode++) {
+                        /* mode bit 0: accumulate; bit 1: the tile of columns 64 .. 64 + 6 x 32
+                           (its inputs' blocks from the third on) */
+                        const bool acc = mode & 1, tile = mode & 2;
+                        const int64_t c0 = tile ? 64 : 0, kt = tile ? 6 * 32 : K;
+                        const uint8_t *xq = affine ? (const uint8_t *)(x1 + (tile ? 2 : 0))
+                                                   : (const uint8_t *)(x8 + (tile ? 2 : 0));
+                        const size_t stride = affine ? NB * sizeof *x1 : NB * sizeof *x8;
+                        for (int o = 0; o < NX * YS; o++)
+                            yv[o] = ys[o] = (float)test_rand_int(&rng, 2001) / 100.0f - 10.0f;
+                        const struct rops_qdot_args av = {&mat,   c0, kt, xq, stride,
+                                                          ns[ni], yv, YS, acc},
+                                                    as = {&mat,   c0, kt, xq, stride,
+                                                          ns[ni], ys, YS, acc};
+                        k->qdot_rows(&av, spans[si][0], spans[si][1]);
+                        rops_qdot_rows_scalar(&as, spans[si][0], spans[si][1]);
+                        runs++;
+                        if (memcmp(yv, ys, sizeof yv) != 0) {
+                            if (differ++ == 0)
+                                for (int o = 0; o < NX * YS; o++)
+                                    if (memcmp(&yv[o], &ys[o], sizeof *yv) != 0) {
+                                        fprintf(stderr,
+                                                "  %s %s n %d rows [%lld, %lld) accumulate %d "
+                                                "c0 %lld: input %d row %d: %.9g, portable "
+                                                "%.9g\n",
+                                                tr->name, rops_isa_name(isas[ii]), ns[ni],
+                                                (long long)spans[si][0], (long long)spans[si][1],
+                                                acc, (long long)c0, o / YS, o % YS, yv[o], ys[o]);
+                                        break;
+                                    }
+                        }
+                    }
+            CHECK_MSG(differ == 0, "%s %s: %d of %d calls differ from the portable path", tr->name,
+                      rops_isa_name(isas[ii]), differ, runs);
+        }
+    }
+}
+
 static void test_other_types_have_no_traits(void) {
     CHECK(rops_qtraits_of(ROPS_TYPE_F32) == NULL);
     CHECK(rops_qtraits_of(ROPS_TYPE_F16) == NULL);
@@ -595,6 +698,7 @@ int main(void) {
     RUN(test_qdot);
     RUN(test_qmatmul);
     RUN(test_qdot_rows_isas);
+    RUN(test_qdot_32_kernels);
     RUN(test_other_types_have_no_traits);
     return test_finish("test_quants");
 }
