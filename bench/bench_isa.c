@@ -2,7 +2,7 @@
  * bench_isa: the kernels on each instruction set this CPU runs, side by side, on the shapes of
  * a mamba-130m-shaped model (embd 768, d_inner 1536, d_state 16, dt_rank 48): the products of
  * its layers (in_proj 768 -> 3072, x_proj 1536 -> 80, out_proj 1536 -> 768) in f16, bf16, f32,
- * q8_0 and q4_0 for 1, 3, 16 and 512 inputs, the scan and the conv (d_conv 4) for 1 and 512
+ * q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K for 1, 3, 16 and 512 inputs, the scan and the conv (d_conv 4) for 1 and 512
  * tokens; and RWKV's WKV6 and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for
  * 1, 16 and 512 tokens.
  *
@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ops/ops.h"
+#include "ops/ops_quants.h"
 #include "pool/pool.h"
 
 static double now_s(void) {
@@ -225,9 +226,12 @@ int main(int argc, char **argv) {
     } mats[] = {{"in_proj 768x3072", 768, 3072},
                 {"x_proj 1536x80", 1536, 80},
                 {"out_proj 1536x768", 1536, 768}};
-    const enum rops_type types[] = {ROPS_TYPE_F16, ROPS_TYPE_BF16, ROPS_TYPE_F32, ROPS_TYPE_Q8_0,
-                                    ROPS_TYPE_Q4_0};
-    const char *type_names[] = {"f16", "bf16", "f32", "q8_0", "q4_0"};
+    const enum rops_type types[] = {ROPS_TYPE_F16,  ROPS_TYPE_BF16, ROPS_TYPE_F32,
+                                    ROPS_TYPE_Q8_0, ROPS_TYPE_Q4_0, ROPS_TYPE_Q4_1,
+                                    ROPS_TYPE_Q5_0, ROPS_TYPE_Q5_1, ROPS_TYPE_Q4_K,
+                                    ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K};
+    const char *type_names[] = {"f16",  "bf16", "f32",  "q8_0", "q4_0", "q4_1",
+                                "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
     const int64_t ns[] = {1, 3, 16, 512};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (size_t mi = 0; mi < sizeof mats / sizeof mats[0]; mi++) {
@@ -237,8 +241,8 @@ int main(int argc, char **argv) {
             for (int64_t r = 0; r < m; r++) {
                 const float *src = wf + r * k;
                 uint8_t *dst = (uint8_t *)wq + (size_t)r * rb;
-                if (ty == ROPS_TYPE_Q8_0 || ty == ROPS_TYPE_Q4_0)
-                    rops_quantize_row(ty, src, k, dst);
+                if (rops_quantizer_of(ty))
+                    rops_quantizer_of(ty)(src, dst, k);
                 else
                     for (int64_t c = 0; c < k; c++) {
                         const float v = src[c];

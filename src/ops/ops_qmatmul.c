@@ -50,6 +50,11 @@ static void quantize_input(enum rops_type partner, const float *x, int64_t k, vo
     }
 }
 
+/* Inputs a call takes at most: a prompt's inputs in groups whose quantized rows stay in the
+ * cache while every row of the thread passes over them (all 512 of a prompt, 870 KiB of q8_K
+ * at 768 columns, streamed from L3 for every row). */
+#define QMM_GROUP 16
+
 struct qmm_task {
     struct rops_qdot_args a;
     const struct rops_kernels *k;
@@ -94,7 +99,8 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
     int64_t kt = k;
     while (kt > block && rops_qmatmul_input_bytes(w->type, kt) > cap) kt = kt / 2 / block * block;
     const size_t stride = rops_qmatmul_input_bytes(w->type, kt);
-    const int64_t group = (int64_t)(cap / stride);
+    int64_t group = (int64_t)(cap / stride);
+    if (group > QMM_GROUP) group = QMM_GROUP;
     for (int64_t i = 0; i < n; i += group) {
         const int64_t g = n - i < group ? n - i : group;
         for (int64_t c0 = 0; c0 < k; c0 += kt) {
