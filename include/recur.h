@@ -365,6 +365,12 @@ RECUR_API int32_t recur_batch_add(struct recur_batch *batch, recur_token token, 
  * unchanged); -1 for a NULL ctx or an invalid batch (a token id out of range, a sequence id
  * out of range, positions that do not follow, more than n_batch tokens, an empty batch ...;
  * memory unchanged, recur_last_error names the token); < -1 on another failure.
+ *
+ * A sequence's logits do not depend on the batch: with a model of block-type weights (q8_0,
+ * the K-quants, ...), its tokens give the same bits alone, beside other sequences, as one
+ * prompt or in chunks (Mamba-2's prompts of many tokens excepted: its chunked scan sums in
+ * another order, within float rounding); with float weights, prompts take faster kernels that
+ * agree with one token at a time to float rounding (1e-5 of the logits' rms).
  */
 RECUR_API int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch);
 
