@@ -23,12 +23,6 @@ struct unpacked32 {
     int8_t q[32];
 };
 
-struct unpackedK {
-    float d, dmin;
-    int8_t q[256];
-    int16_t sc[16], mn[16];
-};
-
 /* ---- legacy blocks -----------------------------------------------------------------------------
  */
 
@@ -96,7 +90,7 @@ static void unpack_iq4_nl(const void *blk, struct unpacked32 *u) {
 /* ---- K blocks ----------------------------------------------------------------------------------
  */
 
-static void unpack_q2_K(const void *blk, struct unpackedK *u) {
+static void unpack_q2_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q2_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = rcore_f16_to_f32(b->dmin);
@@ -111,7 +105,7 @@ static void unpack_q2_K(const void *blk, struct unpackedK *u) {
     }
 }
 
-static void unpack_q3_K(const void *blk, struct unpackedK *u) {
+static void unpack_q3_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q3_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -131,7 +125,7 @@ static void unpack_q3_K(const void *blk, struct unpackedK *u) {
 }
 
 /* q4_K / q5_K's 6-bit scales and minimums, each for two groups of 16. */
-static void k4_groups(const uint8_t s[12], struct unpackedK *u) {
+static void k4_groups(const uint8_t s[12], struct rops_unpackedK *u) {
     for (int j = 0; j < 8; j++) {
         int sc, mn;
         if (j < 4) {
@@ -146,7 +140,7 @@ static void k4_groups(const uint8_t s[12], struct unpackedK *u) {
     }
 }
 
-static void unpack_q4_K(const void *blk, struct unpackedK *u) {
+static void unpack_q4_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q4_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = rcore_f16_to_f32(b->dmin);
@@ -158,7 +152,7 @@ static void unpack_q4_K(const void *blk, struct unpackedK *u) {
         }
 }
 
-static void unpack_q5_K(const void *blk, struct unpackedK *u) {
+static void unpack_q5_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q5_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = rcore_f16_to_f32(b->dmin);
@@ -172,7 +166,7 @@ static void unpack_q5_K(const void *blk, struct unpackedK *u) {
         }
 }
 
-static void unpack_q6_K(const void *blk, struct unpackedK *u) {
+static void unpack_q6_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q6_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -190,7 +184,7 @@ static void unpack_q6_K(const void *blk, struct unpackedK *u) {
     }
 }
 
-static void unpack_iq4_xs(const void *blk, struct unpackedK *u) {
+static void unpack_iq4_xs(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_iq4_xs *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -210,7 +204,7 @@ static void unpack_iq4_xs(const void *blk, struct unpackedK *u) {
  */
 
 typedef void (*unpack32_fn)(const void *blk, struct unpacked32 *u);
-typedef void (*unpackK_fn)(const void *blk, struct unpackedK *u);
+typedef void (*unpackK_fn)(const void *blk, struct rops_unpackedK *u);
 
 static const struct {
     unpack32_fn u32;
@@ -230,6 +224,12 @@ static const struct {
     [ROPS_TYPE_Q6_K] = {NULL, unpack_q6_K, ROPS_TYPE_Q8_K},
     [ROPS_TYPE_IQ4_XS] = {NULL, unpack_iq4_xs, ROPS_TYPE_Q8_K},
 };
+
+bool rops_unpack_K(enum rops_type type, const void *blk, struct rops_unpackedK *u) {
+    if ((unsigned)type >= sizeof dots / sizeof dots[0] || !dots[type].uK) return false;
+    dots[type].uK(blk, u);
+    return true;
+}
 
 enum rops_type rops_dot_partner(enum rops_type type) {
     if ((unsigned)type >= sizeof dots / sizeof dots[0] || !dots[type].partner) return ROPS_TYPE_F32;
@@ -257,7 +257,7 @@ static float term32(const struct unpacked32 *u, bool affine, const void *xq, int
 }
 
 /* ... and K blocks against q8_K. */
-static float termK(const struct unpackedK *u, const void *xq, int64_t b) {
+static float termK(const struct rops_unpackedK *u, const void *xq, int64_t b) {
     const struct rops_block_q8_K *x = (const struct rops_block_q8_K *)xq + b;
     int32_t isum = 0, msum = 0;
     for (int g = 0; g < 16; g++) {
@@ -286,7 +286,7 @@ void rops_qdot_inputs(enum rops_type type, const void *w, int64_t k, const void 
         return;
     }
     for (int64_t b = 0; b < k / ROPS_QK_K; b++) {
-        struct unpackedK u;
+        struct rops_unpackedK u;
         dots[type].uK(wb + (size_t)b * tr->block_bytes, &u);
         for (int64_t i = 0; i < n; i++) y[i * y_stride] += termK(&u, xb + (size_t)i * xq_stride, b);
     }

@@ -50,10 +50,14 @@ static void quantize_input(enum rops_type partner, const float *x, int64_t k, vo
     }
 }
 
-/* Inputs a call takes at most: a prompt's inputs in groups whose quantized rows stay in the
- * cache while every row of the thread passes over them (all 512 of a prompt, 870 KiB of q8_K
- * at 768 columns, streamed from L3 for every row). */
-#define QMM_GROUP 16
+/* Columns a call takes at most (whole blocks of every type): the vector kernels' float sums
+ * restart a tile at a time (x86/qdot_k.h, x86/qgemm_k.h), so the tiles must be the same for any
+ * number of inputs, and a prompt's panel of weight rows holds one tile. */
+#define QMM_TILE 1024
+/* Bytes of quantized inputs a call takes at most: groups that stay in the cache while every
+ * row of the thread passes over them (all 512 inputs of a prompt at 768 columns, 870 KiB of
+ * q8_K, were streamed from L3 for every row), and at least 16 inputs a call. */
+#define QMM_GROUP_BYTES (256 << 10)
 
 struct qmm_task {
     struct rops_qdot_args a;
@@ -85,7 +89,7 @@ static void quant_thread(void *arg, int ith, int nth) {
 
 void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                   float *y, int n_threads) {
-    const int64_t k = w->n_cols, m = w->n_rows, block = rops_qtraits_of(w->type)->block;
+    const int64_t k = w->n_cols, m = w->n_rows;
     const enum rops_type partner = rops_dot_partner(w->type);
     _Alignas(64) uint8_t stack[32768];
     uint8_t *buf = stack;
@@ -94,13 +98,13 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
         buf = ex->scratch;
         cap = ex->scratch_bytes;
     }
-    /* all columns at once when one input's quantized row fits, else tiles of whole blocks
-       (a block's quants do not depend on the others, and each sum adds the tiles in order) */
-    int64_t kt = k;
-    while (kt > block && rops_qmatmul_input_bytes(w->type, kt) > cap) kt = kt / 2 / block * block;
+    /* tiles of QMM_TILE columns (a block's quants do not depend on the others, and each sum
+       adds the tiles in order) */
+    const int64_t kt = k < QMM_TILE ? k : QMM_TILE;
     const size_t stride = rops_qmatmul_input_bytes(w->type, kt);
     int64_t group = (int64_t)(cap / stride);
-    if (group > QMM_GROUP) group = QMM_GROUP;
+    const int64_t cached = QMM_GROUP_BYTES / (int64_t)stride;
+    if (group > (cached > 16 ? cached : 16)) group = cached > 16 ? cached : 16;
     for (int64_t i = 0; i < n; i += group) {
         const int64_t g = n - i < group ? n - i : group;
         for (int64_t c0 = 0; c0 < k; c0 += kt) {

@@ -174,6 +174,18 @@ enum rops_type rops_dot_partner(enum rops_type type);
  * (ops_qdot.c, the portable reference of the vector kernels). */
 float rops_qdot_scalar(enum rops_type type, const void *w, const void *xq, int64_t n);
 
+/* A K block (q2_K .. q6_K, iq4_xs) unpacked: value j = d * sc[j / 16] * q[j] - dmin * mn[j / 16]
+ * (q4_K and q5_K's scales and minimums per 32 repeated in both groups of 16; dmin and mn 0
+ * where the type has no minimums). */
+struct rops_unpackedK {
+    float d, dmin;
+    int8_t q[256];
+    int16_t sc[16], mn[16];
+};
+
+/* Unpacks the K block of type at blk into u; false when type is not a K type. */
+bool rops_unpack_K(enum rops_type type, const void *blk, struct rops_unpackedK *u);
+
 /* y[i * y_stride] = (or +=, when accumulate) the dot product of the row of k weights at w with
  * input i's activations (at xq + i * xq_stride, quantized to the partner type), for i < n: each
  * weight block is unpacked once for all inputs, and each input's sum adds the blocks in order,
