@@ -66,18 +66,24 @@ struct matmul_task {
     int64_t n;
     float *y;
     const struct rops_kernels *k;
+    bool one_order; /* each input by the one-input kernel (rops_exec.one_order) */
 };
 
 static void matmul_thread(void *arg, int ith, int nth) {
     const struct matmul_task *t = arg;
     /* whole blocks of rows per thread, as even as the blocks allow; the prompt kernels' (8)
        where they run, else ROPS_RB */
-    const int64_t rb = t->n > 3 ? 8 : ROPS_RB;
-    const int64_t blocks = (t->w->n_rows + rb - 1) / rb;
+    const int64_t rb = t->n > 3 && !t->one_order ? 8 : ROPS_RB;
+    const int64_t m = t->w->n_rows, blocks = (m + rb - 1) / rb;
     int64_t r0 = blocks * ith / nth * rb, r1 = blocks * (ith + 1) / nth * rb;
-    if (r1 > t->w->n_rows) r1 = t->w->n_rows;
+    if (r1 > m) r1 = m;
     if (r0 >= r1) return;
-    t->k->matmul_rows(t->w, t->x, t->n, t->y, r0, r1);
+    if (!t->one_order) {
+        t->k->matmul_rows(t->w, t->x, t->n, t->y, r0, r1);
+        return;
+    }
+    for (int64_t i = 0; i < t->n; i++)
+        t->k->matmul_rows(t->w, t->x + i * t->w->n_cols, 1, t->y + i * m, r0, r1);
 }
 
 /* Threads worth a hand-off (~1 us each) for work multiply-adds: ~16k each at least (a
@@ -88,35 +94,10 @@ static int matmul_threads(const struct rops_exec *ex, int64_t work) {
     return nth < 1 ? 1 : (int)nth;
 }
 
-struct one_order_task {
-    const struct rops_mat *w;
-    const float *x;
-    int64_t n;
-    float *y;
-    const struct rops_kernels *k;
-};
-
-/* A thread's share of the rows, each input by the one-input kernel (rops_exec.one_order). */
-static void one_order_thread(void *arg, int ith, int nth) {
-    const struct one_order_task *t = arg;
-    const int64_t m = t->w->n_rows, k = t->w->n_cols;
-    const int64_t blocks = (m + ROPS_RB - 1) / ROPS_RB;
-    int64_t r0 = blocks * ith / nth * ROPS_RB, r1 = blocks * (ith + 1) / nth * ROPS_RB;
-    if (r1 > m) r1 = m;
-    for (int64_t i = 0; i < t->n && r0 < r1; i++)
-        t->k->matmul_rows(t->w, t->x + i * k, 1, t->y + i * m, r0, r1);
-}
-
 static void matmul_f32_inputs(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
                               int64_t n, float *y) {
-    const int nth = matmul_threads(ex, w->n_rows * w->n_cols * n);
-    if (ex->one_order && n > 1) {
-        struct one_order_task t = {w, x, n, y, rops_kernels_of(ex->isa)};
-        rpool_run(ex->pool, one_order_thread, &t, nth);
-        return;
-    }
-    struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa)};
-    rpool_run(ex->pool, matmul_thread, &t, nth);
+    struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa), ex->one_order && n > 1};
+    rpool_run(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
 }
 
 struct q8_task {
