@@ -103,8 +103,9 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
     const int64_t kt = k < QMM_TILE ? k : QMM_TILE;
     const size_t stride = rops_qmatmul_input_bytes(w->type, kt);
     int64_t group = (int64_t)(cap / stride);
-    const int64_t cached = QMM_GROUP_BYTES / (int64_t)stride;
-    if (group > (cached > 16 ? cached : 16)) group = cached > 16 ? cached : 16;
+    int64_t cached = QMM_GROUP_BYTES / (int64_t)stride;
+    if (cached < 16) cached = 16;
+    if (group > cached) group = cached;
     for (int64_t i = 0; i < n; i += group) {
         const int64_t g = n - i < group ? n - i : group;
         for (int64_t c0 = 0; c0 < k; c0 += kt) {

@@ -28,40 +28,39 @@
 /* the loops over a block's 8 vectors, unrolled, so that the vectors stay in registers */
 #define Q8_UNROLL _Pragma("GCC unroll 8")
 
-/* The 32 quants of weight block b of a row as signed bytes, and its scale. */
-Q8_INLINE __m256i q8_block_bytes(enum rops_type type, const uint8_t *row, int64_t b, float *d) {
-    if (type == ROPS_TYPE_Q8_0) {
-        const struct rops_block_q8_0 *blk = (const struct rops_block_q8_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        return _mm256_loadu_si256((const __m256i *)blk->qs);
-    }
+/* The 32 quants of weight block b of a row as signed bytes. */
+Q8_INLINE __m256i q8_block_bytes(enum rops_type type, const uint8_t *row, int64_t b) {
+    if (type == ROPS_TYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)((const struct rops_block_q8_0 *)row + b)->qs);
     const struct rops_block_q4_0 *blk = (const struct rops_block_q4_0 *)row + b;
-    *d = _cvtsh_ss(blk->d);
     const __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs), mask = _mm_set1_epi8(15);
     const __m256i nib =
         _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
     return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
 }
 
+/* The scales of block b of 8 rows, rows in lanes (both block types begin with d, f16). */
+Q8_INLINE __m256 q8_block_scales(enum rops_type type, const uint8_t *const rows[8], int64_t b) {
+    const size_t bb =
+        type == ROPS_TYPE_Q8_0 ? sizeof(struct rops_block_q8_0) : sizeof(struct rops_block_q4_0);
+    uint16_t h[8];
+    Q8_UNROLL
+    for (int j = 0; j < 8; j++) memcpy(&h[j], rows[j] + (size_t)b * bb, 2);
+    return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
+                                         (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+}
+
 /* Block b of 8 rows, rows in lanes: wt[t] lane j = row j's quants 4t .. 4t + 3; dw lane j its
  * scale. */
 Q8_INLINE void q8_block_lanes(enum rops_type type, const uint8_t *const rows[8], int64_t b,
                               __m256i wt[8], __m256 *dw) {
-    const size_t bb =
-        type == ROPS_TYPE_Q8_0 ? sizeof(struct rops_block_q8_0) : sizeof(struct rops_block_q4_0);
-    uint16_t h[8]; /* the scales as stored (both blocks begin with d, f16) */
     __m256 v[8];
     Q8_UNROLL
-    for (int j = 0; j < 8; j++) {
-        float unused;
-        v[j] = _mm256_castsi256_ps(q8_block_bytes(type, rows[j], b, &unused));
-        memcpy(&h[j], rows[j] + (size_t)b * bb, 2);
-    }
+    for (int j = 0; j < 8; j++) v[j] = _mm256_castsi256_ps(q8_block_bytes(type, rows[j], b));
     transpose8(v);
     Q8_UNROLL
     for (int t = 0; t < 8; t++) wt[t] = _mm256_castps_si256(v[t]);
-    *dw = _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
-                                        (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+    *dw = q8_block_scales(type, rows, b);
 }
 
 struct q8_block {
@@ -157,8 +156,6 @@ Q8_INLINE __m256i q8_reduce8(const __m256i v[8]) {
 Q8_INLINE void q8_rows(enum rops_type type, const struct rops_q8_args *a, int NB, int64_t r0,
                        int64_t r1) {
     const struct rops_mat *w = a->w;
-    const size_t bb =
-        type == ROPS_TYPE_Q8_0 ? sizeof(struct rops_block_q8_0) : sizeof(struct rops_block_q4_0);
     for (int64_t r = r0; r < r1; r += 8) {
         const uint8_t *rows[8];
         const int64_t rb = q8_rows_at(a, r, r1, rows);
@@ -170,20 +167,14 @@ Q8_INLINE void q8_rows(enum rops_type type, const struct rops_q8_args *a, int NB
         for (int64_t b = 0; b < a->nb; b++) {
             for (int64_t o = b * per_step; o < (b + 1) * per_step && o < next_end; o += 64)
                 _mm_prefetch((const char *)next + o, _MM_HINT_T0);
-            uint16_t h[8]; /* the scales as stored (both blocks begin with d, f16) */
-            Q8_UNROLL
-            for (int j = 0; j < 8; j++) memcpy(&h[j], rows[j] + (size_t)(a->b0 + b) * bb, 2);
-            const __m256 dw =
-                _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
-                                              (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+            const __m256 dw = q8_block_scales(type, rows, a->b0 + b);
             for (int i = 0; i < NB; i++) {
                 const struct rops_xq8 *x = &a->xq[i * a->nb + b];
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
                 __m256i dots[8];
                 Q8_UNROLL
                 for (int j = 0; j < 8; j++) {
-                    float unused;
-                    const __m256i wq = q8_block_bytes(type, rows[j], a->b0 + b, &unused);
+                    const __m256i wq = q8_block_bytes(type, rows[j], a->b0 + b);
                     dots[j] = ROPS_Q8_DOT(_mm256_sign_epi8(wq, wq), wq, xv);
                 }
                 s[i] = q8_step(s[i], dw, x->d, q8_reduce8(dots));

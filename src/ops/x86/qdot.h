@@ -1,7 +1,7 @@
 /*
  * The integer products of the block types of ops_qmatmul.c (q4_1, q5_0, q5_1, iq4_nl against
  * q8_0 / q8_1 inputs: x86/qdot_32.h; q2_K .. q6_K and iq4_xs against q8_K: x86/qdot_k.h, and
- * for prompts x86/qgemm_k.h) on
+ * for q4_K / q5_K prompts with AVX-512 x86/qgemm_k.h) on
  * 256-bit vectors, for the files of the x86 instruction sets, as x86/q8.h: ops_avx2.c
  * (vpmaddubsw + vpmaddwd), ops_avxvnni.c (AVX-VNNI's vpdpbusd) and ops_avx512.c (AVX512-VNNI's).
  * Each includes this once, inside its #if of the instruction set and after x86/vec.h, after
@@ -25,7 +25,14 @@
 #include "../ops_quants.h"
 #include "qdot_32.h"
 #include "qdot_k.h"
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include "qgemm_k.h"
+#else /* the panel measured slower than qdot_k.h at 8 rows a vector (qgemm_k.h) */
+static bool qgemm_k_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    (void)a, (void)r0, (void)r1;
+    return false;
+}
+#endif
 
 static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
     if (!qgemm_k_rows(a, r0, r1) && !qdot_k_rows(a, r0, r1) && !qdot_32_rows(a, r0, r1))

@@ -1,26 +1,22 @@
 /*
- * The K types' products for many inputs (prompts; part of x86/qdot.h): q4_K and q5_K weights
- * against q8_K inputs on AVX-512, a panel of rows unpacked once for all the inputs of the call
- * (a tile of at most four blocks, ops_qmatmul.c). The body serves q2_K .. q6_K at either width;
- * qgemm_k_rows below says where it is used, and why not elsewhere.
+ * The K types' products for many inputs (prompts; part of x86/qdot.h, in the AVX-512 file
+ * only): q4_K and q5_K weights against q8_K inputs, a panel of 16 rows unpacked once for all
+ * the inputs of the call (a tile of at most four blocks, ops_qmatmul.c).
  *
- * The panel puts the rows in the lanes: for each 4 columns of a block, one vector of QG_L rows
- * (16 with AVX-512's 512-bit vectors, else 8) holds each row's 4 quants, made non-negative as
- * x86/qdot_k.h makes them (q6_K + 32, q3_K + 4), so that an input's 4 quants, broadcast,
- * multiply all the rows at once (vpmaddubsw: unsigned weights, signed inputs; pairs at most
- * 2 x 63 x 128), and vpmaddwd / vpdpwssd adds them times the group's scale to each row's int32
- * sum. 64 multiply-adds take 2 instructions a row vector, and the weights are unpacked once
- * for the call's inputs instead of once per four.
+ * The panel puts the rows in the lanes: for each 4 columns of a block, one 512-bit vector holds
+ * each of 16 rows' 4 quants (0 .. 31), so that an input's 4 quants, broadcast, multiply all the
+ * rows at once (vpmaddubsw: unsigned weights, signed inputs; pairs at most 2 x 31 x 128), and
+ * vpdpwssd adds them times the group's scale to each row's int32 sum. 64 multiply-adds take 2
+ * instructions a row vector, and the weights are unpacked once for the call's inputs instead
+ * of once per four.
  *
  * The results are x86/qdot_k.h's bit for bit, so that a prompt's tokens get the logits they
  * get one at a time. That kernel sums a row on 8 int32 lanes: lane L holds the columns
- * 32 v + 4 L .. 32 v + 4 L + 3 of every block (v = 0 .. 7) times their scales, less the offset
- * times bsums 2L, 2L + 1 times their scales, and takes one fused multiply-add a block per lane
- * (and one for the minimums of bsums 2L, 2L + 1), then sums the 8 lanes once at the end
- * (vec_hsum8's tree). Here each row keeps the same 8 sums, one vector a lane class L, with the
- * same integers and the same float steps in the same order.
- *
- * iq4_xs is not here: qdot_k.h multiplies its signed levels by the sign trick.
+ * 32 v + 4 L .. 32 v + 4 L + 3 of every block (v = 0 .. 7) times their scales, takes one fused
+ * multiply-add a block per lane for them and one for the minimums of bsums 2L, 2L + 1, then
+ * sums the 8 lanes once at the end (vec_hsum8's tree). Here each row keeps the same 8 sums, one
+ * vector a lane class L, with the same integers and the same float steps in the same order.
+ * Where the panel is not used, and why: qgemm_k_rows.
  */
 
 #define QG_INLINE static inline __attribute__((always_inline))
@@ -28,64 +24,15 @@
 /* inputs from which the panel pays for its unpacking (x86/qdot_k.h takes fewer) */
 #define QG_MIN_N 32
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define QG_L                 16
-#define qg_vi                __m512i
-#define qg_vf                __m512
-#define QG_LOAD(p)           _mm512_load_si512((const void *)(p))
-#define QG_LOADF(p)          _mm512_load_ps(p)
-#define QG_STOREF(p, v)      _mm512_store_ps(p, v)
-#define QG_BCAST(q)          _mm512_set1_epi32(q)
-#define QG_ZERO()            _mm512_setzero_si512()
-#define QG_ZEROF()           _mm512_setzero_ps()
-#define QG_MADDUBS(a, b)     _mm512_maddubs_epi16(a, b)
-#define QG_SUB32(a, b)       _mm512_sub_epi32(a, b)
-#define QG_SLLI(a, n)        _mm512_slli_epi32(a, n)
-#define QG_DPWSSD(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
-#define QG_CVT(v)            _mm512_cvtepi32_ps(v)
-#define QG_MUL(a, b)         _mm512_mul_ps(a, b)
-#define QG_ADDF(a, b)        _mm512_add_ps(a, b)
-#define QG_FMADD(a, b, c)    _mm512_fmadd_ps(a, b, c)
-#define QG_FNMADD(a, b, c)   _mm512_fnmadd_ps(a, b, c)
-#define QG_SET1F(x)          _mm512_set1_ps(x)
-#else
-#define QG_L             8
-#define qg_vi            __m256i
-#define qg_vf            __m256
-#define QG_LOAD(p)       _mm256_load_si256((const __m256i *)(p))
-#define QG_LOADF(p)      _mm256_load_ps(p)
-#define QG_STOREF(p, v)  _mm256_store_ps(p, v)
-#define QG_BCAST(q)      _mm256_set1_epi32(q)
-#define QG_ZERO()        _mm256_setzero_si256()
-#define QG_ZEROF()       _mm256_setzero_ps()
-#define QG_MADDUBS(a, b) _mm256_maddubs_epi16(a, b)
-#define QG_SUB32(a, b)   _mm256_sub_epi32(a, b)
-#define QG_SLLI(a, n)    _mm256_slli_epi32(a, n)
-#if defined(__AVXVNNI__)
-#define QG_DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
-#else
-#define QG_DPWSSD(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
-#endif
-#define QG_CVT(v)          _mm256_cvtepi32_ps(v)
-#define QG_MUL(a, b)       _mm256_mul_ps(a, b)
-#define QG_ADDF(a, b)      _mm256_add_ps(a, b)
-#define QG_FMADD(a, b, c)  _mm256_fmadd_ps(a, b, c)
-#define QG_FNMADD(a, b, c) _mm256_fnmadd_ps(a, b, c)
-#define QG_SET1F(x)        _mm256_set1_ps(x)
-#endif
+#define QG_L 16 /* rows a panel: the lanes of a 512-bit vector */
 
 /* One block of a panel (row r at lane r). */
 struct qg_block {
     uint32_t q[64][QG_L]; /* [4 columns][row]: the row's 4 quants, non-negative */
     int32_t sc[16][QG_L]; /* [group of 16][row]: the scale as an int16 pair (sc, sc) */
-    int32_t scp[8][QG_L]; /* [lane class][row]: (sc_2L, sc_2L+1), for the offset */
-    int32_t mnp[8][QG_L]; /* ... (mn_2L, mn_2L+1), for the minimums */
+    int32_t mnp[8][QG_L]; /* [lane class][row]: (mn_2L, mn_2L+1), for the minimums */
     float d[QG_L], dmin[QG_L];
 };
-
-static inline int qg_offset(enum rops_type type) {
-    return type == ROPS_TYPE_Q6_K ? 32 : type == ROPS_TYPE_Q3_K ? 4 : 0;
-}
 
 static inline int32_t qg_pair16(int a, int b) {
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
@@ -96,7 +43,6 @@ static inline int32_t qg_pair16(int a, int b) {
 static void qg_pack(enum rops_type type, const struct rops_qdot_args *a, size_t bb, int64_t r,
                     int64_t rb, int64_t nb, struct qg_block *p) {
     const uint8_t *base = (const uint8_t *)a->w->data + rops_row_bytes(type, a->c0);
-    const int off = qg_offset(type);
     for (int64_t j = 0; j < QG_L; j++)
         for (int64_t b = 0; b < nb; b++) {
             struct qg_block *pb = &p[b];
@@ -108,49 +54,44 @@ static void qg_pack(enum rops_type type, const struct rops_qdot_args *a, size_t 
             for (int c = 0; c < 64; c++) {
                 uint32_t word = 0;
                 for (int t = 0; t < 4; t++)
-                    word |= (uint32_t)(uint8_t)(j < rb ? u.q[4 * c + t] + off : 0) << (8 * t);
+                    word |= (uint32_t)(uint8_t)(j < rb ? u.q[4 * c + t] : 0) << (8 * t);
                 pb->q[c][j] = word;
             }
             for (int g = 0; g < 16; g++) pb->sc[g][j] = qg_pair16(u.sc[g], u.sc[g]);
-            for (int l = 0; l < 8; l++) {
-                pb->scp[l][j] = qg_pair16(u.sc[2 * l], u.sc[2 * l + 1]);
-                pb->mnp[l][j] = qg_pair16(u.mn[2 * l], u.mn[2 * l + 1]);
-            }
+            for (int l = 0; l < 8; l++) pb->mnp[l][j] = qg_pair16(u.mn[2 * l], u.mn[2 * l + 1]);
             pb->d[j] = u.d;
             pb->dmin[j] = u.dmin;
         }
 }
 
 /* Input i through the panel's nb blocks: acc[L], lane class L of every row. */
-QG_INLINE void qg_input(enum rops_type type, const struct rops_qdot_args *a,
-                        const struct qg_block *p, int64_t nb, int64_t i, qg_vf acc[8]) {
-    const int shift = type == ROPS_TYPE_Q6_K ? 5 : type == ROPS_TYPE_Q3_K ? 2 : -1;
-    const bool has_min = type == ROPS_TYPE_Q2_K || type == ROPS_TYPE_Q4_K || type == ROPS_TYPE_Q5_K;
+QG_INLINE void qg_input(const struct rops_qdot_args *a, const struct qg_block *p, int64_t nb,
+                        int64_t i, __m512 acc[8]) {
     for (int64_t b = 0; b < nb; b++) {
         const struct qg_block *pb = &p[b];
         const struct rops_block_q8_K *x =
             (const struct rops_block_q8_K *)(a->xq + (size_t)i * a->xq_stride) + b;
         /* d d_x and dmin d_x, each the float product qdot_k.h broadcasts */
-        const qg_vf dd = QG_MUL(QG_LOADF(pb->d), QG_SET1F(x->d));
-        const qg_vf dm = QG_MUL(QG_LOADF(pb->dmin), QG_SET1F(x->d));
+        const __m512 dd = _mm512_mul_ps(_mm512_load_ps(pb->d), _mm512_set1_ps(x->d));
+        const __m512 dm = _mm512_mul_ps(_mm512_load_ps(pb->dmin), _mm512_set1_ps(x->d));
         for (int l = 0; l < 8; l++) {
-            qg_vi is = QG_ZERO();
+            __m512i is = _mm512_setzero_si512();
             for (int v = 0; v < 8; v++) {
                 const int c = 8 * v + l; /* columns 32 v + 4 l .. + 3, group 2 v + l / 4 */
                 int32_t q;
                 memcpy(&q, x->qs + 4 * c, 4);
-                is = QG_DPWSSD(is, QG_MADDUBS(QG_LOAD(pb->q[c]), QG_BCAST(q)),
-                               QG_LOAD(pb->sc[2 * v + l / 4]));
+                is = _mm512_dpwssd_epi32(
+                    is, _mm512_maddubs_epi16(_mm512_load_si512(pb->q[c]), _mm512_set1_epi32(q)),
+                    _mm512_load_si512(pb->sc[2 * v + l / 4]));
             }
             int32_t bp; /* bsums 2l, 2l + 1 */
             memcpy(&bp, x->bsums + 2 * l, 4);
-            if (shift >= 0)
-                is = QG_SUB32(
-                    is, QG_SLLI(QG_DPWSSD(QG_ZERO(), QG_LOAD(pb->scp[l]), QG_BCAST(bp)), shift));
-            acc[l] = QG_FMADD(dd, QG_CVT(is), acc[l]);
-            if (has_min)
-                acc[l] = QG_FNMADD(
-                    dm, QG_CVT(QG_DPWSSD(QG_ZERO(), QG_LOAD(pb->mnp[l]), QG_BCAST(bp))), acc[l]);
+            acc[l] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(is), acc[l]);
+            acc[l] = _mm512_fnmadd_ps(
+                dm,
+                _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
+                    _mm512_setzero_si512(), _mm512_load_si512(pb->mnp[l]), _mm512_set1_epi32(bp))),
+                acc[l]);
         }
     }
 }
@@ -163,14 +104,15 @@ QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
         const int64_t rb = r1 - r < QG_L ? r1 - r : QG_L;
         qg_pack(type, a, bb, r, rb, nb, panel);
         for (int64_t i = 0; i < a->n; i++) {
-            qg_vf acc[8];
-            for (int l = 0; l < 8; l++) acc[l] = QG_ZEROF();
-            qg_input(type, a, panel, nb, i, acc);
+            __m512 acc[8];
+            for (int l = 0; l < 8; l++) acc[l] = _mm512_setzero_ps();
+            qg_input(a, panel, nb, i, acc);
             /* vec_hsum8's order, lane class by lane class: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
-            const qg_vf sum = QG_ADDF(QG_ADDF(QG_ADDF(acc[0], acc[4]), QG_ADDF(acc[2], acc[6])),
-                                      QG_ADDF(QG_ADDF(acc[1], acc[5]), QG_ADDF(acc[3], acc[7])));
+            const __m512 sum = _mm512_add_ps(
+                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
             _Alignas(64) float out[QG_L];
-            QG_STOREF(out, sum);
+            _mm512_store_ps(out, sum);
             float *y = a->y + i * a->y_stride + r;
             for (int64_t j = 0; j < rb; j++) y[j] = (a->accumulate ? y[j] : 0.0f) + out[j];
         }
@@ -178,12 +120,12 @@ QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
 }
 
 /* False when this file does not take the call: too few inputs, a tile wider than the panel, or
- * a type or width where the panel measured slower than x86/qdot_k.h (one thread, 1536 x 768,
- * 256 inputs, GMAC/s against qdot_k.h's: AVX-512 q4_K 60 / 44, q5_K 59 / 52, q6_K 46 / 53 (its
- * offset per lane class and costlier unpacking); AVX2 and AVX-VNNI's 8 rows a vector 0.7-0.9x
- * for every type). q2_K and q3_K, which recur quantize does not write, were not measured. */
+ * a type it does not serve. Measured (one thread, 1536 x 768, 256 inputs, GMAC/s against
+ * x86/qdot_k.h's): AVX-512 q4_K 60 / 44, q5_K 59 / 52; q6_K 46 / 53 (its offset of 32 a lane
+ * class and costlier unpacking), and at AVX2's 8 rows a vector 0.7-0.9x for every type, so
+ * those stay with qdot_k.h. */
 static bool qgemm_k_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
-    if (QG_L < 16 || a->n < QG_MIN_N || a->kt > QG_KB * ROPS_QK_K) return false;
+    if (a->n < QG_MIN_N || a->kt > QG_KB * ROPS_QK_K) return false;
     switch (a->w->type) {
     case ROPS_TYPE_Q4_K:
         qg_rows(ROPS_TYPE_Q4_K, sizeof(struct rops_block_q4_K), a, r0, r1);
