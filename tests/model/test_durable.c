@@ -6,6 +6,11 @@
  * The kill moments come from SEED (else $RECUR_TEST_SEED, else the clock), printed first so
  * that a failing run's moments can be asked for again (the kills still land where the
  * scheduler has the child then, so a replay is near, not exact).
+ * A kill is placed by the child's progress, not by the clock alone: the child reports each
+ * save it finishes through a pipe, and the parent waits for a random number of them (so the
+ * file last written is sometimes the old one, sometimes the new), then sleeps a random part
+ * of a save's measured time (so the kill lands inside a write, or just after one). A slow
+ * disk or a sanitizer's slowdown stretches the save and the window with it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -65,23 +70,45 @@ int main(int argc, char **argv) {
     REQUIRE(fa && fb && (na != nb || memcmp(fa, fb, na) != 0));
     REQUIRE(recur_state_save_file(a, path, ta, 6));
 
+    /* one save's time on this disk and build, the scale of the kill window */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 4; i++) REQUIRE(recur_state_save_file(b, pb, ta, 12));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const long long save_ns =
+        ((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)) / 4 + 1;
+
     int seen_a = 0, seen_b = 0, torn = 0, unloadable = 0;
     const int kills = 60;
     for (int k = 0; k < kills; k++) {
+        int done[2];
+        REQUIRE(pipe(done) == 0);
         const pid_t child = fork();
         REQUIRE(child >= 0);
         if (child == 0) {
+            close(done[0]);
             for (;;) {
                 recur_state_save_file(b, path, ta, 12);
+                if (write(done[1], "b", 1) != 1) _exit(1);
                 recur_state_save_file(a, path, ta, 6);
+                if (write(done[1], "a", 1) != 1) _exit(1);
             }
         }
+        close(done[1]);
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        struct timespec ts = {0, (long)(200000 + (seed >> 33) % 20000000)}; /* 0.2-20 ms */
+        const int wait_saves = (int)((seed >> 33) % 4); /* 0-3 finished saves */
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const long long sleep_ns = (long long)((seed >> 33) % 1000) * save_ns / 1000;
+        for (int i = 0; i < wait_saves; i++) {
+            char c;
+            REQUIRE(read(done[0], &c, 1) == 1);
+        }
+        struct timespec ts = {(time_t)(sleep_ns / 1000000000), (long)(sleep_ns % 1000000000)};
         nanosleep(&ts, NULL);
         kill(child, SIGKILL);
         int st;
         waitpid(child, &st, 0);
+        close(done[0]);
         size_t n;
         char *got = file_read(path, &n);
         const bool is_a = got && n == na && memcmp(got, fa, na) == 0;
