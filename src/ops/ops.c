@@ -78,12 +78,10 @@ static void matmul_thread(void *arg, int ith, int nth) {
     int64_t r0 = blocks * ith / nth * rb, r1 = blocks * (ith + 1) / nth * rb;
     if (r1 > m) r1 = m;
     if (r0 >= r1) return;
-    if (!t->one_order) {
+    if (t->one_order)
+        t->k->matmul_each(t->w, t->x, t->n, t->y, r0, r1);
+    else
         t->k->matmul_rows(t->w, t->x, t->n, t->y, r0, r1);
-        return;
-    }
-    for (int64_t i = 0; i < t->n; i++)
-        t->k->matmul_rows(t->w, t->x + i * t->w->n_cols, 1, t->y + i * m, r0, r1);
 }
 
 /* Threads worth a hand-off (~1 us each) for work multiply-adds: ~16k each at least (a
@@ -243,10 +241,8 @@ struct batch_task {
 static void batch_rows(const struct rops_kernels *K, const struct batch_unit *u, int64_t r0,
                        int64_t r1, bool one_order) {
     if (!u->xq) {
-        const int64_t k = u->w->n_cols, m = u->w->n_rows;
         if (one_order && u->n > 1)
-            for (int64_t i = 0; i < u->n; i++)
-                K->matmul_rows(u->w, u->x + i * k, 1, u->y + i * m, r0, r1);
+            K->matmul_each(u->w, u->x, u->n, u->y, r0, r1);
         else
             K->matmul_rows(u->w, u->x, u->n, u->y, r0, r1);
         return;

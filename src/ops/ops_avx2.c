@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../core/core.h"
+#include "ops_quants.h"
 
 #define ROPS_VEC_WIDTH 8
 #include "x86/pack.h"
@@ -136,6 +137,74 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
             y[i * m + r] = s;
         }
     }
+}
+
+/* NI inputs, each summed exactly as gemv_rows sums one (U = 4: the same FMAs into the same four
+ * accumulators, the same adds and tail), so that each gets the bits it gets alone
+ * (rops_exec.one_order); each 8 weights are loaded and converted once for the NI of them. */
+static inline __attribute__((always_inline)) void gemv_each_rows(enum rops_type type,
+                                                                 const struct rops_mat *w,
+                                                                 const float *x, int NI, float *y,
+                                                                 int64_t r0, int64_t r1) {
+    enum { U = 4 };
+    const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
+    const int64_t ku = k8 - k8 % (8 * U);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        __m256 acc[3][U];
+        for (int i = 0; i < NI; i++)
+            for (int u = 0; u < U; u++) acc[i][u] = _mm256_setzero_ps();
+        int64_t c = 0;
+        for (; c < ku; c += 8 * U)
+            for (int u = 0; u < U; u++) {
+                const __m256 wv = load8(type, row, c + 8 * u);
+                for (int i = 0; i < NI; i++)
+                    acc[i][u] =
+                        _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c + 8 * u), acc[i][u]);
+            }
+        for (; c < k8; c += 8) {
+            const __m256 wv = load8(type, row, c);
+            for (int i = 0; i < NI; i++)
+                acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i][0]);
+        }
+        for (int i = 0; i < NI; i++) {
+            for (int u = 1; u < U; u++) acc[i][0] = _mm256_add_ps(acc[i][0], acc[i][u]);
+            float s = vec_hsum(acc[i][0]);
+            for (int64_t c2 = k8; c2 < k; c2++) s += rops_weight_at(type, row, c2) * x[i * k + c2];
+            y[i * m + r] = s;
+        }
+    }
+}
+
+#define GEMV_EACH_FOR_TYPE(T)                                                                      \
+    static void gemv_each_##T(const struct rops_mat *w, const float *x, int64_t n, float *y,       \
+                              int64_t r0, int64_t r1) {                                            \
+        const int64_t k = w->n_cols, m = w->n_rows;                                                \
+        int64_t i = 0;                                                                             \
+        for (; i + 3 <= n; i += 3) gemv_each_rows(T, w, x + i * k, 3, y + i * m, r0, r1);          \
+        if (n - i == 2) gemv_each_rows(T, w, x + i * k, 2, y + i * m, r0, r1);                     \
+        if (n - i == 1) gemv_each_rows(T, w, x + i * k, 1, y + i * m, r0, r1);                     \
+    }
+GEMV_EACH_FOR_TYPE(ROPS_TYPE_F32)
+GEMV_EACH_FOR_TYPE(ROPS_TYPE_F16)
+GEMV_EACH_FOR_TYPE(ROPS_TYPE_BF16)
+
+/* The table's matmul_each: float weights here (block weights sum an input alike for any n). */
+void rops_matmul_each_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1) {
+    typedef void each_fn(const struct rops_mat *, const float *, int64_t, float *, int64_t,
+                         int64_t);
+    static each_fn *const by_type[ROPS_TYPE_BF16 + 1] = {
+        [ROPS_TYPE_F32] = gemv_each_ROPS_TYPE_F32,
+        [ROPS_TYPE_F16] = gemv_each_ROPS_TYPE_F16,
+        [ROPS_TYPE_BF16] = gemv_each_ROPS_TYPE_BF16,
+    };
+    if ((unsigned)w->type <= ROPS_TYPE_BF16 && by_type[w->type]) {
+        by_type[w->type](w, x, n, y, r0, r1);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        rops_matmul_rows_avx2(w, x + i * w->n_cols, 1, y + i * w->n_rows, r0, r1);
 }
 
 #define GEMV_FOR_TYPE(T)                                                                           \
@@ -398,6 +467,61 @@ void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out
             (__m256i *)out[b].qs,
             _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
         out[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+/* rops_quantize_q8_K's bits for finite inputs, 8 lanes at a time: the first value of the
+ * largest magnitude sets the scale (a block whose scale would overflow is zeros), iscale * x
+ * is rounded half to even by cvtps (the default MXCSR mode, as lrintf's) and clamped at 127,
+ * the 16s' sums are of the clamped quants. */
+void rops_quantize_q8_K_avx2(const float *x, struct rops_block_q8_K *y, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 256; j += 8)
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), m);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        if (!isfinite(127.0f / amax)) { /* as the portable quantizer: a block of zeros */
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 am = _mm256_set1_ps(amax);
+        for (int j = 0; j < 256; j += 8) {
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), am, _CMP_EQ_OQ));
+            if (hit) {
+                max = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int j = 0; j < 256; j += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++)
+                q[u] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + j + 8 * u))), top);
+            /* the two 16s' sums: pairs, then quads, then the halves of the 256 bits */
+            __m256i t =
+                _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            t = _mm256_hadd_epi32(t, t);
+            const __m128i s =
+                _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            y[i].bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(s);
+            y[i].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(s, 1);
+            /* packs work within 128-bit lanes: the permute puts the 32 bytes back in order */
+            const __m256i p =
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256(
+                (__m256i *)(y[i].qs + j),
+                _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        }
+        y[i].d = 1.0f / iscale;
     }
 }
 

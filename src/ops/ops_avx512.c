@@ -427,9 +427,11 @@ static void matmul_rows_avx512(const struct rops_mat *w, const float *x, int64_t
 static const struct rops_kernels table = {
     .isa = ROPS_ISA_AVX512,
     .matmul_rows = matmul_rows_avx512,
+    .matmul_each = rops_matmul_each_avx2, /* its one input is the AVX2 kernel's */
     .q8_rows = matmul_q8_rows_avx512,
     .qdot_rows = qdot_rows_avx512,
     .quantize_x = rops_quantize_x_avx2,
+    .quantize_q8_K = rops_quantize_q8_K_avx2,
     .softplus_bias = rops_softplus_bias_avx512,
     .layernorm = rops_layernorm_avx512,
     .rmsnorm = rops_rmsnorm_avx512,

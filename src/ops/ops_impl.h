@@ -237,11 +237,17 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
 /* One instruction set's kernels. Every entry is set (an instruction set without its own kernel
  * for a job takes a narrower set's); the arguments are those of the public call (ops.h) unless
  * said otherwise. */
+struct rops_block_q8_K; /* ops_quants.h */
+
 struct rops_kernels {
     enum rops_isa isa;
     /* Rows [r0, r1) of y = W x (see rops_matmul), float weights (block weights take q8_rows
        and qdot_rows). */
     void (*matmul_rows)(const struct rops_mat *w, const float *x, int64_t n, float *y, int64_t r0,
+                        int64_t r1);
+    /* matmul_rows with each input summed as matmul_rows sums it alone (n = 1): the same bits
+       for an input whatever the others (rops_exec.one_order), faster than n calls. */
+    void (*matmul_each)(const struct rops_mat *w, const float *x, int64_t n, float *y, int64_t r0,
                         int64_t r1);
     void (*q8_rows)(const struct rops_q8_args *a, int64_t r0, int64_t r1);
     /* Rows [r0, r1) of the other block types (struct rops_qdot_args). An input's sums are the
@@ -249,6 +255,9 @@ struct rops_kernels {
     void (*qdot_rows)(const struct rops_qdot_args *a, int64_t r0, int64_t r1);
     /* Quantizes n_blocks blocks of x (see rops_matmul): every table gives the same bits. */
     void (*quantize_x)(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+    /* rops_quantize_q8_K (the K types' inputs, n a multiple of 256): the same bits on every
+       table. */
+    void (*quantize_q8_K)(const float *x, struct rops_block_q8_K *y, int64_t n);
     void (*softplus_bias)(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
     /* rops_layernorm and rops_rmsnorm of one vector */
     void (*layernorm)(const float *x, const float *w, const float *b, int64_t k, float eps,
@@ -318,7 +327,10 @@ void rops_row_tile(const struct rops_mat *w, int64_t r, int64_t c0, int64_t kt, 
  * they have no kernel of their own. */
 void rops_matmul_rows_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
                            int64_t r0, int64_t r1);
+void rops_matmul_each_avx2(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                           int64_t r0, int64_t r1);
 void rops_quantize_x_avx2(const float *x, int64_t n_blocks, struct rops_xq8 *out);
+void rops_quantize_q8_K_avx2(const float *x, struct rops_block_q8_K *y, int64_t n);
 void rops_softplus_bias_avx2(float *x, const float *bias, int64_t n_rows, int64_t n_cols);
 void rops_layernorm_avx2(const float *x, const float *w, const float *b, int64_t k, float eps,
                          float *out);
@@ -344,16 +356,16 @@ float rops_probe_sum_avx2(const float *p, size_t n_floats);
  * ops_avx2.c's (maddubs) and ops_avxvnni.c's (vpdpbusd), the rest the same kernels. */
 #define ROPS_KERNELS_AVX2(isa_, q8_rows_, qdot_rows_)                                              \
     {                                                                                              \
-        .isa = isa_, .matmul_rows = rops_matmul_rows_avx2, .q8_rows = q8_rows_,                    \
-        .qdot_rows = qdot_rows_, .quantize_x = rops_quantize_x_avx2,                               \
-        .softplus_bias = rops_softplus_bias_avx2, .layernorm = rops_layernorm_avx2,                \
-        .rmsnorm = rops_rmsnorm_avx2, .map_rows = rops_map_rows_avx2,                              \
-        .conv_channels = rops_conv_channels_avx2, .scan_channels = rops_scan_channels_avx2,        \
-        .scan2_heads = rops_scan2_heads_avx2, .ssd_mm = rops_ssd_mm_avx2,                          \
-        .ssd_decays = rops_ssd_decays_avx2, .ssd_scale_rows = rops_ssd_scale_rows_avx2,            \
-        .ssd_transpose = rops_ssd_transpose_avx2, .wkv6_run = rops_wkv6_run_avx2,                  \
-        .wkv7_run = rops_wkv7_run_avx2, .probe_fma = rops_probe_fma_avx2,                          \
-        .probe_sum = rops_probe_sum_avx2,                                                          \
+        .isa = isa_, .matmul_rows = rops_matmul_rows_avx2, .matmul_each = rops_matmul_each_avx2,   \
+        .q8_rows = q8_rows_, .qdot_rows = qdot_rows_, .quantize_x = rops_quantize_x_avx2,          \
+        .quantize_q8_K = rops_quantize_q8_K_avx2, .softplus_bias = rops_softplus_bias_avx2,        \
+        .layernorm = rops_layernorm_avx2, .rmsnorm = rops_rmsnorm_avx2,                            \
+        .map_rows = rops_map_rows_avx2, .conv_channels = rops_conv_channels_avx2,                  \
+        .scan_channels = rops_scan_channels_avx2, .scan2_heads = rops_scan2_heads_avx2,            \
+        .ssd_mm = rops_ssd_mm_avx2, .ssd_decays = rops_ssd_decays_avx2,                            \
+        .ssd_scale_rows = rops_ssd_scale_rows_avx2, .ssd_transpose = rops_ssd_transpose_avx2,      \
+        .wkv6_run = rops_wkv6_run_avx2, .wkv7_run = rops_wkv7_run_avx2,                            \
+        .probe_fma = rops_probe_fma_avx2, .probe_sum = rops_probe_sum_avx2,                        \
     }
 
 #endif /* RECUR_OPS_IMPL_H */

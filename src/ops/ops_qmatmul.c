@@ -33,10 +33,11 @@ size_t rops_qmatmul_input_bytes(enum rops_type type, int64_t k) {
 }
 
 /* One input's k values as the partner type's blocks at dst. */
-static void quantize_input(enum rops_type partner, const float *x, int64_t k, void *dst) {
+static void quantize_input(const struct rops_kernels *kt, enum rops_type partner, const float *x,
+                           int64_t k, void *dst) {
     switch (partner) {
     case ROPS_TYPE_Q8_K:
-        rops_quantize_q8_K(x, dst, k);
+        kt->quantize_q8_K(x, dst, k);
         break;
     case ROPS_TYPE_Q8_1:
         rops_quantize_q8_1(x, dst, k);
@@ -74,6 +75,7 @@ static void qmm_thread(void *arg, int ith, int nth) {
 }
 
 struct quant_task {
+    const struct rops_kernels *kernels;
     enum rops_type partner;
     const float *x; /* the tile's first column of the first input */
     int64_t k, kt, n;
@@ -84,7 +86,8 @@ struct quant_task {
 static void quant_thread(void *arg, int ith, int nth) {
     const struct quant_task *t = arg;
     for (int64_t i = t->n * ith / nth; i < t->n * (ith + 1) / nth; i++)
-        quantize_input(t->partner, t->x + i * t->k, t->kt, t->xq + (size_t)i * t->stride);
+        quantize_input(t->kernels, t->partner, t->x + i * t->k, t->kt,
+                       t->xq + (size_t)i * t->stride);
 }
 
 void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
@@ -110,7 +113,8 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
         const int64_t g = n - i < group ? n - i : group;
         for (int64_t c0 = 0; c0 < k; c0 += kt) {
             const int64_t w_cols = k - c0 < kt ? k - c0 : kt;
-            struct quant_task qt = {partner, x + i * k + c0, k, w_cols, g, buf, stride};
+            struct quant_task qt = {
+                rops_kernels_of(ex->isa), partner, x + i * k + c0, k, w_cols, g, buf, stride};
             rpool_run(ex->pool, quant_thread, &qt, g > 1 ? n_threads : 1);
             struct qmm_task t = {{w, c0, w_cols, buf, stride, g, y + i * m, m, c0 > 0},
                                  rops_kernels_of(ex->isa)};

@@ -307,12 +307,12 @@ void rops_quantize_q8_K(const float *x, struct rops_block_q8_K *y, int64_t n) {
                 max = x[j];
             }
         memset(y[i].bsums, 0, sizeof y[i].bsums);
-        if (amax == 0.0f) {
+        const float iscale = -127.0f / max;
+        if (!isfinite(iscale)) { /* all zero, or under 127 / FLT_MAX: a block of zeros */
             y[i].d = 0.0f;
             memset(y[i].qs, 0, sizeof y[i].qs);
             continue;
         }
-        const float iscale = -127.0f / max;
         for (int j = 0; j < ROPS_QK_K; j++) {
             const long v = lrintf(iscale * x[j]); /* half to even, as ggml's nearest_int */
             y[i].qs[j] = (int8_t)(v < 127 ? v : 127);

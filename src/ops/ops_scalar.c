@@ -9,6 +9,7 @@
 
 #include "../core/core.h"
 #include "ops_impl.h"
+#include "ops_quants.h"
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
@@ -405,12 +406,20 @@ static float probe_sum_scalar(const float *p, size_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
+static void matmul_each_scalar(const struct rops_mat *w, const float *x, int64_t n, float *y,
+                               int64_t r0, int64_t r1) {
+    for (int64_t i = 0; i < n; i++)
+        rops_matmul_rows_scalar(w, x + i * w->n_cols, 1, y + i * w->n_rows, r0, r1);
+}
+
 const struct rops_kernels rops_kernels_scalar = {
     .isa = ROPS_ISA_SCALAR,
     .matmul_rows = rops_matmul_rows_scalar,
+    .matmul_each = matmul_each_scalar,
     .q8_rows = matmul_q8_rows_scalar,
     .qdot_rows = rops_qdot_rows_scalar,
     .quantize_x = quantize_x_scalar,
+    .quantize_q8_K = rops_quantize_q8_K,
     .softplus_bias = softplus_bias_scalar,
     .layernorm = layernorm_scalar,
     .rmsnorm = rmsnorm_scalar,

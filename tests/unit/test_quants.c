@@ -103,6 +103,10 @@ static void test_dequant_bit_exact(void) {
     }
 }
 
+/* Every table's quantize_q8_K against ggml's blocks of the shared vectors, then against the
+ * portable quantizer bit for bit on blocks made to catch a vector path out: the largest
+ * magnitude twice with both signs (the first sets the scale's sign), values on and beside half
+ * steps, an all-zero block, zeros of both signs, subnormals, a block of one nonzero value. */
 static void test_q8_K_quantize(void) {
     size_t xlen, qlen;
     float *x = slurp("input.f32", &xlen);
@@ -110,16 +114,80 @@ static void test_q8_K_quantize(void) {
     REQUIRE(x && want && xlen == sizeof(float) * ROWS * COLS);
     struct rops_block_q8_K got[ROWS * COLS / ROPS_QK_K];
     REQUIRE(qlen == sizeof got);
-    rops_quantize_q8_K(x, got, ROWS * COLS);
-    int bad = 0;
-    for (size_t b = 0; b < sizeof got / sizeof got[0]; b++) {
-        const struct rops_block_q8_K *w = (const struct rops_block_q8_K *)want + b;
-        /* ggml leaves an all-zero block's sums unwritten: compare them where d != 0 */
-        const size_t cmp = w->d == 0.0f ? offsetof(struct rops_block_q8_K, bsums) : sizeof got[b];
-        if (memcmp(&got[b], w, cmp) != 0 && bad++ < 3)
-            fprintf(stderr, "q8_K block %zu differs (d %.9g, ggml %.9g)\n", b, got[b].d, w->d);
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++) {
+        rops_kernels_of(isas[ii])->quantize_q8_K(x, got, ROWS * COLS);
+        int bad = 0;
+        for (size_t b = 0; b < sizeof got / sizeof got[0]; b++) {
+            const struct rops_block_q8_K *w = (const struct rops_block_q8_K *)want + b;
+            /* ggml leaves an all-zero block's sums unwritten: compare them where d != 0 */
+            const size_t cmp =
+                w->d == 0.0f ? offsetof(struct rops_block_q8_K, bsums) : sizeof got[b];
+            if (memcmp(&got[b], w, cmp) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: q8_K block %zu differs (d %.9g, ggml %.9g)\n",
+                        rops_isa_name(isas[ii]), b, got[b].d, w->d);
+        }
+        CHECK_MSG(bad == 0, "%s: %d q8_K blocks differ from ggml's", rops_isa_name(isas[ii]), bad);
     }
-    CHECK_MSG(bad == 0, "%d q8_K blocks differ from ggml's", bad);
+    enum { NB = 12 };
+    static float xs[NB * ROPS_QK_K];
+    static struct rops_block_q8_K ref[NB], vec[NB];
+    uint32_t seed = 777;
+    for (int rep = 0; rep < 30; rep++) {
+        for (int i = 0; i < NB * ROPS_QK_K; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            xs[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (rep % 4 == 0 ? 3e4f : 2.0f);
+        }
+        for (int b = 0; b < NB; b++) {
+            float *xb = xs + ROPS_QK_K * b;
+            const int at = (rep * 37 + b * 11) % ROPS_QK_K, at2 = (at + 1 + b * 7) % ROPS_QK_K;
+            switch (b % 6) {
+            case 1: /* the same magnitude twice, signs opposite: the first one counts */
+                xb[at] = 1e5f;
+                xb[at2] = -1e5f;
+                break;
+            case 2: { /* the max at 127 steps, the rest on half steps or one ulp beside */
+                xb[0] = -127.0f * (float)(rep + 1);
+                const float d = (float)(rep + 1);
+                for (int j = 1; j < ROPS_QK_K; j++) {
+                    const float half = ((float)(j % 13) - 6.5f) * d;
+                    xb[j] = j % 3 ? half : nextafterf(half, j % 2 ? 1e9f : -1e9f);
+                }
+                break;
+            }
+            case 3:
+                memset(xb, 0, ROPS_QK_K * sizeof(float));
+                break;
+            case 4: /* zeros of both signs and subnormals around one normal value */
+                for (int j = 0; j < ROPS_QK_K; j++)
+                    xb[j] = j % 3 == 0 ? -0.0f : (float)(j % 5) * 1e-41f;
+                xb[at] = -3e-38f;
+                break;
+            case 5:
+                memset(xb, 0, ROPS_QK_K * sizeof(float));
+                xb[at] = 0.25f;
+                break;
+            }
+        }
+        rops_quantize_q8_K(xs, ref, NB * ROPS_QK_K);
+        const int pos1 = (rep * 37 + 11) % ROPS_QK_K, neg1 = (pos1 + 8) % ROPS_QK_K;
+        CHECK((ref[1].d < 0.0f) == (pos1 < neg1)); /* d = -max / 127 */
+        for (int ii = 0; ii < n_isas; ii++) {
+            memset(vec, 0x5a, sizeof vec);
+            rops_kernels_of(isas[ii])->quantize_q8_K(xs, vec, NB * ROPS_QK_K);
+            int bad = 0;
+            for (int b = 0; b < NB; b++) {
+                const bool differ = memcmp(&ref[b], &vec[b], sizeof ref[b]) != 0;
+                if (differ && bad++ < 2)
+                    fprintf(stderr, "%s: block %d: d %.9g / %.9g, qs[0] %d / %d\n",
+                            rops_isa_name(isas[ii]), b, ref[b].d, vec[b].d, ref[b].qs[0],
+                            vec[b].qs[0]);
+            }
+            CHECK_MSG(bad == 0, "%s rep %d: %d q8_K blocks differ from the portable quantizer",
+                      rops_isa_name(isas[ii]), rep, bad);
+        }
+    }
     /* a planted change of the rounding shows: round half away from zero at some exact half */
     struct rops_block_q8_K one;
     float half[ROPS_QK_K] = {0};
