@@ -96,6 +96,76 @@ QG_INLINE void qg_input(const struct rops_qdot_args *a, const struct qg_block *p
     }
 }
 
+/* Inputs i and i + 1 through the panel: qg_input's integers and float steps for each (integer
+ * sums are exact in any order), with the loops turned so that a panel load and a group's
+ * scales serve both inputs and four lane classes, and sixteen integer sums run side by side
+ * instead of one chain of eight at a time: lane classes 4 h .. 4 h + 3 share group 2 v + h. */
+QG_INLINE void qg_inputs2(const struct rops_qdot_args *a, const struct qg_block *p, int64_t nb,
+                          int64_t i, __m512 acc0[8], __m512 acc1[8]) {
+    for (int64_t b = 0; b < nb; b++) {
+        const struct qg_block *pb = &p[b];
+        const struct rops_block_q8_K *x0 =
+            (const struct rops_block_q8_K *)(a->xq + (size_t)i * a->xq_stride) + b;
+        const struct rops_block_q8_K *x1 =
+            (const struct rops_block_q8_K *)(a->xq + (size_t)(i + 1) * a->xq_stride) + b;
+        const __m512 d = _mm512_load_ps(pb->d), dmin = _mm512_load_ps(pb->dmin);
+        const __m512 dd0 = _mm512_mul_ps(d, _mm512_set1_ps(x0->d));
+        const __m512 dm0 = _mm512_mul_ps(dmin, _mm512_set1_ps(x0->d));
+        const __m512 dd1 = _mm512_mul_ps(d, _mm512_set1_ps(x1->d));
+        const __m512 dm1 = _mm512_mul_ps(dmin, _mm512_set1_ps(x1->d));
+        for (int h = 0; h < 2; h++) {
+            __m512i is0[4], is1[4];
+            for (int t = 0; t < 4; t++) is0[t] = is1[t] = _mm512_setzero_si512();
+            for (int v = 0; v < 8; v++) {
+                const __m512i sc = _mm512_load_si512(pb->sc[2 * v + h]);
+                for (int t = 0; t < 4; t++) {
+                    const int c = 8 * v + 4 * h + t;
+                    const __m512i q = _mm512_load_si512(pb->q[c]);
+                    int32_t q0, q1;
+                    memcpy(&q0, x0->qs + 4 * c, 4);
+                    memcpy(&q1, x1->qs + 4 * c, 4);
+                    is0[t] = _mm512_dpwssd_epi32(
+                        is0[t], _mm512_maddubs_epi16(q, _mm512_set1_epi32(q0)), sc);
+                    is1[t] = _mm512_dpwssd_epi32(
+                        is1[t], _mm512_maddubs_epi16(q, _mm512_set1_epi32(q1)), sc);
+                }
+            }
+            for (int t = 0; t < 4; t++) {
+                const int l = 4 * h + t;
+                const __m512i mnp = _mm512_load_si512(pb->mnp[l]);
+                int32_t bp0, bp1; /* bsums 2l, 2l + 1 */
+                memcpy(&bp0, x0->bsums + 2 * l, 4);
+                memcpy(&bp1, x1->bsums + 2 * l, 4);
+                acc0[l] = _mm512_fmadd_ps(dd0, _mm512_cvtepi32_ps(is0[t]), acc0[l]);
+                acc0[l] =
+                    _mm512_fnmadd_ps(dm0,
+                                     _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
+                                         _mm512_setzero_si512(), mnp, _mm512_set1_epi32(bp0))),
+                                     acc0[l]);
+                acc1[l] = _mm512_fmadd_ps(dd1, _mm512_cvtepi32_ps(is1[t]), acc1[l]);
+                acc1[l] =
+                    _mm512_fnmadd_ps(dm1,
+                                     _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
+                                         _mm512_setzero_si512(), mnp, _mm512_set1_epi32(bp1))),
+                                     acc1[l]);
+            }
+        }
+    }
+}
+
+/* Row r's 16 outputs of input i from its 8 lane-class sums. */
+QG_INLINE void qg_store(const struct rops_qdot_args *a, int64_t i, int64_t r, int64_t rb,
+                        const __m512 acc[8]) {
+    /* vec_hsum8's order, lane class by lane class: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
+    const __m512 sum =
+        _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                      _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+    _Alignas(64) float out[QG_L];
+    _mm512_store_ps(out, sum);
+    float *y = a->y + i * a->y_stride + r;
+    for (int64_t j = 0; j < rb; j++) y[j] = (a->accumulate ? y[j] : 0.0f) + out[j];
+}
+
 QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_args *a, int64_t r0,
                        int64_t r1) {
     _Alignas(64) struct qg_block panel[QG_KB];
@@ -103,18 +173,19 @@ QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
     for (int64_t r = r0; r < r1; r += QG_L) {
         const int64_t rb = r1 - r < QG_L ? r1 - r : QG_L;
         qg_pack(type, a, bb, r, rb, nb, panel);
-        for (int64_t i = 0; i < a->n; i++) {
+        int64_t i = 0;
+        for (; i + 2 <= a->n; i += 2) {
+            __m512 acc0[8], acc1[8];
+            for (int l = 0; l < 8; l++) acc0[l] = acc1[l] = _mm512_setzero_ps();
+            qg_inputs2(a, panel, nb, i, acc0, acc1);
+            qg_store(a, i, r, rb, acc0);
+            qg_store(a, i + 1, r, rb, acc1);
+        }
+        if (i < a->n) {
             __m512 acc[8];
             for (int l = 0; l < 8; l++) acc[l] = _mm512_setzero_ps();
             qg_input(a, panel, nb, i, acc);
-            /* vec_hsum8's order, lane class by lane class: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
-            const __m512 sum = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-            _Alignas(64) float out[QG_L];
-            _mm512_store_ps(out, sum);
-            float *y = a->y + i * a->y_stride + r;
-            for (int64_t j = 0; j < rb; j++) y[j] = (a->accumulate ? y[j] : 0.0f) + out[j];
+            qg_store(a, i, r, rb, acc);
         }
     }
 }
@@ -123,7 +194,8 @@ QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
  * a type it does not serve. Measured (one thread, 1536 x 768, 256 inputs, GMAC/s against
  * x86/qdot_k.h's): AVX-512 q4_K 60 / 44, q5_K 59 / 52; q6_K 46 / 53 (its offset of 32 a lane
  * class and costlier unpacking), and at AVX2's 8 rows a vector 0.7-0.9x for every type, so
- * those stay with qdot_k.h. */
+ * those stay with qdot_k.h. Two inputs a pass (qg_inputs2) then took q4_K from 1.9x to 2.4x
+ * of AVX2's figure in bench_isa at 512 inputs; four a pass measured no faster. */
 static bool qgemm_k_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
     if (a->n < QG_MIN_N || a->kt > QG_KB * ROPS_QK_K) return false;
     switch (a->w->type) {
