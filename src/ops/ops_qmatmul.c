@@ -42,12 +42,9 @@ static void quantize_input(const struct rops_kernels *kt, enum rops_type partner
     case ROPS_TYPE_Q8_1:
         rops_quantize_q8_1(x, dst, k);
         break;
-    default: {
-        struct rops_xq8 *q = dst;
-        for (int64_t b = 0; b < k / ROPS_QK; b++)
-            q[b].d = rcore_f16_to_f32(rops_q8_block(x + ROPS_QK * b, q[b].qs));
+    default: /* q8_0 */
+        kt->quantize_x(x, k / ROPS_QK, dst);
         break;
-    }
     }
 }
 
