@@ -64,6 +64,19 @@ static void qg_pack(enum rops_type type, const struct rops_qdot_args *a, size_t 
         }
 }
 
+/* Lane class l's float steps for a block: + d d_x times the scaled integer sum is, then
+ * - dmin d_x times the minimums against bsums 2l, 2l + 1 (qdot_k.h's two fused steps). */
+QG_INLINE __m512 qg_step(__m512 acc, __m512 dd, __m512 dm, __m512i is, __m512i mnp,
+                         const struct rops_block_q8_K *x, int l) {
+    int32_t bp; /* bsums 2l, 2l + 1 */
+    memcpy(&bp, x->bsums + 2 * l, 4);
+    acc = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(is), acc);
+    return _mm512_fnmadd_ps(
+        dm,
+        _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(_mm512_setzero_si512(), mnp, _mm512_set1_epi32(bp))),
+        acc);
+}
+
 /* Input i through the panel's nb blocks: acc[L], lane class L of every row. */
 QG_INLINE void qg_input(const struct rops_qdot_args *a, const struct qg_block *p, int64_t nb,
                         int64_t i, __m512 acc[8]) {
@@ -84,14 +97,7 @@ QG_INLINE void qg_input(const struct rops_qdot_args *a, const struct qg_block *p
                     is, _mm512_maddubs_epi16(_mm512_load_si512(pb->q[c]), _mm512_set1_epi32(q)),
                     _mm512_load_si512(pb->sc[2 * v + l / 4]));
             }
-            int32_t bp; /* bsums 2l, 2l + 1 */
-            memcpy(&bp, x->bsums + 2 * l, 4);
-            acc[l] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(is), acc[l]);
-            acc[l] = _mm512_fnmadd_ps(
-                dm,
-                _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
-                    _mm512_setzero_si512(), _mm512_load_si512(pb->mnp[l]), _mm512_set1_epi32(bp))),
-                acc[l]);
+            acc[l] = qg_step(acc[l], dd, dm, is, _mm512_load_si512(pb->mnp[l]), x, l);
         }
     }
 }
@@ -133,21 +139,8 @@ QG_INLINE void qg_inputs2(const struct rops_qdot_args *a, const struct qg_block 
             for (int t = 0; t < 4; t++) {
                 const int l = 4 * h + t;
                 const __m512i mnp = _mm512_load_si512(pb->mnp[l]);
-                int32_t bp0, bp1; /* bsums 2l, 2l + 1 */
-                memcpy(&bp0, x0->bsums + 2 * l, 4);
-                memcpy(&bp1, x1->bsums + 2 * l, 4);
-                acc0[l] = _mm512_fmadd_ps(dd0, _mm512_cvtepi32_ps(is0[t]), acc0[l]);
-                acc0[l] =
-                    _mm512_fnmadd_ps(dm0,
-                                     _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
-                                         _mm512_setzero_si512(), mnp, _mm512_set1_epi32(bp0))),
-                                     acc0[l]);
-                acc1[l] = _mm512_fmadd_ps(dd1, _mm512_cvtepi32_ps(is1[t]), acc1[l]);
-                acc1[l] =
-                    _mm512_fnmadd_ps(dm1,
-                                     _mm512_cvtepi32_ps(_mm512_dpwssd_epi32(
-                                         _mm512_setzero_si512(), mnp, _mm512_set1_epi32(bp1))),
-                                     acc1[l]);
+                acc0[l] = qg_step(acc0[l], dd0, dm0, is0[t], mnp, x0, l);
+                acc1[l] = qg_step(acc1[l], dd1, dm1, is1[t], mnp, x1, l);
             }
         }
     }
