@@ -90,7 +90,9 @@ static void unpack_iq4_nl(const void *blk, struct unpacked32 *u) {
 /* ---- K blocks ----------------------------------------------------------------------------------
  */
 
-static void unpack_q2_K(const void *blk, struct rops_unpackedK *u) {
+/* Each K type's unpacking in two parts: scales_X fills d, dmin, sc and mn; unpack_X all. */
+
+static void scales_q2_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q2_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = rcore_f16_to_f32(b->dmin);
@@ -98,6 +100,11 @@ static void unpack_q2_K(const void *blk, struct rops_unpackedK *u) {
         u->sc[g] = b->scales[g] & 15;
         u->mn[g] = b->scales[g] >> 4;
     }
+}
+
+static void unpack_q2_K(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_q2_K *b = blk;
+    scales_q2_K(blk, u);
     /* weight 128 h + 32 s + 16 p + l: bits 2s of qs[32 h + 16 p + l] (ops_quants.c's order) */
     for (int j = 0; j < 256; j++) {
         const int h = j / 128, s = (j / 32) % 4, p = (j / 16) % 2, l = j % 16;
@@ -105,7 +112,7 @@ static void unpack_q2_K(const void *blk, struct rops_unpackedK *u) {
     }
 }
 
-static void unpack_q3_K(const void *blk, struct rops_unpackedK *u) {
+static void scales_q3_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q3_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -115,6 +122,11 @@ static void unpack_q3_K(const void *blk, struct rops_unpackedK *u) {
         u->sc[g] = (int16_t)((lo | hi << 4) - 32);
         u->mn[g] = 0;
     }
+}
+
+static void unpack_q3_K(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_q3_K *b = blk;
+    scales_q3_K(blk, u);
     /* as q2_K, less 4 where weight's bit of hmask (bit 4 h + s of hmask[16 p + l]) is clear */
     for (int j = 0; j < 256; j++) {
         const int h = j / 128, s = (j / 32) % 4, p = (j / 16) % 2, l = j % 16;
@@ -140,11 +152,24 @@ static void k4_groups(const uint8_t s[12], struct rops_unpackedK *u) {
     }
 }
 
-static void unpack_q4_K(const void *blk, struct rops_unpackedK *u) {
+/* q4_K and q5_K share the header. */
+static void scales_q4_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q4_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = rcore_f16_to_f32(b->dmin);
     k4_groups(b->scales, u);
+}
+
+static void scales_q5_K(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_q5_K *b = blk;
+    u->d = rcore_f16_to_f32(b->d);
+    u->dmin = rcore_f16_to_f32(b->dmin);
+    k4_groups(b->scales, u);
+}
+
+static void unpack_q4_K(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_q4_K *b = blk;
+    scales_q4_K(blk, u);
     for (int c = 0; c < 4; c++) /* 64 weights: the low nibbles of 32 bytes, then the high */
         for (int l = 0; l < 32; l++) {
             u->q[64 * c + l] = (int8_t)(b->qs[32 * c + l] & 15);
@@ -154,9 +179,7 @@ static void unpack_q4_K(const void *blk, struct rops_unpackedK *u) {
 
 static void unpack_q5_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q5_K *b = blk;
-    u->d = rcore_f16_to_f32(b->d);
-    u->dmin = rcore_f16_to_f32(b->dmin);
-    k4_groups(b->scales, u);
+    scales_q5_K(blk, u);
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             u->q[64 * c + l] =
@@ -166,7 +189,7 @@ static void unpack_q5_K(const void *blk, struct rops_unpackedK *u) {
         }
 }
 
-static void unpack_q6_K(const void *blk, struct rops_unpackedK *u) {
+static void scales_q6_K(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_q6_K *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -174,6 +197,11 @@ static void unpack_q6_K(const void *blk, struct rops_unpackedK *u) {
         u->sc[g] = b->scales[g];
         u->mn[g] = 0;
     }
+}
+
+static void unpack_q6_K(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_q6_K *b = blk;
+    scales_q6_K(blk, u);
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
         for (int l = 0; l < 32; l++)
@@ -184,7 +212,7 @@ static void unpack_q6_K(const void *blk, struct rops_unpackedK *u) {
     }
 }
 
-static void unpack_iq4_xs(const void *blk, struct rops_unpackedK *u) {
+static void scales_iq4_xs(const void *blk, struct rops_unpackedK *u) {
     const struct rops_block_iq4_xs *b = blk;
     u->d = rcore_f16_to_f32(b->d);
     u->dmin = 0.0f;
@@ -193,11 +221,17 @@ static void unpack_iq4_xs(const void *blk, struct rops_unpackedK *u) {
             ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((b->scales_h >> (2 * ib)) & 3) << 4;
         u->sc[2 * ib] = u->sc[2 * ib + 1] = (int16_t)(ls - 32);
         u->mn[2 * ib] = u->mn[2 * ib + 1] = 0;
+    }
+}
+
+static void unpack_iq4_xs(const void *blk, struct rops_unpackedK *u) {
+    const struct rops_block_iq4_xs *b = blk;
+    scales_iq4_xs(blk, u);
+    for (int ib = 0; ib < 8; ib++)
         for (int j = 0; j < 16; j++) {
             u->q[32 * ib + j] = rops_iq4nl_values[b->qs[16 * ib + j] & 15];
             u->q[32 * ib + 16 + j] = rops_iq4nl_values[b->qs[16 * ib + j] >> 4];
         }
-    }
 }
 
 /* ---- the products ------------------------------------------------------------------------------
@@ -208,26 +242,34 @@ typedef void (*unpackK_fn)(const void *blk, struct rops_unpackedK *u);
 
 static const struct {
     unpack32_fn u32;
-    unpackK_fn uK;
+    unpackK_fn uK, uK_scales;
     enum rops_type partner;
 } dots[] = {
-    [ROPS_TYPE_Q4_0] = {unpack_q4_0, NULL, ROPS_TYPE_Q8_0},
-    [ROPS_TYPE_Q4_1] = {unpack_q4_1, NULL, ROPS_TYPE_Q8_1},
-    [ROPS_TYPE_Q5_0] = {unpack_q5_0, NULL, ROPS_TYPE_Q8_0},
-    [ROPS_TYPE_Q5_1] = {unpack_q5_1, NULL, ROPS_TYPE_Q8_1},
-    [ROPS_TYPE_Q8_0] = {unpack_q8_0, NULL, ROPS_TYPE_Q8_0},
-    [ROPS_TYPE_IQ4_NL] = {unpack_iq4_nl, NULL, ROPS_TYPE_Q8_0},
-    [ROPS_TYPE_Q2_K] = {NULL, unpack_q2_K, ROPS_TYPE_Q8_K},
-    [ROPS_TYPE_Q3_K] = {NULL, unpack_q3_K, ROPS_TYPE_Q8_K},
-    [ROPS_TYPE_Q4_K] = {NULL, unpack_q4_K, ROPS_TYPE_Q8_K},
-    [ROPS_TYPE_Q5_K] = {NULL, unpack_q5_K, ROPS_TYPE_Q8_K},
-    [ROPS_TYPE_Q6_K] = {NULL, unpack_q6_K, ROPS_TYPE_Q8_K},
-    [ROPS_TYPE_IQ4_XS] = {NULL, unpack_iq4_xs, ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_Q4_0] = {.u32 = unpack_q4_0, .partner = ROPS_TYPE_Q8_0},
+    [ROPS_TYPE_Q4_1] = {.u32 = unpack_q4_1, .partner = ROPS_TYPE_Q8_1},
+    [ROPS_TYPE_Q5_0] = {.u32 = unpack_q5_0, .partner = ROPS_TYPE_Q8_0},
+    [ROPS_TYPE_Q5_1] = {.u32 = unpack_q5_1, .partner = ROPS_TYPE_Q8_1},
+    [ROPS_TYPE_Q8_0] = {.u32 = unpack_q8_0, .partner = ROPS_TYPE_Q8_0},
+    [ROPS_TYPE_IQ4_NL] = {.u32 = unpack_iq4_nl, .partner = ROPS_TYPE_Q8_0},
+    [ROPS_TYPE_Q2_K] = {.uK = unpack_q2_K, .uK_scales = scales_q2_K, .partner = ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_Q3_K] = {.uK = unpack_q3_K, .uK_scales = scales_q3_K, .partner = ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_Q4_K] = {.uK = unpack_q4_K, .uK_scales = scales_q4_K, .partner = ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_Q5_K] = {.uK = unpack_q5_K, .uK_scales = scales_q5_K, .partner = ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_Q6_K] = {.uK = unpack_q6_K, .uK_scales = scales_q6_K, .partner = ROPS_TYPE_Q8_K},
+    [ROPS_TYPE_IQ4_XS] = {.uK = unpack_iq4_xs,
+                          .uK_scales = scales_iq4_xs,
+                          .partner = ROPS_TYPE_Q8_K},
 };
 
 bool rops_unpack_K(enum rops_type type, const void *blk, struct rops_unpackedK *u) {
     if ((unsigned)type >= sizeof dots / sizeof dots[0] || !dots[type].uK) return false;
     dots[type].uK(blk, u);
+    return true;
+}
+
+bool rops_unpack_K_scales(enum rops_type type, const void *blk, struct rops_unpackedK *u) {
+    if ((unsigned)type >= sizeof dots / sizeof dots[0] || !dots[type].uK_scales) return false;
+    dots[type].uK_scales(blk, u);
     return true;
 }
 

@@ -185,6 +185,9 @@ struct rops_unpackedK {
 
 /* Unpacks the K block of type at blk into u; false when type is not a K type. */
 bool rops_unpack_K(enum rops_type type, const void *blk, struct rops_unpackedK *u);
+/* ... its d, dmin, sc and mn only (u->q left as it was): for kernels that take the quants by
+ * vector instructions. */
+bool rops_unpack_K_scales(enum rops_type type, const void *blk, struct rops_unpackedK *u);
 
 /* y[i * y_stride] = (or +=, when accumulate) the dot product of the row of k weights at w with
  * input i's activations (at xq + i * xq_stride, quantized to the partner type), for i < n: each

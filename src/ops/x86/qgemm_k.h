@@ -40,33 +40,49 @@ static inline int32_t qg_pair16(int a, int b) {
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
 }
 
+/* Quant vectors 2c, 2c + 1 of the block at blk (x86/qdot_k.h's qk_quants, q6_K's already
+ * q + 32) as the panel's words 16 c .. 16 c + 15 of row j. */
+#define QG_QUANTS(c)                                                                               \
+    do {                                                                                           \
+        __m256i q0, q1;                                                                            \
+        qk_quants(type, blk, c, &q0, &q1);                                                         \
+        _Alignas(32) uint32_t w[16];                                                               \
+        _mm256_store_si256((__m256i *)w, q0);                                                      \
+        _mm256_store_si256((__m256i *)(w + 8), q1);                                                \
+        for (int t = 0; t < 16; t++) pb->q[16 * (c) + t][j] = w[t];                                \
+    } while (0)
+
 /* Rows [r, r + rb) of the call, its nb blocks, into the panel; rows from rb on are zero (their
  * sums are zero, and they are not stored). */
-static void qg_pack(enum rops_type type, const struct rops_qdot_args *a, size_t bb, int64_t r,
-                    int64_t rb, int64_t nb, struct qg_block *p) {
+QG_INLINE void qg_pack(enum rops_type type, const struct rops_qdot_args *a, size_t bb, int64_t r,
+                       int64_t rb, int64_t nb, struct qg_block *p) {
     const uint8_t *base = (const uint8_t *)a->w->data + rops_row_bytes(type, a->c0);
-    const int off = type == ROPS_TYPE_Q6_K ? 32 : 0; /* q6_K's q + 32, as in qdot_k.h */
     for (int64_t j = 0; j < QG_L; j++)
         for (int64_t b = 0; b < nb; b++) {
             struct qg_block *pb = &p[b];
-            struct rops_unpackedK u;
-            if (j < rb)
-                rops_unpack_K(type, base + (size_t)(r + j) * a->w->row_bytes + (size_t)b * bb, &u);
-            else
-                memset(&u, 0, sizeof u);
-            for (int c = 0; c < 64; c++) {
-                uint32_t word = 0;
-                for (int t = 0; t < 4; t++)
-                    word |= (uint32_t)(uint8_t)(j < rb ? u.q[4 * c + t] + off : 0) << (8 * t);
-                pb->q[c][j] = word;
+            if (j >= rb) {
+                for (int c = 0; c < 64; c++) pb->q[c][j] = 0;
+                for (int g = 0; g < 16; g++) pb->sc[g][j] = 0;
+                for (int l = 0; l < 8; l++) pb->mnp[l][j] = 0;
+                pb->d[j] = pb->dmin[j] = 0.0f;
+                continue;
             }
+            const uint8_t *blk = base + (size_t)(r + j) * a->w->row_bytes + (size_t)b * bb;
+            QG_QUANTS(0);
+            QG_QUANTS(1);
+            QG_QUANTS(2);
+            QG_QUANTS(3);
+            struct rops_unpackedK u;
+            rops_unpack_K_scales(type, blk, &u);
+            /* q6_K's pairs are its scales, for the offset; the others' their minimums */
+            const int16_t *pairs = type == ROPS_TYPE_Q6_K ? u.sc : u.mn;
             for (int g = 0; g < 16; g++) pb->sc[g][j] = qg_pair16(u.sc[g], u.sc[g]);
-            const int16_t *pairs = off ? u.sc : u.mn;
             for (int l = 0; l < 8; l++) pb->mnp[l][j] = qg_pair16(pairs[2 * l], pairs[2 * l + 1]);
             pb->d[j] = u.d;
             pb->dmin[j] = u.dmin;
         }
 }
+#undef QG_QUANTS
 
 /* Lane class l's float steps for a block, qdot_k.h's: q4_K and q5_K + d d_x times the scaled
  * integer sum is, then - dmin d_x times the minimums against bsums 2l, 2l + 1; q6_K takes its
