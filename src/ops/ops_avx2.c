@@ -139,9 +139,27 @@ static inline __attribute__((always_inline)) void gemv_many(enum rops_type type,
     }
 }
 
+/* vec_hsum8 of each of v[0..7], as one vector: the same adds on the same pairs (lanes i and
+ * i + 4, then 0 + 2 and 1 + 3 of those, then the two), 8 rows' sums at a time by shuffles. */
+static inline __m256 hsum8_rows(const __m256 v[8]) {
+    __m256 p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    __m256 q[2];
+    for (int i = 0; i < 2; i++)
+        q[i] = _mm256_add_ps(_mm256_shuffle_ps(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* rows 0 2 4 6 | 1 3 5 7 */
+    return _mm256_permutevar8x32_ps(_mm256_hadd_ps(q[0], q[1]),
+                                    _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 /* NI inputs, each summed exactly as gemv_rows sums one (U = 4: the same FMAs into the same four
  * accumulators, the same adds and tail), so that each gets the bits it gets alone
- * (rops_exec.one_order); each 8 weights are loaded and converted once for the NI of them. */
+ * (rops_exec.one_order); each 8 weights are loaded and converted once for the NI of them. Where
+ * the rows have no tail (k a multiple of 8), 8 rows' horizontal sums are taken together
+ * (hsum8_rows): on LoRA's 64-column matrices they cost as much as the products. */
 static inline __attribute__((always_inline)) void gemv_each_rows(enum rops_type type,
                                                                  const struct rops_mat *w,
                                                                  const float *x, int NI, float *y,
@@ -149,6 +167,7 @@ static inline __attribute__((always_inline)) void gemv_each_rows(enum rops_type 
     enum { U = 4 };
     const int64_t k = w->n_cols, m = w->n_rows, k8 = k & ~(int64_t)7;
     const int64_t ku = k8 - k8 % (8 * U);
+    __m256 rows[3][8]; /* [input][row of 8]: the summed accumulators */
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
         __m256 acc[3][U];
@@ -167,8 +186,17 @@ static inline __attribute__((always_inline)) void gemv_each_rows(enum rops_type 
             for (int i = 0; i < NI; i++)
                 acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k + c), acc[i][0]);
         }
-        for (int i = 0; i < NI; i++) {
+        for (int i = 0; i < NI; i++)
             for (int u = 1; u < U; u++) acc[i][0] = _mm256_add_ps(acc[i][0], acc[i][u]);
+        const int64_t j = (r - r0) % 8;
+        if (k8 == k && r - j + 8 <= r1) { /* a row of a whole 8 without tails */
+            for (int i = 0; i < NI; i++) rows[i][j] = acc[i][0];
+            if (j == 7)
+                for (int i = 0; i < NI; i++)
+                    _mm256_storeu_ps(y + i * m + r - 7, hsum8_rows(rows[i]));
+            continue;
+        }
+        for (int i = 0; i < NI; i++) {
             float s = vec_hsum(acc[i][0]);
             for (int64_t c2 = k8; c2 < k; c2++) s += rops_weight_at(type, row, c2) * x[i * k + c2];
             y[i * m + r] = s;
