@@ -758,6 +758,79 @@ static void test_other_types_have_no_traits(void) {
     CHECK(rops_qtraits_of((enum rops_type)1000) == NULL);
 }
 
+/* The prompt panels over several column tiles (x86/qgemm_k.h, x86/qgemm_32.h take a tile of
+ * 1024 columns at a time, adding each to the outputs): 2560 columns (tiles of 1024, 1024, 512),
+ * 37 rows (a last panel of 5) and 40 inputs, weights quantized from random floats, on every
+ * table: each input's result bit for bit the same alone, and within 1e-5 of sum |w x| of a
+ * float64 product of the dequantized weights and the quantized inputs (the worst printed). */
+static void test_qmatmul_tiles(void) {
+    static const enum rops_type types[] = {ROPS_TYPE_Q5_0, ROPS_TYPE_Q4_K, ROPS_TYPE_Q5_K,
+                                           ROPS_TYPE_Q6_K};
+    enum { K = 2560, M = 37, N = 40 };
+    static float wf[M * K], x[N * K], y[N * M], y1[M], xd[K], wd[K];
+    static uint8_t wq[M * K * 2];
+    static struct rops_block_q8_K xk[K / ROPS_QK_K];
+    uint32_t seed = 99;
+    for (int i = 0; i < M * K; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        wf[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (1.0f + (float)(i / K % 3));
+    }
+    for (int i = 0; i < N * K; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (float)(1 + i % 7);
+    }
+    struct rpool *pool = rpool_create(2);
+    REQUIRE(pool);
+    static float scratch[N * K];
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    double worst_all = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const size_t row_bytes = rops_row_bytes(types[t], K);
+        REQUIRE(row_bytes * M <= sizeof wq);
+        for (int r = 0; r < M; r++) rops_quantizer_of(types[t])(wf + r * K, wq + r * row_bytes, K);
+        const struct rops_mat w = {wq, types[t], K, M, row_bytes};
+        const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
+        for (int ii = 0; ii < n_isas; ii++) {
+            const struct rops_exec ex = {pool, 2, isas[ii], scratch, sizeof scratch, false};
+            rops_matmul(&ex, &w, x, N, y);
+            int differ = 0;
+            double worst = 0;
+            for (int i = 0; i < N; i++) {
+                rops_matmul(&ex, &w, x + i * K, 1, y1);
+                differ += memcmp(y1, y + i * M, sizeof y1) != 0;
+                if (types[t] == ROPS_TYPE_Q5_0) {
+                    for (int b = 0; b < K / ROPS_QK; b++) {
+                        int8_t qs[32];
+                        const float d = rcore_f16_to_f32(rops_q8_block(x + i * K + 32 * b, qs));
+                        for (int j = 0; j < 32; j++) xd[32 * b + j] = d * (float)qs[j];
+                    }
+                } else {
+                    rops_quantize_q8_K(x + i * K, xk, K);
+                    rops_qtraits_of(ROPS_TYPE_Q8_K)->to_f32(xk, xd, K);
+                }
+                for (int r = 0; r < M; r++) {
+                    tr->to_f32(wq + r * row_bytes, wd, K);
+                    double ref = 0, mag = 0;
+                    for (int c = 0; c < K; c++) {
+                        ref += (double)wd[c] * xd[c];
+                        mag += fabs((double)wd[c] * xd[c]);
+                    }
+                    const double rel = fabs(y[i * M + r] - ref) / (mag + 1e-30);
+                    if (!(rel <= worst)) worst = rel;
+                }
+            }
+            CHECK_MSG(differ == 0, "%s %s: %d of %d inputs differ alone", tr->name,
+                      rops_isa_name(isas[ii]), differ, N);
+            CHECK_MSG(worst <= 1e-5, "%s %s: relative error %g", tr->name, rops_isa_name(isas[ii]),
+                      worst);
+            if (worst > worst_all) worst_all = worst;
+        }
+    }
+    fprintf(stderr, "  worst error %.3g of sum |w x|\n", worst_all);
+    rpool_free(pool);
+}
+
 int main(void) {
     RUN(test_dequant_bit_exact);
     RUN(test_q8_K_quantize);
@@ -765,6 +838,7 @@ int main(void) {
     RUN(test_quantizers);
     RUN(test_qdot);
     RUN(test_qmatmul);
+    RUN(test_qmatmul_tiles);
     RUN(test_qdot_rows_isas);
     RUN(test_qdot_32_kernels);
     RUN(test_other_types_have_no_traits);
