@@ -264,13 +264,15 @@ QK_INLINE void qk_term(enum rops_type type, const struct qk_scales *s,
             _mm256_fnmadd_ps(_mm256_set1_ps(s->dmin * x->d), _mm256_cvtepi32_ps(per_group), *acc);
 }
 
-/* Quant vectors 2c and 2c + 1 against NI inputs. */
+/* Quant vectors 2c and 2c + 1 against NI inputs, into two sums an input (two dependency
+ * chains: with one input a single chain of vpdpwssd bound a block by its latency). */
 QK_INLINE void qk_pair(enum rops_type type, int NI, const uint8_t *blk, const struct qk_scales *s,
-                       const struct rops_block_q8_K *const *x, int c, __m256i *isum) {
+                       const struct rops_block_q8_K *const *x, int c, __m256i *isum,
+                       __m256i *isum2) {
     __m256i q0, q1;
     qk_quants(type, blk, c, &q0, &q1);
     qk_dot(type, NI, q0, qk_scale_of(s, 2 * c), x, 2 * c, isum);
-    qk_dot(type, NI, q1, qk_scale_of(s, 2 * c + 1), x, 2 * c + 1, isum);
+    qk_dot(type, NI, q1, qk_scale_of(s, 2 * c + 1), x, 2 * c + 1, isum2);
 }
 
 /* Block blk of a row against block x[i] of NI inputs, each block's terms added to acc[i]'s
@@ -279,13 +281,14 @@ QK_INLINE void qk_block(enum rops_type type, int NI, const uint8_t *blk,
                         const struct rops_block_q8_K *const *x, __m256 *acc) {
     struct qk_scales s;
     qk_scales(type, blk, &s);
-    __m256i isum[4];
-    for (int i = 0; i < NI; i++) isum[i] = _mm256_setzero_si256();
+    __m256i isum[4], isum2[4]; /* exact integers: their split changes no bit */
+    for (int i = 0; i < NI; i++) isum[i] = isum2[i] = _mm256_setzero_si256();
     /* written out: c must be a constant in qk_quants and qk_scale_of (shift counts, shuffles) */
-    qk_pair(type, NI, blk, &s, x, 0, isum);
-    qk_pair(type, NI, blk, &s, x, 1, isum);
-    qk_pair(type, NI, blk, &s, x, 2, isum);
-    qk_pair(type, NI, blk, &s, x, 3, isum);
+    qk_pair(type, NI, blk, &s, x, 0, isum, isum2);
+    qk_pair(type, NI, blk, &s, x, 1, isum, isum2);
+    qk_pair(type, NI, blk, &s, x, 2, isum, isum2);
+    qk_pair(type, NI, blk, &s, x, 3, isum, isum2);
+    for (int i = 0; i < NI; i++) isum[i] = _mm256_add_epi32(isum[i], isum2[i]);
     qk_term(type, &s, x[0], isum[0], &acc[0]);
     if (NI > 1) qk_term(type, &s, x[1], isum[1], &acc[1]);
     if (NI > 2) qk_term(type, &s, x[2], isum[2], &acc[2]);
