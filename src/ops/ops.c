@@ -174,7 +174,10 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
     assert(rops_type_supported(w->type, w->n_cols) && "a matrix the loader did not check");
     if (n < 1) return; /* the AVX2 gemv would take n = 0 for its 3-input kernel */
     if (rops_qmatmul_type(w->type)) {
-        rops_qmatmul(ex, w, x, n, y, matmul_threads(ex, w->n_rows * w->n_cols * n));
+        if (n <= ROPS_BATCH_MAX_N) /* one hand-off for all its column tiles */
+            rops_matmul_batch(ex, &(struct rops_matjob){w, x, n, y}, 1);
+        else
+            rops_qmatmul(ex, w, x, n, y, matmul_threads(ex, w->n_rows * w->n_cols * n));
         return;
     }
     if (!block_type(w->type)) {
@@ -213,13 +216,15 @@ void rops_matmul(const struct rops_exec *ex, const struct rops_mat *w, const flo
  * matmul_q8_small's (three inputs of Q8_TILE columns) */
 #define BATCH_STACK_BLOCKS (3 * Q8_TILE / 32)
 
-/* One product of a batch call. Float weights: n f32 inputs x. Block weights: n <= 3 inputs
- * quantized into xq by column tiles of Q8_TILE, as matmul_q8_small takes them (the tile
- * from column c0 holds n x its blocks from xq + n * c0 / 32). */
+/* One product of a batch call. Float weights: n f32 inputs x. q8_0 / q4_0 weights: n <= 3
+ * inputs quantized into xq by column tiles of Q8_TILE, as matmul_q8_small takes them (the tile
+ * from column c0 holds n x its blocks from xq + n * c0 / 32). The other block types: all n
+ * inputs quantized whole into qx (rops_qmatmul_quantize). */
 struct batch_unit {
     const struct rops_mat *w;
     const float *x;
     const struct rops_xq8 *xq;
+    const uint8_t *qx;
     int64_t n;
     float *y;
     int64_t grain;      /* rows per block of the threads' split, as rops_matmul's */
@@ -240,6 +245,10 @@ struct batch_task {
  * depend on which rows share its call, so the results are rops_matmul's. */
 static void batch_rows(const struct rops_kernels *K, const struct batch_unit *u, int64_t r0,
                        int64_t r1, bool one_order) {
+    if (u->qx) {
+        rops_qmatmul_rows(K, u->w, u->qx, u->n, u->y, r0, r1);
+        return;
+    }
     if (!u->xq) {
         if (one_order && u->n > 1)
             K->matmul_each(u->w, u->x, u->n, u->y, r0, r1);
@@ -256,11 +265,8 @@ static void batch_rows(const struct rops_kernels *K, const struct batch_unit *u,
     }
 }
 
-static void batch_thread(void *arg, int ith, int nth) {
-    const struct batch_task *t = arg;
-    /* all units' blocks laid end to end by cost: this thread takes those whose start falls
-       in its share [lo, hi), so every block goes to exactly one thread */
-    const int64_t lo = t->cost * ith / nth, hi = t->cost * (ith + 1) / nth;
+/* The blocks of all units laid end to end by cost whose start falls in [lo, hi). */
+static void batch_part(const struct batch_task *t, int64_t lo, int64_t hi) {
     int64_t at = 0;
     for (int i = 0; i < t->n_units && at < hi; i++) {
         const struct batch_unit *u = &t->u[i];
@@ -276,6 +282,14 @@ static void batch_thread(void *arg, int ith, int nth) {
     }
 }
 
+/* Even shares of the cost, a thread's blocks contiguous (parts claimed in turn from a counter,
+ * 32 KiB of weights each, so that a slower thread took fewer, made generation 1.3x slower:
+ * each thread's weights then came in short streams). */
+static void batch_thread(void *arg, int ith, int nth) {
+    const struct batch_task *t = arg;
+    batch_part(t, t->cost * ith / nth, t->cost * (ith + 1) / nth);
+}
+
 static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
     if (t->n_units > 0) rpool_run(ex->pool, batch_thread, t, matmul_threads(ex, t->work));
     t->n_units = 0;
@@ -283,13 +297,43 @@ static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
     t->work = 0;
 }
 
+/* Adds a job with weights of rops_qmatmul's types to t: its inputs quantized whole into buf
+ * (cap blocks, used of them taken) on the caller, a unit of all of them (the kernels take the
+ * inputs four at a time); a job wider than buf goes alone through rops_qmatmul. */
+static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
+                       const struct rops_matjob *jb, struct rops_xq8 *buf, int64_t cap,
+                       int64_t *used) {
+    const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
+    const size_t bytes = (size_t)jb->n * rops_qmatmul_input_bytes(jb->w->type, k);
+    const size_t room = (size_t)cap * sizeof *buf;
+    if (bytes > room) {
+        rops_qmatmul(ex, jb->w, jb->x, jb->n, jb->y, matmul_threads(ex, m * k * jb->n));
+        return;
+    }
+    /* q8_K's blocks hold floats: each input's blocks from a 64-byte boundary of buf */
+    size_t start = ((size_t)*used * sizeof *buf + 63) & ~(size_t)63;
+    if (t->n_units == BATCH_UNITS || start + bytes > room) {
+        batch_flush(ex, t);
+        start = 0;
+    }
+    uint8_t *qx = (uint8_t *)buf + start;
+    rops_qmatmul_quantize(t->k, jb->w, jb->x, jb->n, qx);
+    *used = (int64_t)((start + bytes + sizeof *buf - 1) / sizeof *buf);
+    struct batch_unit *u = &t->u[t->n_units++];
+    *u = (struct batch_unit){jb->w, jb->x, NULL, qx, jb->n, jb->y, 8, 0, 0};
+    u->block_cost = u->grain * ((int64_t)jb->w->row_bytes + 2 * k * jb->n);
+    t->work += m * k * jb->n;
+    u->blocks = (m + u->grain - 1) / u->grain;
+    t->cost += u->blocks * u->block_cost;
+}
+
 void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs) {
     /* the prompts' first: rops_matmul may use the scratch, which the quantized inputs of the
        batch below are about to fill */
     for (int j = 0; j < n_jobs; j++)
-        if (jobs[j].n > ROPS_BATCH_MAX_N || rops_qmatmul_type(jobs[j].w->type))
+        if (jobs[j].n > ROPS_BATCH_MAX_N)
             rops_matmul(ex, jobs[j].w, jobs[j].x, jobs[j].n, jobs[j].y);
-    struct rops_xq8 stack[BATCH_STACK_BLOCKS];
+    _Alignas(64) struct rops_xq8 stack[BATCH_STACK_BLOCKS];
     struct rops_xq8 *buf = stack;
     int64_t cap = BATCH_STACK_BLOCKS, used = 0;
     if (ex->scratch && ex->scratch_bytes / sizeof(struct rops_xq8) > (size_t)cap) {
@@ -305,8 +349,11 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     for (int j = 0; j < n_jobs; j++) {
         const struct rops_matjob *jb = &jobs[j];
         const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
-        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1 || rops_qmatmul_type(jb->w->type))
+        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1) continue;
+        if (rops_qmatmul_type(jb->w->type)) {
+            batch_qdot(ex, &t, jb, buf, cap, &used);
             continue;
+        }
         const bool q = block_type(jb->w->type);
         /* block weights: three inputs a product, as rops_matmul takes them */
         for (int64_t i = 0; i < jb->n;) {
@@ -317,13 +364,14 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
                 i += g;
                 continue;
             }
-            if (t.n_units == BATCH_UNITS || used + n_blocks > cap) {
+            if (t.n_units == BATCH_UNITS || used + n_blocks > cap) { /* full: run what it holds */
                 batch_flush(ex, &t);
                 used = 0;
             }
             struct batch_unit *u = &t.u[t.n_units++];
             *u = (struct batch_unit){
-                jb->w, jb->x + i * k, NULL, g, jb->y + i * m, !q && g > 3 ? 8 : ROPS_RB, 0, 0};
+                jb->w, jb->x + i * k, NULL, NULL, g, jb->y + i * m, !q && g > 3 ? 8 : ROPS_RB, 0,
+                0};
             if (q) {
                 struct rops_xq8 *xq = buf + used;
                 for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {

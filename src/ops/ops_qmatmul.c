@@ -87,6 +87,29 @@ static void quant_thread(void *arg, int ith, int nth) {
                        t->xq + (size_t)i * t->stride);
 }
 
+void rops_qmatmul_quantize(const struct rops_kernels *K, const struct rops_mat *w, const float *x,
+                           int64_t n, uint8_t *xq) {
+    /* a block's quants depend on its own values only: a whole row is its tiles end to end */
+    const enum rops_type partner = rops_dot_partner(w->type);
+    const size_t stride = rops_qmatmul_input_bytes(w->type, w->n_cols);
+    for (int64_t i = 0; i < n; i++)
+        quantize_input(K, partner, x + i * w->n_cols, w->n_cols, xq + (size_t)i * stride);
+}
+
+/* A tile at a time over all the rows (windows of 32 rows, each row's tiles in turn, were
+ * slower: the weights came in three interleaved streams). */
+void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, const uint8_t *xq,
+                       int64_t n, float *y, int64_t r0, int64_t r1) {
+    const int64_t k = w->n_cols;
+    const size_t stride = rops_qmatmul_input_bytes(w->type, k);
+    for (int64_t c0 = 0; c0 < k; c0 += QMM_TILE) {
+        const int64_t kt = k - c0 < QMM_TILE ? k - c0 : QMM_TILE;
+        const struct rops_qdot_args a = {
+            w, c0, kt, xq + rops_qmatmul_input_bytes(w->type, c0), stride, n, y, w->n_rows, c0 > 0};
+        K->qdot_rows(&a, r0, r1);
+    }
+}
+
 void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                   float *y, int n_threads) {
     const int64_t k = w->n_cols, m = w->n_rows;

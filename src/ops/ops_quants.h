@@ -208,5 +208,14 @@ size_t rops_qmatmul_input_bytes(enum rops_type type, int64_t k);
  * inputs (else they go in groups through 32 KiB of stack). */
 void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,
                   float *y, int n_threads);
+struct rops_kernels;
+/* The generation path (ops.c's batches take it): n inputs of w's k columns quantized whole,
+ * input i at xq + i * rops_qmatmul_input_bytes(w->type, k) (xq aligned to 4); then rows
+ * [r0, r1) of y = W x (y[i * w->n_rows + r]) for every column tile in one call. A row's sums
+ * are rops_qmatmul's bit for bit: its tiles in the same order, from the same blocks. */
+void rops_qmatmul_quantize(const struct rops_kernels *K, const struct rops_mat *w, const float *x,
+                           int64_t n, uint8_t *xq);
+void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, const uint8_t *xq,
+                       int64_t n, float *y, int64_t r0, int64_t r1);
 
 #endif
