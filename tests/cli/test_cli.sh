@@ -158,6 +158,15 @@ for r in tests.values():
 assert d["machine"]["fma_gflops"] > 0 and d["machine"]["read_gbps"] > 0
 assert d["weights"]["layer_params"] == 2 * (64 * 256 + 128 * 20 + 4 * 128 + 128 * 64), d
 assert d["weight_types"].startswith("f32 100%"), d["weight_types"]
+# a step reads the weights and each sequence's state: 2 layers of f32 conv (3 x 128) and
+# scan (128 x 8) states, and the saved state's header
+st = d["weights"]["state_bytes_per_seq"]
+assert 2 * (3 * 128 + 128 * 8) * 4 <= st < 2 * (3 * 128 + 128 * 8) * 4 + 256, st
+for r in tests.values():
+    if r["bound_by"] == "memory":
+        k = r["n_seq"]
+        want = d["machine"]["read_gbps"] * 1e9 / (d["weights"]["bytes_per_token"] + k * st) * k
+        assert abs(r["bound_tps"] / want - 1) < 1e-3, (r, want)
 EOF
 "$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 >"$work/bench4.txt" 2>/dev/null
 check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
