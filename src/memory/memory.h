@@ -284,4 +284,132 @@ uint64_t rmem_fingerprint(const struct rmem *mem);
 /* Verifies every internal invariant; false with the last error naming the broken one. */
 bool rmem_check(const struct rmem *mem);
 
+/* ---- the attention part of a hybrid memory (kv.c) ---------------------------------------- */
+
+/*
+ * The K and V rows of every token of every sequence, for a model's attention layers, in pages
+ * of page_rows tokens shared between sequences by reference counts (kv.c explains the layout).
+ * Rows are opaque bytes: the compute encodes them (f32, f16, q8_0 ...) and names the encoding
+ * in type_k / type_v, which state streams record and check. A layer may have empty rows (a
+ * recurrent layer of a hybrid model).
+ *
+ * Sequence operations follow llama.cpp's on its KV cache, within what a hybrid sequence can
+ * do (its recurrent state can be rolled back, not cut in the middle): seq_rm removes a tail;
+ * seq_cp copies a whole sequence (sharing its pages); seq_add / seq_div move positions and
+ * keep every sequence's positions in order. Those that can fail return false with the last
+ * error set and change nothing. Not thread-safe: one thread uses one memory at a time.
+ */
+struct rmem_kv;
+
+struct rmem_kv_params {
+    uint32_t n_layer;          /* >= 1 */
+    const size_t *k_row_bytes; /* [n_layer] bytes of a token's K row in each layer (0: none) */
+    const size_t *v_row_bytes; /* [n_layer] */
+    uint32_t type_k, type_v;   /* the rows' encoding, a ggml type id (recorded, not read) */
+    uint32_t page_rows;        /* >= 1: tokens a page holds */
+    uint32_t n_pages;          /* >= 1: the budget, page_rows * n_pages tokens in all */
+    uint32_t n_seq_max;        /* >= 1; sequence ids are 0 .. n_seq_max-1 */
+    bool rope;                 /* K rows carry rotary embeddings: positions cannot move */
+};
+
+/* Creates an empty memory, every row zero. NULL with the last error set on invalid parameters
+ * ("page_rows is 0", "layer 2: ... rows of ... bytes overflow") or when memory cannot be had.
+ * Free with rmem_kv_free (NULL is fine). */
+struct rmem_kv *rmem_kv_create(const struct rmem_kv_params *params);
+void rmem_kv_free(struct rmem_kv *kv);
+
+uint32_t rmem_kv_n_layer(const struct rmem_kv *kv);
+uint32_t rmem_kv_page_rows(const struct rmem_kv *kv);
+uint32_t rmem_kv_n_pages(const struct rmem_kv *kv);
+uint32_t rmem_kv_n_free(const struct rmem_kv *kv); /* pages no sequence holds */
+/* False for a RoPE layout: seq_add and seq_div then refuse to move positions. */
+bool rmem_kv_can_shift(const struct rmem_kv *kv);
+
+/* Forgets every sequence; with data, also zeroes every row. */
+void rmem_kv_clear(struct rmem_kv *kv, bool data);
+/* Removes seq's tokens at positions [p0, p1) (p0 < 0: 0; p1 < 0: to the end); seq < 0: of every
+ * sequence. Only a tail can go: a range with tokens of seq after it returns false with the
+ * error set and changes nothing (seq < 0: when that holds for any sequence). A range that
+ * holds none of seq's tokens returns true; seq >= n_seq_max returns false. */
+bool rmem_kv_seq_rm(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1);
+/* The token count seq would keep after rmem_kv_seq_rm(seq, p0, p1): its count when the range
+ * holds none of its tokens, -1 when the range is not a tail, -2 when seq is out of range. */
+int32_t rmem_kv_seq_rm_at(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1);
+/* Makes dst hold src's tokens (dst's own are dropped), sharing src's pages: no row is copied
+ * until one of them appends to a shared, partly filled last page. False (nothing changed) when
+ * out of memory for dst's page table. src == dst, or an id out of range, does nothing. */
+bool rmem_kv_seq_cp(struct rmem_kv *kv, int32_t src, int32_t dst);
+/* Drops every sequence except seq (seq out of range: drops all). */
+void rmem_kv_seq_keep(struct rmem_kv *kv, int32_t seq);
+/* Adds delta to the positions in [p0, p1) of seq's tokens. False, nothing changed, when the
+ * layout has RoPE, or when a position would go below 0 or out of order with seq's other
+ * tokens (llama.cpp drops tokens shifted below 0; a hybrid sequence cannot lose its head). */
+bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+/* Divides the positions in [p0, p1) of seq's tokens by d (d <= 1: nothing). False as seq_add. */
+bool rmem_kv_seq_div(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int d);
+/* seq's oldest and newest positions held, -1 when it holds none: the attention part's own,
+ * where the recurrent part's pos_min is its oldest snapshot. */
+int32_t rmem_kv_seq_pos_min(const struct rmem_kv *kv, int32_t seq);
+int32_t rmem_kv_seq_pos_max(const struct rmem_kv *kv, int32_t seq);
+
+/* seq's tokens (0 when out of range), its page table (ceil(n / page_rows) page ids; token i is
+ * row i % page_rows of page pages[i / page_rows]) and their positions (n, non-decreasing);
+ * NULL when it holds none. Valid until the memory next changes. */
+uint32_t rmem_kv_seq_n(const struct rmem_kv *kv, int32_t seq);
+const int32_t *rmem_kv_seq_pages(const struct rmem_kv *kv, int32_t seq);
+const int32_t *rmem_kv_seq_positions(const struct rmem_kv *kv, int32_t seq);
+/* Bytes of seq's rows, all layers (shared pages counted for each sequence). */
+size_t rmem_kv_seq_bytes(const struct rmem_kv *kv, int32_t seq);
+
+/* Layer il's rows: row r (page * page_rows + row in page) at data + r * row_bytes; NULL / 0
+ * for an empty row or il out of range. */
+void *rmem_kv_k_data(struct rmem_kv *kv, uint32_t il);
+void *rmem_kv_v_data(struct rmem_kv *kv, uint32_t il);
+size_t rmem_kv_k_row_bytes(const struct rmem_kv *kv, uint32_t il);
+size_t rmem_kv_v_row_bytes(const struct rmem_kv *kv, uint32_t il);
+
+/* Whether the ubatches of a batch, placed in order, fit: RMEM_OK; RMEM_NO_ROOM when they need
+ * more pages than are free; RMEM_INVALID when a stream's sequences do not hold the same tokens
+ * (they must share one page table and their positions, as after seq_cp), a sequence's
+ * positions would go out of order, or a sequence would pass 2^31 tokens.
+ * Changes nothing; the error says what. */
+enum rmem_status rmem_kv_prepare(struct rmem_kv *kv, const struct rbatch_ubatch *ubs,
+                                 uint32_t n_ubs);
+/* Places one ubatch: every token gets a row, appended to each of its sequences (a stream's
+ * sequences share it), with its position; a shared, partly filled last page is copied first.
+ * False with the error set and nothing changed when it does not fit (rmem_kv_prepare) or out
+ * of memory. The compute then writes token t's K and V rows at rmem_kv_token_row(t). */
+bool rmem_kv_place(struct rmem_kv *kv, const struct rbatch_ubatch *ubatch);
+/* The row of token t of the ubatch placed last, -1 when t is past it. */
+int64_t rmem_kv_token_row(const struct rmem_kv *kv, uint32_t t);
+
+/*
+ * State streams of the attention part (integers little-endian):
+ *   u32 magic "RKVC", u32 version 1, u32 n_layer, u32 page_rows, u32 n_seqs listed,
+ *   u32 n_pages written,
+ *   per sequence: i32 id (-1 in a one-sequence stream), u32 n, n x i32 position,
+ *     ceil(n / page_rows) x u32 its pages (indices of the written pages),
+ *   per written page: u32 rows in use (the most any listed table uses),
+ *   per layer: u32 type_k, u64 K row bytes, u32 type_v, u64 V row bytes, then every written
+ *     page's rows in use of K, then of V,
+ *   u64 XXH64 of everything before it.
+ * A page shared by listed sequences is written once and read back shared; a one-sequence
+ * stream carries only its own rows. page_rows must match the reading memory's.
+ */
+size_t rmem_kv_state_size(const struct rmem_kv *kv, int32_t seq);
+/* Writes every sequence (seq = -1) or one. False with the error set when the writer fails or
+ * seq is out of range. */
+bool rmem_kv_state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq);
+/* Reads a stream of rmem_kv_state_write. seq = -1: replaces every sequence; seq >= 0: a
+ * one-sequence stream into seq (its former tokens dropped, others untouched). A stream that is
+ * truncated, corrupt, made for another shape or that does not fit the free pages is refused
+ * with the error saying what and where, and the memory is left as it was. */
+bool rmem_kv_state_read(struct rmem_kv *kv, struct rio_reader *r, int32_t seq);
+
+/* XXH64 over the page counts, every sequence's table, positions and rows. */
+uint64_t rmem_kv_fingerprint(const struct rmem_kv *kv);
+/* Verifies every invariant (reference counts, the free list, positions in order); false with
+ * the error naming the broken one. */
+bool rmem_kv_check(const struct rmem_kv *kv);
+
 #endif /* RECUR_MEMORY_H */

@@ -151,4 +151,43 @@ static inline void rmem_seq_drop(struct rmem_meta *m, int32_t s) {
     if (m->n_memb[c] == 0) rmem_cell_free(m, c);
 }
 
+/* ---- the attention part (kv.c, kv_state.c) ---- */
+
+struct rmem_kv_seq {
+    int32_t *pages; /* [cap_pages] the page table, ceil(n / page_rows) used */
+    int32_t *pos;   /* [cap_pos] the tokens' positions, n used */
+    uint32_t n, cap_pages, cap_pos;
+};
+
+struct rmem_kv {
+    uint32_t n_layer, page_rows, n_pages, n_seq_max;
+    uint32_t type_k, type_v;
+    bool rope;
+    size_t *k_row_bytes, *v_row_bytes; /* [n_layer] */
+    uint8_t **k, **v;                  /* [n_layer] n_pages * page_rows rows; NULL when empty */
+    uint32_t *refs;                    /* [n_pages] page tables holding the page */
+    int32_t *free_next;                /* [n_pages] the free pages' stack links */
+    int32_t free_head;
+    uint32_t n_free;
+    struct rmem_kv_seq *seq; /* [n_seq_max] */
+    /* the last placed ubatch: token t's row (page * page_rows + row) */
+    int64_t *tok_row;
+    uint32_t tok_cap, n_tok;
+    /* prepare's scratch, per sequence */
+    uint32_t *sim_n;
+    uint8_t *sim_private;
+    int32_t *sim_last;
+};
+
+static inline uint32_t rmem_kv_pages_for(const struct rmem_kv *kv, uint32_t n) {
+    return (uint32_t)(((uint64_t)n + kv->page_rows - 1) / kv->page_rows);
+}
+/* A free page, its refs 1 (the caller checked n_free). */
+int32_t rmem_kv_page_take(struct rmem_kv *kv);
+void rmem_kv_page_unref(struct rmem_kv *kv, int32_t p);
+/* Room in q's arrays for n tokens; false (error set, nothing else changed) when out of memory. */
+bool rmem_kv_seq_reserve(struct rmem_kv *kv, struct rmem_kv_seq *q, uint32_t n);
+/* Keeps q's first n tokens (n <= its count), giving back the pages past them. */
+void rmem_kv_seq_truncate(struct rmem_kv *kv, struct rmem_kv_seq *q, uint32_t n);
+
 #endif
