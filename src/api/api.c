@@ -287,7 +287,8 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
                                    (enum rcore_type)params.type_k,
                                    (enum rcore_type)params.type_v,
                                    params.n_seq_max,
-                                   params.n_seq_max};
+                                   params.n_seq_max,
+                                   NULL};
     ctx->mem = rmem_create(&mp);
     free(rows);
     ctx->isa = isa;

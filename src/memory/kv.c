@@ -322,47 +322,55 @@ static void range_of(const struct rmem_kv_seq *q, int32_t p0, int32_t p1, uint32
     if (*i1 < *i0) *i1 = *i0;
 }
 
-bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
-    if (!seq_ok(kv, seq)) return true;
-    struct rmem_kv_seq *q = &kv->seq[seq];
-    uint32_t i0, i1;
-    range_of(q, p0, p1, &i0, &i1);
-    if (i0 == i1 || delta == 0) return true;
+/* Whether adding delta to (d == 0), or dividing by d (d >= 2), the positions in [p0, p1) of
+ * seq's tokens keeps them >= 0 and in order; [*i0, *i1) the tokens moved. The error says why
+ * not. */
+static bool shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta,
+                     int d, uint32_t *i0, uint32_t *i1) {
+    const struct rmem_kv_seq *q = &kv->seq[seq];
+    range_of(q, p0, p1, i0, i1);
+    if (*i0 == *i1 || (d == 0 && delta == 0)) return true;
     if (kv->rope) {
         rcore_error_set("kv: the layout has rotary embeddings: its positions cannot be shifted");
         return false;
     }
-    /* the shifted run must stay in order with the tokens around it */
-    const int64_t lo = (int64_t)q->pos[i0] + delta, hi = (int64_t)q->pos[i1 - 1] + delta;
-    if (lo < 0 || hi > INT32_MAX || (i0 > 0 && lo < q->pos[i0 - 1]) ||
-        (i1 < q->n && hi > q->pos[i1])) {
-        rcore_error_set("kv: seq_add of %d to sequence %d's positions [%d, %d) would put them "
-                        "out of order or below 0",
-                        delta, seq, p0, p1);
+    const int64_t lo = d ? q->pos[*i0] / d : (int64_t)q->pos[*i0] + delta,
+                  hi = d ? q->pos[*i1 - 1] / d : (int64_t)q->pos[*i1 - 1] + delta;
+    if (lo < 0 || hi > INT32_MAX || (*i0 > 0 && lo < q->pos[*i0 - 1]) ||
+        (*i1 < q->n && hi > q->pos[*i1])) {
+        if (d)
+            rcore_error_set("kv: seq_div of sequence %d's positions [%d, %d) by %d would put "
+                            "them out of order",
+                            seq, p0, p1, d);
+        else
+            rcore_error_set("kv: seq_add of %d to sequence %d's positions [%d, %d) would put "
+                            "them out of order or below 0",
+                            delta, seq, p0, p1);
         return false;
     }
-    for (uint32_t i = i0; i < i1; i++) q->pos[i] += delta;
+    return true;
+}
+
+bool rmem_kv_seq_shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1,
+                          int32_t delta, int d) {
+    uint32_t i0, i1;
+    return !seq_ok(kv, seq) || (d == 1 || d < 0) ||
+           shift_ok(kv, seq, p0, p1, delta, d >= 2 ? d : 0, &i0, &i1);
+}
+
+bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+    uint32_t i0, i1;
+    if (!seq_ok(kv, seq) || delta == 0) return true;
+    if (!shift_ok(kv, seq, p0, p1, delta, 0, &i0, &i1)) return false;
+    for (uint32_t i = i0; i < i1; i++) kv->seq[seq].pos[i] += delta;
     return true;
 }
 
 bool rmem_kv_seq_div(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int d) {
-    if (!seq_ok(kv, seq) || d <= 1) return true;
-    struct rmem_kv_seq *q = &kv->seq[seq];
     uint32_t i0, i1;
-    range_of(q, p0, p1, &i0, &i1);
-    if (i0 == i1) return true;
-    if (kv->rope) {
-        rcore_error_set("kv: the layout has rotary embeddings: its positions cannot be shifted");
-        return false;
-    }
-    /* dividing keeps the run's order; the tokens before it must not come after it */
-    if (i0 > 0 && q->pos[i0] / d < q->pos[i0 - 1]) {
-        rcore_error_set("kv: seq_div of sequence %d's positions [%d, %d) by %d would put them "
-                        "out of order",
-                        seq, p0, p1, d);
-        return false;
-    }
-    for (uint32_t i = i0; i < i1; i++) q->pos[i] /= d;
+    if (!seq_ok(kv, seq) || d <= 1) return true;
+    if (!shift_ok(kv, seq, p0, p1, 0, d, &i0, &i1)) return false;
+    for (uint32_t i = i0; i < i1; i++) kv->seq[seq].pos[i] /= d;
     return true;
 }
 
@@ -447,28 +455,30 @@ enum rmem_status rmem_kv_prepare(struct rmem_kv *kv, const struct rbatch_ubatch 
                         (unsigned long long)need, kv->page_rows, kv->n_free, kv->n_pages);
         return RMEM_NO_ROOM;
     }
+    /* the arrays the placements will fill, grown now: placing these ubatches cannot fail */
+    uint32_t most = 0;
+    for (uint32_t u = 0; u < n_ubs; u++)
+        if (ubs[u].n_tokens > most) most = ubs[u].n_tokens;
+    if (most > kv->tok_cap) {
+        int64_t *a = realloc(kv->tok_row, sizeof(int64_t) * most);
+        if (!a) {
+            rcore_error_set("kv: out of memory for a ubatch of %u tokens", most);
+            return RMEM_FAILED;
+        }
+        kv->tok_row = a;
+        kv->tok_cap = most;
+    }
+    for (uint32_t s = 0; s < kv->n_seq_max; s++)
+        if (kv->sim_n[s] > kv->seq[s].n && !rmem_kv_seq_reserve(kv, &kv->seq[s], kv->sim_n[s]))
+            return RMEM_FAILED;
     return RMEM_OK;
 }
 
 bool rmem_kv_place(struct rmem_kv *kv, const struct rbatch_ubatch *ub) {
+    /* the checks, and every array grown, before anything changes */
     if (rmem_kv_prepare(kv, ub, 1) != RMEM_OK) return false;
-    if (ub->n_tokens > kv->tok_cap) {
-        int64_t *a = realloc(kv->tok_row, sizeof(int64_t) * ub->n_tokens);
-        if (!a) {
-            rcore_error_set("kv: out of memory for a ubatch of %u tokens", ub->n_tokens);
-            return false;
-        }
-        kv->tok_row = a;
-        kv->tok_cap = ub->n_tokens;
-    }
     uint32_t per;
     const uint32_t ns = n_streams(ub, &per);
-    /* every array grown first, so that nothing changes when one cannot be */
-    for (uint32_t t = 0; t < ub->n_tokens; t++)
-        for (int32_t j = 0; j < ub->n_seq_id[t]; j++) {
-            struct rmem_kv_seq *q = &kv->seq[ub->seq_id[t][j]];
-            if (!rmem_kv_seq_reserve(kv, q, q->n + per)) return false;
-        }
     for (uint32_t st = 0; st < ns; st++) {
         const uint32_t t0 = st * per;
         const int32_t *ids = ub->seq_id[t0];

@@ -3,6 +3,7 @@
  * ubatches is in memory_batch.c, state streams are in memory_state.c. */
 #include "memory_impl.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,19 @@ struct rmem *rmem_create(const struct rmem_params *p) {
     if (!mem->seq_stamp || !mem->cell_stamp || !mem->cell_in_ub || !mem->votes || !mem->kind ||
         !mem->lead_src || !mem->pos_max)
         goto oom;
+    if (p->attn) {
+        if (p->attn->n_layer != p->n_layer || p->attn->n_seq_max != p->n_seq_max) {
+            rcore_error_set("the attention part has %u layers and %u sequences, the memory %u "
+                            "and %u",
+                            p->attn->n_layer, p->attn->n_seq_max, p->n_layer, p->n_seq_max);
+            rmem_free(mem);
+            return NULL;
+        }
+        if (!(mem->kv = rmem_kv_create(p->attn))) { /* its error says why */
+            rmem_free(mem);
+            return NULL;
+        }
+    }
     return mem;
 
 oom:
@@ -189,10 +203,19 @@ void rmem_free(struct rmem *mem) {
     free(mem->lead_src);
     free(mem->pos_max);
     rmem_snap_free_all(mem);
+    rmem_kv_free(mem->kv);
     free(mem);
 }
 
 /* ---- shape and size ---------------------------------------------------------------------- */
+
+struct rmem_kv *rmem_attn(struct rmem *mem) {
+    return mem->kv;
+}
+
+const struct rmem_kv *rmem_attn_const(const struct rmem *mem) {
+    return mem->kv;
+}
 
 uint32_t rmem_size(const struct rmem *mem) {
     return mem->size;
@@ -243,6 +266,7 @@ static bool seq_valid(const struct rmem *mem, int32_t seq) {
 void rmem_clear(struct rmem *mem, bool data) {
     meta_reset(&mem->meta, mem->size, mem->n_seq_max);
     rmem_snap_drop_all(mem);
+    if (mem->kv) rmem_kv_clear(mem->kv, data);
     if (!data) return;
     for (uint32_t il = 0; il < mem->n_layer; il++) {
         if (mem->k[il]) memset(mem->k[il], 0, mem->k_row_bytes[il] * mem->size);
@@ -250,7 +274,8 @@ void rmem_clear(struct rmem *mem, bool data) {
     }
 }
 
-bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
+/* seq_rm of the recurrent part alone. */
+static bool recurrent_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
     struct rmem_meta *m = &mem->meta;
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT32_MAX;
@@ -289,18 +314,37 @@ bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
     return true;
 }
 
-void rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+/* A hybrid sequence's attention rows after its state's position go (all of them when it has
+ * no state): a tail, which the attention part always lets go. */
+static void attn_follow(struct rmem *mem, int32_t seq) {
+    const bool ok = rmem_kv_seq_rm(mem->kv, seq, rmem_seq_pos_max(mem, seq) + 1, -1);
+    assert(ok && "the attention rows past a state's position are a tail");
+    (void)ok;
+}
+
+bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1) {
+    if (!recurrent_seq_rm(mem, seq, p0, p1)) return false;
+    if (mem->kv)
+        for (uint32_t s = 0; s < mem->n_seq_max; s++)
+            if (seq < 0 || (int32_t)s == seq) attn_follow(mem, (int32_t)s);
+    return true;
+}
+
+bool rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     (void)p0;
     (void)p1;
     struct rmem_meta *m = &mem->meta;
-    if (src == dst || !seq_valid(mem, src) || !seq_valid(mem, dst)) return;
+    if (src == dst || !seq_valid(mem, src) || !seq_valid(mem, dst)) return true;
+    if (mem->kv && !rmem_kv_seq_cp(mem->kv, src, dst)) return false;
     rmem_seq_drop(m, dst);
     if (m->tail[src] >= 0) rmem_cell_add(m, m->tail[src], dst);
     rmem_snap_copy_seq(mem, src, dst);
+    return true;
 }
 
 void rmem_seq_keep(struct rmem *mem, int32_t seq) {
     struct rmem_meta *m = &mem->meta;
+    if (mem->kv) rmem_kv_seq_keep(mem->kv, seq);
     int32_t keep = seq_valid(mem, seq) ? m->tail[seq] : -1;
     int32_t keep_pos = keep >= 0 ? m->pos[keep] : -1;
     meta_reset(m, mem->size, mem->n_seq_max);
@@ -323,33 +367,56 @@ static int32_t cell_in_range(const struct rmem *mem, int32_t seq, int32_t p0, in
     return c;
 }
 
-void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+/* The attention part of a shift (d = 0: add delta; d >= 2: divide by d): the rows in [p0, p1)
+ * of seq, or of every sequence sharing cell c when c >= 0, all of them or none. */
+static bool attn_shift(struct rmem *mem, int32_t seq, int32_t c, int32_t p0, int32_t p1,
+                       int32_t delta, int d) {
+    const struct rmem_meta *m = &mem->meta;
+    for (int32_t s = c >= 0 ? m->first[c] : seq; s >= 0; s = c >= 0 ? m->next[s] : -1)
+        if (!rmem_kv_seq_shift_ok(mem->kv, s, p0, p1, delta, d)) return false;
+    for (int32_t s = c >= 0 ? m->first[c] : seq; s >= 0; s = c >= 0 ? m->next[s] : -1) {
+        const bool ok =
+            d ? rmem_kv_seq_div(mem->kv, s, p0, p1, d) : rmem_kv_seq_add(mem->kv, s, p0, p1, delta);
+        assert(ok && "checked just above");
+        (void)ok;
+    }
+    return true;
+}
+
+bool rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
     struct rmem_meta *m = &mem->meta;
-    if (delta == 0) return;
+    if (delta == 0 || !seq_valid(mem, seq)) return true;
     int32_t c = cell_in_range(mem, seq, p0, p1);
-    if (c < 0) return;
+    const bool drop = c >= 0 && (int64_t)m->pos[c] + delta < 0;
+    if (mem->kv && !drop && !attn_shift(mem, seq, c, p0, p1, delta, 0)) return false;
+    if (c < 0) return true;
     /* the snapshots of every sequence sharing the state move with it */
     for (int32_t s = m->first[c]; s >= 0; s = m->next[s])
         rmem_snap_shift(mem, s, p0 < 0 ? 0 : p0, p1 < 0 ? INT32_MAX : p1, delta);
-    int64_t moved = (int64_t)m->pos[c] + delta;
-    if (moved < 0) {
+    if (drop) {
         while (m->first[c] >= 0) {
-            rmem_snap_drop_seq(mem, m->first[c]);
-            rmem_cell_del(m, m->first[c]);
+            const int32_t s = m->first[c];
+            rmem_snap_drop_seq(mem, s);
+            rmem_cell_del(m, s);
+            if (mem->kv) attn_follow(mem, s);
         }
         rmem_cell_free(m, c);
-        return;
+        return true;
     }
+    const int64_t moved = (int64_t)m->pos[c] + delta;
     m->pos[c] = moved > INT32_MAX ? INT32_MAX : (int32_t)moved;
+    return true;
 }
 
-void rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d) {
-    if (d <= 1) return;
+bool rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d) {
+    if (d <= 1 || !seq_valid(mem, seq)) return true;
     int32_t c = cell_in_range(mem, seq, p0, p1);
-    if (c < 0) return;
+    if (mem->kv && !attn_shift(mem, seq, c, p0, p1, 0, d)) return false;
+    if (c < 0) return true;
     for (int32_t s = mem->meta.first[c]; s >= 0; s = mem->meta.next[s])
         rmem_snap_div(mem, s, p0 < 0 ? 0 : p0, p1 < 0 ? INT32_MAX : p1, d);
     mem->meta.pos[c] /= d;
+    return true;
 }
 
 int32_t rmem_seq_pos_min(const struct rmem *mem, int32_t seq) {
@@ -363,8 +430,7 @@ int32_t rmem_seq_pos_max(const struct rmem *mem, int32_t seq) {
 }
 
 bool rmem_can_shift(const struct rmem *mem) {
-    (void)mem;
-    return true;
+    return !mem->kv || rmem_kv_can_shift(mem->kv);
 }
 
 int32_t rmem_seq_tail(const struct rmem *mem, int32_t seq) {
@@ -653,6 +719,10 @@ uint64_t rmem_fingerprint(const struct rmem *mem) {
         if (mem->k[il]) XXH64_update(&st, mem->k[il], mem->k_row_bytes[il] * mem->size);
         if (mem->v[il]) XXH64_update(&st, mem->v[il], mem->v_row_bytes[il] * mem->size);
     }
+    if (mem->kv) {
+        const uint64_t attn = rmem_kv_fingerprint(mem->kv);
+        XXH64_update(&st, &attn, sizeof attn);
+    }
     return XXH64_digest(&st);
 }
 
@@ -713,6 +783,19 @@ bool rmem_check(const struct rmem *mem) {
         rcore_error_set("check: sequences with a tail and cell members differ by %lld",
                         (long long)members);
         return false;
+    }
+    if (!mem->kv) return true;
+    if (!rmem_kv_check(mem->kv)) return false;
+    /* a hybrid sequence's last attention row is its state's last token */
+    for (uint32_t s = 0; s < mem->n_seq_max; s++) {
+        const int32_t state = rmem_seq_pos_max(mem, (int32_t)s),
+                      rows = rmem_kv_seq_pos_max(mem->kv, (int32_t)s);
+        if (rows != state) {
+            rcore_error_set("check: sequence %u: its attention rows end at position %d, its state "
+                            "at %d",
+                            s, rows, state);
+            return false;
+        }
     }
     return true;
 }

@@ -51,6 +51,8 @@
 #include "../io/io.h"
 
 struct rmem;
+struct rmem_kv;
+struct rmem_kv_params;
 
 struct rmem_params {
     uint32_t n_layer;       /* >= 1 */
@@ -60,6 +62,10 @@ struct rmem_params {
     enum rcore_type type_v;
     uint32_t n_cells;   /* >= 1; fewer cells than sequences is allowed (batches may not fit) */
     uint32_t n_seq_max; /* >= 1; sequence ids are 0 .. n_seq_max-1 */
+    /* NULL for a recurrent model. A hybrid model's attention part (see "the attention part"
+       below), with the same n_layer and n_seq_max: every sequence operation and batch then
+       applies to both parts, all or nothing. */
+    const struct rmem_kv_params *attn;
 };
 
 /* Creates a memory with every cell free and all rows zero. Returns NULL with the last error
@@ -79,11 +85,19 @@ enum rcore_type rmem_type_v(const struct rmem *mem);
 size_t rmem_bytes_k(const struct rmem *mem); /* all K rows of all cells and layers */
 size_t rmem_bytes_v(const struct rmem *mem);
 size_t rmem_bytes_total(const struct rmem *mem); /* K + V */
+/* The attention part of a hybrid memory, NULL for a recurrent one. The sequence operations
+ * below keep it in step with the recurrent part: use those, not rmem_kv_seq_*, on it. */
+struct rmem_kv *rmem_attn(struct rmem *mem);
+const struct rmem_kv *rmem_attn_const(const struct rmem *mem);
 
 /* ---- sequence operations (llama.cpp's llama_memory_seq_* semantics) ---------------------- */
 
 /* Forgets every sequence; with data, also zeroes every row. */
 void rmem_clear(struct rmem *mem, bool data);
+
+/* In a hybrid memory, each sequence's attention rows follow its recurrent state: an operation
+ * that changes the state's position or drops it does the same to the rows, and one the rows
+ * cannot follow fails with nothing changed in either part. */
 
 /* Removes the positions [p0, p1) of seq (p0 < 0: 0; p1 < 0: to the end); seq < 0: every
  * sequence. A state can only go whole: a range that cuts it (0 < p0 <= pos, or 0 < p1 <= pos)
@@ -92,13 +106,15 @@ void rmem_clear(struct rmem *mem, bool data);
  * The exception is the tail (0 < p0 <= pos, p1 < 0) when a snapshot before p0 is kept
  * (rmem_snap_config): seq goes back to the newest such snapshot (its later ones are dropped)
  * and seq_pos_max says which position it holds; it fails, changing nothing, when the state is
- * shared with other sequences and no cell is free for the rolled-back copy. */
+ * shared with other sequences and no cell is free for the rolled-back copy. In a hybrid memory
+ * the attention rows after the position the state keeps go with it. */
 bool rmem_seq_rm(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1);
 
 /* Makes dst share src's state (dst's own state is dropped first). A recurrent state is copied
  * whole: p0 and p1 are ignored, as in llama.cpp. src == dst, or an id out of range, does
- * nothing. No row is copied here (copy on write). */
-void rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+ * nothing. No row is copied here (copy on write). False (error set, nothing changed) only in a
+ * hybrid memory out of memory for dst's page table. */
+bool rmem_seq_cp(struct rmem *mem, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 
 /* Drops every sequence except seq (seq out of range: drops all). */
 void rmem_seq_keep(struct rmem *mem, int32_t seq);
@@ -106,18 +122,22 @@ void rmem_seq_keep(struct rmem *mem, int32_t seq);
 /* Moves the position of seq's state by delta when it lies in [p0, p1). Only the position
  * changes: recurrent states do not depend on absolute positions. Sequences sharing the state
  * move with it (they share one position). A position pushed below 0 drops the state, as
- * llama.cpp's KV cache drops tokens shifted below 0. */
-void rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+ * llama.cpp's KV cache drops tokens shifted below 0. In a hybrid memory the attention rows in
+ * [p0, p1) of every sequence sharing the state move too (their rows are dropped with it); false,
+ * nothing changed, when they cannot (rmem_kv_seq_add), true otherwise. */
+bool rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
 
-/* Divides the position of seq's state by d (d >= 1; d <= 0 is ignored) when in [p0, p1). */
-void rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d);
+/* Divides the position of seq's state by d (d >= 1; d <= 0 is ignored) when in [p0, p1); the
+ * attention rows as rmem_seq_add moves them. */
+bool rmem_seq_div(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int d);
 
 /* The position held by seq, -1 when none. pos_min is the oldest position seq can be taken
  * back to (its oldest snapshot; pos_max without snapshots). */
 int32_t rmem_seq_pos_min(const struct rmem *mem, int32_t seq);
 int32_t rmem_seq_pos_max(const struct rmem *mem, int32_t seq);
 
-/* Always true: shifting positions never touches a recurrent state. */
+/* True for a recurrent memory (shifting positions never touches a recurrent state); a hybrid
+ * one's attention part says (rmem_kv_can_shift). */
 bool rmem_can_shift(const struct rmem *mem);
 
 /* The cell holding seq's state, -1 when none or seq out of range. Sequences with the same
@@ -347,6 +367,10 @@ void rmem_kv_seq_keep(struct rmem_kv *kv, int32_t seq);
 bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
 /* Divides the positions in [p0, p1) of seq's tokens by d (d <= 1: nothing). False as seq_add. */
 bool rmem_kv_seq_div(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int d);
+/* Whether seq_add (d = 0) or seq_div (d >= 2) would succeed; changes nothing (error set when
+ * not). */
+bool rmem_kv_seq_shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1,
+                          int32_t delta, int d);
 /* seq's oldest and newest positions held, -1 when it holds none: the attention part's own,
  * where the recurrent part's pos_min is its oldest snapshot. */
 int32_t rmem_kv_seq_pos_min(const struct rmem_kv *kv, int32_t seq);
@@ -371,8 +395,9 @@ size_t rmem_kv_v_row_bytes(const struct rmem_kv *kv, uint32_t il);
 /* Whether the ubatches of a batch, placed in order, fit: RMEM_OK; RMEM_NO_ROOM when they need
  * more pages than are free; RMEM_INVALID when a stream's sequences do not hold the same tokens
  * (they must share one page table and their positions, as after seq_cp), a sequence's
- * positions would go out of order, or a sequence would pass 2^31 tokens.
- * Changes nothing; the error says what. */
+ * positions would go out of order, or a sequence would pass 2^31 tokens; RMEM_FAILED when out of
+ * memory. The error says what. It changes no sequence; on RMEM_OK it has grown the arrays the
+ * placements need, so that placing those ubatches in order with rmem_kv_place cannot fail. */
 enum rmem_status rmem_kv_prepare(struct rmem_kv *kv, const struct rbatch_ubatch *ubs,
                                  uint32_t n_ubs);
 /* Places one ubatch: every token gets a row, appended to each of its sequences (a stream's

@@ -14,7 +14,7 @@ struct rmem_bctx {
 };
 
 /* Places every ubatch on the metadata alone, then puts the metadata back. */
-static bool prepare(struct rmem *mem, const struct rbatch_split *split) {
+static bool recurrent_prepare(struct rmem *mem, const struct rbatch_split *split) {
     /* With at least as many cells as sequences every batch fits (each sequence holds at most
        one cell), so the dry run can only fail when cells are fewer. */
     if (mem->size >= mem->n_seq_max) return true;
@@ -29,6 +29,13 @@ static bool prepare(struct rmem *mem, const struct rbatch_split *split) {
     mem->dry = false;
     rmem_meta_copy(&mem->meta, &mem->saved, mem->size, mem->n_seq_max);
     return ok;
+}
+
+/* Both parts' dry runs; a hybrid memory's attention part also grows the arrays its placements
+ * will fill, so that applying the ubatches cannot fail. */
+static enum rmem_status prepare(struct rmem *mem, const struct rbatch_split *split) {
+    if (!recurrent_prepare(mem, split)) return RMEM_NO_ROOM;
+    return mem->kv ? rmem_kv_prepare(mem->kv, split->ubatches, split->n_ubatches) : RMEM_OK;
 }
 
 enum rmem_status rmem_init_batch(struct rmem *mem, const struct rbatch_in *batch,
@@ -63,9 +70,10 @@ enum rmem_status rmem_init_batch(struct rmem *mem, const struct rbatch_in *batch
         rmem_bctx_free(ctx);
         return RMEM_FAILED;
     }
-    if (!prepare(mem, &ctx->split)) {
+    const enum rmem_status st = prepare(mem, &ctx->split);
+    if (st != RMEM_OK) {
         rmem_bctx_free(ctx);
-        return RMEM_NO_ROOM;
+        return st;
     }
     *out = ctx;
     return RMEM_OK;
@@ -80,7 +88,10 @@ uint32_t rmem_bctx_n_ubatches(const struct rmem_bctx *ctx) {
 }
 
 bool rmem_bctx_apply(struct rmem_bctx *ctx) {
-    return rmem_find_slot(ctx->mem, &ctx->split.ubatches[ctx->i]);
+    const struct rbatch_ubatch *ub = &ctx->split.ubatches[ctx->i];
+    /* the attention part's placement cannot fail after the prepare (that grew its arrays) */
+    if (ctx->mem->kv && !rmem_kv_place(ctx->mem->kv, ub)) return false;
+    return rmem_find_slot(ctx->mem, ub);
 }
 
 bool rmem_bctx_next(struct rmem_bctx *ctx) {

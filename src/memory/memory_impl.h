@@ -83,6 +83,8 @@ struct rmem {
     size_t *snap_off;        /* [n_layer] float offset of layer il's K row; V follows it */
     struct rmem_snap *spare; /* dropped blocks kept for reuse (n_rollback + 2 at most) */
     uint32_t n_spare;
+
+    struct rmem_kv *kv; /* a hybrid model's attention part (kv.c), NULL for a recurrent one */
 };
 
 /* Copies the cell and sequence metadata of a memory with `size` cells and n_seq sequences

@@ -13,7 +13,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     static const uint32_t k_row[1] = {3}, v_row[1] = {4};
-    struct rmem_params p = {1, k_row, v_row, RCORE_TYPE_F32, RCORE_TYPE_F32, 6, 8};
+    struct rmem_params p = {1, k_row, v_row, RCORE_TYPE_F32, RCORE_TYPE_F32, 6, 8, NULL};
     if (!(mem = rmem_create(&p))) abort();
     return 0;
 }

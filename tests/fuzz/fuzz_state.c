@@ -19,7 +19,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     static const uint32_t k_row[2] = {5, 0}, v_row[2] = {9, 3};
-    struct rmem_params p = {2, k_row, v_row, RCORE_TYPE_F32, RCORE_TYPE_F16, 4, 4};
+    struct rmem_params p = {2, k_row, v_row, RCORE_TYPE_F32, RCORE_TYPE_F16, 4, 4, NULL};
     mem_whole = rmem_create(&p);
     mem_seq = rmem_create(&p);
     rmem_snap_config(mem_seq, 2, 4, 1 << 20);

@@ -15,7 +15,7 @@ static const uint32_t K_ROW[2] = {3, 2};
 static const uint32_t V_ROW[2] = {5, 4};
 
 static struct rmem *make(uint32_t n_seq, uint32_t n_cells) {
-    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F32, RCORE_TYPE_F32, n_cells, n_seq};
+    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F32, RCORE_TYPE_F32, n_cells, n_seq, NULL};
     struct rmem *mem = rmem_create(&p);
     REQUIRE(mem);
     return mem;
@@ -111,7 +111,7 @@ static void test_layer_view(void) {
     rmem_free(mem);
 
     /* f16 states are never in place: the view is a converted copy */
-    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F16, RCORE_TYPE_F16, 4, 2};
+    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F16, RCORE_TYPE_F16, 4, 2, NULL};
     mem = rmem_create(&p);
     REQUIRE(mem);
     REQUIRE(decode_each(mem, seqs, 2, 16) == RMEM_OK);
@@ -125,7 +125,7 @@ static void test_layer_view(void) {
 static void test_create(void) {
     uint32_t big[1] = {UINT32_MAX};
     uint32_t one[1] = {1};
-    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F16, RCORE_TYPE_BF16, 10, 4};
+    struct rmem_params p = {2, K_ROW, V_ROW, RCORE_TYPE_F16, RCORE_TYPE_BF16, 10, 4, NULL};
     struct rmem *mem = rmem_create(&p);
     REQUIRE(mem);
     CHECK(rmem_size(mem) == 10 && rmem_n_seq_max(mem) == 4 && rmem_n_layer(mem) == 2);
@@ -155,7 +155,7 @@ static void test_create(void) {
     bad = p, bad.k_row = NULL;
     CHECK(!rmem_create(&bad));
     CHECK_ERR("row");
-    bad = (struct rmem_params){1, big, one, RCORE_TYPE_F32, RCORE_TYPE_F32, 1u << 24, 1};
+    bad = (struct rmem_params){1, big, one, RCORE_TYPE_F32, RCORE_TYPE_F32, 1u << 24, 1, NULL};
     CHECK(!rmem_create(&bad));
     CHECK_ERR("layer 0");
     CHECK(!rmem_create(NULL));

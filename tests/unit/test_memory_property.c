@@ -500,7 +500,7 @@ static void op_roundtrip(struct sim *s) {
 
 static void run(uint32_t n_seq, uint32_t n_cells, enum rcore_type tk, enum rcore_type tv,
                 unsigned long long seed) {
-    struct rmem_params p = {N_LAYER, K_ROW, V_ROW, tk, tv, n_cells, n_seq};
+    struct rmem_params p = {N_LAYER, K_ROW, V_ROW, tk, tv, n_cells, n_seq, NULL};
     struct sim s = {0};
     s.mem = rmem_create(&p);
     REQUIRE(s.mem);

@@ -15,7 +15,7 @@ static const uint32_t V_ROW[2] = {5, 4};
 
 static struct rmem *make_typed(uint32_t n_seq, uint32_t n_cells, enum rcore_type tk,
                                enum rcore_type tv, const uint32_t *k_row, uint32_t n_layer) {
-    struct rmem_params p = {n_layer, k_row, V_ROW, tk, tv, n_cells, n_seq};
+    struct rmem_params p = {n_layer, k_row, V_ROW, tk, tv, n_cells, n_seq, NULL};
     struct rmem *mem = rmem_create(&p);
     REQUIRE(mem);
     return mem;

@@ -1,0 +1,259 @@
+/*
+ * A hybrid memory (a recurrent part and an attention part, memory.h): the parts stay in step
+ * through random batches (rmem_init_batch / rmem_bctx_apply, sequences decoded alone and
+ * coupled on shared tokens), forks, keeps, shifts, and tail removals that roll the recurrent
+ * state back to a snapshot, the attention rows following it. After every step rmem_check holds
+ * (with its check that a sequence's last attention row is its state's position) and every
+ * sequence's attention rows equal a model that keeps its token history; a step that must fail
+ * (no pages left, a shift the rows cannot follow, a cut in the middle) leaves the fingerprint
+ * of both parts as it was.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/memory.h"
+#include "test.h"
+
+#define N_SEQ   5
+#define N_LAYER 3
+#define MAX_TOK 4096
+
+static const uint32_t k_row[N_LAYER] = {2, 0, 3}; /* layer 1 is attention: no state */
+static const uint32_t v_row[N_LAYER] = {4, 0, 2};
+static const size_t ak_bytes[N_LAYER] = {0, 16, 0};
+static const size_t av_bytes[N_LAYER] = {0, 8, 0};
+
+struct ref_seq {
+    uint32_t n;
+    int32_t pos[MAX_TOK];
+    uint32_t tag[MAX_TOK];
+};
+static struct ref_seq ref[N_SEQ];
+static uint32_t next_tag = 1;
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static uint32_t rnd(uint32_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)((rng >> 11) % n);
+}
+
+static uint8_t row_byte(uint32_t tag, int v, size_t b) {
+    return (uint8_t)(tag * 29u + (uint32_t)b * 11u + (v ? 77u : 3u));
+}
+
+static struct rmem *make(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages) {
+    const struct rmem_kv_params a = {N_LAYER,   ak_bytes, av_bytes, 1,    1,
+                                     page_rows, n_pages,  N_SEQ,    false};
+    const struct rmem_params p = {N_LAYER,        k_row,   v_row, RCORE_TYPE_F32,
+                                  RCORE_TYPE_F32, n_cells, N_SEQ, &a};
+    return rmem_create(&p);
+}
+
+/* The attention rows of every sequence are the model's; the positions end where the state's
+ * do (rmem_check says so too). */
+static bool matches(struct rmem *mem, const char *after) {
+    struct rmem_kv *kv = rmem_attn(mem);
+    const uint32_t P = rmem_kv_page_rows(kv);
+    const uint8_t *k = rmem_kv_k_data(kv, 1), *v = rmem_kv_v_data(kv, 1);
+    for (int32_t s = 0; s < N_SEQ; s++) {
+        const struct ref_seq *r = &ref[s];
+        if (rmem_kv_seq_n(kv, s) != r->n ||
+            rmem_seq_pos_max(mem, s) != (r->n ? r->pos[r->n - 1] : -1)) {
+            fprintf(stderr, "after %s: sequence %d: %u rows, state at %d; the model %u, %d\n",
+                    after, s, rmem_kv_seq_n(kv, s), rmem_seq_pos_max(mem, s), r->n,
+                    r->n ? r->pos[r->n - 1] : -1);
+            return false;
+        }
+        const int32_t *pages = rmem_kv_seq_pages(kv, s), *pos = rmem_kv_seq_positions(kv, s);
+        for (uint32_t i = 0; i < r->n; i++) {
+            const size_t row = (size_t)pages[i / P] * P + i % P;
+            bool ok = pos[i] == r->pos[i];
+            for (size_t b = 0; b < ak_bytes[1]; b++)
+                ok = ok && k[row * 16 + b] == row_byte(r->tag[i], 0, b);
+            for (size_t b = 0; b < av_bytes[1]; b++)
+                ok = ok && v[row * 8 + b] == row_byte(r->tag[i], 1, b);
+            if (!ok) {
+                fprintf(stderr, "after %s: sequence %d token %u: position %d or rows wrong\n",
+                        after, s, i, pos[i]);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* A batch over random sequences: each a stream of its own, or coupled with the sequences that
+ * share its state (decoded together on the same tokens). */
+static void step_batch(struct rmem *mem, long *placed, long *no_room) {
+    int32_t tok[64], nid[64], ids[64][N_SEQ];
+    int32_t *sid[64];
+    int8_t logits[64];
+    int32_t n = 0;
+    bool taken[N_SEQ] = {false};
+    const uint32_t streams = 1 + rnd(3);
+    for (uint32_t k = 0; k < streams; k++) {
+        const int32_t lead = (int32_t)rnd(N_SEQ);
+        if (taken[lead]) continue;
+        int32_t group[N_SEQ], ng = 0;
+        group[ng++] = lead;
+        taken[lead] = true;
+        if (rnd(3) == 0)
+            for (int32_t s = 0; s < N_SEQ; s++)
+                if (!taken[s] && rmem_seq_tail(mem, s) == rmem_seq_tail(mem, lead) &&
+                    rmem_seq_tail(mem, s) >= 0) {
+                    group[ng++] = s;
+                    taken[s] = true;
+                }
+        const uint32_t count = 1 + rnd(6);
+        for (uint32_t i = 0; i < count && n < 64; i++, n++) {
+            tok[n] = (int32_t)rnd(100);
+            nid[n] = ng;
+            memcpy(ids[n], group, sizeof(int32_t) * (size_t)ng);
+            sid[n] = ids[n];
+            logits[n] = 0;
+        }
+    }
+    const struct rbatch_in in = {n, tok, NULL, NULL, nid, sid, logits};
+    const struct rmem_batch_params bp = {1 + rnd(8), 100, false, false};
+    const uint64_t fp = rmem_fingerprint(mem);
+    struct rmem_bctx *ctx = NULL;
+    const enum rmem_status st = rmem_init_batch(mem, &in, &bp, &ctx);
+    if (st != RMEM_OK) {
+        CHECK_MSG(st == RMEM_NO_ROOM, "init_batch: %d: %s", (int)st, rcore_error_get());
+        CHECK(rmem_fingerprint(mem) == fp && ctx == NULL);
+        ++*no_room;
+        return;
+    }
+    struct rmem_kv *kv = rmem_attn(mem);
+    do {
+        CHECK_MSG(rmem_bctx_apply(ctx), "apply: %s", rcore_error_get());
+        const struct rbatch_ubatch *ub = rmem_bctx_ubatch(ctx);
+        for (uint32_t t = 0; t < ub->n_tokens; t++) {
+            const uint32_t tag = next_tag++;
+            const int64_t row = rmem_kv_token_row(kv, t);
+            uint8_t *k = rmem_kv_k_data(kv, 1), *v = rmem_kv_v_data(kv, 1);
+            for (size_t b = 0; b < 16; b++) k[row * 16 + b] = row_byte(tag, 0, b);
+            for (size_t b = 0; b < 8; b++) v[row * 8 + b] = row_byte(tag, 1, b);
+            for (int32_t j = 0; j < ub->n_seq_id[t]; j++) {
+                struct ref_seq *r = &ref[ub->seq_id[t][j]];
+                r->pos[r->n] = ub->pos[t];
+                r->tag[r->n++] = tag;
+            }
+        }
+        /* the compute's part of the recurrent state: every layer begun and ended */
+        for (uint32_t il = 0; il < N_LAYER; il++) {
+            struct rmem_layer l;
+            CHECK(rmem_layer_begin(mem, il, &l));
+            rmem_layer_end(mem, il);
+        }
+    } while (rmem_bctx_next(ctx));
+    rmem_bctx_free(ctx);
+    ++*placed;
+}
+
+static void step_rm(struct rmem *mem, long *rolled) {
+    const int32_t s = (int32_t)rnd(N_SEQ);
+    const int32_t top = rmem_seq_pos_max(mem, s);
+    const int32_t p0 = top < 1 ? 0 : 1 + (int32_t)rnd((uint32_t)top), p1 = rnd(6) ? -1 : p0 + 2;
+    const uint64_t fp = rmem_fingerprint(mem);
+    if (!rmem_seq_rm(mem, s, p0, p1)) {
+        CHECK(rmem_fingerprint(mem) == fp);
+        return;
+    }
+    /* the state went back (or whole); the rows after its position went with it */
+    const int32_t now = rmem_seq_pos_max(mem, s);
+    struct ref_seq *r = &ref[s];
+    while (r->n && r->pos[r->n - 1] > now) r->n--;
+    *rolled += now != top;
+}
+
+static void step_shift(struct rmem *mem) {
+    const int32_t s = (int32_t)rnd(N_SEQ), top = rmem_seq_pos_max(mem, s);
+    const bool div = rnd(3) == 0;
+    const int32_t delta = (int32_t)rnd(9) - 4, d = 2 + (int32_t)rnd(2);
+    const int32_t p0 = rnd(2) ? 0 : (int32_t)rnd((uint32_t)(top + 2)), p1 = -1;
+    const uint64_t fp = rmem_fingerprint(mem);
+    /* the model: the sequences holding s's state move with it (only s when it holds none) */
+    bool moves[N_SEQ];
+    const int32_t tail = rmem_seq_tail(mem, s);
+    for (int32_t q = 0; q < N_SEQ; q++)
+        moves[q] = q == s || (tail >= 0 && rmem_seq_tail(mem, q) == tail);
+    const bool ok = div ? rmem_seq_div(mem, s, p0, p1, d) : rmem_seq_add(mem, s, p0, p1, delta);
+    if (!ok) {
+        CHECK(rmem_fingerprint(mem) == fp);
+        return;
+    }
+    for (int32_t q = 0; q < N_SEQ; q++) {
+        if (!moves[q]) continue;
+        struct ref_seq *r = &ref[q];
+        if (rmem_seq_tail(mem, q) < 0) { /* shifted below 0: dropped with its rows */
+            r->n = 0;
+            continue;
+        }
+        for (uint32_t i = 0; i < r->n; i++)
+            if (r->pos[i] >= p0) r->pos[i] = div ? r->pos[i] / d : r->pos[i] + delta;
+    }
+}
+
+static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int steps) {
+    memset(ref, 0, sizeof ref);
+    struct rmem *mem = make(n_cells, page_rows, n_pages);
+    CHECK(mem != NULL && rmem_snap_config(mem, 4, 8, 1 << 20));
+    long placed = 0, no_room = 0, rolled = 0;
+    for (int i = 0; i < steps; i++) {
+        const uint32_t op = rnd(100);
+        const char *what = "a batch";
+        if (op < 50) {
+            step_batch(mem, &placed, &no_room);
+        } else if (op < 65) {
+            step_rm(mem, &rolled);
+            what = "seq_rm";
+        } else if (op < 75) {
+            const int32_t a = (int32_t)rnd(N_SEQ), b = (int32_t)rnd(N_SEQ);
+            CHECK(rmem_seq_cp(mem, a, b, -1, -1));
+            if (a != b) ref[b] = ref[a];
+            what = "seq_cp";
+        } else if (op < 77) {
+            const int32_t s = (int32_t)rnd(N_SEQ + 1);
+            rmem_seq_keep(mem, s);
+            for (int32_t q = 0; q < N_SEQ; q++)
+                if (q != s) ref[q].n = 0;
+            what = "seq_keep";
+        } else if (op < 92) {
+            step_shift(mem);
+            what = "a shift";
+        } else if (op < 93) {
+            rmem_clear(mem, rnd(2));
+            memset(ref, 0, sizeof ref);
+            what = "clear";
+        } else {
+            /* a whole-sequence removal */
+            const int32_t s = (int32_t)rnd(N_SEQ);
+            CHECK(rmem_seq_rm(mem, s, -1, -1));
+            ref[s].n = 0;
+            what = "a whole removal";
+        }
+        CHECK_MSG(rmem_check(mem), "step %d, after %s: %s", i, what, rcore_error_get());
+        if (!matches(mem, what)) {
+            CHECK_MSG(false, "step %d: the parts and the model differ", i);
+            break;
+        }
+    }
+    CHECK_MSG(placed > steps / 5 && no_room > 0 && rolled > 0,
+              "%ld batches placed, %ld without room, %ld roll-backs", placed, no_room, rolled);
+    rmem_free(mem);
+}
+
+int main(void) {
+    /* the attention part's shape must be the memory's */
+    const struct rmem_kv_params a = {2, ak_bytes, av_bytes, 1, 1, 4, 4, N_SEQ, false};
+    const struct rmem_params p = {N_LAYER,        k_row, v_row, RCORE_TYPE_F32,
+                                  RCORE_TYPE_F32, 4,     N_SEQ, &a};
+    CHECK(rmem_create(&p) == NULL);
+    CHECK_ERR("the attention part has 2 layers");
+    run(8, 4, 30, 4000);
+    run(3, 1, 60, 4000);
+    run(8, 16, 6, 3000);
+    return test_finish("test_memory_hybrid");
+}
