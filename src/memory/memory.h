@@ -276,8 +276,10 @@ size_t rmem_v_row_bytes(const struct rmem *mem, uint32_t il);
  *   per layer: u32 type_v, u64 V row bytes, cell_count V rows
  *   (version 2) snapshots: u32 lists, per list i32 sequence id (-1 in a one-sequence stream),
  *     u32 n, u64 floats per snapshot, n x (i32 position, floats x f32)
- *   u64 XXH64 of everything before it.
- * Snapshots come back only into a memory with snapshots on, within its budget.
+ *   u64 XXH64 of everything before it;
+ *   (version 3, a hybrid memory's) the attention part's stream (rmem_kv_state_write).
+ * Snapshots come back only into a memory with snapshots on, within its budget. A hybrid
+ * memory reads version 3 streams only, the others versions 1 and 2.
  */
 
 /* Bytes rmem_state_write would produce for seq (-1: the whole memory). */

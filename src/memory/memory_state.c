@@ -6,6 +6,7 @@
 
 #define STREAM_MAGIC   0x4d454d52u /* "RMEM" as little-endian bytes */
 #define STREAM_VERSION 2u          /* 2 added the snapshot section; version 1 streams still read */
+#define HYBRID_VERSION 3u          /* a hybrid memory's: version 2's, its attention part after */
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
@@ -87,11 +88,13 @@ bool rmem_state_write(const struct rmem *mem, struct rio_writer *w, int32_t seq)
     struct meta_arg meta = {seq < 0};
 
     rio_writer_digest_reset(w);
-    bool ok = rio_write_u32(w, STREAM_MAGIC) && rio_write_u32(w, STREAM_VERSION) &&
+    bool ok = rio_write_u32(w, STREAM_MAGIC) &&
+              rio_write_u32(w, mem->kv ? HYBRID_VERSION : STREAM_VERSION) &&
               rio_write_u32(w, mem->n_layer) && rio_write_u32(w, cell_count) &&
               for_each_run(mem, seq, write_meta, w, &meta) && write_layers(mem, w, seq, false) &&
               write_layers(mem, w, seq, true) && rmem_snap_write(mem, w, seq) &&
-              rio_write_u64(w, rio_writer_digest(w));
+              rio_write_u64(w, rio_writer_digest(w)) &&
+              (!mem->kv || rmem_kv_state_write(mem->kv, w, seq));
     if (!ok) rcore_error_prefix("state write");
     return ok;
 }
@@ -115,9 +118,14 @@ static bool read_header(const struct rmem *mem, struct rio_reader *r, uint32_t *
         rcore_error_set("not a recur state stream (magic 0x%08x)", magic);
         return false;
     }
-    if (*v != 1 && *v != STREAM_VERSION) {
-        rcore_error_set("stream version %u, this build reads versions 1 and %u", *v,
-                        STREAM_VERSION);
+    if (*v != 1 && *v != STREAM_VERSION && *v != HYBRID_VERSION) {
+        rcore_error_set("stream version %u, this build reads versions 1 to %u", *v, HYBRID_VERSION);
+        return false;
+    }
+    if ((*v == HYBRID_VERSION) != (mem->kv != NULL)) {
+        rcore_error_set(mem->kv ? "the stream has no attention part, the memory is a hybrid's"
+                                : "the stream holds a hybrid model's attention part, the memory "
+                                  "has none");
         return false;
     }
     if (n_layer != mem->n_layer) {
@@ -288,6 +296,21 @@ static bool read_tail(struct rmem *mem, struct rio_reader *r, uint32_t version, 
     return true;
 }
 
+/* A hybrid stream's two parts end at one position for every sequence read (seq, or all). */
+static bool parts_agree(const struct rmem *mem, int32_t seq) {
+    for (uint32_t s = 0; s < mem->n_seq_max; s++) {
+        if (seq >= 0 && (int32_t)s != seq) continue;
+        const int32_t state = rmem_seq_pos_max(mem, (int32_t)s),
+                      rows = rmem_kv_seq_pos_max(mem->kv, (int32_t)s);
+        if (state != rows) {
+            rcore_error_set("sequence %u: the attention rows end at position %d, the state at %d",
+                            s, rows, state);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool rmem_state_read(struct rmem *mem, struct rio_reader *r, int32_t seq) {
     if (seq >= 0 && (uint32_t)seq >= mem->n_seq_max) {
         rcore_error_set("state read: sequence id %d is out of range 0..%u", seq,
@@ -300,12 +323,16 @@ bool rmem_state_read(struct rmem *mem, struct rio_reader *r, int32_t seq) {
         rmem_snap_drop_all(mem);
     else
         rmem_snap_drop_seq(mem, seq);
-    if (seq < 0 ? read_whole(mem, r) : read_seq(mem, r, seq)) return true;
+    if ((seq < 0 ? read_whole(mem, r) : read_seq(mem, r, seq)) &&
+        (!mem->kv || (rmem_kv_state_read(mem->kv, r, seq) && parts_agree(mem, seq))))
+        return true;
 
-    if (seq < 0)
+    if (seq < 0) {
         rmem_clear(mem, true);
-    else
+    } else {
         rmem_seq_drop(&mem->meta, seq);
+        if (mem->kv) rmem_kv_seq_rm(mem->kv, seq, -1, -1);
+    }
     rcore_error_prefix("state read");
     return false;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "memory/memory.h"
 #include "test.h"
 
@@ -196,11 +197,54 @@ static void step_shift(struct rmem *mem) {
     }
 }
 
+/* State streams: the whole memory into a fresh one of the same shape, a sequence into another
+ * sequence, then the same streams cut short or corrupted: refused, and the memory cleared
+ * (whole) or the sequence empty in both parts, never half-written. */
+static void step_state(struct rmem *mem, uint32_t n_cells, uint32_t page_rows, uint32_t n_pages,
+                       long *streams) {
+    const size_t size = rmem_state_size(mem, -1);
+    uint8_t *buf = malloc(size);
+    REQUIRE(buf);
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, size);
+    CHECK(rmem_state_write(mem, &w, -1));
+    struct rmem *copy = make(n_cells, page_rows, n_pages);
+    REQUIRE(copy && rmem_snap_config(copy, 4, 8, 1 << 20));
+    struct rio_reader r;
+    rio_reader_buffer(&r, buf, size);
+    CHECK_MSG(rmem_state_read(copy, &r, -1), "whole read: %s", rcore_error_get());
+    CHECK_MSG(rmem_check(copy), "after a whole read: %s", rcore_error_get());
+    CHECK(matches(copy, "a whole-memory round trip"));
+    /* corrupt the attention part's last row byte (before its checksum): refused, cleared */
+    buf[size - 9] ^= 0x10;
+    rio_reader_buffer(&r, buf, size);
+    CHECK(!rmem_state_read(copy, &r, -1));
+    CHECK(rmem_check(copy) && rmem_used(copy) == 0 && rmem_kv_n_free(rmem_attn(copy)) == n_pages);
+    rmem_free(copy);
+    free(buf);
+
+    const int32_t src = (int32_t)rnd(N_SEQ), dst = (int32_t)rnd(N_SEQ);
+    const size_t one = rmem_state_size(mem, src);
+    buf = malloc(one);
+    REQUIRE(buf);
+    rio_writer_buffer(&w, buf, one);
+    CHECK(rmem_state_write(mem, &w, src));
+    rio_reader_buffer(&r, buf, one - (rnd(4) == 0 ? 3 : 0));
+    if (rmem_state_read(mem, &r, dst)) {
+        ref[dst] = ref[src];
+        ++*streams;
+    } else { /* cut short, or no free cell or pages: dst holds nothing */
+        ref[dst].n = 0;
+        CHECK(rmem_seq_pos_max(mem, dst) == -1 && rmem_kv_seq_n(rmem_attn(mem), dst) == 0);
+    }
+    free(buf);
+}
+
 static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int steps) {
     memset(ref, 0, sizeof ref);
     struct rmem *mem = make(n_cells, page_rows, n_pages);
     CHECK(mem != NULL && rmem_snap_config(mem, 4, 8, 1 << 20));
-    long placed = 0, no_room = 0, rolled = 0;
+    long placed = 0, no_room = 0, rolled = 0, streams = 0;
     for (int i = 0; i < steps; i++) {
         const uint32_t op = rnd(100);
         const char *what = "a batch";
@@ -220,9 +264,12 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
             for (int32_t q = 0; q < N_SEQ; q++)
                 if (q != s) ref[q].n = 0;
             what = "seq_keep";
-        } else if (op < 92) {
+        } else if (op < 87) {
             step_shift(mem);
             what = "a shift";
+        } else if (op < 90) {
+            step_state(mem, n_cells, page_rows, n_pages, &streams);
+            what = "state streams";
         } else if (op < 93) {
             rmem_clear(mem, rnd(2));
             memset(ref, 0, sizeof ref);
@@ -240,8 +287,9 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
             break;
         }
     }
-    CHECK_MSG(placed > steps / 5 && no_room > 0 && rolled > 0,
-              "%ld batches placed, %ld without room, %ld roll-backs", placed, no_room, rolled);
+    CHECK_MSG(placed > steps / 5 && no_room > 0 && rolled > 0 && streams > 0,
+              "%ld batches placed, %ld without room, %ld roll-backs, %ld streams read", placed,
+              no_room, rolled, streams);
     rmem_free(mem);
 }
 
@@ -252,6 +300,27 @@ int main(void) {
                                   RCORE_TYPE_F32, 4,     N_SEQ, &a};
     CHECK(rmem_create(&p) == NULL);
     CHECK_ERR("the attention part has 2 layers");
+    /* a recurrent memory and a hybrid one refuse each other's streams */
+    struct rmem *hybrid = make(4, 4, 8);
+    const struct rmem_params rp = {N_LAYER,        k_row, v_row, RCORE_TYPE_F32,
+                                   RCORE_TYPE_F32, 4,     N_SEQ, NULL};
+    struct rmem *plain = rmem_create(&rp);
+    REQUIRE(hybrid && plain);
+    uint8_t buf[4096];
+    struct rio_writer w;
+    struct rio_reader r;
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rmem_state_write(hybrid, &w, -1));
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(!rmem_state_read(plain, &r, -1));
+    CHECK_ERR("attention part, the memory has none");
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rmem_state_write(plain, &w, -1));
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(!rmem_state_read(hybrid, &r, -1));
+    CHECK_ERR("no attention part");
+    rmem_free(hybrid);
+    rmem_free(plain);
     run(8, 4, 30, 4000);
     run(3, 1, 60, 4000);
     run(8, 16, 6, 3000);
