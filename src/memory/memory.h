@@ -181,7 +181,7 @@ const float *rmem_snap_data(const struct rmem *mem, int32_t seq, uint32_t i);
 bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst);
 /* Replaces seq's state by block src (f32, a snapshot's layout) holding position pos; seq's
  * snapshots are dropped. seq gets a cell of its own; false (nothing changed) when its state is
- * shared and no cell is free. */
+ * shared and no cell is free, or the memory is a hybrid's (a block holds no attention rows). */
 bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos);
 
 /* ---- batches ----------------------------------------------------------------------------- */

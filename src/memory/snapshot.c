@@ -390,6 +390,12 @@ bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int
         rcore_error_set("set state: sequence %d or position %d out of range", seq, pos);
         return false;
     }
+    if (mem->kv) { /* a block holds no attention rows: the parts would part ways */
+        rcore_error_set("set state: sequence %d of a hybrid memory: a recurrent state alone "
+                        "cannot restore its attention rows (use a state stream)",
+                        seq);
+        return false;
+    }
     /* a cell of its own: its current one when not shared, else a free one */
     int32_t c = m->tail[seq];
     if (c < 0 || m->n_memb[c] > 1) {

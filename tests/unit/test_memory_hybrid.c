@@ -319,6 +319,11 @@ int main(void) {
     rio_reader_buffer(&r, buf, w.n_done);
     CHECK(!rmem_state_read(hybrid, &r, -1));
     CHECK_ERR("no attention part");
+    /* a recurrent block alone cannot restore a hybrid sequence */
+    float block[64] = {0};
+    REQUIRE(rmem_snap_block_bytes(hybrid) <= sizeof block);
+    CHECK(!rmem_seq_set_state_f32(hybrid, 0, block, 3) && rmem_seq_pos_max(hybrid, 0) == -1);
+    CHECK_ERR("cannot restore its attention rows");
     rmem_free(hybrid);
     rmem_free(plain);
     run(8, 4, 30, 4000);
