@@ -4,7 +4,9 @@
 # tokenizer cut from the vocabulary file, the tensors' names, shapes and types, and a few
 # weights whose values are fixed by construction (A, dt bias). RWKV-6/7 files are read with
 # tests/ref/gguf_reader.py: keys, tensors, the world vocabulary against Python's own
-# repr(bytes), rounding, and `recur quantize` on them. Flag errors must exit 2 naming the flag;
+# repr(bytes), rounding, and `recur quantize` on them; granitehybrid files likewise: the keys
+# a real Granite-4.0-H GGUF carries, head_count_kv 0 at the Mamba-2 layers, the tensors of
+# llama.cpp's loader. Flag errors must exit 2 naming the flag;
 # runtime errors exit 1.
 #   bash tests/cli/test_mkmodel.sh path/to/recur
 set -u
@@ -714,5 +716,179 @@ EOF
     fi
     grep -v '^python:' "$tmp/py"
 fi
+
+# ---- granitehybrid (tools/dev/mk_granite.c) ----------------------------------------------------
+# Models in the layout of llama.cpp's converter for Granite 4.0-H: the key set a real
+# Granite-4.0-H GGUF carries, head_count_kv 0 exactly at the Mamba-2 layers, the tensors of
+# src/models/granite-hybrid.cpp's loader with their shapes and types.
+g=(--arch granitehybrid --embd 32 --layers 4 --vocab 300 --state 8 --seed 11)
+mk gr "${g[@]}"
+mk gr-f16 "${g[@]}" --type f16
+mk gr-opts --arch granitehybrid --embd 48 --layers 5 --vocab 400 --state 6 --seed 12 \
+    --attn-layers 0,3 --attn-heads 6 --attn-kv-heads 2 --heads 12 --groups 3 --conv 3 --ff 40 \
+    --eps 1e-6 --embd-scale 2.5 --residual-scale 0.5 --attn-scale 0.125 --logit-scale 8 --tied
+mk gr-two --arch granitehybrid --embd 16 --layers 2 --vocab 256 --state 4 --seed 13 --type bf16
+gm=("${m[@]}" --arch granitehybrid --embd 32 --layers 4 --vocab 300 --state 8 --seed 11)
+expect 2 "--inner is for --arch mamba and mamba2, not granitehybrid" "${gm[@]}" --inner 64
+expect 2 "--head-size is for --arch rwkv6 and rwkv7, not granitehybrid" "${gm[@]}" --head-size 8
+expect 2 "--attn-layers is for --arch granitehybrid, not mamba" "${m[@]}" "${base[@]}" \
+    --attn-layers 1
+expect 2 "--logit-scale is for --arch granitehybrid, not rwkv7" "${m[@]}" "${v7[@]}" \
+    --logit-scale 2
+expect 2 "--state is required" "${m[@]}" --arch granitehybrid --embd 32 --layers 4 --vocab 300 \
+    --seed 1
+expect 2 "--attn-layers: layer 4 is past the last layer (3)" "${gm[@]}" --attn-layers 1,4
+expect 2 "--attn-layers: layer 1 is given twice" "${gm[@]}" --attn-layers 1,2,1
+expect 2 "--attn-layers: '1,,2' is not a list" "${gm[@]}" --attn-layers 1,,2
+expect 2 "--attn-layers: '' is not a list" "${gm[@]}" --attn-layers ""
+expect 2 "--attn-layers: '-1' is not a list" "${gm[@]}" --attn-layers=-1
+expect 2 "--attn-layers: every layer is attention" "${gm[@]}" --attn-layers 0,1,2,3
+expect 2 "the default --attn-layers (the odd layers) needs 2 layers" "${m[@]}" \
+    --arch granitehybrid --embd 32 --layers 1 --vocab 300 --state 8 --seed 1
+expect 2 "--attn-heads 3 does not divide embd 32" "${gm[@]}" --attn-heads 3
+expect 2 "--attn-kv-heads 3 does not divide the 4 attention heads" "${gm[@]}" --attn-heads 4 \
+    --attn-kv-heads 3
+expect 2 "--attn-heads" "${gm[@]}" --attn-heads 0
+expect 2 "--heads 5 does not divide d_inner 64" "${gm[@]}" --heads 5
+expect 2 "--groups 3 does not divide the 4 heads" "${gm[@]}" --heads 4 --groups 3
+expect 2 "--embd-scale: 0 must be positive" "${gm[@]}" --embd-scale 0
+expect 2 "--residual-scale: -1 must be positive" "${gm[@]}" --residual-scale -1
+expect 2 "--attn-scale: 'x' is not a number" "${gm[@]}" --attn-scale x
+expect 2 "--logit-scale: 1e60 must be positive and fit a float32" "${gm[@]}" --logit-scale 1e60
+[ -e "$tmp/x.gguf" ] && bad "a refused granitehybrid command left $tmp/x.gguf" || ok
+for f in --attn-layers --attn-heads --attn-kv-heads --embd-scale --residual-scale --attn-scale \
+    --logit-scale granitehybrid "Granite 4.0-H"; do
+    grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
+done
+
+if "$pyn" -c "import numpy" 2>/dev/null; then
+    # NAME TYPE EMBD LAYERS VOCAB STATE ATTN-LAYERS HEADS KV-HEADS SSM-HEADS GROUPS CONV FF EPS
+    # EMBD-SCALE RESIDUAL-SCALE ATTN-SCALE LOGIT-SCALE TIED
+    "$pyn" - "$here/../ref" "$tmp" \
+        "gr f32 32 4 300 8 1,3 2 1 1 1 4 96 1e-5 12 0.246 0.0625 3 0" \
+        "gr-opts f32 48 5 400 6 0,3 6 2 12 3 3 40 1e-6 2.5 0.5 0.125 8 1" \
+        "gr-two bf16 16 2 256 4 1 1 1 1 1 4 64 1e-5 12 0.246 0.0625 3 0" \
+        <<'EOF' >"$tmp/py" 2>&1
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gguf_reader import GGUFFile
+
+passed = failed = 0
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+U32, F32KEY, BOOL, STR, ARR = 4, 6, 7, 8, 9
+F32, F16, BF16 = 0, 1, 30
+ttype = {"f32": F32, "f16": F16, "bf16": BF16}
+ftype = {"f32": 0, "f16": 1, "bf16": 32}
+for spec in sys.argv[3:]:
+    f = spec.split()
+    name, t = f[0], f[1]
+    E, L, V, N = map(int, f[2:6])
+    attn = [int(x) for x in f[6].split(",")]
+    H, Hkv, Hs, G, K, FF = map(int, f[7:13])
+    eps, es, rs, ats, ls = map(float, f[13:18])
+    tied = f[18] == "1"
+    g = GGUFFile("%s/%s.gguf" % (sys.argv[2], name))
+    kv, ty = g.kv, g.kv_types
+    A = "granitehybrid."
+    Di, hd = 2 * E, E // H
+    # llama.cpp: load_arch_hparams of src/models/granite-hybrid.cpp and llama_model_base::
+    # load_hparams; the values the converter's GraniteHybridModel writes
+    want = {
+        "general.architecture": (STR, "granitehybrid"), "general.file_type": (U32, ftype[t]),
+        A + "block_count": (U32, L), A + "context_length": (U32, 1 << 20),
+        A + "embedding_length": (U32, E), A + "feed_forward_length": (U32, FF),
+        A + "attention.head_count": (U32, H), A + "expert_count": (U32, 0),
+        A + "expert_used_count": (U32, 0), A + "vocab_size": (U32, V),
+        A + "rope.dimension_count": (U32, hd), A + "expert_shared_feed_forward_length": (U32, FF),
+        A + "ssm.conv_kernel": (U32, K), A + "ssm.state_size": (U32, N),
+        A + "ssm.group_count": (U32, G), A + "ssm.inner_size": (U32, Di),
+        A + "ssm.time_step_rank": (U32, Hs), A + "rope.scaling.finetuned": (BOOL, False),
+        "tokenizer.ggml.model": (STR, "gpt2"),
+    }
+    for k, v in want.items():
+        check((ty.get(k), kv.get(k)) == v,
+              "%s: %s = %r (type %r), %r expected" % (name, k, kv.get(k), ty.get(k), v))
+    floats = {A + "attention.layer_norm_rms_epsilon": eps, A + "rope.freq_base": 10000.0,
+              A + "embedding_scale": es, A + "residual_scale": rs, A + "attention.scale": ats,
+              A + "logit_scale": ls}
+    for k, v in floats.items():
+        check(ty.get(k) == F32KEY and kv.get(k) == np.float32(v),
+              "%s: %s = %r, %r expected" % (name, k, kv.get(k), v))
+    kvh = [int(x) for x in kv.get(A + "attention.head_count_kv", [])]
+    check(ty.get(A + "attention.head_count_kv") == ARR and
+          kvh == [Hkv if l in attn else 0 for l in range(L)],
+          "%s: head_count_kv %r for attention layers %r" % (name, kvh, attn))
+    keys = set(want) | set(floats) | {"general.name", A + "attention.head_count_kv"}
+    tok = {k for k in kv if k.startswith("tokenizer.")}
+    check(set(kv) - tok == keys - tok, "%s: keys %s" % (name, sorted((set(kv) - tok) ^
+                                                                       (keys - tok))))
+    # tensors: llama.cpp's load_arch_tensors, GGUF order {ne0, ne1}
+    wt = ttype[t]
+    tens = {"token_embd.weight": ([E, V], wt), "output_norm.weight": ([E], F32)}
+    if not tied:
+        tens["output.weight"] = ([E, V], wt)
+    for l in range(L):
+        b = "blk.%d." % l
+        tens[b + "attn_norm.weight"] = ([E], F32)
+        if l in attn:
+            tens[b + "attn_q.weight"] = ([E, H * hd], wt)
+            tens[b + "attn_k.weight"] = ([E, Hkv * hd], wt)
+            tens[b + "attn_v.weight"] = ([E, Hkv * hd], wt)
+            tens[b + "attn_output.weight"] = ([H * hd, E], wt)
+        else:
+            tens[b + "ssm_in.weight"] = ([E, 2 * Di + 2 * G * N + Hs], wt)
+            tens[b + "ssm_conv1d.weight"] = ([K, Di + 2 * G * N], F32)
+            tens[b + "ssm_conv1d.bias"] = ([Di + 2 * G * N], F32)
+            tens[b + "ssm_dt.bias"] = ([Hs], F32)
+            tens[b + "ssm_a"] = ([1, Hs], F32)
+            tens[b + "ssm_d"] = ([1, Hs], F32)
+            tens[b + "ssm_norm.weight"] = ([Di // G, G], F32)
+            tens[b + "ssm_out.weight"] = ([Di, E], wt)
+        tens[b + "ffn_norm.weight"] = ([E], F32)
+        tens[b + "ffn_gate.weight"] = ([E, FF], wt)
+        tens[b + "ffn_up.weight"] = ([E, FF], wt)
+        tens[b + "ffn_down.weight"] = ([FF, E], wt)
+    check(set(g.tensors) == set(tens), "%s: tensors %s" % (name, sorted(set(g.tensors) ^
+                                                                       set(tens))))
+    for n, (ne, tt) in tens.items():
+        info = g.tensors.get(n)
+        check(info is not None and list(info.ne) == ne and info.ggml_type == tt,
+              "%s: %s is %r type %r, %r type %r expected" % (
+                  name, n, info and list(info.ne), info and info.ggml_type, ne, tt))
+    for l in range(L):
+        if l not in attn and "blk.%d.ssm_a" % l in g.tensors:
+            a = g.tensor("blk.%d.ssm_a" % l)
+            check(a.max() <= -1 and a.min() >= -16, "%s: layer %d A in [-16, -1]" % (name, l))
+# the f16 file is the f32 one rounded; the F32 tensors are equal
+a, o = GGUFFile(sys.argv[2] + "/gr.gguf"), GGUFFile(sys.argv[2] + "/gr-f16.gguf")
+for n, info in a.tensors.items():
+    x = a.tensor(n)
+    if o.tensors[n].ggml_type == F16:
+        x = x.astype(np.float16).astype(np.float64)
+    check(np.array_equal(x, o.tensor(n)), "gr-f16: %s is not gr's rounded" % n)
+print("python: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
+EOF
+    status=$?
+    py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
+    if [ -n "$py" ]; then
+        set -- $py
+        passed=$((passed + $2))
+        failed=$((failed + $4))
+        [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "granite python checks: exit $status after '$py'"
+    else
+        bad "granite python checks did not finish (exit $status)"
+    fi
+    grep -v '^python:' "$tmp/py"
+fi
+
 
 finish test_mkmodel

@@ -93,8 +93,13 @@ def new_state(model):
 
 def layer_step(m, layer, st, x):
     """One Mamba-2 layer on the residual stream x for one token (docs/mamba2.md (1)-(12))."""
+    return x + mixer_step(m, layer, st, rmsnorm(x, layer.attn_norm, m.eps))
+
+
+def mixer_step(m, layer, st, h):
+    """The Mamba-2 mixer on the normed input h (n_embd) for one token: ssm_out . y, before the
+    residual add (granite_ref.py scales it first). Updates st in place."""
     Di, G, N, H, P = m.d_inner, m.n_group, m.d_state, m.n_head, m.head_dim
-    h = rmsnorm(x, layer.attn_norm, m.eps)
     zxbcdt = layer.ssm_in @ h
     z = zxbcdt[:Di]
     xBC = zxbcdt[Di:Di + m.conv_dim]
@@ -113,4 +118,4 @@ def layer_step(m, layer, st, x):
     y = y.reshape(Di) * silu(z)
     y = y.reshape(G, Di // G)
     y = y / np.sqrt(np.mean(y * y, axis=1) + m.eps)[:, None] * layer.norm
-    return x + layer.ssm_out @ y.reshape(Di)
+    return layer.ssm_out @ y.reshape(Di)

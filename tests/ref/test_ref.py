@@ -6,7 +6,9 @@ files; the reader must decode them to hand-computed values (F32, F16, BF16, Q8_0
 every metadata type, alignment, error cases). Single steps of the Mamba-1 math are checked
 against hand-computed or closed-form values, two tokens through a random two-layer model
 against a separately written, unrolled scalar computation, tied against untied output,
-mixed weight types against F32, and the command line end to end.
+mixed weight types against F32, and the command line end to end. Mamba-2 (mamba2_ref.py) and
+Granite 4.0-H (granite_ref.py: Mamba-2 and attention layers, the Granite scales) against
+closed forms and unrolled computations.
 
 Run: python3 tests/ref/test_ref.py     (last line: "test_ref: N passed, M failed")
 """
@@ -883,6 +885,264 @@ class Mamba2Tests(TempDirCase):
         wrong = dict(w, **{"blk.0.ssm_d": np.zeros((HP2["n_head"] + 1, 1))})
         with self.assertRaisesRegex(mr.ModelError, r"blk\.0\.ssm_d"):
             self.load(HP2, wrong)
+
+
+# ---------------------------------------------------------------------------------------
+# Granite 4.0-H (granite_ref.py): Mamba-2 and attention layers, against an unrolled computation
+
+
+# layer kinds: "m" Mamba-2, "a" attention (head_count_kv[i] = n_head_kv, else 0)
+HPG = dict(n_embd=8, n_layer=2, d_conv=3, d_state=4, n_ssm_head=4, n_group=2, n_head=4,
+           n_head_kv=2, n_ff=10, n_vocab=9, kinds="ma")
+# Granite-4.0-H-350M's multipliers, and an attention scale of 1/head_dim
+SCALES = {"embedding_scale": 12.0, "residual_scale": 0.246, "attention.scale": 0.5,
+          "logit_scale": 3.0}
+
+
+def granite_weights(rng, n_embd, n_layer, d_conv, d_state, n_ssm_head, n_group, n_head,
+                    n_head_kv, n_ff, n_vocab, kinds, tied=False):
+    """Random Granite 4.0-H weights in numpy order, named like the GGUF tensors: the
+    Mamba-2 tensors of mamba2_weights in the "m" layers, attention in the "a" layers."""
+    E, hd = n_embd, n_embd // n_head
+    w = mamba2_weights(rng, n_embd, n_layer, d_conv, 2 * n_embd, d_state, n_ssm_head, n_group,
+                       n_vocab, tied)
+
+    def mat(rows, cols, gain=1.0):
+        return rng.standard_normal((rows, cols)) * gain / math.sqrt(cols)
+
+    for i, kind in enumerate(kinds):
+        p = "blk.%d." % i
+        if kind == "a":
+            for name in [n for n in w if n.startswith(p + "ssm_")]:
+                del w[name]
+            # larger Q and K: scores of unit spread, so the softmax weights differ
+            w[p + "attn_q.weight"] = mat(n_head * hd, E, 2.0)
+            w[p + "attn_k.weight"] = mat(n_head_kv * hd, E, 2.0)
+            w[p + "attn_v.weight"] = mat(n_head_kv * hd, E)
+            w[p + "attn_output.weight"] = mat(E, n_head * hd)
+        w[p + "ffn_norm.weight"] = rng.uniform(0.5, 1.5, E)
+        w[p + "ffn_gate.weight"] = mat(n_ff, E)
+        w[p + "ffn_up.weight"] = mat(n_ff, E)
+        w[p + "ffn_down.weight"] = mat(E, n_ff)
+    return w
+
+
+def granite_bytes(hp, weights, scales=None, eps=1e-5, rope_finetuned=False, types=None):
+    """A granitehybrid GGUF file with the keys of llama.cpp's converter (tools/dev/
+    mk_granite.c); scales: the scale keys to write (None: SCALES)."""
+    a = "granitehybrid."
+    kv = [hp["n_head_kv"] if k == "a" else 0 for k in hp["kinds"]]
+    kvs = [("general.architecture", STR, "granitehybrid"),
+           (a + "context_length", U32, 1 << 20),
+           (a + "embedding_length", U32, hp["n_embd"]),
+           (a + "block_count", U32, hp["n_layer"]),
+           (a + "feed_forward_length", U32, hp["n_ff"]),
+           (a + "attention.head_count", U32, hp["n_head"]),
+           (a + "attention.head_count_kv", ARR, (U32, kv)),
+           (a + "attention.layer_norm_rms_epsilon", F32V, eps),
+           (a + "ssm.conv_kernel", U32, hp["d_conv"]),
+           (a + "ssm.inner_size", U32, 2 * hp["n_embd"]),
+           (a + "ssm.state_size", U32, hp["d_state"]),
+           (a + "ssm.time_step_rank", U32, hp["n_ssm_head"]),
+           (a + "ssm.group_count", U32, hp["n_group"])]
+    if rope_finetuned is not None:
+        kvs.append((a + "rope.scaling.finetuned", BOOL, rope_finetuned))
+    for k, v in (SCALES if scales is None else scales).items():
+        kvs.append((a + k, F32V, v))
+    return weights_gguf(kvs, weights, types)
+
+
+def granite_unrolled_two_tokens(w, hp, eps, scales, t1, t2):
+    """Logits of tokens t1, t2 of one sequence with scalar loops, both tokens layer by layer.
+    Mamba-2 layers as mamba2_unrolled_two_tokens; attention: token 1 sees only itself (its
+    output is its own V row per head), token 2 weighs V1 and V2 by the softmax of q2.k1 and
+    q2.k2 times the attention scale, query head h reading K/V head h // (n_head / n_head_kv).
+    Each branch is multiplied by residual_scale before it is added; the embedding by
+    embedding_scale; the logits divided by logit_scale. A scale absent from `scales` is not
+    applied (attention: 1/sqrt(head_dim))."""
+    E, N, Hs, G, K = hp["n_embd"], hp["d_state"], hp["n_ssm_head"], hp["n_group"], hp["d_conv"]
+    Di = 2 * E
+    P, conv_dim = Di // Hs, Di + 2 * G * N
+    H, Hkv, F = hp["n_head"], hp["n_head_kv"], hp["n_ff"]
+    hd = E // H
+    scales = {k: float(np.float32(v)) for k, v in scales.items()}  # as the file holds them
+    es = scales.get("embedding_scale", 1.0)
+    rs = scales.get("residual_scale", 1.0)
+    ls = scales.get("logit_scale", 1.0)
+    att = scales.get("attention.scale", 1.0 / math.sqrt(hd))
+
+    def rms(v, g):
+        r = 1.0 / math.sqrt(sum(a * a for a in v) / len(v) + eps)
+        return [v[i] * r * g[i] for i in range(len(v))]
+
+    def silu(a):
+        return a / (1.0 + math.exp(-a))
+
+    def matvec(W, v):
+        return [sum(W[i][j] * v[j] for j in range(len(v))) for i in range(len(W))]
+
+    def mamba2(p, h1, h2):
+        Win, conv, cb = w[p + "ssm_in.weight"], w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"]
+        dtb, A, D = w[p + "ssm_dt.bias"], w[p + "ssm_a"], w[p + "ssm_d"]
+        zx1, zx2 = matvec(Win, h1), matvec(Win, h2)
+        u1 = [silu(conv[c][K - 1] * zx1[Di + c] + cb[c]) for c in range(conv_dim)]
+        u2 = [silu(conv[c][K - 2] * zx1[Di + c] + conv[c][K - 1] * zx2[Di + c] + cb[c])
+              for c in range(conv_dim)]
+        y1, y2 = [0.0] * Di, [0.0] * Di
+        for h in range(Hs):
+            g = h // (Hs // G)
+            dt1 = math.log(1.0 + math.exp(zx1[Di + conv_dim + h] + dtb[h]))
+            dt2 = math.log(1.0 + math.exp(zx2[Di + conv_dim + h] + dtb[h]))
+            for q in range(P):
+                c = h * P + q
+                s1 = [dt1 * u1[c] * u1[Di + g * N + n] for n in range(N)]
+                s2 = [s1[n] * math.exp(dt2 * A[h][0]) + dt2 * u2[c] * u2[Di + g * N + n]
+                      for n in range(N)]
+                y1[c] = sum(s1[n] * u1[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u1[c]
+                y2[c] = sum(s2[n] * u2[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u2[c]
+        out = []
+        for y, zx in ((y1, zx1), (y2, zx2)):
+            y = [y[c] * silu(zx[c]) for c in range(Di)]
+            q = Di // G
+            normed = []
+            for g in range(G):
+                normed += rms(y[g * q:(g + 1) * q], w[p + "ssm_norm.weight"][g])
+            out.append(matvec(w[p + "ssm_out.weight"], normed))
+        return out
+
+    def attention(p, h1, h2):
+        q1, q2 = matvec(w[p + "attn_q.weight"], h1), matvec(w[p + "attn_q.weight"], h2)
+        k1, k2 = matvec(w[p + "attn_k.weight"], h1), matvec(w[p + "attn_k.weight"], h2)
+        v1, v2 = matvec(w[p + "attn_v.weight"], h1), matvec(w[p + "attn_v.weight"], h2)
+        o1, o2 = [0.0] * (H * hd), [0.0] * (H * hd)
+        for h in range(H):
+            g = h // (H // Hkv)
+            s1 = att * sum(q2[h * hd + d] * k1[g * hd + d] for d in range(hd))
+            s2 = att * sum(q2[h * hd + d] * k2[g * hd + d] for d in range(hd))
+            p1 = 1.0 / (1.0 + math.exp(s2 - s1))
+            for d in range(hd):
+                o1[h * hd + d] = v1[g * hd + d]
+                o2[h * hd + d] = p1 * v1[g * hd + d] + (1.0 - p1) * v2[g * hd + d]
+        return matvec(w[p + "attn_output.weight"], o1), matvec(w[p + "attn_output.weight"], o2)
+
+    x1 = [es * v for v in w["token_embd.weight"][t1]]
+    x2 = [es * v for v in w["token_embd.weight"][t2]]
+    for i, kind in enumerate(hp["kinds"]):
+        p = "blk.%d." % i
+        h1, h2 = rms(x1, w[p + "attn_norm.weight"]), rms(x2, w[p + "attn_norm.weight"])
+        a1, a2 = (attention if kind == "a" else mamba2)(p, h1, h2)
+        x1 = [x1[j] + rs * a1[j] for j in range(E)]
+        x2 = [x2[j] + rs * a2[j] for j in range(E)]
+        f = []
+        for x in (x1, x2):
+            h = rms(x, w[p + "ffn_norm.weight"])
+            gate, up = matvec(w[p + "ffn_gate.weight"], h), matvec(w[p + "ffn_up.weight"], h)
+            f.append(matvec(w[p + "ffn_down.weight"], [silu(gate[k]) * up[k] for k in range(F)]))
+        x1 = [x1[j] + rs * f[0][j] for j in range(E)]
+        x2 = [x2[j] + rs * f[1][j] for j in range(E)]
+    out = w.get("output.weight", w["token_embd.weight"])
+    onorm = w["output_norm.weight"]
+    return np.array([matvec(out, rms(x1, onorm)), matvec(out, rms(x2, onorm))]) / ls
+
+
+class GraniteTests(TempDirCase):
+    """granite_ref's logits against the unrolled two-token computation above (1e-12), with
+    each scale shown to change them, the layer kinds read from head_count_kv, and the
+    attention cache carrying the past."""
+
+    def load(self, hp, w, **kw):
+        data, dec = granite_bytes(hp, w, **kw)
+        return mr.load_model(self.write("g.gguf", data)), dec
+
+    def test_hparams_and_layer_kinds(self):
+        hp = dict(HPG, n_layer=4, kinds="amma")
+        m, _ = self.load(hp, granite_weights(np.random.default_rng(60), **hp))
+        self.assertEqual(m.kind, "granitehybrid")
+        self.assertEqual((m.n_head_kv, m.head_dim, m.n_ssm_head, m.d_inner), ([2, 0, 0, 2], 2, 4,
+                                                                               16))
+        self.assertEqual([type(x).__name__ for x in m.mixers],
+                         ["AttentionLayer", "Mamba2Layer", "Mamba2Layer", "AttentionLayer"])
+        st = mr.new_state(m)
+        self.assertEqual([type(s).__name__ for s in st],
+                         ["KVCache", "Mamba2State", "Mamba2State", "KVCache"])
+        self.assertEqual((m.embd_scale, m.residual_scale, m.attn_scale, m.logit_scale),
+                         (12.0, np.float32(0.246), 0.5, 3.0))
+
+    def test_unrolled_two_tokens(self):
+        for seed, hp, tied in ((61, HPG, False), (62, dict(HPG, kinds="am"), True),
+                               (63, dict(HPG, n_layer=3, kinds="mam", n_head_kv=1), False),
+                               (64, dict(HPG, n_head_kv=4, n_group=1), False)):
+            m, dec = self.load(hp, granite_weights(np.random.default_rng(seed), tied=tied, **hp))
+            self.assertEqual(m.tied, tied)
+            got = mr.run_sequence(m, [4, 7])
+            want = granite_unrolled_two_tokens(dec, hp, m.eps, SCALES, 4, 7)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def test_each_scale_matters(self):
+        w = granite_weights(np.random.default_rng(65), **HPG)
+        base, _ = self.load(HPG, w)
+        base_logits = mr.run_sequence(base, [4, 7])
+        for key, other in (("embedding_scale", 0.7), ("residual_scale", 1.3),
+                           ("attention.scale", 0.05), ("logit_scale", 0.5)):
+            scales = dict(SCALES, **{key: other})
+            m, dec = self.load(HPG, w, scales=scales)
+            got = mr.run_sequence(m, [4, 7])
+            np.testing.assert_allclose(
+                got, granite_unrolled_two_tokens(dec, HPG, m.eps, scales, 4, 7),
+                rtol=1e-12, atol=1e-12)
+            self.assertGreater(rel_err(got, base_logits), 1e-3, key)
+            if key == "attention.scale":  # token 1 sees only itself: no scale acts on it
+                np.testing.assert_allclose(got[0], base_logits[0], rtol=1e-12)
+
+    def test_absent_scales(self):
+        """An absent scale key is not applied; attention.scale falls back to 1/sqrt(head_dim)
+        (llama.cpp's defaults)."""
+        w = granite_weights(np.random.default_rng(66), **HPG)
+        m, dec = self.load(HPG, w, scales={})
+        self.assertAlmostEqual(m.attn_scale, 1 / math.sqrt(2))
+        np.testing.assert_allclose(mr.run_sequence(m, [4, 7]),
+                                   granite_unrolled_two_tokens(dec, HPG, m.eps, {}, 4, 7),
+                                   rtol=1e-12, atol=1e-12)
+        only_logit, _ = self.load(HPG, w, scales={"logit_scale": 4.0})
+        np.testing.assert_allclose(mr.run_sequence(only_logit, [4, 7]) * 4.0,
+                                   mr.run_sequence(m, [4, 7]), rtol=1e-12)
+
+    def test_attention_carries_the_past(self):
+        """With the Mamba-2 layer's output zeroed, only the attention cache links tokens: the
+        last token's logits depend on the first token until attn_output is zeroed too."""
+        w = granite_weights(np.random.default_rng(67), **HPG)
+        w["blk.0.ssm_out.weight"] = np.zeros_like(w["blk.0.ssm_out.weight"])
+        m, _ = self.load(HPG, w)
+        a, b = mr.run_sequence(m, [1, 5, 7])[2], mr.run_sequence(m, [2, 5, 7])[2]
+        self.assertGreater(rel_err(a, b), 1e-3)
+        w["blk.1.attn_output.weight"] = np.zeros_like(w["blk.1.attn_output.weight"])
+        m, _ = self.load(HPG, w)
+        np.testing.assert_array_equal(mr.run_sequence(m, [1, 5, 7])[2],
+                                      mr.run_sequence(m, [2, 5, 7])[2])
+
+    def test_state_carries_over_and_sequences_start_fresh(self):
+        m, _ = self.load(HPG, granite_weights(np.random.default_rng(68), **HPG))
+        st = mr.new_state(m)
+        rows = [mr.forward(m, st, t) for t in (3, 1, 4, 1, 5)]
+        self.assertEqual(len(st[1].k), 5)
+        np.testing.assert_array_equal(np.array(rows), mr.run_sequence(m, [3, 1, 4, 1, 5]))
+        np.testing.assert_array_equal(mr.run_sequence(m, [4, 1, 5])[0],
+                                      mr.run_sequence(m, [4])[0])
+
+    def test_bad_models(self):
+        w = granite_weights(np.random.default_rng(69), **HPG)
+        for rope in (True, None):  # llama.cpp applies RoPE when the key is true or missing
+            with self.assertRaisesRegex(mr.ModelError, "rope.scaling.finetuned"):
+                self.load(HPG, w, rope_finetuned=rope)
+        missing = {k: v for k, v in w.items() if k != "blk.1.attn_k.weight"}
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.attn_k\.weight"):
+            self.load(HPG, missing)
+        wrong = dict(w, **{"blk.1.ffn_up.weight": np.zeros((HPG["n_ff"] + 1, HPG["n_embd"]))})
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.ffn_up\.weight"):
+            self.load(HPG, wrong)
+        biased = dict(w, **{"blk.1.attn_q.bias": np.zeros(HPG["n_embd"])})
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.attn_q\.bias"):
+            self.load(HPG, biased)
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
  * converter produces (keys, tensor names, shapes, types). Such models let tests run every code
  * path (and llama.cpp itself) without downloading a checkpoint. This file holds the flags, the
  * table of architecture families (each family in its own file: mk_mamba.c for Mamba-1 and
- * Mamba-2, mk_rwkv.c for RWKV-6 and RWKV-7; their vocabularies in mk_vocab.c), the drawing of
+ * Mamba-2, mk_rwkv.c for RWKV-6 and RWKV-7, mk_granite.c for Granite 4.0-H; their vocabularies in
+ * mk_vocab.c), the drawing of
  * tensors, and the command, which runs the chosen family's steps in order (mkmodel.h).
  *
  * Every tensor is drawn from its own generator, seeded from --seed and the tensor's name, so
@@ -39,21 +40,25 @@ static const struct flag flags[F_COUNT] = {
     [F_EMBD] = {"--embd", "N", "embedding length n_embd (required)"},
     [F_LAYERS] = {"--layers", "N", "number of layers (required)"},
     [F_VOCAB] = {"--vocab", "N", "vocabulary size, 256 (rwkv: 257) up to the file's (required)"},
-    [F_STATE] = {"--state", "N", "mamba, mamba2: SSM state size d_state (required)"},
+    [F_STATE] = {"--state", "N", "mamba, mamba2, granitehybrid: SSM state size d_state (required)"},
     [F_SEED] = {"--seed", "S", "seed of the random weights, 0 to 2^64-1 (required)"},
     [F_TYPE] = {"--type", "T", "type of the weight matrices: f32, f16, bf16 (default f32)"},
-    [F_TIED] = {"--tied", NULL, "mamba, mamba2: no output.weight, the output is token_embd's"},
+    [F_TIED] = {"--tied", NULL,
+                "mamba, mamba2, granitehybrid: no output.weight, the output is token_embd's"},
     [F_INNER] = {"--inner", "N", "mamba, mamba2: d_inner (default 2*embd)"},
-    [F_CONV] = {"--conv", "N", "mamba, mamba2: convolution kernel d_conv (default 4)"},
+    [F_CONV] = {"--conv", "N",
+                "mamba, mamba2, granitehybrid: convolution kernel d_conv (default 4)"},
     [F_DT_RANK] = {"--dt-rank", "N", "mamba: time step rank (default ceil(embd/16))"},
     [F_DT_B_C_RMS] = {"--dt-b-c-rms", NULL,
                       "mamba: RMS-normalise dt, B and C (Falcon-Mamba; default off)"},
-    [F_EPS] = {"--eps", "F", "RMS norm (mamba) or LayerNorm (rwkv) epsilon (default 1e-5)"},
-    [F_HEADS] = {"--heads", "N", "mamba2: SSM heads (default inner/64, at least 1)"},
-    [F_GROUPS] = {"--groups", "N", "mamba2: groups of B and C (default 1)"},
+    [F_EPS] = {"--eps", "F",
+               "RMS norm (mamba, granitehybrid) or LayerNorm (rwkv) epsilon (default 1e-5)"},
+    [F_HEADS] = {"--heads", "N", "mamba2, granitehybrid: SSM heads (default inner/64, at least 1)"},
+    [F_GROUPS] = {"--groups", "N", "mamba2, granitehybrid: groups of B and C (default 1)"},
     [F_HEAD_SIZE] = {"--head-size", "N", "rwkv: wkv head size, divides embd (default 64)"},
     [F_FF] = {"--ff", "N",
-              "rwkv: feed_forward_length (default rwkv6 int(embd*3.5)//32*32, rwkv7 4*embd)"},
+              "rwkv, granitehybrid: feed_forward_length (default rwkv6 int(embd*3.5)//32*32, "
+              "rwkv7 4*embd, granitehybrid 8/3*embd rounded up to 32)"},
     [F_RESCALE] = {"--rescale", "N", "rwkv6: halve the residual every N layers (default 0: never)"},
     [F_MIX_DIM] = {"--mix-dim", "N",
                    "rwkv6: time_mix_extra_dim D_mix (default 32, 64 when embd is 4096)"},
@@ -77,12 +82,31 @@ static const struct flag flags[F_COUNT] = {
     [F_PRE] = {"--pre", "NAME",
                "gpt2: tokenizer.ggml.pre to write (default: the vocabulary file's; \"default\" "
                "when it has none, as llama.cpp reads a missing key)"},
+    [F_ATTN_LAYERS] = {"--attn-layers", "LIST",
+                       "granitehybrid: the attention layers, e.g. 1,3 (default every odd layer); "
+                       "the others are Mamba-2"},
+    [F_ATTN_HEADS] =
+        {"--attn-heads", "N",
+         "granitehybrid: attention (query) heads, divide embd (default embd/16 when 16 "
+         "divides embd, else 1)"},
+    [F_ATTN_KV_HEADS] = {"--attn-kv-heads", "N",
+                         "granitehybrid: K/V heads, divide the heads (default heads/2 when even, "
+                         "else heads)"},
+    [F_EMBD_SCALE] = {"--embd-scale", "F",
+                      "granitehybrid: embedding_scale, times the token embeddings (default 12)"},
+    [F_RESIDUAL_SCALE] = {"--residual-scale", "F",
+                          "granitehybrid: residual_scale, times each branch (default 0.246)"},
+    [F_ATTN_SCALE] = {"--attn-scale", "F",
+                      "granitehybrid: attention.scale of q.k (default 1/head_dim)"},
+    [F_LOGIT_SCALE] = {"--logit-scale", "F",
+                       "granitehybrid: logit_scale, divides the logits (default 3)"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
 /* The architecture families, each in its own file (mkmodel.h says what a family brings): a new
  * one is a new file and a line here. */
-static const struct mk_family *const families[] = {&mk_family_mamba, &mk_family_rwkv};
+static const struct mk_family *const families[] = {&mk_family_mamba, &mk_family_rwkv,
+                                                   &mk_family_granite};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* Writes the names of every architecture to out, as "a, b, c" + last + "d" (cap bytes). */
@@ -184,7 +208,30 @@ bool mk_parse_size(const char *flag, const char *s, uint64_t min, uint32_t *out)
     return true;
 }
 
+bool mk_parse_positive_f32(const char *flag, const char *s, float *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || isspace((unsigned char)s[0])) {
+        fprintf(stderr, "recur mkmodel: %s: '%s' is not a number\n\n", flag, s);
+        return false;
+    }
+    if (!(v > 0) || v > FLT_MAX || !((float)v > 0)) {
+        fprintf(stderr, "recur mkmodel: %s: %s must be positive and fit a float32\n\n", flag, s);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
 /* ---- the model's shape ---------------------------------------------------------------------- */
+
+/* Whether flag id is one of the family's own (beyond the shared flags). */
+static bool family_takes(const struct mk_family *fam, int id) {
+    for (size_t i = 0; i < fam->n_only; i++)
+        if ((int)fam->only[i] == id) return true;
+    return false;
+}
 
 /* Fills *m from the command line. Returns TOOL_OK, or an exit status (help shown: -1). */
 static int parse_args(int argc, char **argv, struct mk *m) {
@@ -252,13 +299,19 @@ static int parse_args(int argc, char **argv, struct mk *m) {
             return mk_usage_error("%s is required", flags[required[i]].name);
     int rc = fam->check ? fam->check(given, m) : TOOL_OK;
     if (rc != TOOL_OK) return rc;
-    /* the flags that only another family takes */
-    for (size_t f = 0; f < N_FAMILIES; f++)
-        for (size_t i = 0; families[f] != fam && i < families[f]->n_only; i++)
-            if (given[families[f]->only[i]])
-                return mk_usage_error("%s is for --arch %s, not %s",
-                                      flags[families[f]->only[i]].name, families[f]->names,
-                                      given[F_ARCH]);
+    /* the flags that only other families take */
+    for (int id = 0; id < F_COUNT; id++) {
+        if (!given[id] || family_takes(fam, id)) continue;
+        char owners[256] = "";
+        size_t n = 0;
+        for (size_t f = 0; f < N_FAMILIES; f++)
+            if (family_takes(families[f], id) && n < sizeof owners)
+                n += (size_t)snprintf(owners + n, sizeof owners - n, "%s%s", n ? " or " : "",
+                                      families[f]->names);
+        if (n)
+            return mk_usage_error("%s is for --arch %s, not %s", flags[id].name, owners,
+                                  given[F_ARCH]);
+    }
 
     m->out = out;
     if (!mk_parse_size("--embd", given[F_EMBD], 1, &m->n_embd) ||

@@ -1,9 +1,9 @@
 /*
  * Private to `recur mkmodel`: what mkmodel.c (the flags, the table of architecture families,
  * tensor drawing, the command) shares with the families' files (mk_mamba.c: Mamba-1 and
- * Mamba-2; mk_rwkv.c: RWKV-6 and RWKV-7) and with mk_vocab.c (the vocabularies they write),
- * so that every family draws tensors the same way. A new architecture is a struct mk_family in
- * a file of its own, and its line in mkmodel.c's table.
+ * Mamba-2; mk_rwkv.c: RWKV-6 and RWKV-7; mk_granite.c: Granite 4.0-H) and with mk_vocab.c (the
+ * vocabularies they write), so that every family draws tensors the same way. A new architecture is
+ * a struct mk_family in a file of its own, and its line in mkmodel.c's table.
  */
 #ifndef RECUR_MKMODEL_H
 #define RECUR_MKMODEL_H
@@ -55,6 +55,13 @@ enum flag_id {
     F_VOCAB_FILE,
     F_CHAT_TEMPLATE,
     F_PRE,
+    F_ATTN_LAYERS,
+    F_ATTN_HEADS,
+    F_ATTN_KV_HEADS,
+    F_EMBD_SCALE,
+    F_RESIDUAL_SCALE,
+    F_ATTN_SCALE,
+    F_LOGIT_SCALE,
     F_HELP,
     F_COUNT
 };
@@ -85,11 +92,15 @@ struct mk {
     /* mamba, mamba2 */
     uint32_t d_state, d_inner, d_conv, dt_rank;
     bool tied, dt_b_c_rms;
-    uint32_t n_head, n_group; /* mamba2 */
+    uint32_t n_head, n_group; /* mamba2, granitehybrid (its SSM heads) */
     /* rwkv6, rwkv7 */
-    uint32_t head_size, n_ff;
+    uint32_t head_size, n_ff;                /* n_ff: granitehybrid too */
     uint32_t rescale, mix_dim, decay_dim;    /* rwkv6 */
     uint32_t lora_w, lora_a, lora_v, lora_g; /* rwkv7 */
+    /* granitehybrid */
+    const char *attn_layers; /* --attn-layers (comma-separated indices); NULL: the odd layers */
+    uint32_t n_attn_head, n_attn_kv_head;
+    float embd_scale, residual_scale, attn_scale, logit_scale;
 };
 
 /* What a family of architectures brings. The functions run in this order, each only when the
@@ -100,8 +111,9 @@ struct mk {
 struct mk_family {
     const struct mk_arch *archs;
     size_t n_archs;
-    const char *names;        /* its archs as messages name them: "mamba and mamba2" */
-    const enum flag_id *only; /* the flags that no other family takes */
+    const char *names; /* its archs as messages name them: "mamba and mamba2" */
+    /* the flags it takes beyond the shared ones; a family refuses those that only others take */
+    const enum flag_id *only;
     size_t n_only;
     bool needs_state;   /* --state is required (else refused) */
     uint32_t min_vocab; /* the smallest --vocab, and why that is so (in the message) */
@@ -119,8 +131,9 @@ struct mk_family {
     void (*summary)(const struct mk *m); /* the "wrote ..." line on stdout */
 };
 
-extern const struct mk_family mk_family_mamba; /* mk_mamba.c */
-extern const struct mk_family mk_family_rwkv;  /* mk_rwkv.c */
+extern const struct mk_family mk_family_mamba;   /* mk_mamba.c */
+extern const struct mk_family mk_family_rwkv;    /* mk_rwkv.c */
+extern const struct mk_family mk_family_granite; /* mk_granite.c */
 
 /* How a tensor's values are drawn. */
 enum init {
@@ -139,6 +152,9 @@ int mk_usage_error(const char *fmt, ...) RCORE_PRINTF(1, 2);
 void mk_usage(FILE *out);
 /* A size flag's value in [min, INT32_MAX]; prints why not (naming the flag). */
 bool mk_parse_size(const char *flag, const char *s, uint64_t min, uint32_t *out);
+/* A float flag's value, positive and finite once rounded to float32 (the GGUF keys are
+ * float32); prints why not (naming the flag). */
+bool mk_parse_positive_f32(const char *flag, const char *s, float *out);
 /* general.file_type for the weight type. */
 uint32_t mk_file_type(const struct mk *m);
 
