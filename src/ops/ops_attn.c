@@ -18,22 +18,33 @@ struct rope_task {
     const struct rops_rope_args *a;
 };
 
+/* Pairs whose frequencies a thread takes at a time (the frequencies do not depend on the
+ * position: one pow per pair and call, not per token). */
+#define ROPE_FB 128
+
 static void rope_tokens(const struct rops_rope_args *a, int64_t t0, int64_t t1) {
     const int64_t half = a->n_rot / 2;
     /* NORMAL pairs (2i, 2i + 1), NEOX (i, i + n_rot / 2) */
-    const int64_t step = a->mode == ROPS_ROPE_NEOX ? 1 : 2,
-                  other = a->mode == ROPS_ROPE_NEOX ? half : 1;
-    for (int64_t t = t0; t < t1; t++) {
-        const double p = (double)a->pos[t] * (double)a->freq_scale;
-        float *row = a->x + t * a->stride;
-        for (int64_t i = 0; i < half; i++) {
-            const double theta = p * pow((double)a->freq_base, -2.0 * (double)i / (double)a->n_rot);
-            const float c = (float)cos(theta), s = (float)sin(theta);
-            for (int64_t h = 0; h < a->n_head; h++) {
-                float *x = row + h * a->head_dim + i * step;
-                const float x0 = x[0], x1 = x[other];
-                x[0] = x0 * c - x1 * s;
-                x[other] = x0 * s + x1 * c;
+    const bool neox = a->mode == ROPS_ROPE_NEOX;
+    const int64_t step = neox ? 1 : 2, other = neox ? half : 1;
+    double freq[ROPE_FB];
+    for (int64_t i0 = 0; i0 < half; i0 += ROPE_FB) {
+        const int64_t ni = half - i0 < ROPE_FB ? half - i0 : ROPE_FB;
+        for (int64_t i = 0; i < ni; i++)
+            freq[i] = (double)a->freq_scale *
+                      pow((double)a->freq_base, -2.0 * (double)(i0 + i) / (double)a->n_rot);
+        for (int64_t t = t0; t < t1; t++) {
+            const double p = (double)a->pos[t];
+            float *row = a->x + t * a->stride;
+            for (int64_t i = 0; i < ni; i++) {
+                const double theta = p * freq[i];
+                const float c = (float)cos(theta), s = (float)sin(theta);
+                for (int64_t h = 0; h < a->n_head; h++) {
+                    float *x = row + h * a->head_dim + (i0 + i) * step;
+                    const float x0 = x[0], x1 = x[other];
+                    x[0] = x0 * c - x1 * s;
+                    x[other] = x0 * s + x1 * c;
+                }
             }
         }
     }
