@@ -246,19 +246,22 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
 /* The attention kernels' unit of work is a (query, kv head) pair, u = i * n_head_kv + g: the
  * n_head / n_head_kv query heads of kv head g for query i. */
 
-/* Row j of a paged K or V set, at byte head_off of the row (head g's values). */
-static inline const uint8_t *rops_attn_row(const void *const *pages, int64_t page_rows,
-                                           size_t row_bytes, size_t head_off, int64_t j) {
-    return (const uint8_t *)pages[j / page_rows] + (size_t)(j % page_rows) * row_bytes + head_off;
-}
-
-/* The keys in [j0, j1) that query i sees (rops_attention's rule), into idx; returns how many. */
+/* The keys in [j0, j1) that query i sees (rops_attention's rule): their K and V rows' first
+ * bytes into kr, vr (rows of kb, vb bytes), in key order; returns how many. The page and row
+ * are stepped along rather than divided out per key. */
 static inline int rops_attn_visible(const struct rops_attn_args *a, int64_t i, int64_t j0,
-                                    int64_t j1, int32_t *idx) {
+                                    int64_t j1, size_t kb, size_t vb, const uint8_t **kr,
+                                    const uint8_t **vr) {
     const int32_t seq = a->q_seq[i], pos = a->q_pos[i];
+    int64_t pg = j0 / a->page_rows, r = j0 % a->page_rows;
     int n = 0;
-    for (int64_t j = j0; j < j1; j++)
-        if (a->kv_seq[j] == seq && a->kv_pos[j] <= pos) idx[n++] = (int32_t)j;
+    for (int64_t j = j0; j < j1; j++) {
+        if (a->kv_seq[j] == seq && a->kv_pos[j] <= pos) {
+            kr[n] = (const uint8_t *)a->k_pages[pg] + (size_t)r * kb;
+            vr[n++] = (const uint8_t *)a->v_pages[pg] + (size_t)r * vb;
+        }
+        if (++r == a->page_rows) r = 0, pg++;
+    }
     return n;
 }
 

@@ -423,7 +423,7 @@ static void attn_rows_scalar(const struct rops_attn_args *a, int64_t u0, int64_t
                  vb = rops_row_bytes(a->type_v, a->n_head_kv * D);
     float acc[ROPS_ATTN_HB][ROPS_ATTN_MAX_HEAD_DIM], s[ROPS_ATTN_HB][ROPS_ATTN_TILE];
     float m[ROPS_ATTN_HB], l[ROPS_ATTN_HB], row[ROPS_ATTN_MAX_HEAD_DIM];
-    int32_t idx[ROPS_ATTN_TILE];
+    const uint8_t *kr[ROPS_ATTN_TILE], *vr[ROPS_ATTN_TILE];
     for (int64_t u = u0; u < u1; u++) {
         const int64_t i = u / a->n_head_kv, g = u % a->n_head_kv;
         const size_t koff = rops_row_bytes(a->type_k, g * D),
@@ -437,12 +437,10 @@ static void attn_rows_scalar(const struct rops_attn_args *a, int64_t u0, int64_t
             }
             for (int64_t j0 = 0; j0 < a->n_kv; j0 += ROPS_ATTN_TILE) {
                 const int64_t j1 = j0 + ROPS_ATTN_TILE < a->n_kv ? j0 + ROPS_ATTN_TILE : a->n_kv;
-                const int nt = rops_attn_visible(a, i, j0, j1, idx);
+                const int nt = rops_attn_visible(a, i, j0, j1, kb, vb, kr, vr);
                 if (!nt) continue;
                 for (int t = 0; t < nt; t++) {
-                    rops_attn_head_f32(a->type_k,
-                                       rops_attn_row(a->k_pages, a->page_rows, kb, koff, idx[t]), D,
-                                       row);
+                    rops_attn_head_f32(a->type_k, kr[t] + koff, D, row);
                     for (int h = 0; h < nh; h++) {
                         float dot = 0.0f;
                         for (int64_t c = 0; c < D; c++) dot += q[h * D + c] * row[c];
@@ -463,9 +461,7 @@ static void attn_rows_scalar(const struct rops_attn_args *a, int64_t u0, int64_t
                     }
                 }
                 for (int t = 0; t < nt; t++) {
-                    rops_attn_head_f32(a->type_v,
-                                       rops_attn_row(a->v_pages, a->page_rows, vb, voff, idx[t]), D,
-                                       row);
+                    rops_attn_head_f32(a->type_v, vr[t] + voff, D, row);
                     for (int h = 0; h < nh; h++)
                         for (int64_t c = 0; c < D; c++) acc[h][c] += s[h][t] * row[c];
                 }
