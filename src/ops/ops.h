@@ -16,7 +16,8 @@
  * All give the same results within float
  * rounding (the tests compare each with float64 references), and the choice is made per call,
  * so tests and benchmarks can force any the CPU runs. ops_probe.c finds what the CPU runs;
- * ops.c, ops_rwkv.c and ops_ssd.c share the work out among the threads and call the table.
+ * ops.c, ops_rwkv.c, ops_ssd.c and ops_attn.c share the work out among the threads and call the
+ * table.
  */
 #ifndef RECUR_OPS_H
 #define RECUR_OPS_H
@@ -375,7 +376,8 @@ void rops_rope(const struct rops_exec *ex, const struct rops_rope_args *a);
  * sum and output that a tile with a larger maximum rescales; memory does not grow with n_q or
  * n_kv. The query heads that share a kv head go together, so each key and value row is read
  * (and converted) once for all of them. The (query, kv head) pairs are shared out among ex's
- * threads when the call is large enough to repay the hand-off. Results agree with a float64
+ * threads when the call is large enough to repay the hand-off; a query's outputs are the same
+ * bits whatever the thread count and the other queries of the call. Results agree with a float64
  * softmax over the same stored values to float rounding (tests/unit/test_ops_attn.c).
  */
 struct rops_attn_args {

@@ -1,9 +1,8 @@
-/* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
- * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c, and the
- * x86 bodies they include from x86/) share.
- * Each kernel does one thread's share of a call; each instruction set has a table of its kernels
- * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
- * new file with its table, and an entry in ops_probe.c. */
+/* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c, ops_attn.c: threading, splitting the work)
+ * and the kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c,
+ * and the x86 bodies they include from x86/) share. Each kernel does one thread's share of a call;
+ * each instruction set has a table of its kernels (struct rops_kernels), which the dispatchers call
+ * through. Adding an instruction set is a new file with its table, and an entry in ops_probe.c. */
 #ifndef RECUR_OPS_IMPL_H
 #define RECUR_OPS_IMPL_H
 

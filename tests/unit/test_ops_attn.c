@@ -129,10 +129,10 @@ static void test_rope(void) {
 
 struct attn_case {
     int64_t n_q, n_head, n_head_kv, head_dim, n_kv, page_rows;
-    enum rops_type type; /* of K and V */
-    int n_seq;           /* sequences in the rows; queries also ask for one more, with no key */
-    int prompt;          /* 1: one sequence, key j at position j, query i at position i */
-    float q_amp;         /* query values in [-q_amp, q_amp): larger makes peaked softmaxes */
+    enum rops_type type, type_v; /* of K and V */
+    int n_seq;   /* sequences in the rows; queries also ask for one more, with no key */
+    int prompt;  /* 1: one sequence, key j at position j, query i at position i */
+    float q_amp; /* query values in [-q_amp, q_amp): larger makes peaked softmaxes */
 };
 
 /* Row of n values into dst as type; back into f64 as stored (the reference's values). */
@@ -153,7 +153,7 @@ static void store_row(enum rops_type type, const float *src, int64_t n, uint8_t 
     }
 }
 
-/* the largest error seen per instruction set and K/V type (f32, f16, q8_0), for the log */
+/* the largest error seen per instruction set and K type (f32, f16, q8_0), for the log */
 static double worst_by[ROPS_ISA_COUNT][3];
 
 static double check_attn(struct rpool *pool, const struct attn_case *cs) {
@@ -161,9 +161,10 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
     const int64_t nkv = cs->n_kv, pr = cs->page_rows, G = H / Hk, E = Hk * D;
     const int64_t q_stride = H * D + 5, out_stride = H * D + 3;
     const int64_t n_pages = (nkv + pr - 1) / pr;
-    const size_t rb = rops_row_bytes(cs->type, E);
+    const size_t rb = rops_row_bytes(cs->type, E), rbv = rops_row_bytes(cs->type_v, E);
     float *q = malloc(sizeof(float) * (size_t)(nq * q_stride)),
           *out = malloc(sizeof(float) * (size_t)(nq * out_stride)),
+          *out1 = malloc(sizeof(float) * (size_t)(nq * out_stride)),
           *row = malloc(sizeof(float) * (size_t)E);
     double *ks = malloc(sizeof(double) * (size_t)(nkv * E)),
            *vs = malloc(sizeof(double) * (size_t)(nkv * E)),
@@ -175,10 +176,10 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
             *kv_seq = malloc(sizeof(int32_t) * (size_t)nkv);
     void **kp = calloc((size_t)n_pages, sizeof(void *)),
          **vp = calloc((size_t)n_pages, sizeof(void *));
-    REQUIRE(q && out && row && ks && vs && want && lg && q_pos && q_seq && kv_pos && kv_seq && kp &&
-            vp);
+    REQUIRE(q && out && out1 && row && ks && vs && want && lg && q_pos && q_seq && kv_pos &&
+            kv_seq && kp && vp);
     for (int64_t p = 0; p < n_pages; p++) {
-        kp[p] = malloc(rb * (size_t)pr), vp[p] = malloc(rb * (size_t)pr);
+        kp[p] = malloc(rb * (size_t)pr), vp[p] = malloc(rbv * (size_t)pr);
         REQUIRE(kp[p] && vp[p]);
     }
     /* rows: each sequence's positions count up in the order its rows come */
@@ -187,11 +188,11 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
         kv_seq[j] = cs->prompt ? 0 : irand(cs->n_seq);
         kv_pos[j] = cs->prompt ? (int32_t)j : next_pos[kv_seq[j]]++;
         uint8_t *k = (uint8_t *)kp[j / pr] + (size_t)(j % pr) * rb,
-                *v = (uint8_t *)vp[j / pr] + (size_t)(j % pr) * rb;
+                *v = (uint8_t *)vp[j / pr] + (size_t)(j % pr) * rbv;
         for (int64_t c = 0; c < E; c++) row[c] = frand();
         store_row(cs->type, row, E, k, ks + j * E);
         for (int64_t c = 0; c < E; c++) row[c] = frand();
-        store_row(cs->type, row, E, v, vs + j * E);
+        store_row(cs->type_v, row, E, v, vs + j * E);
     }
     for (int64_t i = 0; i < nq; i++) {
         if (cs->prompt) {
@@ -248,7 +249,7 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
                                                          .v_pages = (const void *const *)vp,
                                                          .page_rows = pr,
                                                          .type_k = cs->type,
-                                                         .type_v = cs->type,
+                                                         .type_v = cs->type_v,
                                                          .kv_pos = kv_pos,
                                                          .kv_seq = kv_seq,
                                                          .scale = scale,
@@ -265,6 +266,14 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
                 for (int64_t c = H * D; c < out_stride; c++)
                     gaps += out[i * out_stride + c] != 1234.5f;
             }
+            /* a unit's sums do not depend on which thread takes it */
+            int same = 1;
+            if (nth == 1)
+                memcpy(out1, out, sizeof(float) * (size_t)(nq * out_stride));
+            else
+                same = memcmp(out1, out, sizeof(float) * (size_t)(nq * out_stride)) == 0;
+            CHECK_MSG(same, "attention %s: two threads' bits differ from one's",
+                      rops_isa_name(isas[ii]));
             worst = fmax(worst, err);
             double *wb = &worst_by[isas[ii]][cs->type == ROPS_TYPE_F32   ? 0
                                              : cs->type == ROPS_TYPE_F16 ? 1
@@ -278,7 +287,8 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
                       (long long)gaps);
         }
     for (int64_t p = 0; p < n_pages; p++) free(kp[p]), free(vp[p]);
-    free(kp), free(vp), free(q), free(out), free(row), free(ks), free(vs), free(want), free(lg);
+    free(kp), free(vp), free(q), free(out), free(out1), free(row), free(ks), free(vs), free(want),
+        free(lg);
     free(q_pos), free(q_seq), free(kv_pos), free(kv_seq);
     return worst;
 }
@@ -307,6 +317,7 @@ static void test_attention(void) {
                                             .n_kv = shapes[si][4],
                                             .page_rows = shapes[si][5],
                                             .type = types[ti],
+                                            .type_v = types[ti],
                                             .n_seq = shapes[si][0] == 1 ? 1 : 3,
                                             .q_amp = amp ? 12.0f : 2.0f};
                 worst[ti] = fmax(worst[ti], check_attn(pool, &c));
@@ -321,10 +332,25 @@ static void test_attention(void) {
                                     .n_kv = 64,
                                     .page_rows = 16,
                                     .type = types[ti],
+                                    .type_v = types[ti],
                                     .n_seq = 1,
                                     .prompt = 1,
                                     .q_amp = 4.0f};
         worst[ti] = fmax(worst[ti], check_attn(pool, &c));
+    }
+    /* K and V of different types */
+    for (int ti = 0; ti < 3; ti++) {
+        const struct attn_case c = {.n_q = 7,
+                                    .n_head = 8,
+                                    .n_head_kv = 4,
+                                    .head_dim = 64,
+                                    .n_kv = 200,
+                                    .page_rows = 16,
+                                    .type = types[ti],
+                                    .type_v = types[(ti + 1) % 3],
+                                    .n_seq = 2,
+                                    .q_amp = 4.0f};
+        check_attn(pool, &c);
     }
     printf("attention max error f32 %.3g f16 %.3g q8_0 %.3g\n", worst[0], worst[1], worst[2]);
     enum rops_isa isas[ROPS_ISA_COUNT];
@@ -335,8 +361,40 @@ static void test_attention(void) {
     rpool_free(pool);
 }
 
+/* No rows at all (a first prompt's attention before anything is stored): zeros, the pages not
+ * read. */
+static void test_attention_empty(void) {
+    float q[2 * 64], out[2 * 64];
+    const int32_t q_pos[2] = {0, 5}, q_seq[2] = {0, 1};
+    for (int c = 0; c < 2 * 64; c++) q[c] = frand(), out[c] = 1.0f;
+    enum rops_isa isas[ROPS_ISA_COUNT];
+    const int n_isas = test_isas(isas);
+    for (int ii = 0; ii < n_isas; ii++) {
+        const struct rops_exec ex = {.n_threads = 1, .isa = isas[ii]};
+        rops_attention(&ex, &(struct rops_attn_args){.n_q = 2,
+                                                     .n_head = 2,
+                                                     .n_head_kv = 1,
+                                                     .head_dim = 32,
+                                                     .q = q,
+                                                     .q_stride = 64,
+                                                     .q_pos = q_pos,
+                                                     .q_seq = q_seq,
+                                                     .page_rows = 16,
+                                                     .type_k = ROPS_TYPE_Q8_0,
+                                                     .type_v = ROPS_TYPE_F16,
+                                                     .scale = 0.125f,
+                                                     .out = out,
+                                                     .out_stride = 64});
+        int nonzero = 0;
+        for (int c = 0; c < 2 * 64; c++) nonzero += out[c] != 0.0f;
+        CHECK_MSG(nonzero == 0, "attention %s without rows: %d values not zero",
+                  rops_isa_name(isas[ii]), nonzero);
+    }
+}
+
 int main(void) {
     RUN(test_rope);
     RUN(test_attention);
+    RUN(test_attention_empty);
     return test_finish("test_ops_attn");
 }
