@@ -236,7 +236,8 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
 /* ---- attention (ops_attn.c) ---- */
 
 /* Keys per tile of the attention kernels: a tile's scores per query head on the stack, and its
- * values converted once for the heads of a group. */
+ * keys and values converted once for the heads of a group (the vector kernels' frame is then
+ * about 50 KiB: the tile's heads, the group's queries and outputs, at ROPS_ATTN_MAX_HEAD_DIM). */
 #define ROPS_ATTN_TILE 32
 /* Query heads of a kv group done per pass over the keys (a larger group takes more passes):
  * their outputs, ROPS_ATTN_HB x ROPS_ATTN_MAX_HEAD_DIM floats, stay in L1. */
