@@ -202,6 +202,9 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
         } else {
             q_seq[i] = irand(cs->n_seq + 1); /* n_seq: a sequence without rows */
             q_pos[i] = irand(next_pos[q_seq[i] < cs->n_seq ? q_seq[i] : 0] + 3) - 1; /* -1: none */
+            /* whatever the draws: one query before every key, one of a sequence without rows */
+            if (i == 0) q_seq[i] = 0, q_pos[i] = -1;
+            if (i == 1) q_seq[i] = cs->n_seq;
         }
         for (int64_t c = 0; c < q_stride; c++) q[i * q_stride + c] = cs->q_amp * frand();
     }
