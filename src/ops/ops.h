@@ -16,7 +16,8 @@
  * All give the same results within float
  * rounding (the tests compare each with float64 references), and the choice is made per call,
  * so tests and benchmarks can force any the CPU runs. ops_probe.c finds what the CPU runs;
- * ops.c, ops_rwkv.c and ops_ssd.c share the work out among the threads and call the table.
+ * ops.c, ops_rwkv.c, ops_ssd.c and ops_attn.c share the work out among the threads and call the
+ * table.
  */
 #ifndef RECUR_OPS_H
 #define RECUR_OPS_H
@@ -320,5 +321,82 @@ void rops_wkv6(const struct rops_exec *ex, const struct rops_wkv_args *a);
  * (the model passes a = -kk, b = kk * iclr).
  */
 void rops_wkv7(const struct rops_exec *ex, const struct rops_wkv_args *a);
+
+/* ---- attention (ops_attn.c) ---------------------------------------------------------------- */
+
+/* The rotary embedding's pairings, numbered as ggml numbers its rope modes. */
+enum rops_rope_mode {
+    ROPS_ROPE_NORMAL = 0, /* adjacent pairs (x[2i], x[2i + 1]) */
+    ROPS_ROPE_NEOX = 2,   /* halves (x[i], x[i + n_rot / 2]) */
+};
+
+/*
+ * Rotary position embedding, in place, on n_tok rows of n_head heads of head_dim floats: head h
+ * of token t at x + t * stride + h * head_dim. Pair i < n_rot / 2 of each head of token t is
+ * rotated by
+ *   theta_i = pos[t] * freq_scale * freq_base^(-2i / n_rot)
+ * (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos), the pairs as mode says; dims n_rot and up are
+ * left as they are. This is ggml_rope_ext without YaRN (ext_factor 0, attn_factor 1). The angle
+ * and its cosine and sine are computed in double and rounded once, so positions in the hundreds
+ * of thousands keep float precision (ggml builds the angle by float products, which drift
+ * there). n_rot even, 0 < n_rot <= head_dim; the tokens are shared out among ex's threads when
+ * there are enough of them; the portable code on every instruction set (ex->isa is not read).
+ */
+struct rops_rope_args {
+    float *x;
+    int64_t n_tok, n_head, head_dim, stride;
+    const int32_t *pos; /* [n_tok] */
+    int64_t n_rot;
+    float freq_base, freq_scale;
+    enum rops_rope_mode mode;
+};
+void rops_rope(const struct rops_exec *ex, const struct rops_rope_args *a);
+
+/* The largest head rops_attention takes (the loader refuses others). */
+#define ROPS_ATTN_MAX_HEAD_DIM 256
+
+/*
+ * Causal attention with grouped key/value heads over a set of n_kv key/value rows held in pages,
+ * for n_q query tokens. Query i, head h (h < n_head) reads kv head h / (n_head / n_head_kv) and
+ * sees key j iff kv_seq[j] == q_seq[i] and kv_pos[j] <= q_pos[i] (exactly: the sequence ids
+ * compared as integers, so several sequences may share the rows, interleaved in any order). Its
+ * output is
+ *   out = sum_j softmax_j(scale * q . k_j) v_j        over the keys it sees,
+ * zeros when it sees none. Shapes:
+ *   q    [n_q][n_head * head_dim], row i at q + i * q_stride (head h at + h * head_dim);
+ *   out  the same layout with out_stride; it must not overlap q or the keys and values;
+ *   K, V row j (n_head_kv * head_dim values of type_k / type_v, head g's at value g * head_dim):
+ *        row j % page_rows of page j / page_rows, k_pages[p] (v_pages[p]) pointing at a page's
+ *        first row, rows packed (rops_row_bytes(type, n_head_kv * head_dim) bytes each).
+ * Types F32, F16 and Q8_0 (ggml's block_q8_0, head_dim a multiple of 32). head_dim <=
+ * ROPS_ATTN_MAX_HEAD_DIM, n_head a multiple of n_head_kv. Nothing is allocated and nothing
+ * fails: the caller checks shapes (as for every kernel here).
+ *
+ * The softmax is the online one: keys go in tiles, each query head keeping a running maximum,
+ * sum and output that a tile with a larger maximum rescales; memory does not grow with n_q or
+ * n_kv. The query heads that share a kv head go together, so each key and value row is read
+ * (and converted) once for all of them. The (query, kv head) pairs are shared out among ex's
+ * threads when the call is large enough to repay the hand-off; a query's outputs are the same
+ * bits whatever the thread count and the other queries of the call. Results agree with a float64
+ * softmax over the same stored values to float rounding (tests/unit/test_ops_attn.c).
+ */
+struct rops_attn_args {
+    int64_t n_q;
+    int64_t n_head, n_head_kv, head_dim;
+    const float *q;
+    int64_t q_stride;
+    const int32_t *q_pos; /* [n_q] */
+    const int32_t *q_seq; /* [n_q] */
+    int64_t n_kv;
+    const void *const *k_pages, *const *v_pages; /* [ceil(n_kv / page_rows)] */
+    int64_t page_rows;
+    enum rops_type type_k, type_v;
+    const int32_t *kv_pos; /* [n_kv] */
+    const int32_t *kv_seq; /* [n_kv] */
+    float scale;
+    float *out;
+    int64_t out_stride;
+};
+void rops_attention(const struct rops_exec *ex, const struct rops_attn_args *a);
 
 #endif /* RECUR_OPS_H */

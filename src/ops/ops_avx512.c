@@ -445,6 +445,7 @@ static const struct rops_kernels table = {
     .ssd_transpose = rops_ssd_transpose_avx2,
     .wkv6_run = rops_wkv6_run_avx512,
     .wkv7_run = rops_wkv7_run_avx512,
+    .attn_rows = rops_attn_rows_avx512,
     .probe_fma = rops_probe_fma_avx512,
     .probe_sum = rops_probe_sum_avx512,
 };

@@ -1,9 +1,8 @@
-/* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c: threading, splitting the work) and the
- * kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c, and the
- * x86 bodies they include from x86/) share.
- * Each kernel does one thread's share of a call; each instruction set has a table of its kernels
- * (struct rops_kernels), which the dispatchers call through. Adding an instruction set is a
- * new file with its table, and an entry in ops_probe.c. */
+/* What the dispatchers (ops.c, ops_rwkv.c, ops_ssd.c, ops_attn.c: threading, splitting the work)
+ * and the kernels of each instruction set (ops_scalar.c, ops_avx2.c, ops_avxvnni.c, ops_avx512.c,
+ * and the x86 bodies they include from x86/) share. Each kernel does one thread's share of a call;
+ * each instruction set has a table of its kernels (struct rops_kernels), which the dispatchers call
+ * through. Adding an instruction set is a new file with its table, and an entry in ops_probe.c. */
 #ifndef RECUR_OPS_IMPL_H
 #define RECUR_OPS_IMPL_H
 
@@ -234,6 +233,54 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
     }
 }
 
+/* ---- attention (ops_attn.c) ---- */
+
+/* Keys per tile of the attention kernels: a tile's scores per query head on the stack, and its
+ * keys and values converted once for the heads of a group (the vector kernels' frame is then
+ * about 50 KiB: the tile's heads, the group's queries and outputs, at ROPS_ATTN_MAX_HEAD_DIM). */
+#define ROPS_ATTN_TILE 32
+/* Query heads of a kv group done per pass over the keys (a larger group takes more passes):
+ * their outputs, ROPS_ATTN_HB x ROPS_ATTN_MAX_HEAD_DIM floats, stay in L1. */
+#define ROPS_ATTN_HB 8
+
+/* The attention kernels' unit of work is a (query, kv head) pair, u = i * n_head_kv + g: the
+ * n_head / n_head_kv query heads of kv head g for query i. */
+
+/* The keys in [j0, j1) that query i sees (rops_attention's rule): their K and V rows' first
+ * bytes into kr, vr (rows of kb, vb bytes), in key order; returns how many. The page and row
+ * are stepped along rather than divided out per key. */
+static inline int rops_attn_visible(const struct rops_attn_args *a, int64_t i, int64_t j0,
+                                    int64_t j1, size_t kb, size_t vb, const uint8_t **kr,
+                                    const uint8_t **vr) {
+    const int32_t seq = a->q_seq[i], pos = a->q_pos[i];
+    int64_t pg = j0 / a->page_rows, r = j0 % a->page_rows;
+    int n = 0;
+    for (int64_t j = j0; j < j1; j++) {
+        if (a->kv_seq[j] == seq && a->kv_pos[j] <= pos) {
+            kr[n] = (const uint8_t *)a->k_pages[pg] + (size_t)r * kb;
+            vr[n++] = (const uint8_t *)a->v_pages[pg] + (size_t)r * vb;
+        }
+        if (++r == a->page_rows) r = 0, pg++;
+    }
+    return n;
+}
+
+/* One K or V head's D values of type (F32, F16 or Q8_0; Q8_0 whole blocks) as f32. */
+static inline void rops_attn_head_f32(enum rops_type type, const uint8_t *p, int64_t D,
+                                      float *out) {
+    if (type == ROPS_TYPE_F32) {
+        memcpy(out, p, sizeof(float) * (size_t)D);
+    } else if (type == ROPS_TYPE_F16) {
+        for (int64_t c = 0; c < D; c++) out[c] = rcore_f16_to_f32(((const uint16_t *)p)[c]);
+    } else {
+        const struct rops_block_q8_0 *b = (const struct rops_block_q8_0 *)p;
+        for (int64_t c = 0; c < D; c += 32, b++) {
+            const float d = rcore_f16_to_f32(b->d);
+            for (int e = 0; e < 32; e++) out[c + e] = d * (float)b->qs[e];
+        }
+    }
+}
+
 /* One instruction set's kernels. Every entry is set (an instruction set without its own kernel
  * for a job takes a narrower set's); the arguments are those of the public call (ops.h) unless
  * said otherwise. */
@@ -292,6 +339,8 @@ struct rops_kernels {
     /* A run of tokens of one WKV head (ops_rwkv.c; see struct rops_wkv_run). */
     void (*wkv6_run)(const struct rops_wkv_run *run);
     void (*wkv7_run)(const struct rops_wkv_run *run);
+    /* rops_attention's (query, kv head) units [u0, u1) (see ROPS_ATTN_TILE) */
+    void (*attn_rows)(const struct rops_attn_args *a, int64_t u0, int64_t u1);
     /* Probe bodies: flops done by iters rounds of the FMA loop; a sum over n_floats floats
        (the result keeps the compiler from skipping the reads). */
     double (*probe_fma)(int64_t iters);
@@ -349,6 +398,7 @@ void rops_ssd_transpose_avx2(int64_t rows, int64_t cols, const float *src, int64
                              int64_t ldd);
 void rops_wkv6_run_avx2(const struct rops_wkv_run *run);
 void rops_wkv7_run_avx2(const struct rops_wkv_run *run);
+void rops_attn_rows_avx2(const struct rops_attn_args *a, int64_t u0, int64_t u1);
 double rops_probe_fma_avx2(int64_t iters);
 float rops_probe_sum_avx2(const float *p, size_t n_floats);
 
@@ -365,7 +415,8 @@ float rops_probe_sum_avx2(const float *p, size_t n_floats);
         .ssd_mm = rops_ssd_mm_avx2, .ssd_decays = rops_ssd_decays_avx2,                            \
         .ssd_scale_rows = rops_ssd_scale_rows_avx2, .ssd_transpose = rops_ssd_transpose_avx2,      \
         .wkv6_run = rops_wkv6_run_avx2, .wkv7_run = rops_wkv7_run_avx2,                            \
-        .probe_fma = rops_probe_fma_avx2, .probe_sum = rops_probe_sum_avx2,                        \
+        .attn_rows = rops_attn_rows_avx2, .probe_fma = rops_probe_fma_avx2,                        \
+        .probe_sum = rops_probe_sum_avx2,                                                          \
     }
 
 #endif /* RECUR_OPS_IMPL_H */

@@ -412,6 +412,69 @@ static void matmul_each_scalar(const struct rops_mat *w, const float *x, int64_t
         rops_matmul_rows_scalar(w, x + i * w->n_cols, 1, y + i * w->n_rows, r0, r1);
 }
 
+/* ---- attention (ops_attn.c) ---------------------------------------------------------------- */
+
+/* Units [u0, u1) of rops_attention: per unit and pass of up to ROPS_ATTN_HB query heads, the
+ * keys a tile at a time, each tile's visible keys scored against every head, then the online
+ * softmax's step (a larger maximum rescales the sum and the output so far) and the values. */
+static void attn_rows_scalar(const struct rops_attn_args *a, int64_t u0, int64_t u1) {
+    const int64_t D = a->head_dim, G = a->n_head / a->n_head_kv;
+    const size_t kb = rops_row_bytes(a->type_k, a->n_head_kv * D),
+                 vb = rops_row_bytes(a->type_v, a->n_head_kv * D);
+    float acc[ROPS_ATTN_HB][ROPS_ATTN_MAX_HEAD_DIM], s[ROPS_ATTN_HB][ROPS_ATTN_TILE];
+    float m[ROPS_ATTN_HB], l[ROPS_ATTN_HB], row[ROPS_ATTN_MAX_HEAD_DIM];
+    const uint8_t *kr[ROPS_ATTN_TILE], *vr[ROPS_ATTN_TILE];
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t i = u / a->n_head_kv, g = u % a->n_head_kv;
+        const size_t koff = rops_row_bytes(a->type_k, g * D),
+                     voff = rops_row_bytes(a->type_v, g * D);
+        for (int64_t h0 = 0; h0 < G; h0 += ROPS_ATTN_HB) {
+            const int nh = (int)(G - h0 < ROPS_ATTN_HB ? G - h0 : ROPS_ATTN_HB);
+            const float *q = a->q + i * a->q_stride + (g * G + h0) * D;
+            for (int h = 0; h < nh; h++) {
+                m[h] = -INFINITY, l[h] = 0.0f;
+                for (int64_t c = 0; c < D; c++) acc[h][c] = 0.0f;
+            }
+            for (int64_t j0 = 0; j0 < a->n_kv; j0 += ROPS_ATTN_TILE) {
+                const int64_t j1 = j0 + ROPS_ATTN_TILE < a->n_kv ? j0 + ROPS_ATTN_TILE : a->n_kv;
+                const int nt = rops_attn_visible(a, i, j0, j1, kb, vb, kr, vr);
+                if (!nt) continue;
+                for (int t = 0; t < nt; t++) {
+                    rops_attn_head_f32(a->type_k, kr[t] + koff, D, row);
+                    for (int h = 0; h < nh; h++) {
+                        float dot = 0.0f;
+                        for (int64_t c = 0; c < D; c++) dot += q[h * D + c] * row[c];
+                        s[h][t] = a->scale * dot;
+                    }
+                }
+                for (int h = 0; h < nh; h++) {
+                    float mx = m[h];
+                    for (int t = 0; t < nt; t++) mx = s[h][t] > mx ? s[h][t] : mx;
+                    const float f = expf(m[h] - mx); /* 0 on the first tile seen (m = -inf) */
+                    m[h] = mx;
+                    l[h] *= f;
+                    if (f != 1.0f)
+                        for (int64_t c = 0; c < D; c++) acc[h][c] *= f;
+                    for (int t = 0; t < nt; t++) {
+                        s[h][t] = expf(s[h][t] - mx);
+                        l[h] += s[h][t];
+                    }
+                }
+                for (int t = 0; t < nt; t++) {
+                    rops_attn_head_f32(a->type_v, vr[t] + voff, D, row);
+                    for (int h = 0; h < nh; h++)
+                        for (int64_t c = 0; c < D; c++) acc[h][c] += s[h][t] * row[c];
+                }
+            }
+            for (int h = 0; h < nh; h++) {
+                float *o = a->out + i * a->out_stride + (g * G + h0 + h) * D;
+                const float r = l[h] > 0.0f ? 1.0f / l[h] : 0.0f; /* no key seen: zeros */
+                for (int64_t c = 0; c < D; c++) o[c] = acc[h][c] * r;
+            }
+        }
+    }
+}
+
 const struct rops_kernels rops_kernels_scalar = {
     .isa = ROPS_ISA_SCALAR,
     .matmul_rows = rops_matmul_rows_scalar,
@@ -433,6 +496,7 @@ const struct rops_kernels rops_kernels_scalar = {
     .ssd_transpose = ssd_transpose_scalar,
     .wkv6_run = wkv6_run_scalar,
     .wkv7_run = wkv7_run_scalar,
+    .attn_rows = attn_rows_scalar,
     .probe_fma = probe_fma_scalar,
     .probe_sum = probe_sum_scalar,
 };
