@@ -14,7 +14,9 @@
  *    texts against splits derived by hand from the pattern (see llama3_cases), read off a
  *    vocabulary whose tokens are the expected pieces (ignore_merges makes each piece that is
  *    a token that token); llama.cpp's flags per name (ignore_merges, add_bos by default,
- *    clean_spaces); "dbrx" over GPT-2's merges cuts the same pieces;
+ *    clean_spaces); "dbrx" over GPT-2's merges cuts the same pieces; and the ids of
+ *    tests/data/vocab-llama3.inp / .out, written by tests/ref/gen_vocab_llama3.py (an
+ *    independent implementation with Python's `regex` module) over GPT-2's vocabulary;
  *  - SentencePiece: BOS / EOS rules (add_bos_token, add_eos_token), add_space_prefix on and
  *    off, the space prefix after a special token, detokenizing "▁" and byte tokens, and round
  *    trips of random text and random bytes (detokenize(tokenize(s)) == s).
@@ -43,6 +45,7 @@
 #define SPM_FILE     RECUR_TEST_DATA "/ggml-vocab-llama-spm.gguf"
 #define GPT2_FILE    RECUR_TEST_DATA "/ggml-vocab-gpt-2.gguf"
 #define DEFAULT_VECS RECUR_TEST_DATA "/vocab-default"
+#define LLAMA3_VECS  RECUR_TEST_DATA "/vocab-llama3"
 
 static char tmpdir[64];
 static struct rgguf *spm_file, *gpt2_file;
@@ -344,6 +347,21 @@ static void test_llama3_split(void) {
     rvocab_free(v);
 }
 
+/* tests/data/vocab-llama3.inp / .out, written by tests/ref/gen_vocab_llama3.py (Python's
+ * `regex` module for the pattern, its own byte-level BPE) over GPT-2's vocabulary: the same ids
+ * for every LLaMA 3 name, JIT or interpreter, and for "dbrx" (over this vocabulary the merges
+ * reach every whole-piece token, so ignore_merges changes nothing: the script checks it). */
+static void test_llama3_vectors(void) {
+    struct rvocab *vs[] = {gpt2_with_pre("falcon-h1", 0), gpt2_with_pre("pixtral", 0),
+                           gpt2_with_pre("falcon-h1", RVOCAB_LOAD_NO_JIT),
+                           gpt2_with_pre("dbrx", 0)};
+    for (size_t i = 0; i < 4; i++) REQUIRE(vs[i]);
+    int n = check_vectors(LLAMA3_VECS, vs, 4, false);
+    CHECK(n >= 170);
+    fprintf(stderr, "LLaMA 3 pre-tokenizer: %d cases\n", n);
+    for (size_t i = 0; i < 4; i++) rvocab_free(vs[i]);
+}
+
 /* "dbrx" (Granite 4.0) and "smaug-bpe": the LLaMA 3 pattern, merges always run, no BOS by
  * default. With the pieces vocabulary (no merges), no piece becomes its token: every byte is
  * its own token, which the llama3 names (ignore_merges) never give for these texts. */
@@ -567,6 +585,7 @@ int main(void) {
     RUN(test_default_vectors);
     RUN(test_pre_names);
     RUN(test_llama3_split);
+    RUN(test_llama3_vectors);
     RUN(test_dbrx);
     RUN(test_spm_properties);
     RUN(test_spm_options);
