@@ -644,12 +644,12 @@ RECUR_API size_t recur_utf8_char(const char *text, size_t len);
  * llama_chat_apply_template does: recur knows a fixed set of formats (the builtin templates,
  * recur_chat_builtin_templates: chatml, llama2, llama3, mistral-v1/-v3/-v3-tekken/-v7/-v7-tekken,
  * phi3, phi4, gemma, zephyr, deepseek, deepseek2, deepseek3, deepseek-r1, deepseek-v3.1,
- * command-r, granite, rwkv-world) and recognises a model's Jinja chat_template text by the
- * marker strings it contains (no Jinja is run). A model without a template is formatted as
- * "chatml" (RECUR_CHAT_TEMPLATE_DEFAULT), as llama.cpp does. The text of a BOS token is never
- * written: recur_tokenize with add_special adds BOS where the model asks for it. Roles are
- * "system", "user" and "assistant"; a format without a system role (gemma) puts the system
- * text at the start of the next user message.
+ * command-r, granite, granite-4.0, granite-4.1, nemotron3, nemotron-v2, rwkv-world) and recognises
+ * a model's Jinja chat_template text by the marker strings it contains (no Jinja is run). A model
+ * without a template is formatted as "chatml" (RECUR_CHAT_TEMPLATE_DEFAULT), as llama.cpp does. The
+ * text of a BOS token is never written: recur_tokenize with add_special adds BOS where the model
+ * asks for it. Roles are "system", "user" and "assistant"; a format without a system role (gemma)
+ * puts the system text at the start of the next user message.
  */
 #define RECUR_CHAT_TEMPLATE_DEFAULT "chatml"
 

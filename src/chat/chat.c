@@ -48,6 +48,9 @@ struct format {
     const char *open_first, *open_next; /* INST: opening a block, the first and the others */
     enum sys_mode sys;
     bool gen_after_user; /* the generation prompt only follows a user message (else nothing) */
+    /* written first when the chat does not open with a system message: formats whose template
+     * always writes a system turn, empty when there is no system text (Nemotron) */
+    const char *sys_missing;
 };
 
 #define DS_USER                                                                                    \
@@ -67,6 +70,8 @@ struct format {
     { "<|" r "|>\n", "<|end|>\n", false }
 #define LLAMA3_ROLE(r)                                                                             \
     { "<|start_header_id|>" r "<|end_header_id|>\n\n", "<|eot_id|>", true }
+#define GRANITE_ROLE(r)                                                                            \
+    { "<|start_of_role|>" r "<|end_of_role|>", "<|end_of_text|>\n", false }
 
 static const struct format formats[] = {
     /* phi4 shares chatml's <|im_start|>, and adds <|im_sep|> after the role */
@@ -77,6 +82,20 @@ static const struct format formats[] = {
       {"<|im_start|>assistant<|im_sep|>", "<|im_end|>", false}},
      "<|im_start|>assistant<|im_sep|>",
      .turns = TURN_PLAIN},
+    /* NVIDIA Nemotron 3 (nemotron_h_moe): chatml with an empty system turn when there is no
+     * system message, history replies after an empty thought ("<think></think>", the reply
+     * trimmed: truncate_history_thinking) and a prompt that opens a thought. llama.cpp has no
+     * builtin for it: without --jinja it detects chatml, which the model was not trained on;
+     * with --jinja it renders this. Not rendered here: reasoning_content, tools, and
+     * enable_thinking false (a request option recur's formats do not take). */
+    {"nemotron3",
+     {{"<|im_start|>", "truncate_history_thinking", NULL}},
+     {CHATML_ROLE("system"),
+      CHATML_ROLE("user"),
+      {"<|im_start|>assistant\n<think></think>", "<|im_end|>\n", true}},
+     "<|im_start|>assistant\n<think>\n",
+     .turns = TURN_PLAIN,
+     .sys_missing = "<|im_start|>system\n<|im_end|>\n"},
     {"chatml",
      {{"<|im_start|>", NULL}},
      {CHATML_ROLE("system"), CHATML_ROLE("user"), CHATML_ROLE("assistant")},
@@ -226,6 +245,24 @@ static const struct format formats[] = {
      {{"System: ", "\n\n", false}, {"User: ", "\n\n", true}, {"Assistant: ", "\n\n", true}},
      "Assistant:",
      .turns = TURN_PLAIN},
+    /* Granite 4.0 (granitehybrid: Granite 4.0-H) and 4.1: llama.cpp's GRANITE_4_0 writes
+     * system, user and assistant turns as GRANITE_3_X does (it differs in tool calls, which
+     * recur's formats do not take), and the real 4.0 and 4.1 templates render them so too.
+     * Detected as llama.cpp does: a template with <|start_of_role|> and <tool_call> or <tools>
+     * is 4.0 when it names g4_default_system_message, else 4.1. The real 4.0 template writes a
+     * default system message when the chat has none (llama.cpp's builtin does not, nor does
+     * recur). */
+    {"granite-4.0",
+     {{"<|start_of_role|>", "<tool_call>", "g4_default_system_message", NULL},
+      {"<|start_of_role|>", "<tools>", "g4_default_system_message", NULL}},
+     {GRANITE_ROLE("system"), GRANITE_ROLE("user"), GRANITE_ROLE("assistant")},
+     "<|start_of_role|>assistant<|end_of_role|>",
+     .turns = TURN_PLAIN},
+    {"granite-4.1",
+     {{"<|start_of_role|>", "<tool_call>", NULL}, {"<|start_of_role|>", "<tools>", NULL}},
+     {GRANITE_ROLE("system"), GRANITE_ROLE("user"), GRANITE_ROLE("assistant")},
+     "<|start_of_role|>assistant<|end_of_role|>",
+     .turns = TURN_PLAIN},
     {"granite",
      {{"<|start_of_role|>", NULL}},
      {{"<|start_of_role|>system<|end_of_role|>", "<|end_of_text|>\n", false},
@@ -233,6 +270,22 @@ static const struct format formats[] = {
       {"<|start_of_role|>assistant<|end_of_role|>", "<|end_of_text|>\n", false}},
      "<|start_of_role|>assistant<|end_of_role|>",
      .turns = TURN_PLAIN},
+    /* NVIDIA Nemotron Nano 2 and Nemotron-H (nemotron_h): <SPECIAL_n> turns, every content
+     * stripped, a system turn always (empty without a system message), a prompt that opens a
+     * thought. llama.cpp has no builtin for it (without --jinja it refuses the template); this
+     * is what the real template renders for a chat that ends with a user message. Not
+     * rendered as the template does: a chat that ends with an assistant message (the template
+     * reopens that reply with a thought), system messages after the first (the template drops
+     * them), /think and /no_think in a message (the template removes them and switches the
+     * thought off), tools. */
+    {"nemotron-v2",
+     {{"<SPECIAL_10>System", "<SPECIAL_11>Assistant", NULL}},
+     {{"<SPECIAL_10>System\n", "\n\n", true},
+      {"<SPECIAL_11>User\n", "\n", true},
+      {"<SPECIAL_11>Assistant\n", "\n<SPECIAL_12>\n", true}},
+     "<SPECIAL_11>Assistant\n<think>\n",
+     .turns = TURN_PLAIN,
+     .sys_missing = "<SPECIAL_10>System\n\n\n"},
 };
 
 #define N_FORMATS ((int)(sizeof(formats) / sizeof(formats[0])))
@@ -369,6 +422,8 @@ int32_t rchat_apply_spans(int i, const struct rchat_msg *msgs, size_t n, bool ad
         }
     }
     struct out o = {buf, cap, 0, false, spans, n_max, 0};
+    if (f->sys_missing && n > 0 && role_index(msgs[0].role) != ROLE_SYSTEM)
+        puts_(&o, f->sys_missing);
     bool open = false, opened_once = false;
     if (f->turns == TURN_INST_ALWAYS) {
         puts_(&o, f->open_first);

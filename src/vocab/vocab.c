@@ -16,7 +16,8 @@
  *  - text_table: open addressing (linear probing, power-of-two size, load <= 1/2) from token
  *    text to id, keyed by XXH64 of the text, storing the hash's low 32 bits beside the id so
  *    that most probes skip the memcmp. It is used at load (duplicates, merges, the 256 byte
- *    tokens) and by rvocab_text_to_token; tokenizing never hashes a string.
+ *    tokens) and by rvocab_text_to_token; tokenizing hashes a string only for pre-tokenizers
+ *    with ignore_merges (each piece is looked up whole, as llama.cpp does).
  *
  *  - merge_table: open addressing from the pair (left id, right id), packed in 64 bits, to
  *    (rank, merged id). Every merge is checked at load to name tokens that exist, so the BPE
@@ -576,6 +577,10 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
         v->unk = 0;
         v->add_bos = true;
         v->add_space_prefix = true;
+    } else if (model == VM_GPT2) {
+        /* some pre-tokenizers (llama3's family: Falcon-H1, Nemotron-H) add BOS unless
+         * tokenizer.ggml.add_bos_token says otherwise, as in llama.cpp */
+        v->add_bos = pre->add_bos;
     }
     /* llama.cpp cleans up spaces for BPE vocabularies only, and not for every pre-tokenizer */
     v->clean_spaces =

@@ -52,11 +52,13 @@ enum {
 /* Loads the tokenizer key-values of g:
  *  - tokenizer.ggml.model must be "gpt2", "llama" or "rwkv". For "gpt2", tokenizer.ggml.pre
  *    names the pre-tokenizer as llama.cpp reads it: a missing key is llama.cpp's 'default'
- *    (four patterns, with a warning, as llama.cpp warns), "falcon" Falcon's patterns, and
+ *    (four patterns, with a warning, as llama.cpp warns), "falcon" Falcon's patterns,
  *    every name llama.cpp maps to the GPT-2 pattern ("gpt-2", "mpt", "phi-2", "olmo", ...:
- *    the table in vocab_pre.c) that pattern; any other name is refused, the error listing
- *    the supported ones (llama.cpp refuses an unknown name too). "llama" and "rwkv" ignore
- *    the key, as llama.cpp does;
+ *    the table in vocab_pre.c) that pattern, and every name it maps to LLaMA 3's ("llama3",
+ *    "falcon-h1", "pixtral", ..., with ignore_merges and BOS by default; "dbrx", "smaug-bpe"
+ *    without) that one; any other name is refused, the error listing the supported ones
+ *    (llama.cpp refuses an unknown name too). "llama" and "rwkv" ignore the key, as llama.cpp
+ *    does;
  *  - tokenizer.ggml.tokens (strings; must be unique, as llama.cpp asserts; an empty one is
  *    renamed "[EMPTY_<id>]" as llama.cpp does), tokenizer.ggml.token_type (int32, optional:
  *    all normal when absent);
@@ -72,7 +74,8 @@ enum {
  *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent, but 1, 2
  *    and 0 for the first three of "llama", llama.cpp's defaults; an id out of range is ignored
  *    with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and add_eos_token
- *    (default false, but add_bos true for "llama"; for "gpt2" and "llama" true without the
+ *    (default false, but add_bos true for "llama" and for the pre-tokenizers that llama.cpp
+ *    gives BOS by default; for "gpt2" and "llama" true without the
  *    matching id is an error), tokenizer.ggml.add_space_prefix (default false, true for
  *    "llama"; "llama" tokenize prefixes the first fragment, and each one after a special
  *    token, with a space; detokenize drops one leading space unless a BOS was removed).

@@ -68,13 +68,17 @@ bool rvocab_trie_tokenize(const struct rvocab_trie *t, const uint8_t *s, size_t 
 /* At most this many patterns in one pre-tokenizer. */
 #define RVOCAB_PRE_MAX 4
 
-/* A pre-tokenizer: the patterns applied in turn (see vocab_pre.c), and llama.cpp's
- * clean_spaces flag for the name. Static data. */
+/* A pre-tokenizer: the patterns applied in turn (see vocab_pre.c), and llama.cpp's flags for
+ * the name: clean_spaces; ignore_merges (a piece that is a token as a whole is that token,
+ * without merging); add_bos (the default of tokenizer.ggml.add_bos_token, which the key
+ * overrides). Static data. */
 struct rvocab_pre {
     const char *name;
     const char *const *patterns;
     int n_patterns;
     bool clean_spaces;
+    bool ignore_merges;
+    bool add_bos;
 };
 
 /* The entry of tokenizer.ggml.pre = name[0..len), or NULL with the error set (listing every

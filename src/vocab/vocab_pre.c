@@ -16,14 +16,25 @@
  *    runs, then the GPT-2 pattern (again the hand-written splitter), then runs of numbers, then
  *    groups of three ASCII digits;
  *  - "falcon": as "default" with the backtick among the punctuation and no run-of-numbers
- *    pass.
+ *    pass;
+ *  - "llama3" (LLaMA 3's tiktoken-style pattern, LLAMA_VOCAB_PRE_TYPE_LLAMA3 and _DBRX in
+ *    llama.cpp): contractions in any case, letters with at most one non-letter, non-digit,
+ *    non-newline character before them, digits in groups of at most three, punctuation runs
+ *    with an optional leading space and the newlines after them, newline runs with the white
+ *    space before them, then white space as in GPT-2. llama.cpp recognises the text and runs
+ *    its hand-written splitter (unicode_regex_split_custom_llama3), which implements the same
+ *    pattern. Falcon-H1 ("falcon-h1") and Nemotron-H ("pixtral": its tokenizer hashes as
+ *    Pixtral's in convert_hf_to_gguf.py) use it with ignore_merges and BOS by default; Granite
+ *    4.0 ("dbrx": the cl100k-style vocabulary of DBRX and OLMo 2) without either.
  *
  * \s is widened to [\s\x{85}] wherever it occurs: llama.cpp counts U+0085 NEXT LINE as space
  * (Unicode's White_Space property), PCRE2's \s does not.
  *
- * The names are a table, as llama.cpp's map: every name llama.cpp sends to the GPT-2 pattern
- * (with its clean_spaces flag) but those that also switch on add_sep (jina-v1-en, jina-v2-code,
- * roberta-bpe), which recur does not implement and so refuses rather than half-honours.
+ * The names are a table, as llama.cpp's map (llama_vocab::impl::load): every name llama.cpp
+ * sends to the GPT-2 pattern (with its clean_spaces flag) but those that also switch on add_sep
+ * (jina-v1-en, jina-v2-code, roberta-bpe), which recur does not implement and so refuses rather
+ * than half-honours; and every name it sends to the LLaMA 3 pattern, with its ignore_merges and
+ * add_bos flags.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -56,19 +67,57 @@ static const char *const falcon_patterns[] = {
     GPT2_PATTERN,
     "[0-9][0-9][0-9]",
 };
+/* The contractions are spelt out in both cases, as llama.cpp writes them (the tokenizer.json
+ * original has (?i:...), which llama.cpp's std::regex fallback cannot take). */
+static const char *const llama3_patterns[] = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+    "\\p{N}{1,3}| ?[^" SP "\\p{L}\\p{N}]+[\\r\\n]*|[" SP "]*[\\r\\n]+|[" SP "]+(?![^" SP "])|[" SP
+    "]+",
+};
 
 #define LIST(a) a, (int)(sizeof(a) / sizeof((a)[0]))
 
+/* {name, patterns, clean_spaces, ignore_merges, add_bos}: llama.cpp's flags for the name */
+#define GPT2(name, clean)                                                                          \
+    { name, LIST(gpt2_patterns), clean, false, false }
+#define LLAMA3(name)                                                                               \
+    { name, LIST(llama3_patterns), true, true, true }
+#define LLAMA3_PLAIN(name)                                                                         \
+    { name, LIST(llama3_patterns), true, false, false }
+
 static const struct rvocab_pre pre_table[] = {
-    {"default", LIST(default_patterns), true},  {"falcon", LIST(falcon_patterns), true},
-    {"gpt-2", LIST(gpt2_patterns), true},       {"phi-2", LIST(gpt2_patterns), true},
-    {"mpt", LIST(gpt2_patterns), true},         {"olmo", LIST(gpt2_patterns), true},
-    {"jais", LIST(gpt2_patterns), true},        {"jina-es", LIST(gpt2_patterns), true},
-    {"jina-de", LIST(gpt2_patterns), true},     {"jina-v2-es", LIST(gpt2_patterns), true},
-    {"jina-v2-de", LIST(gpt2_patterns), true},  {"gigachat", LIST(gpt2_patterns), true},
-    {"a.x-4.0", LIST(gpt2_patterns), true},     {"mellum", LIST(gpt2_patterns), true},
-    {"modern-bert", LIST(gpt2_patterns), true}, {"exaone4", LIST(gpt2_patterns), true},
-    {"trillion", LIST(gpt2_patterns), false},   {"granite-docling", LIST(gpt2_patterns), false},
+    {"default", LIST(default_patterns), true, false, false},
+    {"falcon", LIST(falcon_patterns), true, false, false},
+    GPT2("gpt-2", true),
+    GPT2("phi-2", true),
+    GPT2("mpt", true),
+    GPT2("olmo", true),
+    GPT2("jais", true),
+    GPT2("jina-es", true),
+    GPT2("jina-de", true),
+    GPT2("jina-v2-es", true),
+    GPT2("jina-v2-de", true),
+    GPT2("gigachat", true),
+    GPT2("a.x-4.0", true),
+    GPT2("mellum", true),
+    GPT2("modern-bert", true),
+    GPT2("exaone4", true),
+    GPT2("trillion", false),
+    GPT2("granite-docling", false),
+    /* LLAMA_VOCAB_PRE_TYPE_LLAMA3: Falcon-H1 is "falcon-h1", Nemotron-H "pixtral" */
+    LLAMA3("llama3"),
+    LLAMA3("llama-v3"),
+    LLAMA3("llama-bpe"),
+    LLAMA3("falcon3"),
+    LLAMA3("falcon-h1"),
+    LLAMA3("pixtral"),
+    LLAMA3("midm-2.0"),
+    LLAMA3("lfm2"),
+    LLAMA3("jina-v5-nano"),
+    /* LLAMA_VOCAB_PRE_TYPE_DBRX and _SMAUG: the same pattern, merges always run, no BOS
+     * default; Granite 4.0 (granitehybrid) is "dbrx" */
+    LLAMA3_PLAIN("dbrx"),
+    LLAMA3_PLAIN("smaug-bpe"),
 };
 
 #define N_PRE (sizeof pre_table / sizeof pre_table[0])
@@ -82,7 +131,7 @@ const struct rvocab_pre *rvocab_pre_find(const char *name, size_t len) {
         if (strlen(pre_table[i].name) == len && memcmp(pre_table[i].name, name, len) == 0)
             return &pre_table[i];
     /* the error lists every name accepted, from the table */
-    char names[512];
+    char names[1024];
     size_t k = 0;
     for (size_t i = 0; i < N_PRE && k < sizeof names; i++)
         k += (size_t)snprintf(names + k, sizeof names - k, "%s\"%s\"", i ? ", " : "",

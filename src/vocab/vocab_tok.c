@@ -53,6 +53,8 @@ struct tok {
     struct cand *heap;
     size_t heap_n, heap_cap;
     pcre2_match_data *md;
+    char *enc; /* ignore_merges: a piece in the GPT-2 byte alphabet, to look up whole */
+    size_t enc_cap;
     struct rvocab_stats st;
 };
 
@@ -131,6 +133,28 @@ static void emit_symbol(struct tok *t, int32_t id) {
     }
 }
 
+/* With ignore_merges (llama.cpp's llama3 family): the token whose text is the whole piece
+ * p[0..n) written in the GPT-2 byte alphabet, or -1. Such a token need not be what the merges
+ * reach (a vocabulary may hold words its merge list never builds), which is why llama.cpp
+ * looks it up first. False when out of memory. */
+static bool whole_piece(struct tok *t, const uint8_t *p, size_t n, int32_t *id) {
+    const struct rvocab *v = t->v;
+    if (2 * n > t->enc_cap) { /* the alphabet's code points are below 0x800: 2 bytes each */
+        size_t cap = 2 * n < 256 ? 256 : 2 * n;
+        char *e = realloc(t->enc, cap);
+        if (!e) {
+            rcore_error_set("tokenize: out of memory for a piece of %zu bytes", n);
+            return false;
+        }
+        t->enc = e;
+        t->enc_cap = cap;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += rcore_utf8_encode(v->byte_cp[p[i]], t->enc + k);
+    *id = rvocab_text_to_token(v, t->enc, k);
+    return true;
+}
+
 /* BPE-merges one pre-token and emits its tokens. */
 static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
     const struct rvocab *v = t->v;
@@ -138,6 +162,14 @@ static bool bpe_piece(struct tok *t, const uint8_t *p, size_t n) {
     if (n == 1) {
         emit_symbol(t, v->byte_token[p[0]]);
         return true;
+    }
+    if (v->pre->ignore_merges) {
+        int32_t id;
+        if (!whole_piece(t, p, n, &id)) return false;
+        if (id >= 0) {
+            emit(t, id);
+            return true;
+        }
     }
     if (!reserve(t, n)) return false;
     struct sym *s = t->syms;
@@ -421,6 +453,7 @@ static int32_t tokenize(const struct rvocab *v, const char *text, int32_t text_l
     ok = true;
 done:
     pcre2_match_data_free(t.md);
+    free(t.enc);
     free(t.syms);
     free(t.heap);
     free(frags.a);

@@ -40,9 +40,9 @@ check "cut spm model keeps the scores" [ "$(python3 "$meta" "$work/spm_cut.gguf"
 check "cut spm model keeps add_bos_token" [ "$(python3 "$meta" "$work/spm_cut.gguf" tokenizer.ggml.add_bos_token)" = True ]
 
 "$recur" mkmodel "$work/bad.gguf" --arch mamba --embd 64 --layers 2 --vocab 300 --state 8 \
-    --seed 1 --pre llama3 --vocab-file "$data/ggml-vocab-gpt-2.gguf" >/dev/null 2>"$work/bad.err"
+    --seed 1 --pre qwen2 --vocab-file "$data/ggml-vocab-gpt-2.gguf" >/dev/null 2>"$work/bad.err"
 check "an unknown --pre fails (exit 1)" [ $? -eq 1 ]
-check "... naming the pre-tokenizer" grep -q 'tokenizer.ggml.pre is "llama3", a pre-tokenizer recur does not implement' "$work/bad.err"
+check "... naming the pre-tokenizer" grep -q 'tokenizer.ggml.pre is "qwen2", a pre-tokenizer recur does not implement' "$work/bad.err"
 check "... and leaves no file" [ ! -e "$work/bad.gguf" ]
 "$recur" mkmodel "$work/bad2.gguf" --arch mamba --embd 64 --layers 2 --vocab 300 --state 8 \
     --seed 1 --pre gpt-2 --vocab-file "$data/ggml-vocab-llama-spm.gguf" >/dev/null 2>"$work/bad2.err"

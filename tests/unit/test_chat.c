@@ -5,6 +5,8 @@
  *   variants, mistral v1/v3/v7, zephyr, command-r, deepseek, deepseek2, phi4, gemma's merged
  *   system message) against strings written here by hand from each format's published
  *   description (Meta's Llama 2 prompt guide, Mistral's tokenization guide, the models' cards);
+ *   and granite-4.0, nemotron3, nemotron-v2 by hand from llama.cpp's GRANITE_4_0 handler and
+ *   the Nemotron templates;
  *   test_chat_templates.py checks the others against their real templates;
  * - names, buffer-too-small semantics, every error;
  * - the contents' spans of every format, and tokenizing with control tokens parsed outside
@@ -105,6 +107,33 @@ static void test_hand_written_formats(void) {
     expect("gemma", conv, N(conv), true,
            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!"
            "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+    /* Granite 4.0 (Granite 4.0-H): llama.cpp's GRANITE_4_0 handler (llama-chat.cpp) writes
+     * each message as <|start_of_role|>ROLE<|end_of_role|>CONTENT<|end_of_text|> and a newline,
+     * and prompts with the assistant's role header */
+    const char *g4 = "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n"
+                     "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+                     "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
+                     "<|start_of_role|>user<|end_of_role|>Bye<|end_of_text|>\n"
+                     "<|start_of_role|>assistant<|end_of_role|>";
+    expect("granite-4.0", conv, N(conv), true, g4);
+    expect("granite-4.1", conv, N(conv), true, g4);
+    /* Nemotron 3 (read off its template: llama.cpp has no builtin): an empty system turn
+     * without a system message, history replies after an empty thought, a prompt that opens
+     * one */
+    expect("nemotron3", conv, N(conv), true,
+           "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+           "<|im_start|>assistant\n<think></think>Hello!<|im_end|>\n<|im_start|>user\nBye"
+           "<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    expect("nemotron3", conv + 1, 3, false,
+           "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+           "<|im_start|>assistant\n<think></think>Hello!<|im_end|>\n<|im_start|>user\nBye"
+           "<|im_end|>\n");
+    /* Nemotron Nano 2 / Nemotron-H (read off its template: llama.cpp has no builtin) */
+    expect("nemotron-v2", conv, N(conv), true,
+           "<SPECIAL_10>System\nBe brief.\n\n<SPECIAL_11>User\nHi\n<SPECIAL_11>Assistant\n"
+           "Hello!\n<SPECIAL_12>\n<SPECIAL_11>User\nBye\n<SPECIAL_11>Assistant\n<think>\n");
+    expect("nemotron-v2", conv + 1, 1, true,
+           "<SPECIAL_10>System\n\n\n<SPECIAL_11>User\nHi\n<SPECIAL_11>Assistant\n<think>\n");
     /* ChatML, the default, with no messages: only the generation prompt */
     expect(RECUR_CHAT_TEMPLATE_DEFAULT, NULL, 0, true, "<|im_start|>assistant\n");
     expect("chatml", NULL, 0, false, "");
@@ -138,6 +167,10 @@ static void test_names(void) {
                                        "deepseek-r1",
                                        "deepseek-v3.1",
                                        "granite",
+                                       "granite-4.0",
+                                       "granite-4.1",
+                                       "nemotron3",
+                                       "nemotron-v2",
                                        "command-r",
                                        "rwkv-world"};
     for (size_t i = 0; i < N(want); i++) {
@@ -153,6 +186,15 @@ static void test_names(void) {
     CHECK(strcmp(recur_chat_template_name("{{ '[INST] ' + '<<SYS>>' }}"), "llama2-sys") == 0);
     CHECK(strcmp(recur_chat_template_name("x <|start_header_id|> y <|end_header_id|>"), "llama3") ==
           0);
+    /* Granite: 4.0 names its default system message, 4.1 has tools and does not, 3.x neither */
+    CHECK(strcmp(recur_chat_template_name("<|start_of_role|> <tools> g4_default_system_message"),
+                 "granite-4.0") == 0);
+    CHECK(strcmp(recur_chat_template_name("<|start_of_role|> <tool_call>"), "granite-4.1") == 0);
+    CHECK(strcmp(recur_chat_template_name("<|start_of_role|>{{ role }}"), "granite") == 0);
+    CHECK(strcmp(recur_chat_template_name("<|im_start|> truncate_history_thinking"), "nemotron3") ==
+          0);
+    CHECK(strcmp(recur_chat_template_name("'<SPECIAL_10>System' '<SPECIAL_11>Assistant'"),
+                 "nemotron-v2") == 0);
 }
 
 static void test_buffer(void) {

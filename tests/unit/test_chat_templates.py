@@ -86,6 +86,7 @@ NO_SYS = [("user", [U1]),
           ("3 turns", [U1, A1, U2, A2, U3]),
           ("user+assistant", [U1, A1])]
 BOTH = WITH_SYS + NO_SYS
+ENDS_USER = [c for c in BOTH if c[1][-1]["role"] == "user"]
 
 LLAMA31_HEAD = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
 
@@ -135,6 +136,15 @@ TEMPLATES = [
     ("ibm-granite-granite-3.3-2B-Instruct.jinja", "granite", "<|end_of_text|>", WITH_SYS, {},
      None, ""),
     ("llama-cpp-rwkv-world.jinja", "rwkv-world", "\n\n", BOTH, {}, None, ""),
+    # Granite 4.0 (granitehybrid) and 4.1 write a default system message when there is none
+    # (4.0 only), so only conversations with one
+    ("ibm-granite-granite-4.0.jinja", "granite-4.0", "<|end_of_text|>", WITH_SYS, {}, None, ""),
+    ("ibm-granite-granite-4.1.jinja", "granite-4.1", "<|end_of_text|>", BOTH, {}, None, ""),
+    # Nemotron 3 (nemotron_h_moe): every conversation, with and without a system message
+    ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "nemotron3", "<|im_end|>", BOTH, {}, None, ""),
+    # Nemotron Nano 2 / Nemotron-H (nemotron_h) reopens a final assistant message with a
+    # thought: conversations that end with a user message (see chat.c)
+    ("NVIDIA-Nemotron-Nano-v2.jinja", "nemotron-v2", "<SPECIAL_12>", ENDS_USER, {}, None, ""),
 ]
 
 # files that are only recognised (their formats' output is not plain chat: see above)

@@ -603,9 +603,9 @@ static void test_load_errors(void) {
     const char *merges[] = {"tokenizer.ggml.merges"};
 
     struct rgguf_writer *w = copy_except(pre, 1);
-    REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.pre", "llama3"));
+    REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2"));
     CHECK(load_written(w) == NULL);
-    CHECK_ERR("tokenizer.ggml.pre is \"llama3\", a pre-tokenizer recur does not implement");
+    CHECK_ERR("tokenizer.ggml.pre is \"qwen2\", a pre-tokenizer recur does not implement");
     CHECK_ERR("\"gpt-2\", \"phi-2\", \"mpt\"");
 
     w = copy_except(model, 1);

@@ -10,6 +10,13 @@
  *    with its tokenizer.ggml.pre removed;
  *  - the pre-tokenizer table: every name llama.cpp maps to the GPT-2 pattern loads and splits
  *    as "gpt-2"; an unknown name is refused with the supported names listed;
+ *  - the LLaMA 3 pattern (Falcon-H1 "falcon-h1", Nemotron-H "pixtral", Granite 4.0 "dbrx"):
+ *    texts against splits derived by hand from the pattern (see llama3_cases), read off a
+ *    vocabulary whose tokens are the expected pieces (ignore_merges makes each piece that is
+ *    a token that token); llama.cpp's flags per name (ignore_merges, add_bos by default,
+ *    clean_spaces); "dbrx" over GPT-2's merges cuts the same pieces; and the ids of
+ *    tests/data/vocab-llama3.inp / .out, written by tests/ref/gen_vocab_llama3.py (an
+ *    independent implementation with Python's `regex` module) over GPT-2's vocabulary;
  *  - SentencePiece: BOS / EOS rules (add_bos_token, add_eos_token), add_space_prefix on and
  *    off, the space prefix after a special token, detokenizing "▁" and byte tokens, and round
  *    trips of random text and random bytes (detokenize(tokenize(s)) == s).
@@ -38,6 +45,7 @@
 #define SPM_FILE     RECUR_TEST_DATA "/ggml-vocab-llama-spm.gguf"
 #define GPT2_FILE    RECUR_TEST_DATA "/ggml-vocab-gpt-2.gguf"
 #define DEFAULT_VECS RECUR_TEST_DATA "/vocab-default"
+#define LLAMA3_VECS  RECUR_TEST_DATA "/vocab-llama3"
 
 static char tmpdir[64];
 static struct rgguf *spm_file, *gpt2_file;
@@ -189,13 +197,214 @@ static void test_pre_names(void) {
     free(r);
     rvocab_free(ref);
 
-    static const char *const refused[] = {"llama3", "roberta-bpe", "", "GPT-2", "gpt-2 "};
+    static const char *const refused[] = {"llama-3", "roberta-bpe", "", "GPT-2", "gpt-2 ", "qwen2"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         CHECK(gpt2_with_pre(refused[i], 0) == NULL);
         CHECK_ERR("a pre-tokenizer recur does not implement: supported are \"default\", "
                   "\"falcon\", \"gpt-2\"");
-        CHECK_ERR("\"granite-docling\", and a missing key");
+        CHECK_ERR("\"falcon-h1\", \"pixtral\"");
+        CHECK_ERR("\"dbrx\", \"smaug-bpe\", and a missing key");
     }
+}
+
+/* ---- the LLaMA 3 pattern (Falcon-H1 "falcon-h1", Nemotron-H "pixtral", Granite 4.0 "dbrx") -- */
+
+/* Texts and the pieces llama.cpp's LLaMA 3 splitter cuts them into. Derived by hand from the
+ * pattern, alternative by alternative at each position (first alternative that matches wins,
+ * each quantifier greedy with backtracking), with llama.cpp's \s (Unicode White_Space, so
+ * U+0085 NEL is space):
+ *   contractions '[sS]|'[tT]|'[rR][eE]|... (any case) | [^\r\n\p{L}\p{N}]?\p{L}+ |
+ *   \p{N}{1,3} | ' '?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * For example "  x": \s+(?!\S) cannot take both spaces (an \S follows), so it takes one, and
+ * " x" is a letter run with its space; "\n\n  x": \s*[\r\n]+ backtracks to "\n\n". The splits
+ * were also checked with Python's `regex` module (regex.findall with the tokenizer.json
+ * pattern; its \s includes U+0085), which gives the same pieces. */
+struct split_case {
+    const char *text;
+    const char *pieces[16]; /* NULL-terminated */
+};
+
+static const struct split_case llama3_cases[] = {
+    {"Hello world, it's 12345 ABC'LL\n\n  x",
+     {"Hello", " world", ",", " it", "'s", " ", "123", "45", " ABC", "'LL", "\n\n", " ", " x",
+      NULL}},
+    {"a  !!!\n\nb\t \r\n", {"a", " ", " !!!\n\n", "b", "\t \r\n", NULL}},
+    {"(hello) 1234567 na\xc3\xafve\xe6\x97\xa5\xe6\x9c\xac",
+     {"(hello", ")", " ", "123", "456", "7", " na\xc3\xafve\xe6\x97\xa5\xe6\x9c\xac", NULL}},
+    /* NEL is space: two of them before a letter are a space run, then NEL + letter */
+    {"x\xc2\x85\xc2\x85y", {"x", "\xc2\x85", "\xc2\x85y", NULL}},
+    {"I'M here'S", {"I", "'M", " here", "'S", NULL}},
+};
+#define N_LLAMA3_CASES (sizeof llama3_cases / sizeof llama3_cases[0])
+
+/* A byte-level vocabulary of the 256 bytes and one token per expected piece, with no merges:
+ * with ignore_merges, each piece the splitter cuts out is one token if and only if it is one
+ * of the expected pieces (else its bytes), so the ids spell out the split. */
+static struct rvocab *pieces_vocab(const char *pre, bool set_add_bos, bool add_bos) {
+    uint16_t cp[256];
+    rvocab_gpt2_byte_cp(cp);
+    static char store[64 * 1024];
+    static const char *tokens[512];
+    size_t k = 0;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        tokens[n++] = store + k;
+        k += put_cp((uint8_t *)store + k, cp[b]);
+        store[k++] = '\0';
+    }
+    for (size_t c = 0; c < N_LLAMA3_CASES; c++)
+        for (const char *const *p = llama3_cases[c].pieces; *p; p++) {
+            if (strlen(*p) == 1) continue; /* a byte's token already */
+            const char *piece_text = store + k;
+            for (const uint8_t *q = (const uint8_t *)*p; *q; q++)
+                k += put_cp((uint8_t *)store + k, cp[*q]);
+            store[k++] = '\0';
+            bool dup = false;
+            for (int i = 256; i < n; i++) dup = dup || strcmp(tokens[i], piece_text) == 0;
+            if (!dup) tokens[n++] = piece_text;
+        }
+    tokens[n++] = "<bos>";
+    REQUIRE(n < 512 && k < sizeof store);
+    struct rgguf_writer *w = rgguf_writer_create();
+    REQUIRE(w);
+    REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.pre", pre));
+    REQUIRE(rgguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n));
+    REQUIRE(rgguf_writer_set_arr_str(w, "tokenizer.ggml.merges", NULL, 0));
+    uint32_t bos = (uint32_t)n - 1;
+    REQUIRE(rgguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", bos));
+    if (set_add_bos) REQUIRE(rgguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
+    char path[128];
+    snprintf(path, sizeof path, "%s/pieces.gguf", tmpdir);
+    struct rvocab *v = vocab_load_written(w, path);
+    if (!v) fprintf(stderr, "pieces vocabulary (%s): %s\n", pre, rcore_error_get());
+    return v;
+}
+
+/* tokenize(text) must be one token per expected piece, each the token of that piece. */
+static void check_split(struct rvocab *v, const struct split_case *c) {
+    int32_t n;
+    int32_t *t = tokenize(v, c->text, strlen(c->text), false, false, &n);
+    int32_t k = 0;
+    bool same = true;
+    for (const char *const *p = c->pieces; *p && same; p++, k++) {
+        if (k >= n) {
+            same = false;
+            break;
+        }
+        /* the token's bytes (decoded from the byte alphabet) must be the whole piece */
+        char piece[64];
+        int32_t pl = rvocab_token_to_piece(v, t[k], piece, sizeof piece, 0, true);
+        same = pl >= 0 && (size_t)pl == strlen(*p) && memcmp(piece, *p, (size_t)pl) == 0;
+    }
+    same = same && k == n;
+    if (!same) {
+        fprintf(stderr, "  \"%s\" (%s) splits as", c->text, rvocab_pre_name(v));
+        for (int32_t i = 0; i < n; i++) {
+            char piece[64];
+            int32_t pl = rvocab_token_to_piece(v, t[i], piece, sizeof piece, 0, true);
+            fprintf(stderr, " [%.*s]", pl > 0 ? (int)pl : 0, piece);
+        }
+        fprintf(stderr, "\n");
+    }
+    CHECK_MSG(same, "\"%s\": %d tokens for %d expected pieces", c->text, (int)n, (int)k);
+    free(t);
+}
+
+static void test_llama3_split(void) {
+    static const char *const names[] = {"falcon-h1", "pixtral",  "llama3",
+                                        "llama-bpe", "falcon3",  "lfm2",
+                                        "midm-2.0",  "llama-v3", "jina-v5-nano"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct rvocab *v = pieces_vocab(names[i], false, false);
+        REQUIRE(v);
+        CHECK(strcmp(rvocab_pre_name(v), names[i]) == 0);
+        for (size_t c = 0; c < N_LLAMA3_CASES; c++) check_split(v, &llama3_cases[c]);
+        /* llama.cpp's flags for LLAMA3: clean_spaces, and BOS unless the file says not */
+        CHECK(rvocab_clean_spaces(v));
+        CHECK(rvocab_add_bos(v));
+        int32_t n;
+        int32_t *t = tokenize(v, "a", 1, true, false, &n);
+        CHECK(n == 2 && t[0] == rvocab_bos(v));
+        free(t);
+        rvocab_free(v);
+    }
+    /* the file's add_bos_token wins over the default */
+    struct rvocab *v = pieces_vocab("falcon-h1", true, false);
+    REQUIRE(v);
+    CHECK(!rvocab_add_bos(v));
+    rvocab_free(v);
+
+    /* without ignore_merges ("gpt-2") no piece is looked up whole: with no merges, bytes */
+    v = pieces_vocab("gpt-2", false, false);
+    REQUIRE(v);
+    int32_t n;
+    int32_t *t = tokenize(v, llama3_cases[0].text, strlen(llama3_cases[0].text), false, false, &n);
+    int32_t n3 = 0;
+    for (const char *const *p = llama3_cases[0].pieces; *p; p++) n3++;
+    CHECK(n3 == 13 && n == (int32_t)strlen(llama3_cases[0].text));
+    free(t);
+    rvocab_free(v);
+}
+
+/* tests/data/vocab-llama3.inp / .out, written by tests/ref/gen_vocab_llama3.py (Python's
+ * `regex` module for the pattern, its own byte-level BPE) over GPT-2's vocabulary: the same ids
+ * for every LLaMA 3 name, JIT or interpreter, and for "dbrx" (over this vocabulary the merges
+ * reach every whole-piece token, so ignore_merges changes nothing: the script checks it). */
+static void test_llama3_vectors(void) {
+    struct rvocab *vs[] = {gpt2_with_pre("falcon-h1", 0), gpt2_with_pre("pixtral", 0),
+                           gpt2_with_pre("falcon-h1", RVOCAB_LOAD_NO_JIT),
+                           gpt2_with_pre("dbrx", 0)};
+    for (size_t i = 0; i < 4; i++) REQUIRE(vs[i]);
+    int n = check_vectors(LLAMA3_VECS, vs, 4, false);
+    CHECK(n >= 170);
+    fprintf(stderr, "LLaMA 3 pre-tokenizer: %d cases\n", n);
+    for (size_t i = 0; i < 4; i++) rvocab_free(vs[i]);
+}
+
+/* "dbrx" (Granite 4.0) and "smaug-bpe": the LLaMA 3 pattern, merges always run, no BOS by
+ * default. With the pieces vocabulary (no merges), no piece becomes its token: every byte is
+ * its own token, which the llama3 names (ignore_merges) never give for these texts. */
+static void test_dbrx(void) {
+    static const char *const names[] = {"dbrx", "smaug-bpe"};
+    for (size_t i = 0; i < 2; i++) {
+        struct rvocab *v = pieces_vocab(names[i], false, false);
+        REQUIRE(v);
+        CHECK(!rvocab_add_bos(v));
+        CHECK(rvocab_clean_spaces(v));
+        const char *text = llama3_cases[0].text;
+        int32_t n;
+        int32_t *t = tokenize(v, text, strlen(text), true, false, &n);
+        CHECK(n == (int32_t)strlen(text)); /* bytes, and no BOS */
+        free(t);
+        rvocab_free(v);
+    }
+    /* the split itself, with real merges: over GPT-2's vocabulary, "dbrx" cuts as many pieces
+     * as the expected split has, and tokenizing the text is tokenizing each piece alone */
+    struct rvocab *v = gpt2_with_pre("dbrx", 0);
+    REQUIRE(v);
+    for (size_t c = 0; c < N_LLAMA3_CASES; c++) {
+        const struct split_case *sc = &llama3_cases[c];
+        struct rvocab_stats st;
+        int32_t buf[256];
+        int32_t n = rvocab_tokenize_stats(v, sc->text, (int32_t)strlen(sc->text), buf, 256, false,
+                                          false, &st);
+        REQUIRE(n >= 0);
+        uint64_t n_pieces = 0;
+        int32_t k = 0;
+        bool same = true;
+        for (const char *const *p = sc->pieces; *p; p++, n_pieces++) {
+            int32_t np;
+            int32_t *tp = tokenize(v, *p, strlen(*p), false, false, &np);
+            same = same && k + np <= n && memcmp(buf + k, tp, (size_t)np * sizeof *tp) == 0;
+            k += np;
+            free(tp);
+        }
+        CHECK_MSG(same && k == n && st.n_pieces == n_pieces,
+                  "dbrx: \"%s\": %llu pieces, %llu expected", sc->text,
+                  (unsigned long long)st.n_pieces, (unsigned long long)n_pieces);
+    }
+    rvocab_free(v);
 }
 
 /* ---- SentencePiece ------------------------------------------------------------------------ */
@@ -375,6 +584,9 @@ int main(void) {
     RUN(test_spm_vectors);
     RUN(test_default_vectors);
     RUN(test_pre_names);
+    RUN(test_llama3_split);
+    RUN(test_llama3_vectors);
+    RUN(test_dbrx);
     RUN(test_spm_properties);
     RUN(test_spm_options);
     RUN(test_spm_round_trip);
