@@ -30,8 +30,8 @@ float64 ones (mamba_ref.py --out) agree to float32 rounding on f32 models.
 
 import numpy as np
 
-from mamba_ref import Matrix, ModelError, rmsnorm, silu
-from mamba2_ref import Mamba2Layer, Mamba2State, mixer_step
+from mamba_ref import ModelError, rmsnorm, silu
+from mamba2_ref import Mamba2Layer, Mamba2State, load_ends, mixer_step, tensor_access
 from gguf_reader import GGUFFile
 
 ARCH = "granitehybrid"
@@ -140,25 +140,8 @@ class GraniteModel:
             raise ModelError("%s: tensor %s (biases, fused QKV) is not in this reference"
                              % (path, unsupported[0]))
 
-        def get(name, shape):
-            if name not in f.tensors:
-                raise ModelError("%s: missing tensor %s" % (path, name))
-            t = f.tensor(name)
-            if t.shape != tuple(s if s is not None else t.shape[i] for i, s in enumerate(shape)):
-                raise ModelError("%s: tensor %s has numpy shape %s, expected %s" % (
-                    path, name, t.shape, shape))
-            return t
-
-        def matrix(name, shape):
-            return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
-
-        self.token_embd = get("token_embd.weight", (None, self.n_embd))
-        self.n_vocab = self.token_embd.shape[0]
-        self.output_norm = get("output_norm.weight", (self.n_embd,))
-        self.tied = "output.weight" not in f.tensors
-        self.output = (Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type,
-                              f.minimums("token_embd.weight"))
-                       if self.tied else matrix("output.weight", (self.n_vocab, self.n_embd)))
+        get, matrix = tensor_access(f, path)
+        load_ends(self, f, get, matrix)
         # Mamba2Layer reads the SSM head count as n_head; hand it a view with those names
         ssm = _SSMSizes(self)
         self.mixers = [Mamba2Layer(get, matrix, i, ssm) if k == 0 else

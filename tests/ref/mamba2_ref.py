@@ -13,6 +13,34 @@ from mamba_ref import Matrix, ModelError, conv_step, rmsnorm, silu, softplus
 from gguf_reader import GGUFFile
 
 
+def tensor_access(f, path):
+    """get(name, shape): the tensor, its numpy shape checked (None: any); matrix(name, shape):
+    the same as a Matrix of its stored type."""
+    def get(name, shape):
+        if name not in f.tensors:
+            raise ModelError("%s: missing tensor %s" % (path, name))
+        t = f.tensor(name)
+        if t.shape != tuple(s if s is not None else t.shape[i] for i, s in enumerate(shape)):
+            raise ModelError("%s: tensor %s has numpy shape %s, expected %s" % (
+                path, name, t.shape, shape))
+        return t
+
+    def matrix(name, shape):
+        return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
+    return get, matrix
+
+
+def load_ends(model, f, get, matrix):
+    """The embedding, the final norm and the output (the embedding when tied) of model."""
+    model.token_embd = get("token_embd.weight", (None, model.n_embd))
+    model.n_vocab = model.token_embd.shape[0]
+    model.output_norm = get("output_norm.weight", (model.n_embd,))
+    model.tied = "output.weight" not in f.tensors
+    model.output = (Matrix(model.token_embd, f.tensors["token_embd.weight"].ggml_type,
+                           f.minimums("token_embd.weight"))
+                    if model.tied else matrix("output.weight", (model.n_vocab, model.n_embd)))
+
+
 class Mamba2Layer:
     def __init__(self, get, matrix, i, m):
         p = "blk.%d." % i
@@ -54,25 +82,8 @@ class Mamba2Model:
         self.conv_dim = self.d_inner + 2 * self.n_group * self.d_state
         self.d_in_proj = 2 * self.d_inner + 2 * self.n_group * self.d_state + self.n_head
 
-        def get(name, shape):
-            if name not in f.tensors:
-                raise ModelError("%s: missing tensor %s" % (path, name))
-            t = f.tensor(name)
-            if t.shape != tuple(s if s is not None else t.shape[i] for i, s in enumerate(shape)):
-                raise ModelError("%s: tensor %s has numpy shape %s, expected %s" % (
-                    path, name, t.shape, shape))
-            return t
-
-        def matrix(name, shape):
-            return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
-
-        self.token_embd = get("token_embd.weight", (None, self.n_embd))
-        self.n_vocab = self.token_embd.shape[0]
-        self.output_norm = get("output_norm.weight", (self.n_embd,))
-        self.tied = "output.weight" not in f.tensors
-        self.output = (Matrix(self.token_embd, f.tensors["token_embd.weight"].ggml_type,
-                              f.minimums("token_embd.weight"))
-                       if self.tied else matrix("output.weight", (self.n_vocab, self.n_embd)))
+        get, matrix = tensor_access(f, path)
+        load_ends(self, f, get, matrix)
         self.layers = [Mamba2Layer(get, matrix, i, self) for i in range(self.n_layer)]
 
 
