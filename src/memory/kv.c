@@ -303,8 +303,10 @@ bool rmem_kv_seq_cp(struct rmem_kv *kv, int32_t src, int32_t dst) {
     const uint32_t np = rmem_kv_pages_for(kv, s->n);
     for (uint32_t i = 0; i < np; i++) kv->refs[s->pages[i]]++;
     rmem_kv_seq_truncate(kv, d, 0);
-    memcpy(d->pages, s->pages, sizeof(int32_t) * np);
-    memcpy(d->pos, s->pos, sizeof(int32_t) * s->n);
+    if (s->n) { /* an empty sequence may have no arrays at all */
+        memcpy(d->pages, s->pages, sizeof(int32_t) * np);
+        memcpy(d->pos, s->pos, sizeof(int32_t) * s->n);
+    }
     d->n = s->n;
     return true;
 }
@@ -393,8 +395,9 @@ static bool stream_shared(const struct rmem_kv *kv, const struct rbatch_ubatch *
         const struct rmem_kv_seq *b = &kv->seq[ids[j]];
         if (n_of[ids[j]] != n_of[ids[0]]) return false;
         const uint32_t np = rmem_kv_pages_for(kv, a->n < b->n ? a->n : b->n);
-        if (a->n != b->n || memcmp(a->pages, b->pages, sizeof(int32_t) * np) != 0 ||
-            (a->n && memcmp(a->pos, b->pos, sizeof(int32_t) * a->n) != 0))
+        if (a->n != b->n) return false;
+        if (a->n && (memcmp(a->pages, b->pages, sizeof(int32_t) * np) != 0 ||
+                     memcmp(a->pos, b->pos, sizeof(int32_t) * a->n) != 0))
             return false;
     }
     return true;

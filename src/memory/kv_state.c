@@ -355,7 +355,7 @@ static bool apply(struct rmem_kv *kv, int32_t seq, const struct pending *p) {
         struct rmem_kv_seq *q = &kv->seq[seq >= 0 ? seq : p->id[i]];
         for (uint32_t j = 0; j < rmem_kv_pages_for(kv, p->n[i]); j++)
             q->pages[j] = page[p->tab[t++]];
-        memcpy(q->pos, p->pos + tok, sizeof(int32_t) * p->n[i]);
+        if (p->n[i]) memcpy(q->pos, p->pos + tok, sizeof(int32_t) * p->n[i]);
         q->n = p->n[i];
         tok += p->n[i];
     }
