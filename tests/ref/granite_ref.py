@@ -54,9 +54,9 @@ class AttentionLayer:
 class FFN:
     """The SwiGLU feed-forward of one layer."""
 
-    def __init__(self, get, matrix, i, m):
+    def __init__(self, get, matrix, i, m, norm_name="ffn_norm.weight"):
         p = "blk.%d." % i
-        self.norm = get(p + "ffn_norm.weight", (m.n_embd,))
+        self.norm = get(p + norm_name, (m.n_embd,))
         self.gate = matrix(p + "ffn_gate.weight", (m.n_ff[i], m.n_embd))
         self.up = matrix(p + "ffn_up.weight", (m.n_ff[i], m.n_embd))
         self.down = matrix(p + "ffn_down.weight", (m.n_embd, m.n_ff[i]))
@@ -186,12 +186,18 @@ def softmax(s):
     return e / np.sum(e)
 
 
-def attention_step(m, layer, cache, h):
+def attention_step(m, layer, cache, h, rope=None):
     """Causal GQA attention of the newest token (normed input h, n_embd) over every token so
-    far, itself included; appends its K and V rows to cache. Returns attn_output . o."""
+    far, itself included; appends its K and V rows to cache. Returns attn_output . o.
+    rope(v, pos): the positional rotation of the (heads, head_dim) rows of q and k at position
+    pos (the token's index in the sequence); None for none (Granite)."""
     H, Hkv, hd = m.n_head, layer.n_head_kv, m.head_dim
+    pos = len(cache.k)
     q = (layer.wq @ h).reshape(H, hd)                   # (H, hd)
-    cache.k.append((layer.wk @ h).reshape(Hkv, hd))     # (Hkv, hd) per token
+    k = (layer.wk @ h).reshape(Hkv, hd)                 # (Hkv, hd)
+    if rope is not None:
+        q, k = rope(q, pos), rope(k, pos)
+    cache.k.append(k)                                   # (Hkv, hd) per token
     cache.v.append((layer.wv @ h).reshape(Hkv, hd))
     K = np.stack(cache.k)                               # (T, Hkv, hd)
     V = np.stack(cache.v)                               # (T, Hkv, hd)

@@ -25,6 +25,8 @@ def tensor_access(f, path):
                 path, name, t.shape, shape))
         return t
 
+    get.tensors = f.tensors  # for optional tensors: whether a name is there
+
     def matrix(name, shape):
         return Matrix(get(name, shape), f.tensors[name].ggml_type, f.minimums(name))
     return get, matrix
@@ -42,7 +44,9 @@ def load_ends(model, f, get, matrix):
 
 
 class Mamba2Layer:
-    def __init__(self, get, matrix, i, m):
+    def __init__(self, get, matrix, i, m, norm_optional=False):
+        """norm_optional: a missing ssm_norm.weight is None, no grouped norm (Falcon-H1 without
+        mamba_rms_norm; llama.cpp loads it as TENSOR_NOT_REQUIRED there)."""
         p = "blk.%d." % i
         self.attn_norm = get(p + "attn_norm.weight", (m.n_embd,))
         self.ssm_in = matrix(p + "ssm_in.weight", (m.d_in_proj, m.n_embd))
@@ -51,7 +55,8 @@ class Mamba2Layer:
         self.dt_bias = get(p + "ssm_dt.bias", (m.n_head,))
         self.A = get(p + "ssm_a", (m.n_head, 1)).reshape(m.n_head)
         self.D = get(p + "ssm_d", (m.n_head, 1)).reshape(m.n_head)
-        self.norm = get(p + "ssm_norm.weight", (m.n_group, m.d_inner // m.n_group))
+        self.norm = (get(p + "ssm_norm.weight", (m.n_group, m.d_inner // m.n_group))
+                     if not norm_optional or p + "ssm_norm.weight" in get.tensors else None)
         self.ssm_out = matrix(p + "ssm_out.weight", (m.n_embd, m.d_inner))
 
 
@@ -127,6 +132,7 @@ def mixer_step(m, layer, st, h):
         st.ssm[hd] = st.ssm[hd] * np.exp(dt[hd] * layer.A[hd]) + np.outer(xs[hd] * dt[hd], B[g])
         y[hd] = st.ssm[hd] @ C[g] + layer.D[hd] * xs[hd]
     y = y.reshape(Di) * silu(z)
-    y = y.reshape(G, Di // G)
-    y = y / np.sqrt(np.mean(y * y, axis=1) + m.eps)[:, None] * layer.norm
+    if layer.norm is not None:
+        y = y.reshape(G, Di // G)
+        y = y / np.sqrt(np.mean(y * y, axis=1) + m.eps)[:, None] * layer.norm
     return layer.ssm_out @ y.reshape(Di)

@@ -7,8 +7,9 @@ every metadata type, alignment, error cases). Single steps of the Mamba-1 math a
 against hand-computed or closed-form values, two tokens through a random two-layer model
 against a separately written, unrolled scalar computation, tied against untied output,
 mixed weight types against F32, and the command line end to end. Mamba-2 (mamba2_ref.py) and
-Granite 4.0-H (granite_ref.py: Mamba-2 and attention layers, the Granite scales) against
-closed forms and unrolled computations.
+Granite 4.0-H (granite_ref.py: Mamba-2 and attention layers, the Granite scales) and Falcon-H1
+(falcon_h1_ref.py: attention with NeoX RoPE and Mamba-2 in parallel) against closed forms and
+unrolled computations.
 
 Run: python3 tests/ref/test_ref.py     (last line: "test_ref: N passed, M failed")
 """
@@ -952,18 +953,104 @@ def granite_bytes(hp, weights, scales=None, eps=1e-5, rope_finetuned=False, type
     return weights_gguf(kvs, weights, types)
 
 
+def _rms(v, g, eps):
+    r = 1.0 / math.sqrt(sum(a * a for a in v) / len(v) + eps)
+    return [v[i] * r * g[i] for i in range(len(v))]
+
+
+def _silu(a):
+    return a / (1.0 + math.exp(-a))
+
+
+def _matvec(W, v):
+    return [sum(W[i][j] * v[j] for j in range(len(v))) for i in range(len(W))]
+
+
+def unrolled_mamba2_mixer(w, p, Di, N, Hs, G, K, eps, h1, h2):
+    """The Mamba-2 mixer of layer prefix p on the normed inputs h1, h2 of the first two tokens,
+    with scalar loops: ssm_out of each token's gated y, group-RMS-normed when the layer has
+    ssm_norm.weight."""
+    P, conv_dim = Di // Hs, Di + 2 * G * N
+    Win, conv, cb = w[p + "ssm_in.weight"], w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"]
+    dtb, A, D = w[p + "ssm_dt.bias"], w[p + "ssm_a"], w[p + "ssm_d"]
+    zx1, zx2 = _matvec(Win, h1), _matvec(Win, h2)
+    u1 = [_silu(conv[c][K - 1] * zx1[Di + c] + cb[c]) for c in range(conv_dim)]
+    u2 = [_silu(conv[c][K - 2] * zx1[Di + c] + conv[c][K - 1] * zx2[Di + c] + cb[c])
+          for c in range(conv_dim)]
+    y1, y2 = [0.0] * Di, [0.0] * Di
+    for h in range(Hs):
+        g = h // (Hs // G)
+        dt1 = math.log(1.0 + math.exp(zx1[Di + conv_dim + h] + dtb[h]))
+        dt2 = math.log(1.0 + math.exp(zx2[Di + conv_dim + h] + dtb[h]))
+        for q in range(P):
+            c = h * P + q
+            s1 = [dt1 * u1[c] * u1[Di + g * N + n] for n in range(N)]
+            s2 = [s1[n] * math.exp(dt2 * A[h][0]) + dt2 * u2[c] * u2[Di + g * N + n]
+                  for n in range(N)]
+            y1[c] = sum(s1[n] * u1[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u1[c]
+            y2[c] = sum(s2[n] * u2[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u2[c]
+    out = []
+    for y, zx in ((y1, zx1), (y2, zx2)):
+        y = [y[c] * _silu(zx[c]) for c in range(Di)]
+        if p + "ssm_norm.weight" in w:
+            q = Di // G
+            normed = []
+            for g in range(G):
+                normed += _rms(y[g * q:(g + 1) * q], w[p + "ssm_norm.weight"][g], eps)
+            y = normed
+        out.append(_matvec(w[p + "ssm_out.weight"], y))
+    return out
+
+
+def unrolled_attention(w, p, H, Hkv, hd, att, h1, h2, rope=None):
+    """Causal GQA attention of layer prefix p for the first two tokens: token 1 sees only
+    itself (its output is its own V row per head), token 2 weighs V1 and V2 by the softmax of
+    q2.k1 and q2.k2 times att, query head h reading K/V head h // (H / Hkv). rope(vec, pos):
+    the rotation of one head's q or k values at position pos (None: none)."""
+    q2 = _matvec(w[p + "attn_q.weight"], h2)  # token 1 attends only to itself: q1 is not needed
+    k1, k2 = _matvec(w[p + "attn_k.weight"], h1), _matvec(w[p + "attn_k.weight"], h2)
+    v1, v2 = _matvec(w[p + "attn_v.weight"], h1), _matvec(w[p + "attn_v.weight"], h2)
+    o1, o2 = [0.0] * (H * hd), [0.0] * (H * hd)
+
+    def head(vec, i, pos):
+        part = vec[i * hd:(i + 1) * hd]
+        return rope(part, pos) if rope else part
+    for h in range(H):
+        g = h // (H // Hkv)
+        qh, ka, kb = head(q2, h, 1), head(k1, g, 0), head(k2, g, 1)
+        s1 = att * sum(qh[d] * ka[d] for d in range(hd))
+        s2 = att * sum(qh[d] * kb[d] for d in range(hd))
+        p1 = 1.0 / (1.0 + math.exp(s2 - s1))
+        for d in range(hd):
+            o1[h * hd + d] = v1[g * hd + d]
+            o2[h * hd + d] = p1 * v1[g * hd + d] + (1.0 - p1) * v2[g * hd + d]
+    return _matvec(w[p + "attn_output.weight"], o1), _matvec(w[p + "attn_output.weight"], o2)
+
+
+def unrolled_ffn(w, p, eps, x):
+    """The SwiGLU feed-forward of layer prefix p on residual x (norm: ffn_norm.weight, or
+    Falcon-H1's ffn_norm)."""
+    norm = w[p + "ffn_norm.weight"] if p + "ffn_norm.weight" in w else w[p + "ffn_norm"]
+    h = _rms(x, norm, eps)
+    gate, up = _matvec(w[p + "ffn_gate.weight"], h), _matvec(w[p + "ffn_up.weight"], h)
+    return _matvec(w[p + "ffn_down.weight"],
+                   [_silu(gate[k]) * up[k] for k in range(len(gate))])
+
+
+def unrolled_logits(w, eps, x1, x2):
+    out = w.get("output.weight", w["token_embd.weight"])
+    onorm = w["output_norm.weight"]
+    return np.array([_matvec(out, _rms(x1, onorm, eps)), _matvec(out, _rms(x2, onorm, eps))])
+
+
 def granite_unrolled_two_tokens(w, hp, eps, scales, t1, t2):
-    """Logits of tokens t1, t2 of one sequence with scalar loops, both tokens layer by layer.
-    Mamba-2 layers as mamba2_unrolled_two_tokens; attention: token 1 sees only itself (its
-    output is its own V row per head), token 2 weighs V1 and V2 by the softmax of q2.k1 and
-    q2.k2 times the attention scale, query head h reading K/V head h // (n_head / n_head_kv).
+    """Logits of tokens t1, t2 of one sequence with scalar loops, both tokens layer by layer:
+    Mamba-2 layers (unrolled_mamba2_mixer), attention layers without RoPE (unrolled_attention).
     Each branch is multiplied by residual_scale before it is added; the embedding by
     embedding_scale; the logits divided by logit_scale. A scale absent from `scales` is not
     applied (attention: 1/sqrt(head_dim))."""
     E, N, Hs, G, K = hp["n_embd"], hp["d_state"], hp["n_ssm_head"], hp["n_group"], hp["d_conv"]
-    Di = 2 * E
-    P, conv_dim = Di // Hs, Di + 2 * G * N
-    H, Hkv, F = hp["n_head"], hp["n_head_kv"], hp["n_ff"]
+    H, Hkv = hp["n_head"], hp["n_head_kv"]
     hd = E // H
     scales = {k: float(np.float32(v)) for k, v in scales.items()}  # as the file holds them
     es = scales.get("embedding_scale", 1.0)
@@ -971,78 +1058,21 @@ def granite_unrolled_two_tokens(w, hp, eps, scales, t1, t2):
     ls = scales.get("logit_scale", 1.0)
     att = scales.get("attention.scale", 1.0 / math.sqrt(hd))
 
-    def rms(v, g):
-        r = 1.0 / math.sqrt(sum(a * a for a in v) / len(v) + eps)
-        return [v[i] * r * g[i] for i in range(len(v))]
-
-    def silu(a):
-        return a / (1.0 + math.exp(-a))
-
-    def matvec(W, v):
-        return [sum(W[i][j] * v[j] for j in range(len(v))) for i in range(len(W))]
-
-    def mamba2(p, h1, h2):
-        Win, conv, cb = w[p + "ssm_in.weight"], w[p + "ssm_conv1d.weight"], w[p + "ssm_conv1d.bias"]
-        dtb, A, D = w[p + "ssm_dt.bias"], w[p + "ssm_a"], w[p + "ssm_d"]
-        zx1, zx2 = matvec(Win, h1), matvec(Win, h2)
-        u1 = [silu(conv[c][K - 1] * zx1[Di + c] + cb[c]) for c in range(conv_dim)]
-        u2 = [silu(conv[c][K - 2] * zx1[Di + c] + conv[c][K - 1] * zx2[Di + c] + cb[c])
-              for c in range(conv_dim)]
-        y1, y2 = [0.0] * Di, [0.0] * Di
-        for h in range(Hs):
-            g = h // (Hs // G)
-            dt1 = math.log(1.0 + math.exp(zx1[Di + conv_dim + h] + dtb[h]))
-            dt2 = math.log(1.0 + math.exp(zx2[Di + conv_dim + h] + dtb[h]))
-            for q in range(P):
-                c = h * P + q
-                s1 = [dt1 * u1[c] * u1[Di + g * N + n] for n in range(N)]
-                s2 = [s1[n] * math.exp(dt2 * A[h][0]) + dt2 * u2[c] * u2[Di + g * N + n]
-                      for n in range(N)]
-                y1[c] = sum(s1[n] * u1[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u1[c]
-                y2[c] = sum(s2[n] * u2[Di + G * N + g * N + n] for n in range(N)) + D[h][0] * u2[c]
-        out = []
-        for y, zx in ((y1, zx1), (y2, zx2)):
-            y = [y[c] * silu(zx[c]) for c in range(Di)]
-            q = Di // G
-            normed = []
-            for g in range(G):
-                normed += rms(y[g * q:(g + 1) * q], w[p + "ssm_norm.weight"][g])
-            out.append(matvec(w[p + "ssm_out.weight"], normed))
-        return out
-
-    def attention(p, h1, h2):
-        q1, q2 = matvec(w[p + "attn_q.weight"], h1), matvec(w[p + "attn_q.weight"], h2)
-        k1, k2 = matvec(w[p + "attn_k.weight"], h1), matvec(w[p + "attn_k.weight"], h2)
-        v1, v2 = matvec(w[p + "attn_v.weight"], h1), matvec(w[p + "attn_v.weight"], h2)
-        o1, o2 = [0.0] * (H * hd), [0.0] * (H * hd)
-        for h in range(H):
-            g = h // (H // Hkv)
-            s1 = att * sum(q2[h * hd + d] * k1[g * hd + d] for d in range(hd))
-            s2 = att * sum(q2[h * hd + d] * k2[g * hd + d] for d in range(hd))
-            p1 = 1.0 / (1.0 + math.exp(s2 - s1))
-            for d in range(hd):
-                o1[h * hd + d] = v1[g * hd + d]
-                o2[h * hd + d] = p1 * v1[g * hd + d] + (1.0 - p1) * v2[g * hd + d]
-        return matvec(w[p + "attn_output.weight"], o1), matvec(w[p + "attn_output.weight"], o2)
-
     x1 = [es * v for v in w["token_embd.weight"][t1]]
     x2 = [es * v for v in w["token_embd.weight"][t2]]
     for i, kind in enumerate(hp["kinds"]):
         p = "blk.%d." % i
-        h1, h2 = rms(x1, w[p + "attn_norm.weight"]), rms(x2, w[p + "attn_norm.weight"])
-        a1, a2 = (attention if kind == "a" else mamba2)(p, h1, h2)
+        h1, h2 = _rms(x1, w[p + "attn_norm.weight"], eps), _rms(x2, w[p + "attn_norm.weight"], eps)
+        if kind == "a":
+            a1, a2 = unrolled_attention(w, p, H, Hkv, hd, att, h1, h2)
+        else:
+            a1, a2 = unrolled_mamba2_mixer(w, p, 2 * E, N, Hs, G, K, eps, h1, h2)
         x1 = [x1[j] + rs * a1[j] for j in range(E)]
         x2 = [x2[j] + rs * a2[j] for j in range(E)]
-        f = []
-        for x in (x1, x2):
-            h = rms(x, w[p + "ffn_norm.weight"])
-            gate, up = matvec(w[p + "ffn_gate.weight"], h), matvec(w[p + "ffn_up.weight"], h)
-            f.append(matvec(w[p + "ffn_down.weight"], [silu(gate[k]) * up[k] for k in range(F)]))
-        x1 = [x1[j] + rs * f[0][j] for j in range(E)]
-        x2 = [x2[j] + rs * f[1][j] for j in range(E)]
-    out = w.get("output.weight", w["token_embd.weight"])
-    onorm = w["output_norm.weight"]
-    return np.array([matvec(out, rms(x1, onorm)), matvec(out, rms(x2, onorm))]) / ls
+        f1, f2 = unrolled_ffn(w, p, eps, x1), unrolled_ffn(w, p, eps, x2)
+        x1 = [x1[j] + rs * f1[j] for j in range(E)]
+        x2 = [x2[j] + rs * f2[j] for j in range(E)]
+    return unrolled_logits(w, eps, x1, x2) / ls
 
 
 class GraniteTests(TempDirCase):
@@ -1143,6 +1173,209 @@ class GraniteTests(TempDirCase):
         biased = dict(w, **{"blk.1.attn_q.bias": np.zeros(HPG["n_embd"])})
         with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.attn_q\.bias"):
             self.load(HPG, biased)
+
+
+# ---------------------------------------------------------------------------------------
+# Falcon-H1 (falcon_h1_ref.py): attention with NeoX RoPE and Mamba-2 in parallel in every layer
+
+
+# head_dim (attention.key_length) 4 is not n_embd / n_head, d_inner 12 is not 2 * n_embd
+HPF = dict(n_embd=8, n_layer=2, d_conv=3, d_inner=12, d_state=4, n_ssm_head=3, n_group=3,
+           n_head=4, n_head_kv=2, head_dim=4, n_ff=10, n_vocab=9)
+
+
+def falcon_h1_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_ssm_head, n_group,
+                      n_head, n_head_kv, head_dim, n_ff, n_vocab, tied=False, ssm_norm=False):
+    """Random Falcon-H1 weights in numpy order, named like the GGUF tensors: every layer has
+    the Mamba-2 tensors of mamba2_weights (ssm_norm only when asked) and attention; the FFN
+    norm is blk.N.ffn_norm."""
+    E, hd = n_embd, head_dim
+    w = mamba2_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_ssm_head, n_group,
+                       n_vocab, tied)
+
+    def mat(rows, cols, gain=1.0):
+        return rng.standard_normal((rows, cols)) * gain / math.sqrt(cols)
+
+    for i in range(n_layer):
+        p = "blk.%d." % i
+        if not ssm_norm:
+            del w[p + "ssm_norm.weight"]
+        w[p + "attn_q.weight"] = mat(n_head * hd, E, 2.0)
+        w[p + "attn_k.weight"] = mat(n_head_kv * hd, E, 2.0)
+        w[p + "attn_v.weight"] = mat(n_head_kv * hd, E)
+        w[p + "attn_output.weight"] = mat(E, n_head * hd)
+        w[p + "ffn_norm"] = rng.uniform(0.5, 1.5, E)
+        w[p + "ffn_gate.weight"] = mat(n_ff, E)
+        w[p + "ffn_up.weight"] = mat(n_ff, E)
+        w[p + "ffn_down.weight"] = mat(E, n_ff)
+    return w
+
+
+def falcon_h1_bytes(hp, weights, eps=1e-5, rope_base=1e4, types=None):
+    """A falcon-h1 GGUF file with the keys of llama.cpp's converter (tools/dev/
+    mk_falcon_h1.c)."""
+    a = "falcon-h1."
+    kvs = [("general.architecture", STR, "falcon-h1"),
+           (a + "context_length", U32, 16384),
+           (a + "embedding_length", U32, hp["n_embd"]),
+           (a + "feed_forward_length", U32, hp["n_ff"]),
+           (a + "attention.head_count", U32, hp["n_head"]),
+           (a + "block_count", U32, hp["n_layer"]),
+           (a + "ssm.conv_kernel", U32, hp["d_conv"]),
+           (a + "ssm.inner_size", U32, hp["d_inner"]),
+           (a + "ssm.state_size", U32, hp["d_state"]),
+           (a + "ssm.time_step_rank", U32, hp["n_ssm_head"]),
+           (a + "ssm.group_count", U32, hp["n_group"]),
+           (a + "attention.layer_norm_rms_epsilon", F32V, eps),
+           (a + "vocab_size", U32, hp["n_vocab"]),
+           (a + "attention.head_count_kv", U32, hp["n_head_kv"]),
+           (a + "attention.key_length", U32, hp["head_dim"]),
+           (a + "attention.value_length", U32, hp["head_dim"]),
+           (a + "rope.freq_base", F32V, rope_base)]
+    return weights_gguf(kvs, weights, types)
+
+
+def unrolled_neox_rope(base):
+    """NeoX RoPE of one head's values at position pos, written out pair by pair: value i and
+    value i + n/2 turn by pos * base^(-2i/n)."""
+    def rope(v, pos):
+        n = len(v)
+        out = list(v)
+        for i in range(n // 2):
+            t = pos * base ** (-2.0 * i / n)
+            out[i] = v[i] * math.cos(t) - v[i + n // 2] * math.sin(t)
+            out[i + n // 2] = v[i] * math.sin(t) + v[i + n // 2] * math.cos(t)
+        return out
+    return rope
+
+
+def falcon_h1_unrolled_two_tokens(w, hp, eps, rope_base, t1, t2, attention=True, mamba=True):
+    """Logits of tokens t1, t2 with scalar loops: per layer x += attention(h) + mamba2(h) on the
+    same h = rmsnorm(x) * attn_norm, attention with NeoX RoPE at positions 0 and 1 and scale
+    1/sqrt(head_dim), then x += ffn(x). attention/mamba False leaves that branch out (to show
+    that each one matters)."""
+    E, hd = hp["n_embd"], hp["head_dim"]
+    rope_base = float(np.float32(rope_base))  # as the file holds it
+    x1, x2 = list(w["token_embd.weight"][t1]), list(w["token_embd.weight"][t2])
+    for i in range(hp["n_layer"]):
+        p = "blk.%d." % i
+        h1, h2 = _rms(x1, w[p + "attn_norm.weight"], eps), _rms(x2, w[p + "attn_norm.weight"], eps)
+        branches = []
+        if attention:
+            branches.append(unrolled_attention(w, p, hp["n_head"], hp["n_head_kv"], hd,
+                                               1.0 / math.sqrt(hd), h1, h2,
+                                               unrolled_neox_rope(rope_base)))
+        if mamba:
+            branches.append(unrolled_mamba2_mixer(w, p, hp["d_inner"], hp["d_state"],
+                                                  hp["n_ssm_head"], hp["n_group"], hp["d_conv"],
+                                                  eps, h1, h2))
+        for b1, b2 in branches:
+            x1 = [x1[j] + b1[j] for j in range(E)]
+            x2 = [x2[j] + b2[j] for j in range(E)]
+        f1, f2 = unrolled_ffn(w, p, eps, x1), unrolled_ffn(w, p, eps, x2)
+        x1 = [x1[j] + f1[j] for j in range(E)]
+        x2 = [x2[j] + f2[j] for j in range(E)]
+    return unrolled_logits(w, eps, x1, x2)
+
+
+class FalconH1Tests(TempDirCase):
+    """falcon_h1_ref's logits against the unrolled two-token computation above (1e-12), with
+    RoPE, the attention branch, the Mamba-2 branch and the optional ssm_norm each shown to
+    change them."""
+
+    def load(self, hp, w, **kw):
+        data, dec = falcon_h1_bytes(hp, w, **kw)
+        return mr.load_model(self.write("f.gguf", data)), dec
+
+    def test_hparams(self):
+        m, _ = self.load(HPF, falcon_h1_weights(np.random.default_rng(80), **HPF),
+                         rope_base=1e11)
+        self.assertEqual(m.kind, "falcon-h1")
+        self.assertEqual((m.n_head, m.head_dim, m.n_rot, m.d_inner, m.n_ssm_head, m.n_group),
+                         (4, 4, 4, 12, 3, 3))
+        self.assertEqual(m.rope_base, float(np.float32(1e11)))
+        self.assertAlmostEqual(m.attn_scale, 0.5)
+        self.assertEqual([x.norm for x in m.mambas], [None, None])
+        st = mr.new_state(m)
+        self.assertEqual([(type(a).__name__, type(b).__name__) for a, b in st],
+                         [("KVCache", "Mamba2State")] * 2)
+
+    def test_unrolled_two_tokens(self):
+        for seed, hp, kw in ((81, HPF, {}), (82, dict(HPF, n_layer=3, n_head_kv=1), {"tied": True}),
+                             (83, dict(HPF, n_group=1, head_dim=6), {"ssm_norm": True}),
+                             (84, dict(HPF, n_head_kv=4, n_ssm_head=6), {})):
+            for base in (1e4, 10.0):
+                m, dec = self.load(hp, falcon_h1_weights(np.random.default_rng(seed), **hp, **kw),
+                                   rope_base=base)
+                got = mr.run_sequence(m, [4, 7])
+                want = falcon_h1_unrolled_two_tokens(dec, hp, m.eps, base, 4, 7)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def test_rope_and_both_branches_matter(self):
+        w = falcon_h1_weights(np.random.default_rng(85), **HPF)
+        m, dec = self.load(HPF, w, rope_base=10.0)
+        got = mr.run_sequence(m, [4, 7])
+        for kw in ({"attention": False}, {"mamba": False}):
+            other = falcon_h1_unrolled_two_tokens(dec, HPF, m.eps, 10.0, 4, 7, **kw)
+            self.assertGreater(rel_err(got, other), 1e-3, kw)
+        # RoPE turns q2 against k1 by one position: a different base changes token 2 only
+        m2, _ = self.load(HPF, w, rope_base=1000.0)
+        other = mr.run_sequence(m2, [4, 7])
+        np.testing.assert_allclose(other[0], got[0], rtol=1e-12)
+        self.assertGreater(rel_err(other[1], got[1]), 1e-3)
+        # without the rotation (a reference with RoPE taken out) the logits differ too
+        import falcon_h1_ref as fr
+        keep = fr.rope_neox
+        try:
+            fr.rope_neox = lambda v, pos, base: v
+            self.assertGreater(rel_err(mr.run_sequence(m, [4, 7])[1], got[1]), 1e-3)
+        finally:
+            fr.rope_neox = keep
+
+    def test_rope_is_neox_pairs(self):
+        """rope_neox against closed forms: pairs (i, i + n/2), angle pos * base^(-2i/n)."""
+        import falcon_h1_ref as fr
+        v = np.array([[1.0, 2.0, 3.0, 4.0]])
+        np.testing.assert_array_equal(fr.rope_neox(v, 0, 100.0), v)
+        got = fr.rope_neox(v, 3, 100.0)[0]
+        t0, t1 = 3.0, 3.0 / 10.0
+        want = [1 * math.cos(t0) - 3 * math.sin(t0), 2 * math.cos(t1) - 4 * math.sin(t1),
+                1 * math.sin(t0) + 3 * math.cos(t0), 2 * math.sin(t1) + 4 * math.cos(t1)]
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+
+    def test_ssm_norm_is_optional_and_matters(self):
+        hp = dict(HPF, n_group=1)
+        w = falcon_h1_weights(np.random.default_rng(86), **hp, ssm_norm=True)
+        m, _ = self.load(hp, w)
+        self.assertEqual([x.norm is not None for x in m.mambas], [True, True])
+        bare, _ = self.load(hp, {k: v for k, v in w.items() if "ssm_norm" not in k})
+        self.assertGreater(rel_err(mr.run_sequence(m, [4, 7]), mr.run_sequence(bare, [4, 7])),
+                           1e-3)
+
+    def test_state_carries_over_and_sequences_start_fresh(self):
+        m, _ = self.load(HPF, falcon_h1_weights(np.random.default_rng(87), **HPF))
+        st = mr.new_state(m)
+        rows = [mr.forward(m, st, t) for t in (3, 1, 4, 1, 5)]
+        self.assertEqual(len(st[1][0].k), 5)
+        np.testing.assert_array_equal(np.array(rows), mr.run_sequence(m, [3, 1, 4, 1, 5]))
+        np.testing.assert_array_equal(mr.run_sequence(m, [4, 1, 5])[0],
+                                      mr.run_sequence(m, [4])[0])
+
+    def test_bad_models(self):
+        w = falcon_h1_weights(np.random.default_rng(88), **HPF)
+        no_norm = {k: v for k, v in w.items() if k != "blk.1.ffn_norm"}
+        no_norm["blk.1.ffn_norm.weight"] = w["blk.1.ffn_norm"]
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.ffn_norm"):
+            self.load(HPF, no_norm)
+        wrong = dict(w, **{"blk.0.attn_k.weight": np.zeros((12, HPF["n_embd"]))})
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.0\.attn_k\.weight"):
+            self.load(HPF, wrong)
+        with self.assertRaisesRegex(mr.ModelError, "odd"):
+            self.load(dict(HPF, head_dim=3), falcon_h1_weights(np.random.default_rng(89),
+                                                                **dict(HPF, head_dim=3)))
+        biased = dict(w, **{"blk.1.attn_q.bias": np.zeros(16)})
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.attn_q\.bias"):
+            self.load(HPF, biased)
 
 
 # ---------------------------------------------------------------------------------------
