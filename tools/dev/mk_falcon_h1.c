@@ -12,10 +12,11 @@
  * (ssm_norm) is optional in llama.cpp and written only under --ssm-norm (Falcon-H1's
  * mamba_rms_norm).
  *
- * Falcon-H1-0.5B's shape, as recalled from its config.json (not checked against the file here:
- * no copy of it was at hand): hidden 1024, 36 layers, 8 attention heads with 2 K/V heads of
- * head_dim 64, mamba_d_ssm 1536 in 24 SSM heads of 64, 1 group, state 128, conv 4, intermediate
- * 2048, rope_theta 1e11, eps 1e-5, mamba_rms_norm false, vocabulary 32784:
+ * Falcon-H1-0.5B's shape: depth 36, hidden 1024, 8 attention heads with 2 K/V heads of
+ * head_dim 64, 24 SSM heads of 64 (mamba_d_ssm 1536), state 128 (the table of transformers'
+ * FalconH1 documentation); group 1, conv 4, intermediate 2048, rope_theta 1e11, eps 1e-5,
+ * mamba_rms_norm false and a vocabulary of 32784 are recalled from its config.json, not checked
+ * against a copy:
  *   recur mkmodel OUT --arch falcon-h1 --embd 1024 --layers 36 --attn-heads 8
  *     --attn-kv-heads 2 --head-size 64 --inner 1536 --heads 24 --groups 1 --state 128
  *     --ff 2048 --vocab N --seed S
