@@ -729,8 +729,8 @@ mk gr-opts --arch granitehybrid --embd 48 --layers 5 --vocab 400 --state 6 --see
     --eps 1e-6 --embd-scale 2.5 --residual-scale 0.5 --attn-scale 0.125 --logit-scale 8 --tied
 mk gr-two --arch granitehybrid --embd 16 --layers 2 --vocab 256 --state 4 --seed 13 --type bf16
 gm=("${m[@]}" --arch granitehybrid --embd 32 --layers 4 --vocab 300 --state 8 --seed 11)
-expect 2 "--inner is for --arch mamba and mamba2 or falcon-h1, not granitehybrid" "${gm[@]}" --inner 64
-expect 2 "--head-size is for --arch rwkv6 and rwkv7 or falcon-h1, not granitehybrid" "${gm[@]}" --head-size 8
+expect 2 "--inner is for --arch mamba and mamba2 or falcon-h1 or nemotron_h, not granitehybrid" "${gm[@]}" --inner 64
+expect 2 "--head-size is for --arch rwkv6 and rwkv7, not granitehybrid" "${gm[@]}" --head-size 8
 expect 2 "--attn-layers is for --arch granitehybrid, not mamba" "${m[@]}" "${base[@]}" \
     --attn-layers 1
 expect 2 "--logit-scale is for --arch granitehybrid, not rwkv7" "${m[@]}" "${v7[@]}" \
@@ -898,7 +898,7 @@ fi
 fh=(--arch falcon-h1 --embd 32 --layers 2 --vocab 300 --state 8 --seed 21)
 mk fh "${fh[@]}"
 mk fh-opts --arch falcon-h1 --embd 48 --layers 3 --vocab 400 --state 6 --seed 22 --inner 72 \
-    --heads 6 --groups 3 --conv 3 --ff 40 --attn-heads 6 --attn-kv-heads 2 --head-size 10 \
+    --heads 6 --groups 3 --conv 3 --ff 40 --attn-heads 6 --attn-kv-heads 2 --attn-head-dim 10 \
     --rope-base 1e6 --ssm-norm --eps 1e-6 --tied
 mk fh-f16 "${fh[@]}" --type f16
 fm=("${m[@]}" "${fh[@]}")
@@ -911,11 +911,11 @@ expect 2 "--state is required" "${m[@]}" --arch falcon-h1 --embd 32 --layers 2 -
 expect 2 "--heads 5 does not divide d_inner 64 (--inner)" "${fm[@]}" --heads 5
 expect 2 "--heads 4 does not divide d_inner 30 (--inner)" "${fm[@]}" --inner 30 --heads 4
 expect 2 "--groups 3 does not divide the 4 SSM heads" "${fm[@]}" --heads 4 --groups 3
-expect 2 "--attn-heads 3 does not divide embd 32; give --head-size" "${fm[@]}" --attn-heads 3
-expect 2 "--head-size 7 is odd" "${fm[@]}" --attn-heads 3 --head-size 7
+expect 2 "--attn-heads 3 does not divide embd 32; give --attn-head-dim" "${fm[@]}" --attn-heads 3
+expect 2 "--attn-head-dim 7 is odd" "${fm[@]}" --attn-heads 3 --attn-head-dim 7
 expect 2 "--attn-kv-heads 3 does not divide the 4 attention heads" "${fm[@]}" --attn-heads 4 \
     --attn-kv-heads 3
-expect 2 "--head-size" "${fm[@]}" --head-size 0
+expect 2 "--attn-head-dim" "${fm[@]}" --attn-head-dim 0
 expect 2 "--inner" "${fm[@]}" --inner x
 expect 2 "--rope-base: 0 must be positive" "${fm[@]}" --rope-base 0
 expect 2 "--rope-base: 'x' is not a number" "${fm[@]}" --rope-base x
@@ -1035,6 +1035,162 @@ EOF
         [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "falcon-h1 python checks: exit $status after '$py'"
     else
         bad "falcon-h1 python checks did not finish (exit $status)"
+    fi
+    grep -v '^python:' "$tmp/py"
+fi
+
+# ---- nemotron_h (tools/dev/mk_nemotron.c) -----------------------------------------------------
+# Models in the layout of llama.cpp's converter for Nemotron-H (dense): the key set its
+# NemotronHModel writes, head_count_kv nonzero exactly at the attention layers and
+# feed_forward_length exactly at the MLP layers, the tensors of src/models/nemotron-h.cpp's
+# loader with their shapes and types.
+n=(--arch nemotron_h --embd 32 --layers 6 --vocab 300 --state 8 --seed 21)
+mk nh "${n[@]}"
+mk nh-f16 "${n[@]}" --type f16
+mk nh-opts --arch nemotron_h --embd 48 --layers 5 --vocab 400 --state 6 --seed 22 \
+    --pattern 'M-*M-' --attn-heads 6 --attn-kv-heads 2 --attn-head-dim 5 --inner 72 --heads 12 \
+    --groups 3 --conv 3 --ff 40 --eps 1e-6 --tied
+mk nh-one --arch nemotron_h --embd 16 --layers 1 --vocab 256 --state 4 --seed 23 --type bf16
+nm=("${m[@]}" --arch nemotron_h --embd 32 --layers 4 --vocab 300 --state 8 --seed 21)
+expect 2 "--attn-layers is for --arch granitehybrid, not nemotron_h" "${nm[@]}" --attn-layers 1
+expect 2 "--logit-scale is for --arch granitehybrid, not nemotron_h" "${nm[@]}" --logit-scale 2
+expect 2 "--pattern is for --arch nemotron_h, not granitehybrid" "${gm[@]}" --pattern 'M*M*'
+expect 2 "--attn-head-dim is for --arch falcon-h1 or nemotron_h, not mamba" "${m[@]}" "${base[@]}" \
+    --attn-head-dim 8
+expect 2 "--state is required" "${m[@]}" --arch nemotron_h --embd 32 --layers 4 --vocab 300 \
+    --seed 1
+expect 2 "--pattern: 'E' in 'M*E-' is not a layer kind" "${nm[@]}" --pattern 'M*E-'
+expect 2 "--pattern: 'M*-' has 3 layers, --layers is 4" "${nm[@]}" --pattern 'M*-'
+expect 2 "--pattern: '' has 0 layers, --layers is 4" "${nm[@]}" --pattern ''
+expect 2 "--attn-kv-heads 3 does not divide the 4 attention heads" "${nm[@]}" --attn-heads 4 \
+    --attn-kv-heads 3
+expect 2 "--attn-head-dim" "${nm[@]}" --attn-head-dim 0
+expect 2 "--heads 5 does not divide d_inner 64" "${nm[@]}" --heads 5
+expect 2 "--heads 7 does not divide d_inner 48" "${nm[@]}" --inner 48 --heads 7
+expect 2 "--groups 3 does not divide the 4 heads" "${nm[@]}" --heads 4 --groups 3
+expect 2 "--ff" "${nm[@]}" --ff 0
+[ -e "$tmp/x.gguf" ] && bad "a refused nemotron_h command left $tmp/x.gguf" || ok
+for f in --pattern --attn-head-dim nemotron_h Nemotron-H; do
+    grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
+done
+
+if "$pyn" -c "import numpy" 2>/dev/null; then
+    # NAME TYPE EMBD LAYERS VOCAB STATE PATTERN HEADS KV-HEADS HEAD-DIM INNER SSM-HEADS GROUPS
+    # CONV FF EPS TIED
+    "$pyn" - "$here/../ref" "$tmp" \
+        "nh f32 32 6 300 8 M*-M*- 2 1 16 64 1 1 4 128 1e-5 0" \
+        "nh-opts f32 48 5 400 6 M-*M- 6 2 5 72 12 3 3 40 1e-6 1" \
+        "nh-one bf16 16 1 256 4 M 1 1 16 32 1 1 4 64 1e-5 0" \
+        <<'EOF' >"$tmp/py" 2>&1
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gguf_reader import GGUFFile
+
+passed = failed = 0
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+U32, F32KEY, BOOL, STR, ARR = 4, 6, 7, 8, 9
+F32, F16, BF16 = 0, 1, 30
+ttype = {"f32": F32, "f16": F16, "bf16": BF16}
+ftype = {"f32": 0, "f16": 1, "bf16": 32}
+for spec in sys.argv[3:]:
+    f = spec.split()
+    name, t = f[0], f[1]
+    E, L, V, N = map(int, f[2:6])
+    pat = f[6]
+    H, Hkv, hd, Di, Hs, G, K, FF = map(int, f[7:15])
+    eps = float(f[15])
+    tied = f[16] == "1"
+    g = GGUFFile("%s/%s.gguf" % (sys.argv[2], name))
+    kv, ty = g.kv, g.kv_types
+    A = "nemotron_h."
+    # llama.cpp: load_arch_hparams of src/models/nemotron-h.cpp and llama_model_base::
+    # load_hparams; the values the converter's NemotronHModel writes
+    want = {
+        "general.architecture": (STR, "nemotron_h"), "general.file_type": (U32, ftype[t]),
+        A + "block_count": (U32, L), A + "context_length": (U32, 1 << 20),
+        A + "embedding_length": (U32, E), A + "attention.head_count": (U32, H),
+        A + "attention.key_length": (U32, hd), A + "attention.value_length": (U32, hd),
+        A + "vocab_size": (U32, V), A + "rope.dimension_count": (U32, hd),
+        A + "ssm.conv_kernel": (U32, K), A + "ssm.state_size": (U32, N),
+        A + "ssm.group_count": (U32, G), A + "ssm.inner_size": (U32, Di),
+        A + "ssm.time_step_rank": (U32, Hs), A + "rope.scaling.finetuned": (BOOL, False),
+        "tokenizer.ggml.model": (STR, "gpt2"),
+    }
+    for k, v in want.items():
+        check((ty.get(k), kv.get(k)) == v,
+              "%s: %s = %r (type %r), %r expected" % (name, k, kv.get(k), ty.get(k), v))
+    floats = {A + "attention.layer_norm_epsilon": eps, A + "rope.freq_base": 10000.0}
+    for k, v in floats.items():
+        check(ty.get(k) == F32KEY and kv.get(k) == np.float32(v),
+              "%s: %s = %r, %r expected" % (name, k, kv.get(k), v))
+    arrays = {A + "attention.head_count_kv": [Hkv if c == "*" else 0 for c in pat],
+              A + "feed_forward_length": [FF if c == "-" else 0 for c in pat]}
+    for k, v in arrays.items():
+        got = [int(x) for x in kv.get(k, [])]
+        check(ty.get(k) == ARR and got == v, "%s: %s = %r, %r expected" % (name, k, got, v))
+    keys = set(want) | set(floats) | set(arrays) | {"general.name"}
+    tok = {k for k in kv if k.startswith("tokenizer.")}
+    check(set(kv) - tok == keys - tok, "%s: keys %s" % (name, sorted((set(kv) - tok) ^
+                                                                       (keys - tok))))
+    # tensors: llama.cpp's load_arch_tensors, GGUF order {ne0, ne1}
+    wt = ttype[t]
+    tens = {"token_embd.weight": ([E, V], wt), "output_norm.weight": ([E], F32)}
+    if not tied:
+        tens["output.weight"] = ([E, V], wt)
+    for l, c in enumerate(pat):
+        b = "blk.%d." % l
+        tens[b + "attn_norm.weight"] = ([E], F32)
+        if c == "*":
+            tens[b + "attn_q.weight"] = ([E, H * hd], wt)
+            tens[b + "attn_k.weight"] = ([E, Hkv * hd], wt)
+            tens[b + "attn_v.weight"] = ([E, Hkv * hd], wt)
+            tens[b + "attn_output.weight"] = ([H * hd, E], wt)
+        elif c == "M":
+            tens[b + "ssm_in.weight"] = ([E, 2 * Di + 2 * G * N + Hs], wt)
+            tens[b + "ssm_conv1d.weight"] = ([K, Di + 2 * G * N], F32)
+            tens[b + "ssm_conv1d.bias"] = ([Di + 2 * G * N], F32)
+            tens[b + "ssm_dt.bias"] = ([Hs], F32)
+            tens[b + "ssm_a"] = ([1, Hs], F32)
+            tens[b + "ssm_d"] = ([1, Hs], F32)
+            tens[b + "ssm_norm.weight"] = ([Di // G, G], F32)
+            tens[b + "ssm_out.weight"] = ([Di, E], wt)
+        else:
+            tens[b + "ffn_up.weight"] = ([E, FF], wt)
+            tens[b + "ffn_down.weight"] = ([FF, E], wt)
+    check(set(g.tensors) == set(tens), "%s: tensors %s" % (name, sorted(set(g.tensors) ^
+                                                                       set(tens))))
+    for n, (ne, tt) in tens.items():
+        info = g.tensors.get(n)
+        check(info is not None and list(info.ne) == ne and info.ggml_type == tt,
+              "%s: %s is %r type %r, %r type %r expected" % (
+                  name, n, info and list(info.ne), info and info.ggml_type, ne, tt))
+# the f16 file is the f32 one rounded; the F32 tensors are equal
+a, o = GGUFFile(sys.argv[2] + "/nh.gguf"), GGUFFile(sys.argv[2] + "/nh-f16.gguf")
+for n, info in a.tensors.items():
+    x = a.tensor(n)
+    if o.tensors[n].ggml_type == F16:
+        x = x.astype(np.float16).astype(np.float64)
+    check(np.array_equal(x, o.tensor(n)), "nh-f16: %s is not nh's rounded" % n)
+print("python: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
+EOF
+    status=$?
+    py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
+    if [ -n "$py" ]; then
+        set -- $py
+        passed=$((passed + $2))
+        failed=$((failed + $4))
+        [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "nemotron python checks: exit $status after '$py'"
+    else
+        bad "nemotron python checks did not finish (exit $status)"
     fi
     grep -v '^python:' "$tmp/py"
 fi

@@ -29,7 +29,7 @@ import numpy as np
 
 from mamba_ref import ModelError, rmsnorm
 from mamba2_ref import Mamba2Layer, Mamba2State, load_ends, mixer_step, tensor_access
-from granite_ref import FFN, AttentionLayer, KVCache, _SSMSizes, attention_step, ffn_step
+from granite_ref import FFN, AttentionLayer, KVCache, SSMSizes, attention_step, ffn_step
 from gguf_reader import GGUFFile
 
 ARCH = "falcon-h1"
@@ -102,7 +102,7 @@ class FalconH1Model:
 
         get, matrix = tensor_access(f, path)
         load_ends(self, f, get, matrix)
-        self.ssm = _SSMSizes(self)
+        self.ssm = SSMSizes(self)
         self.attns = [AttentionLayer(get, matrix, i, self, n_head_kv) for i in range(self.n_layer)]
         self.mambas = [Mamba2Layer(get, matrix, i, self.ssm, norm_optional=True)
                        for i in range(self.n_layer)]

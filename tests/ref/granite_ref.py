@@ -143,7 +143,7 @@ class GraniteModel:
         get, matrix = tensor_access(f, path)
         load_ends(self, f, get, matrix)
         # Mamba2Layer reads the SSM head count as n_head; hand it a view with those names
-        ssm = _SSMSizes(self)
+        ssm = SSMSizes(self)
         self.mixers = [Mamba2Layer(get, matrix, i, ssm) if k == 0 else
                        AttentionLayer(get, matrix, i, self, k)
                        for i, k in enumerate(self.n_head_kv)]
@@ -152,7 +152,7 @@ class GraniteModel:
         self.layers = list(zip(self.mixers, self.ffns))
 
 
-class _SSMSizes:
+class SSMSizes:
     """The Mamba-2 sizes under mamba2_ref's names (n_head is the SSM heads there)."""
 
     def __init__(self, m):

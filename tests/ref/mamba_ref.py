@@ -11,8 +11,9 @@ like those equations; everything is float64 numpy, vectorised over channels.
 Other architectures live in their own modules, chosen by general.architecture (ARCHS below):
 mamba2 (mamba2_ref.py, docs/mamba2.md), rwkv6 (rwkv6_ref.py, docs/rwkv6.md), rwkv7
 (rwkv7_ref.py, docs/rwkv7.md), granitehybrid (granite_ref.py: Granite 4.0-H, Mamba-2 and
-attention layers) and falcon-h1 (falcon_h1_ref.py: Falcon-H1, attention with RoPE and Mamba-2
-in parallel in every layer). Each module has a model class (attribute `kind` = the
+attention layers), falcon-h1 (falcon_h1_ref.py: Falcon-H1, attention with RoPE and Mamba-2
+in parallel in every layer) and nemotron_h (nemotron_ref.py: Nemotron-H, Mamba-2, attention and
+MLP layers). Each module has a model class (attribute `kind` = the
 architecture, plus n_vocab), new_state(model) and forward(model, state, token); load_model,
 new_state and forward below dispatch to them, so the command line and run_sequence / greedy
 work for every architecture.
@@ -63,7 +64,8 @@ class ModelError(Exception):
 
 # general.architecture -> the module that runs it (mamba itself is this file)
 ARCHS = {"mamba2": "mamba2_ref", "rwkv6": "rwkv6_ref", "rwkv7": "rwkv7_ref",
-         "granitehybrid": "granite_ref", "falcon-h1": "falcon_h1_ref"}
+         "granitehybrid": "granite_ref", "falcon-h1": "falcon_h1_ref",
+         "nemotron_h": "nemotron_ref"}
 
 
 def arch_module(kind):
@@ -363,11 +365,11 @@ def parse_tokens(text):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="float64 reference of the forward pass of a mamba, mamba2, rwkv6, rwkv7, "
-                    "granitehybrid or falcon-h1 GGUF model (src/model/mamba.c, docs/mamba2.md, "
-                    "docs/rwkv6.md, docs/rwkv7.md, tests/ref/granite_ref.py, "
-                    "tests/ref/falcon_h1_ref.py)")
+                    "granitehybrid, falcon-h1 or nemotron_h GGUF model (src/model/mamba.c, "
+                    "docs/mamba2.md, docs/rwkv6.md, docs/rwkv7.md, tests/ref/granite_ref.py, "
+                    "tests/ref/falcon_h1_ref.py, tests/ref/nemotron_ref.py)")
     ap.add_argument("model", help="GGUF file (general.architecture mamba, mamba2, rwkv6, rwkv7, "
-                                  "granitehybrid, falcon-h1)")
+                                  "granitehybrid, falcon-h1, nemotron_h)")
     ap.add_argument("--tokens", type=parse_tokens, action="append", required=True,
                     metavar="ID,ID,...", help="one sequence of token ids (repeatable)")
     ap.add_argument("--out", help="write all logits here as little-endian float64")

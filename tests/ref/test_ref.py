@@ -7,9 +7,10 @@ every metadata type, alignment, error cases). Single steps of the Mamba-1 math a
 against hand-computed or closed-form values, two tokens through a random two-layer model
 against a separately written, unrolled scalar computation, tied against untied output,
 mixed weight types against F32, and the command line end to end. Mamba-2 (mamba2_ref.py) and
-Granite 4.0-H (granite_ref.py: Mamba-2 and attention layers, the Granite scales) and Falcon-H1
-(falcon_h1_ref.py: attention with NeoX RoPE and Mamba-2 in parallel) against closed forms and
-unrolled computations.
+Granite 4.0-H (granite_ref.py: Mamba-2 and attention layers, the Granite scales), Falcon-H1
+(falcon_h1_ref.py: attention with NeoX RoPE and Mamba-2 in parallel) and Nemotron-H
+(nemotron_ref.py: Mamba-2, attention and ReLU^2 MLP layers) against closed forms and unrolled
+computations.
 
 Run: python3 tests/ref/test_ref.py     (last line: "test_ref: N passed, M failed")
 """
@@ -1043,6 +1044,22 @@ def unrolled_logits(w, eps, x1, x2):
     return np.array([_matvec(out, _rms(x1, onorm, eps)), _matvec(out, _rms(x2, onorm, eps))])
 
 
+def unrolled_mixers(w, hp, eps, att):
+    """The scalar-loop pieces for a model of hp's sizes: rms(v, g), silu, matvec, and the mixers
+    mamba2(p, h1, h2) and attention(p, h1, h2) of layer prefix p (unrolled_mamba2_mixer and
+    unrolled_attention; d_inner hp's or 2*n_embd, head_dim hp's or n_embd/n_head)."""
+    E, H = hp["n_embd"], hp["n_head"]
+    Di, hd = hp.get("d_inner", 2 * E), hp.get("head_dim", E // H)
+
+    def mamba2(p, h1, h2):
+        return unrolled_mamba2_mixer(w, p, Di, hp["d_state"], hp["n_ssm_head"], hp["n_group"],
+                                     hp["d_conv"], eps, h1, h2)
+
+    def attention(p, h1, h2):
+        return unrolled_attention(w, p, H, hp["n_head_kv"], hd, att, h1, h2)
+    return (lambda v, g: _rms(v, g, eps)), _silu, _matvec, mamba2, attention
+
+
 def granite_unrolled_two_tokens(w, hp, eps, scales, t1, t2):
     """Logits of tokens t1, t2 of one sequence with scalar loops, both tokens layer by layer:
     Mamba-2 layers (unrolled_mamba2_mixer), attention layers without RoPE (unrolled_attention).
@@ -1376,6 +1393,197 @@ class FalconH1Tests(TempDirCase):
         biased = dict(w, **{"blk.1.attn_q.bias": np.zeros(16)})
         with self.assertRaisesRegex(mr.ModelError, r"blk\.1\.attn_q\.bias"):
             self.load(HPF, biased)
+
+
+# ---------------------------------------------------------------------------------------
+# Nemotron-H (nemotron_ref.py): Mamba-2, attention and ReLU^2 MLP layers
+
+
+# layer kinds as hybrid_override_pattern: "M" Mamba-2, "*" attention, "-" MLP; d_inner is not
+# 2*n_embd and head_dim * n_head is not n_embd, both allowed by llama.cpp's nemotron_h
+HPN = dict(n_embd=8, n_layer=3, d_conv=3, d_inner=12, d_state=4, n_ssm_head=3, n_group=1,
+           n_head=4, n_head_kv=2, head_dim=3, n_ff=10, n_vocab=9, kinds="M*-")
+
+
+def nemotron_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_ssm_head, n_group,
+                     n_head, n_head_kv, head_dim, n_ff, n_vocab, kinds, tied=False):
+    """Random Nemotron-H weights in numpy order, named like the GGUF tensors: the Mamba-2
+    tensors of mamba2_weights in the "M" layers, attention in the "*" layers, ffn_up and
+    ffn_down in the "-" layers; attn_norm in every layer."""
+    E = n_embd
+    w = mamba2_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_ssm_head, n_group,
+                       n_vocab, tied)
+
+    def mat(rows, cols, gain=1.0):
+        return rng.standard_normal((rows, cols)) * gain / math.sqrt(cols)
+
+    for i, kind in enumerate(kinds):
+        p = "blk.%d." % i
+        if kind != "M":
+            for name in [n for n in w if n.startswith(p + "ssm_")]:
+                del w[name]
+        if kind == "*":
+            w[p + "attn_q.weight"] = mat(n_head * head_dim, E, 2.0)
+            w[p + "attn_k.weight"] = mat(n_head_kv * head_dim, E, 2.0)
+            w[p + "attn_v.weight"] = mat(n_head_kv * head_dim, E)
+            w[p + "attn_output.weight"] = mat(E, n_head * head_dim)
+        elif kind == "-":
+            w[p + "ffn_up.weight"] = mat(n_ff, E)
+            w[p + "ffn_down.weight"] = mat(E, n_ff)
+    return w
+
+
+def nemotron_bytes(hp, weights, eps=1e-5, rms_eps=None, rope_finetuned=False):
+    """A nemotron_h GGUF file with the keys of llama.cpp's converter (tools/dev/mk_nemotron.c):
+    per-layer head_count_kv and feed_forward_length, attention.layer_norm_epsilon; rms_eps:
+    also write attention.layer_norm_rms_epsilon."""
+    a = "nemotron_h."
+    kinds = hp["kinds"]
+    kvs = [("general.architecture", STR, "nemotron_h"),
+           (a + "context_length", U32, 1 << 20),
+           (a + "embedding_length", U32, hp["n_embd"]),
+           (a + "block_count", U32, hp["n_layer"]),
+           (a + "feed_forward_length", ARR, (U32, [hp["n_ff"] if k == "-" else 0
+                                                    for k in kinds])),
+           (a + "attention.head_count", U32, hp["n_head"]),
+           (a + "attention.head_count_kv", ARR, (U32, [hp["n_head_kv"] if k == "*" else 0
+                                                        for k in kinds])),
+           (a + "attention.key_length", U32, hp["head_dim"]),
+           (a + "attention.value_length", U32, hp["head_dim"]),
+           (a + "attention.layer_norm_epsilon", F32V, eps),
+           (a + "ssm.conv_kernel", U32, hp["d_conv"]),
+           (a + "ssm.inner_size", U32, hp["d_inner"]),
+           (a + "ssm.state_size", U32, hp["d_state"]),
+           (a + "ssm.time_step_rank", U32, hp["n_ssm_head"]),
+           (a + "ssm.group_count", U32, hp["n_group"])]
+    if rms_eps is not None:
+        kvs.append((a + "attention.layer_norm_rms_epsilon", F32V, rms_eps))
+    if rope_finetuned is not None:
+        kvs.append((a + "rope.scaling.finetuned", BOOL, rope_finetuned))
+    return weights_gguf(kvs, weights)
+
+
+def nemotron_unrolled_two_tokens(w, hp, eps, t1, t2):
+    """Logits of tokens t1, t2 of one sequence with scalar loops: per layer one branch of the
+    attn_norm'ed residual (unrolled_mixers' Mamba-2 or attention, or the MLP
+    ffn_down . max(ffn_up . h, 0)^2), added unscaled; no scale anywhere, attention scale
+    1/sqrt(head_dim)."""
+    E = hp["n_embd"]
+    rms, _, matvec, mamba2, attention = unrolled_mixers(w, hp, eps,
+                                                        1.0 / math.sqrt(hp["head_dim"]))
+
+    def mlp(p, h1, h2):
+        return [matvec(w[p + "ffn_down.weight"],
+                       [max(u, 0.0) ** 2 for u in matvec(w[p + "ffn_up.weight"], h)])
+                for h in (h1, h2)]
+
+    x1, x2 = list(w["token_embd.weight"][t1]), list(w["token_embd.weight"][t2])
+    for i, kind in enumerate(hp["kinds"]):
+        p = "blk.%d." % i
+        h1, h2 = rms(x1, w[p + "attn_norm.weight"]), rms(x2, w[p + "attn_norm.weight"])
+        a1, a2 = {"M": mamba2, "*": attention, "-": mlp}[kind](p, h1, h2)
+        x1 = [x1[j] + a1[j] for j in range(E)]
+        x2 = [x2[j] + a2[j] for j in range(E)]
+    out = w.get("output.weight", w["token_embd.weight"])
+    onorm = w["output_norm.weight"]
+    return np.array([matvec(out, rms(x1, onorm)), matvec(out, rms(x2, onorm))])
+
+
+class NemotronTests(TempDirCase):
+    """nemotron_ref's logits against the unrolled two-token computation above (1e-12), the
+    layer kinds read from the two per-layer arrays, each kind shown to matter."""
+
+    def load(self, hp, w, **kw):
+        data, dec = nemotron_bytes(hp, w, **kw)
+        return mr.load_model(self.write("n.gguf", data)), dec
+
+    def test_hparams_and_layer_kinds(self):
+        hp = dict(HPN, n_layer=5, kinds="-M*M-")
+        m, _ = self.load(hp, nemotron_weights(np.random.default_rng(80), **hp))
+        self.assertEqual(m.kind, "nemotron_h")
+        self.assertEqual((m.n_head_kv, m.n_ff, m.head_dim, m.n_ssm_head, m.d_inner),
+                         ([0, 0, 2, 0, 0], [10, 0, 0, 0, 10], 3, 3, 12))
+        self.assertEqual([type(x).__name__ for x in m.layers],
+                         ["MLPLayer", "Mamba2Layer", "AttentionLayer", "Mamba2Layer", "MLPLayer"])
+        self.assertEqual([type(s).__name__ for s in mr.new_state(m)],
+                         ["NoneType", "Mamba2State", "KVCache", "Mamba2State", "NoneType"])
+        self.assertAlmostEqual(m.attn_scale, 1 / math.sqrt(3))
+        self.assertEqual(m.eps, np.float32(1e-5))
+
+    def test_unrolled_two_tokens(self):
+        for seed, hp, tied in ((81, HPN, False), (82, dict(HPN, kinds="-*M"), True),
+                               (83, dict(HPN, n_layer=5, kinds="M-M*-", n_head_kv=1,
+                                         n_ssm_head=6, n_group=2), False),
+                               (84, dict(HPN, n_head_kv=4, d_inner=16, n_ssm_head=4), False)):
+            m, dec = self.load(hp, nemotron_weights(np.random.default_rng(seed), tied=tied, **hp))
+            self.assertEqual(m.tied, tied)
+            got = mr.run_sequence(m, [4, 7])
+            want = nemotron_unrolled_two_tokens(dec, hp, m.eps, 4, 7)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def test_each_layer_kind_matters(self):
+        """Zeroing the output projection of any one layer changes the logits."""
+        w = nemotron_weights(np.random.default_rng(85), **HPN)
+        base, _ = self.load(HPN, w)
+        base_logits = mr.run_sequence(base, [4, 7])
+        for name in ("blk.0.ssm_out.weight", "blk.1.attn_output.weight", "blk.2.ffn_down.weight"):
+            m, _ = self.load(HPN, dict(w, **{name: np.zeros_like(w[name])}))
+            self.assertGreater(rel_err(mr.run_sequence(m, [4, 7]), base_logits), 1e-3, name)
+
+    def test_mlp_is_relu_squared(self):
+        """With the other layers zeroed, an MLP layer whose up projection is doubled adds 4
+        times its branch (a square, no gate), and the branch drops negative pre-activations."""
+        w = nemotron_weights(np.random.default_rng(86), **HPN)
+        for name in ("blk.0.ssm_out.weight", "blk.1.attn_output.weight"):
+            w[name] = np.zeros_like(w[name])
+        m, dec = self.load(HPN, w)
+        x = dec["token_embd.weight"][4]
+        h = mr.rmsnorm(x, dec["blk.2.attn_norm.weight"], m.eps)
+        up, down = dec["blk.2.ffn_up.weight"] @ h, dec["blk.2.ffn_down.weight"]
+        np.testing.assert_allclose(self.residual(m, 4) - x, down @ np.maximum(up, 0) ** 2,
+                                   rtol=1e-12, atol=1e-12)
+        self.assertGreater(rel_err(down @ np.maximum(up, 0) ** 2, down @ up ** 2), 1e-3)
+        m2, _ = self.load(HPN, dict(w, **{"blk.2.ffn_up.weight": 2 * w["blk.2.ffn_up.weight"]}))
+        np.testing.assert_allclose(self.residual(m2, 4) - x, 4 * (self.residual(m, 4) - x),
+                                   rtol=1e-10, atol=1e-12)
+
+    @staticmethod
+    def residual(m, token):
+        """The residual stream after every layer for one token (the MLP being the last)."""
+        nr = sys.modules["nemotron_ref"]
+        x = m.token_embd[token].copy()
+        for layer, st in zip(m.layers, nr.new_state(m)):
+            h = mr.rmsnorm(x, layer.attn_norm, m.eps)
+            if isinstance(layer, nr.MLPLayer):
+                x = x + nr.mlp_step(layer, h)
+            elif isinstance(layer, nr.AttentionLayer):
+                x = x + nr.attention_step(m, layer, st, h)
+            else:
+                x = x + nr.mixer_step(m.ssm, layer, st, h)
+        return x
+
+    def test_eps_keys(self):
+        """layer_norm_epsilon is required and is the norms' epsilon unless
+        layer_norm_rms_epsilon is present (llama.cpp's load_arch_hparams)."""
+        w = nemotron_weights(np.random.default_rng(87), **HPN)
+        m, _ = self.load(HPN, w, eps=0.5)
+        self.assertEqual(m.eps, 0.5)
+        m2, _ = self.load(HPN, w, eps=0.5, rms_eps=0.25)
+        self.assertEqual(m2.eps, 0.25)
+        self.assertGreater(rel_err(mr.run_sequence(m, [4, 7]), mr.run_sequence(m2, [4, 7])),
+                           1e-3)
+
+    def test_bad_models(self):
+        w = nemotron_weights(np.random.default_rng(88), **HPN)
+        for rope in (True, None):
+            with self.assertRaisesRegex(mr.ModelError, "rope.scaling.finetuned"):
+                self.load(HPN, w, rope_finetuned=rope)
+        missing = {k: v for k, v in w.items() if k != "blk.2.ffn_up.weight"}
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.2\.ffn_up\.weight"):
+            self.load(HPN, missing)
+        # a "-" layer read as attention (feed_forward_length 0) wants attention tensors
+        with self.assertRaisesRegex(mr.ModelError, r"blk\.2\.attn_q\.weight"):
+            self.load(dict(HPN, kinds="M**"), w)
 
 
 # ---------------------------------------------------------------------------------------

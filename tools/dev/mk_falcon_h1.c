@@ -18,7 +18,7 @@
  * mamba_rms_norm false and a vocabulary of 32784 are recalled from its config.json, not checked
  * against a copy:
  *   recur mkmodel OUT --arch falcon-h1 --embd 1024 --layers 36 --attn-heads 8
- *     --attn-kv-heads 2 --head-size 64 --inner 1536 --heads 24 --groups 1 --state 128
+ *     --attn-kv-heads 2 --attn-head-dim 64 --inner 1536 --heads 24 --groups 1 --state 128
  *     --ff 2048 --vocab N --seed S
  * (--vocab at most the vocabulary file's size; the default --rope-base is already 1e11.)
  */
@@ -66,17 +66,17 @@ static int parse(const char *const *given, struct mk *m) {
         return mk_usage_error("--groups %u does not divide the %u SSM heads", m->n_group,
                               m->n_head);
     /* the default head size splits embd among the attention heads */
-    if (!given[F_HEAD_SIZE] && m->n_embd % m->n_attn_head != 0)
-        return mk_usage_error("--attn-heads %u does not divide embd %u; give --head-size",
+    if (!given[F_ATTN_HEAD_DIM] && m->n_embd % m->n_attn_head != 0)
+        return mk_usage_error("--attn-heads %u does not divide embd %u; give --attn-head-dim",
                               m->n_attn_head, m->n_embd);
     m->attn_head_dim = m->n_embd / m->n_attn_head;
-    if (!size_flag(given, F_HEAD_SIZE, "--head-size", &m->attn_head_dim)) return TOOL_USAGE;
+    if (!size_flag(given, F_ATTN_HEAD_DIM, "--attn-head-dim", &m->attn_head_dim)) return TOOL_USAGE;
     /* NeoX RoPE rotates pairs (i, i + head_dim/2) */
     if (m->attn_head_dim % 2 != 0)
-        return mk_usage_error("--head-size %u is odd; RoPE rotates pairs of head values",
+        return mk_usage_error("--attn-head-dim %u is odd; RoPE rotates pairs of head values",
                               m->attn_head_dim);
     if ((uint64_t)m->attn_head_dim * m->n_attn_head > INT32_MAX)
-        return mk_usage_error("--head-size %u times %u heads does not fit an int32",
+        return mk_usage_error("--attn-head-dim %u times %u heads does not fit an int32",
                               m->attn_head_dim, m->n_attn_head);
     m->n_attn_kv_head = m->n_attn_head % 2 == 0 ? m->n_attn_head / 2 : m->n_attn_head;
     if (!size_flag(given, F_ATTN_KV_HEADS, "--attn-kv-heads", &m->n_attn_kv_head))
@@ -211,8 +211,8 @@ static void summary(const struct mk *m) {
 }
 
 static const enum flag_id falcon_h1_only[] = {
-    F_STATE, F_TIED,       F_INNER,         F_CONV,      F_HEADS,     F_GROUPS,
-    F_FF,    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_HEAD_SIZE, F_ROPE_BASE, F_SSM_NORM};
+    F_STATE, F_TIED,       F_INNER,         F_CONV,          F_HEADS,     F_GROUPS,
+    F_FF,    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_ATTN_HEAD_DIM, F_ROPE_BASE, F_SSM_NORM};
 static const struct mk_arch archs[] = {{"falcon-h1", "Falcon-H1", 0}};
 
 const struct mk_family mk_family_falcon_h1 = {
@@ -224,9 +224,10 @@ const struct mk_family mk_family_falcon_h1 = {
     .needs_state = true,
     .min_vocab = N_BYTES,
     .min_vocab_why = "a byte-level BPE vocabulary has at least 256 tokens, one per byte",
-    .help = "Falcon-H1: every layer runs attention (NeoX RoPE, --head-size per head) and Mamba-2\n"
-            "(--inner, free of embd) in parallel and adds both, then a SwiGLU feed-forward. The\n"
-            "vocabulary is cut as for Mamba.\n",
+    .help =
+        "Falcon-H1: every layer runs attention (NeoX RoPE, --attn-head-dim per head) and Mamba-2\n"
+        "(--inner, free of embd) in parallel and adds both, then a SwiGLU feed-forward. The\n"
+        "vocabulary is cut as for Mamba.\n",
     .load_back = true,
     .parse = parse,
     .add_hparams = add_hparams,

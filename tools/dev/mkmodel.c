@@ -4,8 +4,8 @@
  * path (and llama.cpp itself) without downloading a checkpoint. This file holds the flags, the
  * table of architecture families (each family in its own file: mk_mamba.c for Mamba-1 and
  * Mamba-2, mk_rwkv.c for RWKV-6 and RWKV-7, mk_granite.c for Granite 4.0-H, mk_falcon_h1.c for
- * Falcon-H1; their vocabularies in mk_vocab.c), the drawing of tensors, and the command, which runs
- * the chosen family's steps in order (mkmodel.h).
+ * Falcon-H1, mk_nemotron.c for Nemotron-H; their vocabularies in mk_vocab.c), the drawing of
+ * tensors, and the command, which runs the chosen family's steps in order (mkmodel.h).
  *
  * Every tensor is drawn from its own generator, seeded from --seed and the tensor's name, so
  * a value does not depend on the order of the tensors or on the other flags: the f16 and bf16
@@ -41,33 +41,33 @@ static const struct flag flags[F_COUNT] = {
     [F_LAYERS] = {"--layers", "N", "number of layers (required)"},
     [F_VOCAB] = {"--vocab", "N", "vocabulary size, 256 (rwkv: 257) up to the file's (required)"},
     [F_STATE] = {"--state", "N",
-                 "mamba, mamba2, granitehybrid, falcon-h1: SSM state size d_state (required)"},
+                 "mamba, mamba2, granitehybrid, falcon-h1, nemotron_h: SSM state size d_state "
+                 "(required)"},
     [F_SEED] = {"--seed", "S", "seed of the random weights, 0 to 2^64-1 (required)"},
     [F_TYPE] = {"--type", "T", "type of the weight matrices: f32, f16, bf16 (default f32)"},
     [F_TIED] = {"--tied", NULL,
-                "mamba, mamba2, granitehybrid, falcon-h1: no output.weight, the output is "
-                "token_embd's"},
-    [F_INNER] = {"--inner", "N", "mamba, mamba2, falcon-h1: d_inner (default 2*embd)"},
+                "mamba, mamba2, granitehybrid, falcon-h1, nemotron_h: no output.weight, the "
+                "output is token_embd's"},
+    [F_INNER] = {"--inner", "N", "mamba, mamba2, falcon-h1, nemotron_h: d_inner (default 2*embd)"},
     [F_CONV] = {"--conv", "N",
-                "mamba, mamba2, granitehybrid, falcon-h1: convolution kernel d_conv (default 4)"},
+                "mamba, mamba2, granitehybrid, falcon-h1, nemotron_h: convolution kernel d_conv "
+                "(default 4)"},
     [F_DT_RANK] = {"--dt-rank", "N", "mamba: time step rank (default ceil(embd/16))"},
     [F_DT_B_C_RMS] = {"--dt-b-c-rms", NULL,
                       "mamba: RMS-normalise dt, B and C (Falcon-Mamba; default off)"},
-    [F_EPS] =
-        {"--eps", "F",
-         "RMS norm (mamba, granitehybrid, falcon-h1) or LayerNorm (rwkv) epsilon (default 1e-5)"},
+    [F_EPS] = {"--eps", "F",
+               "RMS norm (mamba, granitehybrid, falcon-h1, nemotron_h) or LayerNorm (rwkv) epsilon "
+               "(default 1e-5)"},
     [F_HEADS] = {"--heads", "N",
-                 "mamba2, granitehybrid, falcon-h1: SSM heads (default inner/64, at least 1)"},
+                 "mamba2, granitehybrid, falcon-h1, nemotron_h: SSM heads (default inner/64, at "
+                 "least 1)"},
     [F_GROUPS] = {"--groups", "N",
-                  "mamba2, granitehybrid, falcon-h1: groups of B and C (default 1)"},
-    [F_HEAD_SIZE] =
-        {"--head-size", "N",
-         "rwkv: wkv head size, divides embd (default 64); falcon-h1: attention head size "
-         "(default embd/attention heads)"},
+                  "mamba2, granitehybrid, falcon-h1, nemotron_h: groups of B and C (default 1)"},
+    [F_HEAD_SIZE] = {"--head-size", "N", "rwkv: wkv head size, divides embd (default 64)"},
     [F_FF] = {"--ff", "N",
-              "rwkv, granitehybrid, falcon-h1: feed_forward_length (default rwkv6 "
+              "rwkv, granitehybrid, falcon-h1, nemotron_h: feed_forward_length (default rwkv6 "
               "int(embd*3.5)//32*32, rwkv7 4*embd, granitehybrid 8/3*embd rounded up to 32, "
-              "falcon-h1 2*embd)"},
+              "falcon-h1 2*embd, nemotron_h 4*embd)"},
     [F_RESCALE] = {"--rescale", "N", "rwkv6: halve the residual every N layers (default 0: never)"},
     [F_MIX_DIM] = {"--mix-dim", "N",
                    "rwkv6: time_mix_extra_dim D_mix (default 32, 64 when embd is 4096)"},
@@ -96,12 +96,12 @@ static const struct flag flags[F_COUNT] = {
                        "the others are Mamba-2"},
     [F_ATTN_HEADS] =
         {"--attn-heads", "N",
-         "granitehybrid, falcon-h1: attention (query) heads, divide embd (default embd/16 when 16 "
-         "divides embd, else 1)"},
+         "granitehybrid, falcon-h1, nemotron_h: attention (query) heads, divide embd for "
+         "granitehybrid (default embd/16 when 16 divides embd, else 1)"},
     [F_ATTN_KV_HEADS] =
         {"--attn-kv-heads", "N",
-         "granitehybrid, falcon-h1: K/V heads, divide the heads (default heads/2 when even, "
-         "else heads)"},
+         "granitehybrid, falcon-h1, nemotron_h: K/V heads, divide the heads (default heads/2 "
+         "when even, else heads)"},
     [F_EMBD_SCALE] = {"--embd-scale", "F",
                       "granitehybrid: embedding_scale, times the token embeddings (default 12)"},
     [F_RESIDUAL_SCALE] = {"--residual-scale", "F",
@@ -113,13 +113,20 @@ static const struct flag flags[F_COUNT] = {
     [F_ROPE_BASE] = {"--rope-base", "F", "falcon-h1: rope.freq_base of NeoX RoPE (default 1e11)"},
     [F_SSM_NORM] = {"--ssm-norm", NULL,
                     "falcon-h1: write ssm_norm, the grouped RMS norm after the gate (default off)"},
+    [F_PATTERN] = {"--pattern", "KINDS",
+                   "nemotron_h: one character per layer, M Mamba-2, * attention, - MLP, as "
+                   "hybrid_override_pattern (default M*- repeated)"},
+    [F_ATTN_HEAD_DIM] = {"--attn-head-dim", "N",
+                         "falcon-h1, nemotron_h: attention head_dim, key_length = value_length "
+                         "(default embd/attn-heads)"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
 /* The architecture families, each in its own file (mkmodel.h says what a family brings): a new
  * one is a new file and a line here. */
 static const struct mk_family *const families[] = {&mk_family_mamba, &mk_family_rwkv,
-                                                   &mk_family_granite, &mk_family_falcon_h1};
+                                                   &mk_family_granite, &mk_family_falcon_h1,
+                                                   &mk_family_nemotron};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* Writes the names of every architecture to out, as "a, b, c" + last + "d" (cap bytes). */

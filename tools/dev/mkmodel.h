@@ -1,7 +1,8 @@
 /*
  * Private to `recur mkmodel`: what mkmodel.c (the flags, the table of architecture families,
  * tensor drawing, the command) shares with the families' files (mk_mamba.c: Mamba-1 and
- * Mamba-2; mk_rwkv.c: RWKV-6 and RWKV-7; mk_granite.c: Granite 4.0-H; mk_falcon_h1.c: Falcon-H1)
+ * Mamba-2; mk_rwkv.c: RWKV-6 and RWKV-7; mk_granite.c: Granite 4.0-H; mk_falcon_h1.c: Falcon-H1;
+ * mk_nemotron.c: Nemotron-H)
  * and with mk_vocab.c (the vocabularies they write), so that every family draws tensors the same
  * way. A new architecture is a struct mk_family in a file of its own, and its line in mkmodel.c's
  * table.
@@ -65,6 +66,8 @@ enum flag_id {
     F_LOGIT_SCALE,
     F_ROPE_BASE,
     F_SSM_NORM,
+    F_PATTERN,
+    F_ATTN_HEAD_DIM,
     F_HELP,
     F_COUNT
 };
@@ -104,10 +107,12 @@ struct mk {
     const char *attn_layers; /* --attn-layers (comma-separated indices); NULL: the odd layers */
     uint32_t n_attn_head, n_attn_kv_head;
     float embd_scale, residual_scale, attn_scale, logit_scale;
+    uint32_t attn_head_dim; /* falcon-h1 --head-size, nemotron_h --attn-head-dim (0: default) */
     /* falcon-h1 (n_attn_head, n_attn_kv_head too) */
-    uint32_t attn_head_dim;
     float rope_base;
     bool ssm_norm;
+    /* nemotron_h (with n_attn_head, n_attn_kv_head, n_ff and the Mamba-2 sizes) */
+    const char *pattern; /* --pattern (M, *, - per layer); NULL: M*- repeated */
 };
 
 /* What a family of architectures brings. The functions run in this order, each only when the
@@ -142,6 +147,7 @@ extern const struct mk_family mk_family_mamba;     /* mk_mamba.c */
 extern const struct mk_family mk_family_rwkv;      /* mk_rwkv.c */
 extern const struct mk_family mk_family_granite;   /* mk_granite.c */
 extern const struct mk_family mk_family_falcon_h1; /* mk_falcon_h1.c */
+extern const struct mk_family mk_family_nemotron;  /* mk_nemotron.c */
 
 /* How a tensor's values are drawn. */
 enum init {
