@@ -83,11 +83,14 @@ struct recur_context;
 typedef struct recur_memory *recur_memory_t;
 
 /* Types of the recurrent states (type_k: the small conv / shift state, type_v: the large
- * ssm state). f16 and bf16 halve the memory. */
+ * ssm state): f32, f16 or bf16; f16 and bf16 halve the memory. Types of a hybrid model's
+ * attention rows (attn_type_k, attn_type_v): f32, f16 or q8_0 (ggml's blocks of 32 values: a
+ * quarter of f32's memory, the head size a multiple of 32). The numbers are ggml's. */
 enum recur_type {
     RECUR_TYPE_F32 = 0,
     RECUR_TYPE_F16 = 1,
     RECUR_TYPE_BF16 = 2,
+    RECUR_TYPE_Q8_0 = 8,
 };
 
 struct recur_model_params {
@@ -122,6 +125,17 @@ struct recur_context_params {
     uint64_t snapshot_bytes;
     /* The prefix state cache's budget, states and tokens together (default 0: no cache). */
     uint64_t prefix_cache_bytes;
+    /* A hybrid model's attention cache (Granite 4.0-H, Nemotron-H, Falcon-H1): the K and V
+     * rows of every token its sequences hold, room for n_ctx tokens over all sequences
+     * (default 4096; 1 .. 2^24), however they are spread among them (it is kept in pages of
+     * 32 tokens, with a spare page per sequence; the rows of a prefix shared by forked
+     * sequences count once). A decode that needs more rows returns 1 (no room) and changes
+     * nothing: remove or shorten sequences to go on. attn_type_k / attn_type_v: the rows'
+     * type, f16 (default), f32 or q8_0. A recurrent model has no attention rows: these then
+     * change nothing. */
+    uint32_t n_ctx;
+    enum recur_type attn_type_k;
+    enum recur_type attn_type_v;
 };
 
 /* The defaults written beside each field above; never fail, allocate nothing. */

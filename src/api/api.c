@@ -30,6 +30,9 @@ struct recur_context_params recur_context_default_params(void) {
         .checkpoint_every = 0,
         .snapshot_bytes = (uint64_t)256 << 20,
         .prefix_cache_bytes = 0,
+        .n_ctx = 4096,
+        .attn_type_k = RECUR_TYPE_F16,
+        .attn_type_v = RECUR_TYPE_F16,
     };
     return p;
 }
@@ -233,6 +236,46 @@ recur_token recur_token_eos(const struct recur_model *model) {
 
 /* ---- contexts ---------------------------------------------------------------------------- */
 
+static bool attn_type_ok(enum recur_type t) {
+    return t == RECUR_TYPE_F32 || t == RECUR_TYPE_F16 || t == RECUR_TYPE_Q8_0;
+}
+
+/* Tokens a page of the attention part holds: the attention kernel's tile of keys. */
+#define ATTN_PAGE_ROWS 32
+
+/* The attention part's parameters for a hybrid model (rows[] and bytes[] of 2 x n_layer, the
+ * caller's); false with the error set when a type does not suit the model. */
+static bool attn_params(const struct rmodel *m, const struct recur_context_params *p,
+                        const uint32_t *rows, size_t *bytes, struct rmem_kv_params *out) {
+    const uint32_t n_layer = (uint32_t)rmodel_n_layer(m), hd = rmodel_attn_head_dim(m);
+    const enum recur_type types[2] = {p->attn_type_k, p->attn_type_v};
+    for (int kv = 0; kv < 2; kv++) {
+        if (types[kv] == RECUR_TYPE_Q8_0 && hd % 32) {
+            rcore_error_set("context parameters: attn_type_%c q8_0 needs an attention head size "
+                            "that is a multiple of 32; this model's is %u",
+                            kv ? 'v' : 'k', hd);
+            return false;
+        }
+        for (uint32_t il = 0; il < n_layer; il++)
+            bytes[kv * n_layer + il] =
+                rops_row_bytes((enum rops_type)types[kv], rows[kv * n_layer + il]);
+    }
+    *out = (struct rmem_kv_params){
+        .n_layer = n_layer,
+        .k_row_bytes = bytes,
+        .v_row_bytes = bytes + n_layer,
+        .type_k = (uint32_t)p->attn_type_k,
+        .type_v = (uint32_t)p->attn_type_v,
+        .page_rows = ATTN_PAGE_ROWS,
+        /* n_ctx tokens fit however the sequences share them out: each may leave its last
+           page part empty */
+        .n_pages = (p->n_ctx + ATTN_PAGE_ROWS - 1) / ATTN_PAGE_ROWS + p->n_seq_max,
+        .n_seq_max = p->n_seq_max,
+        .rope = rmodel_attn_rope(m),
+    };
+    return true;
+}
+
 static bool check_context_params(const struct recur_context_params *p) {
     const char *bad = NULL;
     if (p->n_batch == 0 || p->n_batch > (1u << 24))
@@ -252,6 +295,10 @@ static bool check_context_params(const struct recur_context_params *p) {
         bad = "snapshot_bytes is larger than this machine can address";
     else if (p->prefix_cache_bytes > (uint64_t)SIZE_MAX / 2)
         bad = "prefix_cache_bytes is larger than this machine can address";
+    else if (p->n_ctx == 0 || p->n_ctx > (1u << 24))
+        bad = "n_ctx must be 1 .. 16777216";
+    else if (!attn_type_ok(p->attn_type_k) || !attn_type_ok(p->attn_type_v))
+        bad = "attn_type_k and attn_type_v must be RECUR_TYPE_F32, _F16 or _Q8_0";
     if (bad) rcore_error_set("context parameters: %s", bad);
     return bad == NULL;
 }
@@ -270,16 +317,26 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
     if (!rops_isa_from_env(&isa)) return NULL;
     struct recur_context *ctx = calloc(1, sizeof *ctx);
     const uint32_t n_layer = (uint32_t)rmodel_n_layer(model->m);
-    uint32_t *rows = calloc(2 * (size_t)n_layer, sizeof(uint32_t));
-    if (!ctx || !rows) {
+    uint32_t *rows = calloc(4 * (size_t)n_layer, sizeof(uint32_t));
+    size_t *attn_bytes = calloc(2 * (size_t)n_layer, sizeof(size_t));
+    if (!ctx || !rows || !attn_bytes) {
         free(ctx);
         free(rows);
+        free(attn_bytes);
         rcore_error_set("out of memory for a context");
         return NULL;
     }
     ctx->model = model;
     ctx->params = params;
     rmodel_state_rows(model->m, rows, rows + n_layer);
+    struct rmem_kv_params ap;
+    const bool hybrid = rmodel_attn_rows(model->m, rows + 2 * n_layer, rows + 3 * n_layer);
+    if (hybrid && !attn_params(model->m, &params, rows + 2 * n_layer, attn_bytes, &ap)) {
+        free(ctx);
+        free(rows);
+        free(attn_bytes);
+        return NULL;
+    }
     /* one cell per sequence, as llama.cpp sizes its recurrent memory: every batch fits */
     const struct rmem_params mp = {n_layer,
                                    rows,
@@ -288,9 +345,10 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
                                    (enum rcore_type)params.type_v,
                                    params.n_seq_max,
                                    params.n_seq_max,
-                                   NULL};
+                                   hybrid ? &ap : NULL};
     ctx->mem = rmem_create(&mp);
     free(rows);
+    free(attn_bytes);
     ctx->isa = isa;
     const int32_t n_pool =
         params.n_threads > params.n_threads_batch ? params.n_threads : params.n_threads_batch;

@@ -186,6 +186,14 @@ uint32_t rmem_kv_page_rows(const struct rmem_kv *kv) {
 uint32_t rmem_kv_n_pages(const struct rmem_kv *kv) {
     return kv->n_pages;
 }
+uint32_t rmem_kv_type_k(const struct rmem_kv *kv) {
+    return kv->type_k;
+}
+
+uint32_t rmem_kv_type_v(const struct rmem_kv *kv) {
+    return kv->type_v;
+}
+
 uint32_t rmem_kv_n_free(const struct rmem_kv *kv) {
     return kv->n_free;
 }

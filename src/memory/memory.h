@@ -344,6 +344,8 @@ uint32_t rmem_kv_n_layer(const struct rmem_kv *kv);
 uint32_t rmem_kv_page_rows(const struct rmem_kv *kv);
 uint32_t rmem_kv_n_pages(const struct rmem_kv *kv);
 uint32_t rmem_kv_n_free(const struct rmem_kv *kv); /* pages no sequence holds */
+uint32_t rmem_kv_type_k(const struct rmem_kv *kv); /* the params' type_k and type_v */
+uint32_t rmem_kv_type_v(const struct rmem_kv *kv);
 /* False for a RoPE layout: seq_add and seq_div then refuse to move positions. */
 bool rmem_kv_can_shift(const struct rmem_kv *kv);
 

@@ -97,7 +97,8 @@ void rmamba_free(struct rmodel *m) {
     m->layers = NULL;
 }
 
-void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+void rmamba_state_rows(const struct rmodel *m, int32_t il, uint32_t *k_row, uint32_t *v_row) {
+    (void)il; /* every layer alike */
     *k_row = (m->mamba.d_conv - 1) * m->mamba.conv_dim;
     *v_row = m->mamba.d_state * m->mamba.d_inner;
 }

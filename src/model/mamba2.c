@@ -19,11 +19,9 @@
 
 #include "../core/core.h"
 
-/* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
-static bool load(struct rmodel *m) {
+bool rmamba2_check_hparams(struct rmodel *m) {
     struct rmamba_hparams *hp = &m->mamba;
     hp->mamba2 = true;
-    if (!rmamba_load_keys(m)) return false;
     hp->n_head = hp->dt_rank;
     if (!rmodel_key_u32(m, "ssm.group_count", &hp->n_group)) return false;
     if (hp->d_conv < 1 || hp->d_conv > 64 || hp->d_inner < 1 || hp->d_inner > (1u << 20) ||
@@ -38,32 +36,45 @@ static bool load(struct rmodel *m) {
     hp->head_dim = hp->d_inner / hp->n_head;
     hp->conv_dim = hp->d_inner + 2 * hp->n_group * hp->d_state;
     hp->d_in_proj = 2 * hp->d_inner + 2 * hp->n_group * hp->d_state + hp->n_head;
-    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
-    if (!m->layers) {
+    if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof *m->layers))) {
         rcore_error_set("out of memory for %d layers", m->n_layer);
         return false;
     }
+    return true;
+}
+
+bool rmamba2_load_layer(struct rmodel *m, int32_t il, bool with_norm, bool norm_required) {
+    const struct rmamba_hparams *hp = &m->mamba;
     const int64_t E = m->n_embd, Di = hp->d_inner, H = hp->n_head, G = hp->n_group;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        struct rmamba_layer *L = &m->layers[il];
-        char name[96];
+    struct rmamba_layer *L = &m->layers[il];
+    char name[96];
 #define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-        const int64_t ne_e[1] = {E}, ne_c[1] = {hp->conv_dim},
-                      ne_conv[2] = {hp->d_conv, hp->conv_dim}, ne_h[1] = {H}, ne_h2[2] = {1, H},
-                      ne_norm[2] = {Di / G, G};
-        if (!(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e)) ||
-            !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
-            !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
-            !(L->conv_w_lag = rmodel_conv_lag(m, L->conv_w, hp->conv_dim, hp->d_conv, name)) ||
-            !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
-            !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
-            !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
-            !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 2, ne_h2)) ||
-            !(L->norm = rmodel_small_f32(m, TNAME("ssm_norm.weight"), 2, ne_norm)) ||
-            !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
-            return false;
+    const int64_t ne_e[1] = {E}, ne_c[1] = {hp->conv_dim}, ne_conv[2] = {hp->d_conv, hp->conv_dim},
+                  ne_h[1] = {H}, ne_h2[2] = {1, H}, ne_norm[2] = {Di / G, G};
+    if ((with_norm && !(L->attn_norm = rmodel_small_f32(m, TNAME("attn_norm.weight"), 1, ne_e))) ||
+        !rmodel_matrix(m, TNAME("ssm_in.weight"), E, hp->d_in_proj, &L->ssm_in) ||
+        !(L->conv_w = rmodel_small_f32(m, TNAME("ssm_conv1d.weight"), 2, ne_conv)) ||
+        !(L->conv_w_lag = rmodel_conv_lag(m, L->conv_w, hp->conv_dim, hp->d_conv, name)) ||
+        !(L->conv_b = rmodel_small_f32(m, TNAME("ssm_conv1d.bias"), 1, ne_c)) ||
+        !(L->dt_b = rmodel_small_f32(m, TNAME("ssm_dt.bias"), 1, ne_h)) ||
+        !(L->A = rmodel_small_f32(m, TNAME("ssm_a"), 2, ne_h2)) ||
+        !(L->D = rmodel_small_f32(m, TNAME("ssm_d"), 2, ne_h2)) ||
+        !rmodel_matrix(m, TNAME("ssm_out.weight"), Di, E, &L->ssm_out))
+        return false;
+    /* Falcon-H1's files may leave the grouped norm out (llama.cpp loads it as optional) */
+    L->norm = NULL;
+    if ((norm_required || rgguf_find_tensor(m->gguf, TNAME("ssm_norm.weight"))) &&
+        !(L->norm = rmodel_small_f32(m, TNAME("ssm_norm.weight"), 2, ne_norm)))
+        return false;
 #undef TNAME
-    }
+    return true;
+}
+
+/* Mamba-2's hyper-parameters and tensors (docs/mamba2.md sections 1-2). */
+static bool load(struct rmodel *m) {
+    if (!rmamba_load_keys(m) || !rmamba2_check_hparams(m)) return false;
+    for (int32_t il = 0; il < m->n_layer; il++)
+        if (!rmamba2_load_layer(m, il, true, true)) return false;
     return true;
 }
 
@@ -100,22 +111,19 @@ static void gate_tokens(const void *arg, int64_t t0, int64_t t1) {
         float *y = c->w->y + t * Di;
         const float *z = c->w->xz + t * P;
         for (int64_t i = 0; i < Di; i++) y[i] *= z[i];
-        for (int64_t g = 0; g < G; g++)
+        for (int64_t g = 0; c->L->norm && g < G; g++)
             rops_rmsnorm(c->isa, y + g * gs, c->L->norm + g * gs, gs, hp->eps, y + g * gs);
     }
 }
 
-/* One Mamba-2 layer (docs/mamba2.md (1)-(12)), on the shapes of layer_forward. */
-static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
-                          const struct rmamba_layer *L, const struct rmamba_ws *w,
-                          const struct rmodel_io *io) {
+void rmamba2_mix(const struct rmodel *m, const struct rops_exec *ex, const struct rmamba_layer *L,
+                 const struct rmamba_ws *w, const struct rmodel_io *io) {
     const uint32_t n_seqs = io->n_seqs, nst = io->nst;
     float *const *save_conv = io->save_k, *const *save_ssm = io->save_v;
     const struct rmamba_hparams *hp = &m->mamba;
-    const int64_t E = m->n_embd, Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
+    const int64_t Di = hp->d_inner, N = hp->d_state, H = hp->n_head, G = hp->n_group,
                   P = hp->d_in_proj, Cd = hp->conv_dim, n = (int64_t)n_seqs * nst;
     const struct tokens_ctx c = {m, ex->isa, L, w};
-    rmodel_for_tokens(ex, n, 2 * E, norm_tokens, &c);
     rops_matmul(ex, &L->ssm_in, w->h, n, w->xz);
     /* the conv over xBC (columns Di .. Di+Cd of each projected row) */
     rops_ssm_conv(ex, &(struct rops_conv_args){.state = w->conv,
@@ -164,14 +172,18 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         rmodel_for_tokens(ex, n_rows, 3 * Di, gate_tokens, &c);
         rops_matmul(ex, &L->ssm_out, w->y, n_rows, w->h);
     }
-    rmodel_rows_add(w->x, w->h, E, io->out_tok, n_rows);
 }
 
 static void layer(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                   const struct rmodel_io *io) {
     struct rmamba_ws w;
     rmamba_ws_carve(m, io, &w);
-    layer_forward(m, ex, &m->layers[il], &w, io);
+    const struct rmamba_layer *L = &m->layers[il];
+    const struct tokens_ctx c = {m, ex->isa, L, &w};
+    const int64_t E = m->n_embd;
+    rmodel_for_tokens(ex, (int64_t)io->n_seqs * io->nst, 2 * E, norm_tokens, &c);
+    rmamba2_mix(m, ex, L, &w, io);
+    rmodel_rows_add(w.x, w.h, E, io->out_tok, rmodel_io_rows(io));
 }
 
 const struct rmodel_arch_ops rmodel_arch_mamba2 = {

@@ -22,9 +22,22 @@ struct rmamba_ws {
  */
 bool rmamba_load_keys(struct rmodel *m);
 void rmamba_free(struct rmodel *m);
-void rmamba_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+void rmamba_state_rows(const struct rmodel *m, int32_t il, uint32_t *k_row, uint32_t *v_row);
 size_t rmamba_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
 int64_t rmamba_max_in(const struct rmodel *m);
 void rmamba_ws_carve(const struct rmodel *m, const struct rmodel_io *io, struct rmamba_ws *w);
+
+/* mamba2.c, for mamba2 and the hybrid models' Mamba-2 mixers (hybrid.c). After the keys
+ * (rmamba_load_keys or the caller's own eps): the group count, the derived sizes and their
+ * checks, and the layers' array (n_layer entries, zeroed). False with the error set. */
+bool rmamba2_check_hparams(struct rmodel *m);
+/* Layer il's mixer tensors into m->layers[il]; with_norm: also blk.il.attn_norm.weight;
+ * ssm_norm.weight is read when present, and must be when norm_required. */
+bool rmamba2_load_layer(struct rmodel *m, int32_t il, bool with_norm, bool norm_required);
+/* The Mamba-2 mixer of layer L over the ubatch: w->h holds rmsnorm(x) * norm of its n tokens
+ * (the caller's), and gets ssm_out . y of its rmodel_io_rows(io) rows (the outputs' rows in a
+ * last layer with io->out_tok, gathered to the front). The states io->k, io->v are updated. */
+void rmamba2_mix(const struct rmodel *m, const struct rops_exec *ex, const struct rmamba_layer *L,
+                 const struct rmamba_ws *w, const struct rmodel_io *io);
 
 #endif

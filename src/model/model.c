@@ -17,6 +17,9 @@ static const struct rmodel_arch_ops *const archs[] = {
     [RMODEL_ARCH_MAMBA2] = &rmodel_arch_mamba2,
     [RMODEL_ARCH_RWKV6] = &rmodel_arch_rwkv6,
     [RMODEL_ARCH_RWKV7] = &rmodel_arch_rwkv7,
+    [RMODEL_ARCH_GRANITEHYBRID] = &rmodel_arch_granitehybrid,
+    [RMODEL_ARCH_NEMOTRON_H] = &rmodel_arch_nemotron_h,
+    [RMODEL_ARCH_FALCON_H1] = &rmodel_arch_falcon_h1,
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
@@ -56,7 +59,7 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
     size_t a = 0;
     while (a < N_ARCHS && strcmp(arch, archs[a]->name) != 0) a++;
     if (a == N_ARCHS) {
-        char names[128] = "";
+        char names[256] = "";
         for (size_t i = 0; i < N_ARCHS; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      archs[i]->name);
@@ -124,13 +127,26 @@ uint64_t rmodel_fingerprint(const struct rmodel *m) {
     return m->fingerprint;
 }
 
-/* The K and V row sizes of one layer: every layer of these architectures has the same. */
-static void layer_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    m->ops->state_rows(m, k_row, v_row);
+void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    for (int32_t il = 0; il < m->n_layer; il++) m->ops->state_rows(m, il, &k_row[il], &v_row[il]);
 }
 
-void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    for (int32_t il = 0; il < m->n_layer; il++) layer_rows(m, &k_row[il], &v_row[il]);
+bool rmodel_attn_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+    bool any = false;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const uint32_t kv = m->hlayers ? m->hlayers[il].attn.n_head_kv : 0;
+        k_row[il] = v_row[il] = kv * (m->hlayers ? m->hyb.head_dim : 0);
+        any |= kv != 0;
+    }
+    return any;
+}
+
+uint32_t rmodel_attn_head_dim(const struct rmodel *m) {
+    return m->hlayers ? m->hyb.head_dim : 0;
+}
+
+bool rmodel_attn_rope(const struct rmodel *m) {
+    return m->hlayers && m->hyb.rope;
 }
 
 /* ---- the forward pass shared by the architectures ---------------------------------------- */
@@ -196,7 +212,31 @@ void rmodel_ws_free(struct rmodel_ws *ws) {
     free(ws->save_k);
     free(ws->save_v);
     free(ws->out_tok);
+    free(ws->pages);
     free(ws);
+}
+
+/* Room in ws->pages for the page pointers (K's and V's) of the longest sequence of ub in kv.
+ * False with the error set when out of memory. */
+static bool pages_room(struct rmodel_ws *ws, const struct rmem_kv *kv,
+                       const struct rbatch_ubatch *ub) {
+    const uint32_t pr = rmem_kv_page_rows(kv);
+    size_t need = 0;
+    for (uint32_t s = 0; s < ub->n_seqs; s++) {
+        const uint32_t n = rmem_kv_seq_n(kv, ub->seq_id[(size_t)s * ub->n_seq_tokens][0]);
+        const size_t p = 2 * (((size_t)n + pr - 1) / pr);
+        if (p > need) need = p;
+    }
+    if (need <= ws->n_pages_cap) return true;
+    need += need / 2 + 16;
+    const void **p = realloc(ws->pages, need * sizeof *p);
+    if (!p) {
+        rcore_error_set("out of memory for %zu page pointers", need);
+        return false;
+    }
+    ws->pages = p;
+    ws->n_pages_cap = need;
+    return true;
 }
 
 static void output_norm(const struct rmodel *m, enum rops_isa isa, const float *x, float *out) {
@@ -222,6 +262,8 @@ static void outputs(const struct rmodel *m, const struct rops_exec *ex, const st
         if (n == cap || (t == ub->n_tokens && n > 0)) {
             if (out->logits) {
                 rops_matmul(ex, &m->output, w->norm, n, w->logit);
+                if (m->logit_div != 0.0f && m->logit_div != 1.0f)
+                    for (int64_t i = 0; i < (int64_t)n * V; i++) w->logit[i] /= m->logit_div;
                 for (int i = 0; i < n; i++)
                     memcpy(out->logits + (size_t)rows[i] * (size_t)V, w->logit + (int64_t)i * V,
                            (size_t)V * sizeof(float));
@@ -276,12 +318,17 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     rmem_snap_plan(mem, ub, ws->snap);
     bool any_snap = false;
     for (uint32_t t = 0; t < ub->n_tokens; t++) any_snap |= ws->snap[t] != NULL;
+    struct rmem_kv *kv = rmem_attn(mem);
+    if (kv && !pages_room(ws, kv, ub)) return false;
     struct rmodel_io io = {.x = w.x,
                            .n_seqs = n_seqs,
                            .nst = nst,
                            .save_k = any_snap ? ws->save_k : NULL,
                            .save_v = any_snap ? ws->save_v : NULL,
-                           .buf = w.arch};
+                           .buf = w.arch,
+                           .kv = kv,
+                           .ub = ub,
+                           .pages = ws->pages};
     int32_t n_out = 0;
     for (uint32_t t = 0; t < ub->n_tokens; t++)
         if (ub->output[t]) ws->out_tok[n_out++] = (int32_t)t;

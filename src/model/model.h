@@ -24,6 +24,9 @@ enum rmodel_arch {
     RMODEL_ARCH_MAMBA2 = 1,
     RMODEL_ARCH_RWKV6 = 2,
     RMODEL_ARCH_RWKV7 = 3,
+    RMODEL_ARCH_GRANITEHYBRID = 4,
+    RMODEL_ARCH_NEMOTRON_H = 5,
+    RMODEL_ARCH_FALCON_H1 = 6,
 };
 
 struct rmodel;
@@ -47,8 +50,17 @@ const struct rgguf *rmodel_gguf(const struct rmodel *model);
  * state files record it, so that a state made by another model is refused. */
 uint64_t rmodel_fingerprint(const struct rmodel *model);
 
-/* Elements of the K and V state rows of each layer (arrays of n_layer). */
+/* Elements of the K and V state rows of each layer (arrays of n_layer; 0 in a hybrid model's
+ * layers without a recurrent mixer). */
 void rmodel_state_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_row);
+/* Values of a token's K and V attention rows in each layer (arrays of n_layer; 0 in a layer
+ * without attention). Returns whether any layer has attention: a hybrid model, whose memory
+ * needs an attention part (rmem_params.attn). */
+bool rmodel_attn_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_row);
+/* The attention's head size (0: no attention): a q8_0 cache needs it a multiple of 32. */
+uint32_t rmodel_attn_head_dim(const struct rmodel *model);
+/* Whether the attention rotates K by position (RoPE): its rows' positions cannot be shifted. */
+bool rmodel_attn_rope(const struct rmodel *model);
 
 /* A workspace for ubatches of up to n_ubatch tokens of up to n_seq_max sequences (the
  * gathered states take n_seq_max rows, the activations n_ubatch). NULL with the error set when

@@ -63,6 +63,46 @@ struct rrwkv_hparams {
     float eps;
 };
 
+/* The attention and feed-forward layers of hybrid models (attn.c, hybrid.c; docs/hybrid.md). */
+struct rattn_layer {
+    struct rops_mat wq;           /* n_embd -> n_head * head_dim */
+    struct rops_mat wk, wv;       /* n_embd -> n_head_kv * head_dim */
+    struct rops_mat wo;           /* n_head * head_dim -> n_embd */
+    const float *q_norm, *k_norm; /* head_dim each: RMS norms of every head; NULL: none */
+    uint32_t n_head_kv;           /* 0: the layer has no attention */
+};
+
+struct rffn_layer {
+    const float *norm;    /* n_embd: the RMSNorm before it; NULL: it reads the mixers' input */
+    struct rops_mat gate; /* n_embd -> n_ff; n_rows 0: no gate (the ReLU^2 MLP) */
+    struct rops_mat up;   /* n_embd -> n_ff */
+    struct rops_mat down; /* n_ff -> n_embd */
+    uint32_t n_ff;        /* 0: the layer has no feed-forward part */
+};
+
+/* What one layer of a hybrid model runs: the mixers on rmsnorm(x) * attn_norm, added up (both
+ * in Falcon-H1's layers, one elsewhere), then the feed-forward part on its own norm, or as the
+ * layer's only mixer (Nemotron-H's MLP layers, ffn.norm NULL). */
+struct rhybrid_layer {
+    const float *attn_norm; /* n_embd */
+    bool mamba2;            /* a Mamba-2 mixer (m->layers[il]) */
+    struct rattn_layer attn;
+    struct rffn_layer ffn;
+};
+
+struct rhybrid_hparams {
+    uint32_t n_head, head_dim; /* the attention's query heads and head size */
+    float attn_scale;          /* q . k scale */
+    float embd_scale;          /* x = token_embd[t] * embd_scale; 0: none */
+    float residual_scale;      /* x += residual_scale * (each part); 0: none */
+    bool rope;                 /* rotary embedding on q and k (NeoX pairs when neox) */
+    bool neox;
+    uint32_t n_rot;
+    float rope_base, rope_scale;
+    uint32_t max_ff, max_kv_head; /* the widest feed-forward and K/V head count of any layer */
+    bool any_mamba2;
+};
+
 struct rmodel_arch_ops;
 
 struct rmodel {
@@ -81,6 +121,7 @@ struct rmodel {
     const float *output_norm;
     const float *output_norm_b; /* LayerNorm bias (RWKV); NULL: the output norm is an RMSNorm */
     float norm_eps;             /* of the output norm */
+    float logit_div;            /* logits / logit_div; 0: none (Granite's logit_scale) */
 
     /* the architecture's own data: one family's at a time */
     union {
@@ -94,6 +135,9 @@ struct rmodel {
             const float *embd_norm, *embd_norm_b; /* the LayerNorm of the embeddings */
         };
     };
+    /* a hybrid model's layers (hybrid.c); its Mamba-2 mixers are the mamba part above */
+    struct rhybrid_hparams hyb;
+    struct rhybrid_layer *hlayers; /* NULL: not a hybrid model */
 
     /* f32 copies of the small tensors (a few per layer), freed with the model */
     float **small;
@@ -156,6 +200,9 @@ size_t rmodel_ws_carve(float *base, float **const *slots, const size_t *sizes, s
  * K and V state rows of this layer as f32 (n_seqs rows, rmodel_state_rows sizes), updated in
  * place; save_k / save_v: NULL or per token where that token's states go (snapshots); buf:
  * the architecture's own workspace (its ws_floats), kept across the layers of one ubatch.
+ * kv: a hybrid model's attention part (NULL for a recurrent model), placed for this ubatch
+ * (rmem_kv_place); ub: the ubatch (positions and sequence ids, for attention); pages: room
+ * for the page pointers of the ubatch's longest sequence, K's then V's (rmodel_forward sizes it).
  * out_tok: NULL, or in the last layer the n_out tokens (ascending, fewer than n) whose x is
  * read after it (those that output): the layer may skip its last products (those that feed
  * only x, not the states) for the other tokens and leave their x unfinished, as llama.cpp
@@ -169,6 +216,9 @@ struct rmodel_io {
     float *buf;
     const int32_t *out_tok;
     int32_t n_out;
+    struct rmem_kv *kv;
+    const struct rbatch_ubatch *ub;
+    const void **pages;
 };
 
 /* The rows a layer's last products run on: io->n_out in the last layer, else all n. */
@@ -191,8 +241,8 @@ struct rmodel_arch_ops {
     /* the hyper-parameters and the layers' tensors (after rmodel_load_common) */
     bool (*load)(struct rmodel *m);
     void (*free)(struct rmodel *m); /* what load allocated (also after a failed load) */
-    /* the K and V state rows of a layer, in elements (the same for every layer) */
-    void (*state_rows)(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+    /* the K and V state rows of layer il, in elements (0: the layer has no recurrent state) */
+    void (*state_rows)(const struct rmodel *m, int32_t il, uint32_t *k_row, uint32_t *v_row);
     /* floats of the layer's own workspace for n_ubatch tokens (rmodel_io.buf) */
     size_t (*ws_floats)(const struct rmodel *m, uint32_t n_ubatch);
     int64_t (*max_in)(const struct rmodel *m); /* the widest matmul input */
@@ -202,10 +252,13 @@ struct rmodel_arch_ops {
                   const struct rmodel_io *io);
 };
 
-extern const struct rmodel_arch_ops rmodel_arch_mamba;  /* mamba.c */
-extern const struct rmodel_arch_ops rmodel_arch_mamba2; /* mamba2.c */
-extern const struct rmodel_arch_ops rmodel_arch_rwkv6;  /* rwkv6.c */
-extern const struct rmodel_arch_ops rmodel_arch_rwkv7;  /* rwkv7.c */
+extern const struct rmodel_arch_ops rmodel_arch_mamba;         /* mamba.c */
+extern const struct rmodel_arch_ops rmodel_arch_mamba2;        /* mamba2.c */
+extern const struct rmodel_arch_ops rmodel_arch_rwkv6;         /* rwkv6.c */
+extern const struct rmodel_arch_ops rmodel_arch_rwkv7;         /* rwkv7.c */
+extern const struct rmodel_arch_ops rmodel_arch_granitehybrid; /* hybrid.c */
+extern const struct rmodel_arch_ops rmodel_arch_nemotron_h;    /* hybrid.c */
+extern const struct rmodel_arch_ops rmodel_arch_falcon_h1;     /* hybrid.c */
 
 struct rmodel_ws {
     uint32_t n_ubatch;
@@ -215,7 +268,9 @@ struct rmodel_ws {
     /* per ubatch token: the snapshot to fill (rmem_snap_plan), and its rows in one layer */
     struct rmem_snap **snap;
     float **save_k, **save_v;
-    int32_t *out_tok; /* the tokens that output (rmodel_io.out_tok) */
+    int32_t *out_tok;   /* the tokens that output (rmodel_io.out_tok) */
+    const void **pages; /* rmodel_io.pages, n_pages_cap entries */
+    size_t n_pages_cap;
 };
 
 #endif

@@ -150,7 +150,8 @@ void rrwkv_free(struct rmodel *m) {
     m->rlayers = NULL;
 }
 
-void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
+void rrwkv_state_rows(const struct rmodel *m, int32_t il, uint32_t *k_row, uint32_t *v_row) {
+    (void)il; /* every layer alike */
     *k_row = 2 * (uint32_t)m->n_embd;
     *v_row = (uint32_t)m->n_embd * m->rwkv.head_size;
 }

@@ -61,7 +61,7 @@ typedef void (*rrwkv_time_mix_fn)(const struct rmodel *m, const struct rops_exec
 /* rwkv.c: the frame both versions share (the operations of their rmodel_arch entries). */
 bool rrwkv_load(struct rmodel *m, bool v7, rrwkv_load_layer_fn load_layer);
 void rrwkv_free(struct rmodel *m);
-void rrwkv_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row);
+void rrwkv_state_rows(const struct rmodel *m, int32_t il, uint32_t *k_row, uint32_t *v_row);
 size_t rrwkv_ws_floats(const struct rmodel *m, uint32_t n_ubatch);
 int64_t rrwkv_max_in(const struct rmodel *m);
 /* the LayerNorm of (0) */

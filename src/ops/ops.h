@@ -359,7 +359,8 @@ void rops_rope(const struct rops_exec *ex, const struct rops_rope_args *a);
  * Causal attention with grouped key/value heads over a set of n_kv key/value rows held in pages,
  * for n_q query tokens. Query i, head h (h < n_head) reads kv head h / (n_head / n_head_kv) and
  * sees key j iff kv_seq[j] == q_seq[i] and kv_pos[j] <= q_pos[i] (exactly: the sequence ids
- * compared as integers, so several sequences may share the rows, interleaved in any order). Its
+ * compared as integers, so several sequences may share the rows, interleaved in any order;
+ * kv_seq and q_seq both NULL: every key belongs to the queries' one sequence). Its
  * output is
  *   out = sum_j softmax_j(scale * q . k_j) v_j        over the keys it sees,
  * zeros when it sees none. Shapes:

@@ -252,11 +252,11 @@ static inline void rops_wkv_run_tokens(const struct rops_wkv_run *p, rops_wkv6_t
 static inline int rops_attn_visible(const struct rops_attn_args *a, int64_t i, int64_t j0,
                                     int64_t j1, size_t kb, size_t vb, const uint8_t **kr,
                                     const uint8_t **vr) {
-    const int32_t seq = a->q_seq[i], pos = a->q_pos[i];
+    const int32_t seq = a->q_seq ? a->q_seq[i] : 0, pos = a->q_pos[i];
     int64_t pg = j0 / a->page_rows, r = j0 % a->page_rows;
     int n = 0;
     for (int64_t j = j0; j < j1; j++) {
-        if (a->kv_seq[j] == seq && a->kv_pos[j] <= pos) {
+        if ((!a->kv_seq || a->kv_seq[j] == seq) && a->kv_pos[j] <= pos) {
             kr[n] = (const uint8_t *)a->k_pages[pg] + (size_t)r * kb;
             vr[n++] = (const uint8_t *)a->v_pages[pg] + (size_t)r * vb;
         }

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "recur.h"
 
@@ -42,6 +43,15 @@ static struct recur_context *new_ctx_with(struct recur_model *m, uint32_t n_seq,
        every kernel path (RECUR_ISA: scalar, avx2, avxvnni, avx512) */
     const char *threads = getenv("RECUR_TEST_THREADS");
     if (threads) p.n_threads = p.n_threads_batch = atoi(threads);
+    /* a hybrid model's attention rows: f16 unless RECUR_TEST_ATTN_TYPE says f32 or q8_0 (the
+       reference comparisons take f32: the reference keeps exact K and V) */
+    const char *at = getenv("RECUR_TEST_ATTN_TYPE");
+    if (at) {
+        REQUIRE(!strcmp(at, "f32") || !strcmp(at, "f16") || !strcmp(at, "q8_0"));
+        p.attn_type_k = p.attn_type_v = !strcmp(at, "f32")   ? RECUR_TYPE_F32
+                                        : !strcmp(at, "f16") ? RECUR_TYPE_F16
+                                                             : RECUR_TYPE_Q8_0;
+    }
     struct recur_context *ctx = recur_init_from_model(m, p);
     if (!ctx) fprintf(stderr, "recur_init_from_model: %s\n", recur_last_error());
     REQUIRE(ctx);

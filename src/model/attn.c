@@ -1,0 +1,210 @@
+/*
+ * The attention and feed-forward layers of hybrid models (docs/hybrid.md), as llama.cpp builds
+ * them for granitehybrid, nemotron_h and falcon-h1:
+ *
+ *   attention of the normed input h (n_embd), for a token at position p of its sequence:
+ *     q = wq . h, k = wk . h, v = wv . h          heads of head_dim values
+ *     q, k = rmsnorm per head (when the file has attn_q_norm / attn_k_norm)
+ *     q, k = rope(q, p), rope(k, p)               (when the model has RoPE)
+ *     the cache appends k and v to the sequence's rows
+ *     o_h = sum_j softmax_j(scale q_h . k_j) v_j  over the sequence's rows up to p, query head
+ *                                                 h reading K/V head h / (n_head / n_head_kv)
+ *     out = wo . o
+ *   feed-forward: out = down . (silu(gate . h) * (up . h))    (SwiGLU)
+ *             or  out = down . relu(up . h)^2                 (Nemotron-H's MLP)
+ *
+ * The K and V rows live in the memory's attention part (memory.h), in its encoding (f32, f16
+ * or q8_0); the attention kernel (rops_attention) reads them through the sequence's pages.
+ */
+#include "hybrid_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/core.h"
+
+bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_layer *A) {
+    const struct rhybrid_hparams *hp = &m->hyb;
+    const int64_t E = m->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
+                  dkv = (int64_t)n_head_kv * hd;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    static const char *const unused[] = {"attn_qkv.weight", "attn_q.bias", "attn_k.bias",
+                                         "attn_v.bias", "attn_output.bias"};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s", (int)il, unused[i]);
+        if (rgguf_find_tensor(m->gguf, name)) {
+            rcore_error_set("tensor %s: attention with biases or a fused QKV is not supported",
+                            name);
+            return false;
+        }
+    }
+    A->n_head_kv = n_head_kv;
+    if (!rmodel_matrix(m, TNAME("attn_q.weight"), E, dq, &A->wq) ||
+        !rmodel_matrix(m, TNAME("attn_k.weight"), E, dkv, &A->wk) ||
+        !rmodel_matrix(m, TNAME("attn_v.weight"), E, dkv, &A->wv) ||
+        !rmodel_matrix(m, TNAME("attn_output.weight"), dq, E, &A->wo))
+        return false;
+    const int64_t ne_hd[1] = {hd};
+    A->q_norm = A->k_norm = NULL;
+    if (rgguf_find_tensor(m->gguf, TNAME("attn_q_norm.weight")) &&
+        !(A->q_norm = rmodel_small_f32(m, name, 1, ne_hd)))
+        return false;
+    if (rgguf_find_tensor(m->gguf, TNAME("attn_k_norm.weight")) &&
+        !(A->k_norm = rmodel_small_f32(m, name, 1, ne_hd)))
+        return false;
+#undef TNAME
+    return true;
+}
+
+bool rffn_load(struct rmodel *m, int32_t il, const char *norm_name, bool gated, uint32_t n_ff,
+               struct rffn_layer *F) {
+    const int64_t E = m->n_embd, ff = n_ff;
+    char name[96];
+#define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
+    static const char *const unused[] = {"ffn_up.bias", "ffn_down.bias", "ffn_gate.bias",
+                                         "ffn_gate_inp.weight"};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s", (int)il, unused[i]);
+        if (rgguf_find_tensor(m->gguf, name)) {
+            rcore_error_set("tensor %s: feed-forward biases and experts are not supported", name);
+            return false;
+        }
+    }
+    F->n_ff = n_ff;
+    F->norm = NULL;
+    memset(&F->gate, 0, sizeof F->gate);
+    const int64_t ne_e[1] = {E};
+    if (norm_name) {
+        snprintf(name, sizeof name, "blk.%d.%s", (int)il, norm_name);
+        if (!(F->norm = rmodel_small_f32(m, name, 1, ne_e))) return false;
+    }
+    if ((gated && !rmodel_matrix(m, TNAME("ffn_gate.weight"), E, ff, &F->gate)) ||
+        !rmodel_matrix(m, TNAME("ffn_up.weight"), E, ff, &F->up) ||
+        !rmodel_matrix(m, TNAME("ffn_down.weight"), ff, E, &F->down))
+        return false;
+#undef TNAME
+    return true;
+}
+
+/* Writes n values of src as a row of the cache's type (f32, f16, q8_0) at dst. */
+static void store_row(uint32_t type, const float *src, int64_t n, void *dst) {
+    if (type == ROPS_TYPE_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+    } else if (type == ROPS_TYPE_F16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = rcore_f32_to_f16(src[i]);
+    } else {
+        /* q8_0: the loader checked that rows are whole blocks */
+        (void)rops_quantize_row(ROPS_TYPE_Q8_0, src, n, dst);
+    }
+}
+
+/* RMS norm of every head of n rows (stride floats apart) of n_head heads, in place. */
+static void head_norms(enum rops_isa isa, float *x, int64_t n, int64_t stride, int64_t n_head,
+                       int64_t hd, const float *weight, float eps) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_head; h++) {
+            float *p = x + t * stride + h * hd;
+            rops_rmsnorm(isa, p, weight, hd, eps, p);
+        }
+}
+
+void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
+                   const struct rattn_layer *A, const struct rmodel_io *io,
+                   const struct rhybrid_ws *w, float *out) {
+    const struct rhybrid_hparams *hp = &m->hyb;
+    const struct rbatch_ubatch *ub = io->ub;
+    const uint32_t nst = io->nst;
+    const int64_t n = (int64_t)io->n_seqs * nst, hd = hp->head_dim, H = hp->n_head,
+                  Hkv = A->n_head_kv, dq = H * hd, dkv = Hkv * hd;
+    const struct rops_matjob jobs[3] = {
+        {&A->wq, w->hn, n, w->q}, {&A->wk, w->hn, n, w->k}, {&A->wv, w->hn, n, w->v}};
+    rops_matmul_batch(ex, jobs, 3);
+    if (A->q_norm) head_norms(ex->isa, w->q, n, dq, H, hd, A->q_norm, m->norm_eps);
+    if (A->k_norm) head_norms(ex->isa, w->k, n, dkv, Hkv, hd, A->k_norm, m->norm_eps);
+    if (hp->rope) {
+        const enum rops_rope_mode mode = hp->neox ? ROPS_ROPE_NEOX : ROPS_ROPE_NORMAL;
+        rops_rope(ex, &(struct rops_rope_args){.x = w->q,
+                                               .n_tok = n,
+                                               .n_head = H,
+                                               .head_dim = hd,
+                                               .stride = dq,
+                                               .pos = ub->pos,
+                                               .n_rot = hp->n_rot,
+                                               .freq_base = hp->rope_base,
+                                               .freq_scale = hp->rope_scale,
+                                               .mode = mode});
+        rops_rope(ex, &(struct rops_rope_args){.x = w->k,
+                                               .n_tok = n,
+                                               .n_head = Hkv,
+                                               .head_dim = hd,
+                                               .stride = dkv,
+                                               .pos = ub->pos,
+                                               .n_rot = hp->n_rot,
+                                               .freq_base = hp->rope_base,
+                                               .freq_scale = hp->rope_scale,
+                                               .mode = mode});
+    }
+
+    /* this ubatch's rows: placed by the memory (rmem_kv_place) before the forward pass */
+    struct rmem_kv *kv = io->kv;
+    uint8_t *kd = rmem_kv_k_data(kv, (uint32_t)il), *vd = rmem_kv_v_data(kv, (uint32_t)il);
+    const size_t kb = rmem_kv_k_row_bytes(kv, (uint32_t)il),
+                 vb = rmem_kv_v_row_bytes(kv, (uint32_t)il);
+    const uint32_t tk = rmem_kv_type_k(kv), tv = rmem_kv_type_v(kv);
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t r = rmem_kv_token_row(kv, (uint32_t)t);
+        store_row(tk, w->k + t * dkv, dkv, kd + (size_t)r * kb);
+        store_row(tv, w->v + t * dkv, dkv, vd + (size_t)r * vb);
+    }
+
+    /* each stream's queries over its sequence's rows (a stream's sequences share them) */
+    const uint32_t pr = rmem_kv_page_rows(kv);
+    for (uint32_t s = 0; s < io->n_seqs; s++) {
+        const int32_t seq = ub->seq_id[(size_t)s * nst][0];
+        const uint32_t n_kv = rmem_kv_seq_n(kv, seq);
+        const int32_t *pages = rmem_kv_seq_pages(kv, seq);
+        const uint32_t n_pages = (n_kv + pr - 1) / pr;
+        for (uint32_t p = 0; p < n_pages; p++) {
+            io->pages[p] = kd + (size_t)pages[p] * pr * kb;
+            io->pages[n_pages + p] = vd + (size_t)pages[p] * pr * vb;
+        }
+        const int64_t q0 = (int64_t)s * nst;
+        rops_attention(ex, &(struct rops_attn_args){.n_q = nst,
+                                                    .n_head = H,
+                                                    .n_head_kv = Hkv,
+                                                    .head_dim = hd,
+                                                    .q = w->q + q0 * dq,
+                                                    .q_stride = dq,
+                                                    .q_pos = ub->pos + q0,
+                                                    .q_seq = NULL,
+                                                    .n_kv = n_kv,
+                                                    .k_pages = io->pages,
+                                                    .v_pages = io->pages + n_pages,
+                                                    .page_rows = pr,
+                                                    .type_k = (enum rops_type)tk,
+                                                    .type_v = (enum rops_type)tv,
+                                                    .kv_pos = rmem_kv_seq_positions(kv, seq),
+                                                    .kv_seq = NULL,
+                                                    .scale = hp->attn_scale,
+                                                    .out = w->o + q0 * dq,
+                                                    .out_stride = dq});
+    }
+    rops_matmul(ex, &A->wo, w->o, n, out);
+}
+
+void rffn_forward(const struct rops_exec *ex, const struct rffn_layer *F,
+                  const struct rhybrid_ws *w, const float *h, int64_t n, float *out) {
+    const int64_t ff = F->n_ff;
+    if (F->gate.n_rows) {
+        const struct rops_matjob jobs[2] = {{&F->gate, h, n, w->gate}, {&F->up, h, n, w->up}};
+        rops_matmul_batch(ex, jobs, 2);
+        rops_map(ex, ROPS_MAP_SILU, w->gate, ff, NULL, n, ff);
+        for (int64_t i = 0; i < n * ff; i++) w->gate[i] *= w->up[i];
+    } else {
+        rops_matmul(ex, &F->up, h, n, w->gate);
+        rops_map(ex, ROPS_MAP_RELU_SQ, w->gate, ff, NULL, n, ff);
+    }
+    rops_matmul(ex, &F->down, w->gate, n, out);
+}
