@@ -131,8 +131,12 @@ struct recur_context_params {
      * 32 tokens, with a spare page per sequence; the rows of a prefix shared by forked
      * sequences count once). A decode that needs more rows returns 1 (no room) and changes
      * nothing: remove or shorten sequences to go on. attn_type_k / attn_type_v: the rows'
-     * type, f16 (default), f32 or q8_0. A recurrent model has no attention rows: these then
-     * change nothing. */
+     * type, f32 (default), f16 or q8_0. Unlike llama.cpp's f16 default: a hybrid's rows are a
+     * few KiB a token (Granite 4.0-H-350M: 8 KiB in f32), and in f32 a sequence's logits do
+     * not depend on the other sequences and chunks of its batch (to float rounding, 1e-5),
+     * where rounding the rows to f16 or q8_0 turns such last-bit differences into steps of
+     * 1e-4 .. 5e-3 now and then (bench/RESULTS.md). A recurrent model has no attention rows:
+     * these then change nothing. */
     uint32_t n_ctx;
     enum recur_type attn_type_k;
     enum recur_type attn_type_v;
@@ -251,8 +255,12 @@ RECUR_API int32_t recur_model_n_vocab(const struct recur_model *model);
 RECUR_API int32_t recur_model_n_embd(const struct recur_model *model);
 /* Layers of the model; 0 for a vocab_only model, 0 with the error set for NULL. */
 RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
+/* Whether the model is a hybrid: attention layers beside its recurrent ones (granitehybrid,
+ * nemotron_h, falcon-h1). Its sequences then also hold every token's K and V rows (n_ctx);
+ * false for a vocab_only model, false with the error set for NULL. */
+RECUR_API bool recur_model_is_hybrid(const struct recur_model *model);
 /* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
- * "rwkv6", "rwkv7"); owned by the model, never NULL for a loaded model (NULL with the error
+ * "rwkv6", "rwkv7", "granitehybrid", "nemotron_h", "falcon-h1"); owned by the model, never NULL for a loaded model (NULL with the error
  * set for a NULL model). */
 RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
 /* The context's parameters as created: n_seq_max, n_batch, n_ubatch; 0 with the error set for
@@ -422,7 +430,10 @@ RECUR_API void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_s
                                    recur_pos p0, recur_pos p1);
 /* Drops every sequence except seq (seq out of range: drops all); seq's state stays whole. */
 RECUR_API void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq);
-/* Moves the position of seq's state by delta when it lies in [p0, p1) (below 0: dropped). */
+/* Moves the position of seq's state by delta when it lies in [p0, p1) (below 0: dropped). A
+ * hybrid model's attention rows in [p0, p1) move with it, of every sequence sharing the state;
+ * when they cannot (recur_memory_can_shift false, or a row would go below 0 or out of order)
+ * nothing changes and the last error says why. */
 RECUR_API void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, recur_pos delta);
 /* Divides the position of seq's state by d (d <= 1: nothing) when it lies in [p0, p1), as
@@ -434,8 +445,10 @@ RECUR_API void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_
 RECUR_API recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id seq);
 /* The position seq's state holds, -1 when none (or mem is NULL, with the error set). */
 RECUR_API recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq);
-/* Whether positions can be moved (recur_memory_seq_add / _div): always true for a recurrent
- * memory, whose states do not depend on their positions; false with the error set for NULL. */
+/* Whether positions can be moved (recur_memory_seq_add / _div): true for a recurrent memory,
+ * whose states do not depend on their positions, and for a hybrid model whose attention has no
+ * RoPE (Granite 4.0-H, Nemotron-H); false for one with RoPE (Falcon-H1: its K rows hold their
+ * positions' rotation), and false with the error set for NULL. */
 RECUR_API bool recur_memory_can_shift(recur_memory_t mem);
 
 /* ---- saving and restoring states --------------------------------------------------------- */

@@ -31,8 +31,8 @@ struct recur_context_params recur_context_default_params(void) {
         .snapshot_bytes = (uint64_t)256 << 20,
         .prefix_cache_bytes = 0,
         .n_ctx = 4096,
-        .attn_type_k = RECUR_TYPE_F16,
-        .attn_type_v = RECUR_TYPE_F16,
+        .attn_type_k = RECUR_TYPE_F32,
+        .attn_type_v = RECUR_TYPE_F32,
     };
     return p;
 }
@@ -171,6 +171,20 @@ int32_t recur_model_n_embd(const struct recur_model *model) {
 int32_t recur_model_n_layer(const struct recur_model *model) {
     API_NEED(model, 0);
     return model->m ? rmodel_n_layer(model->m) : 0;
+}
+
+bool recur_model_is_hybrid(const struct recur_model *model) {
+    API_NEED(model, false);
+    if (!model->m) return false;
+    const int32_t n = rmodel_n_layer(model->m);
+    uint32_t *rows = malloc(2 * sizeof(uint32_t) * (size_t)n);
+    if (!rows) {
+        rcore_error_set("out of memory");
+        return false;
+    }
+    const bool hybrid = rmodel_attn_rows(model->m, rows, rows + n);
+    free(rows);
+    return hybrid;
 }
 
 const char *recur_model_arch_name(const struct recur_model *model) {

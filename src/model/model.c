@@ -304,6 +304,8 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     lex.scratch_bytes = (size_t)ws->n_ubatch * (size_t)max_in(m) * sizeof(float);
     lex.one_order = m->one_order;
     ex = &lex;
+    struct rmem_kv *kv = rmem_attn(mem);
+    if (kv && !pages_room(ws, kv, ub)) return false;
 
     for (uint32_t t = 0; t < ub->n_tokens; t++) {
         if (ub->token)
@@ -318,8 +320,7 @@ bool rmodel_forward(const struct rmodel *m, const struct rops_exec *ex, struct r
     rmem_snap_plan(mem, ub, ws->snap);
     bool any_snap = false;
     for (uint32_t t = 0; t < ub->n_tokens; t++) any_snap |= ws->snap[t] != NULL;
-    struct rmem_kv *kv = rmem_attn(mem);
-    if (kv && !pages_room(ws, kv, ub)) return false;
+
     struct rmodel_io io = {.x = w.x,
                            .n_seqs = n_seqs,
                            .nst = nst,

@@ -12,13 +12,21 @@
 
 #include "recur.h"
 
-/* "Equal" logits: a relative error under 1e-5 (the same arithmetic in another grouping of
- * tokens may round differently once kernels are vectorised or threaded). */
-#define SAME 1e-5
-
 static unsigned long long rng = 42;
 /* the model under test and its vocabulary size (set by main) */
 static struct recur_model *model;
+
+/* "Equal" logits: a relative error under 1e-5 (the same arithmetic in another grouping of
+ * tokens may round differently once kernels are vectorised or threaded). A hybrid model's
+ * attention rows rounded to f16 or q8_0 (RECUR_TEST_ATTN_TYPE; f32 by default) turn such a
+ * last-bit difference into a step of their rounding now and then: 1e-3 there (the worst
+ * measured over the battery, nemotron_h and falcon-h1 at f16: 1.3e-4). */
+static double same_tol(void) {
+    const char *at = getenv("RECUR_TEST_ATTN_TYPE");
+    if (model && at && strcmp(at, "f32") != 0 && recur_model_is_hybrid(model)) return 1e-3;
+    return 1e-5;
+}
+#define SAME same_tol()
 static int32_t V;
 
 static double rel_err(const float *a, const float *b, int32_t n) {

@@ -42,6 +42,16 @@ mkr f32-rwkv7 --arch rwkv7 --embd 64 --layers 3 --vocab 400 --seed 10 --type f32
     --lora-w 8 --lora-a 8 --lora-v 4 --lora-g 16
 mkr bf16-rwkv7 --arch rwkv7 --embd 32 --layers 2 --vocab 300 --seed 11 --type bf16 --head-size 8 \
     --ff 64 --lora-w 4 --lora-a 4 --lora-v 4 --lora-g 8
+# hybrids (docs/hybrid.md): Granite 4.0-H (Mamba-2 and attention layers, every scale), an f16
+# Nemotron-H (Mamba-2, attention and ReLU^2 MLP layers by --pattern), Falcon-H1 (attention with
+# NeoX RoPE beside Mamba-2 in each layer, the grouped norm)
+mkr f32-granite --arch granitehybrid --embd 64 --layers 4 --vocab 512 --state 16 --seed 16 \
+    --type f32 --heads 4 --groups 2 --attn-layers 1,2 --embd-scale 2 --residual-scale 0.5 \
+    --logit-scale 3
+mkr f16-nemotron --arch nemotron_h --embd 64 --layers 5 --vocab 400 --state 8 --seed 17 \
+    --type f16 --pattern 'M*-M*' --attn-heads 4 --attn-kv-heads 1 --attn-head-dim 32
+mkr f32-falcon --arch falcon-h1 --embd 64 --layers 3 --vocab 512 --state 16 --seed 18 \
+    --type f32 --ssm-norm --heads 4 --attn-heads 4 --attn-kv-heads 2 --rope-base 10000
 # quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
 # the shapes are whole 32-value blocks, so that every matrix is converted
 quantize() {
@@ -56,6 +66,7 @@ quantize f32-rms q4_0-rms q4_0
 quantize f32-mamba2 q8_0-mamba2 q8_0
 quantize f32-rwkv6 q8_0-rwkv6 q8_0
 quantize f32-rwkv7 q8_0-rwkv7 q8_0
+quantize f32-granite q8_0-granite q8_0
 # llama-quantize's mixes (upper-case names), in quant/ (test_model_ref_quant_*): on the models
 # above, whose rows are mostly not whole 256-blocks, most matrices take the fallbacks (q5_0,
 # q5_1, q8_0); on the "wide" ones (widths of 256) the K-quants themselves, with q6_K outputs
@@ -66,9 +77,11 @@ mkr f32-rwkv6-wide --arch rwkv6 --embd 256 --layers 2 --vocab 400 --seed 14 --ty
     --head-size 64 --ff 768
 mkr bf16-rwkv7-wide --arch rwkv7 --embd 256 --layers 2 --vocab 400 --seed 15 --type bf16 \
     --head-size 64 --ff 512
+mkr f32-falcon-wide --arch falcon-h1 --embd 256 --layers 2 --vocab 400 --state 16 --seed 19 \
+    --type f32 --heads 4 --attn-heads 4 --attn-kv-heads 2 --ff 512 --rope-base 10000
 mkdir -p "$out/quant"
 for m in f32-untied f32-mamba2 f32-rwkv6 f32-rwkv7 f32-wide f16-mamba2-wide f32-rwkv6-wide \
-    bf16-rwkv7-wide; do
+    bf16-rwkv7-wide f32-falcon-wide; do
     for t in Q4_K_M Q6_K; do quantize "$m" "quant/$t-${m#*-}" "$t"; done
 done
 for m in f32-wide f16-mamba2-wide f32-rwkv6-wide bf16-rwkv7-wide; do

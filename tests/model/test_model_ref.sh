@@ -7,7 +7,8 @@
 # scalar on one thread: ctest -R test_model_ref, AVX-512 machine): 1e-5 for f32, q8_0 and q4_0
 # weights (worst 3.3e-6, f32-rwkv7), 3e-5 for f16 and bf16 (worst 9.8e-6, f16-rwkv6-rescale;
 # the others 2.6e-6 at most). The reference computes in float64 from the same stored weights,
-# so what remains is float32 rounding.
+# so what remains is float32 rounding. Hybrid models (granite, nemotron, falcon) keep their
+# attention rows in f32 for that comparison, and are checked again with the default f16 rows.
 set -euo pipefail
 test_bin=$1
 models=$2
@@ -21,6 +22,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 seqs=("7" "1,2,3,250,4,5,0,255" "17,200,33,91,128,6,44,250,3,77,160,12,9,199,81,64,31,222,140,5,18,96,240")
 for model in "$models"/*.gguf; do
     case "$(basename "$model")" in
+    # Falcon-H1 without the grouped norm: its Mamba-2 outputs go unnormalised into a residual
+    # stream without scales, 8.2e-6 at worst (avx512, 6.2e-6 on the portable path)
+    f32-falcon-wide*) tol=3e-5 ;;
     f32-* | q8_0-* | q4_0-* | Q*) tol=1e-5 ;; # quantized: exact weights (d * q), inputs through q8_0 / q8_1 / q8_K as in ggml (the reference does both)
     *) tol=3e-5 ;;
     esac
@@ -66,7 +70,17 @@ for model in "$models"/*.gguf; do
         ;;
     esac
     python3 "$here/../ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
+    # a hybrid model's attention rows in f32 (recur's default), as the reference keeps them
     check "$(basename "$model") within $tol of the reference" \
-        "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${use[@]}"
+        env RECUR_TEST_ATTN_TYPE=f32 "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${use[@]}"
+    # and in f16 (llama.cpp's default): rounding K and V to f16 costs a few 1e-3 (worst measured 4.0e-3
+    # on f32-falcon-wide, 2.0e-3 on f16-nemotron). Float weights only: with block weights the
+    # rounded rows move the quantized inputs of later products off the reference's (4-15%)
+    case "$(basename "$model")" in
+    f*granite* | f*nemotron* | f*falcon* | bf16*granite* | bf16*nemotron* | bf16*falcon*)
+        check "$(basename "$model") with an f16 attention cache within 1e-2 of the reference" \
+            env RECUR_TEST_ATTN_TYPE=f16 "$test_bin" ref "$model" "$work/ref.bin" 1e-2 "${use[@]}"
+        ;;
+    esac
 done
 finish test_model_ref
