@@ -462,8 +462,10 @@ enum rmem_status rmem_kv_prepare(struct rmem_kv *kv, const struct rbatch_ubatch 
         }
     }
     if (need > kv->n_free) {
-        rcore_error_set("kv: the batch needs %llu pages of %u tokens, %u of %u are free",
-                        (unsigned long long)need, kv->page_rows, kv->n_free, kv->n_pages);
+        rcore_error_set("the attention cache is full: the batch needs %llu page%s of %u tokens, "
+                        "%u of %u are free",
+                        (unsigned long long)need, need == 1 ? "" : "s", kv->page_rows, kv->n_free,
+                        kv->n_pages);
         return RMEM_NO_ROOM;
     }
     /* the arrays the placements will fill, grown now: placing these ubatches cannot fail */

@@ -212,7 +212,13 @@ int cmd_run(int argc, char **argv) {
         int32_t added = 0;
         for (int32_t i = 0; i <= k && added == 0; i++)
             added = recur_batch_add(&vb, i == 0 ? t : draft[i - 1], p + i, &seq0, 1, true);
-        if (added != 0 || recur_decode(ctx, vb) != 0) {
+        const int32_t r = added != 0 ? -1 : recur_decode(ctx, vb);
+        if (r == 1) { /* no room: a hybrid's attention cache is full (-c) */
+            fprintf(stderr, "\nrecur: stopped after %d tokens: %s (raise -c)\n", n_gen,
+                    recur_last_error());
+            break;
+        }
+        if (r != 0) {
             fprintf(stderr, "\nrecur: decode failed: %s\n", recur_last_error());
             ok = false;
             break;

@@ -100,6 +100,15 @@ static const struct flag flags[] = {
      "sequences run at once (default 8; serve: 16)", 0, true},
     ROW("-c", "--ctx-size", "N", PPL, FLAG_I32, GEN(n_ctx), 2, 1 << 20,
         "tokens per evaluation window (default 256)"),
+    ROW("-c", "--ctx-size", "N", RUN | CHAT | PAR, FLAG_I32, GEN(attn_ctx), 1, 1 << 24,
+        "a hybrid model's attention cache: the tokens whose K and V rows the sequences hold in "
+        "all (default 4096; a recurrent model has none)"),
+    ROW(NULL, "--cache-type-k", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+        GEN(cache_type_k), 0, 0,
+        "a hybrid model's attention K rows: f32 (default), f16 or q8_0 (a recurrent model has "
+        "none)"),
+    ROW(NULL, "--cache-type-v", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+        GEN(cache_type_v), 0, 0, "a hybrid model's attention V rows: f32 (default), f16 or q8_0"),
     ROW(NULL, "--chunks", "N", PPL, FLAG_I32, GEN(n_chunks), 1, INT32_MAX,
         "evaluate only the first N windows (default: all)"),
     ROW(NULL, "--prompt-cache", "FILE", RUN | PAR, FLAG_TEXT, GEN(prompt_cache), 0, 0,
@@ -132,7 +141,8 @@ static const struct flag flags[] = {
         "/completion, 16 for /v1/completions); not a cap"),
     ROW("-c", "--ctx-size", "N", SERVE, FLAG_I32, SRV(n_ctx), 0, INT32_MAX,
         "most tokens (prompt + generated) one sequence may hold; a longer prompt is refused, "
-        "generation stops there (default 0: no limit; a recurrent state has no window)"),
+        "generation stops there (default 0: no limit, a recurrent state has no window; a hybrid "
+        "model's slots then take 4096, its attention cache -c x --parallel tokens)"),
     ROW("-a", "--alias", "NAME", SERVE, FLAG_NAME, SRV(alias), 0, 0,
         "the model's name in the API (default: its file's name)"),
     ROW(NULL, "--no-slots", NULL, SERVE, FLAG_ON, SRV(no_slots), 0, 0, "GET /slots answers 501"),
@@ -361,6 +371,23 @@ int gen_parse(int argc, char **argv, unsigned program, const char *summary, stru
                            "give at most one of --grammar, --grammar-file and --json-schema");
     if (o->n_ubatch > o->n_batch)
         return usage_error(cmd, program, summary, "--ubatch-size must not exceed --batch-size");
+    const char *types[2] = {o->cache_type_k, o->cache_type_v};
+    for (int i = 0; i < 2; i++)
+        if (types[i] && gen_cache_type(types[i]) < 0)
+            return usage_error(cmd, program, summary,
+                               "--cache-type-%c: '%s' is not a type recur keeps attention rows in "
+                               "(f32, f16, q8_0)",
+                               i ? 'v' : 'k', types[i]);
+    return -1;
+}
+
+int gen_cache_type(const char *name) {
+    static const struct {
+        const char *name;
+        enum recur_type type;
+    } types[] = {{"f32", RECUR_TYPE_F32}, {"f16", RECUR_TYPE_F16}, {"q8_0", RECUR_TYPE_Q8_0}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(name, types[i].name) == 0) return (int)types[i].type;
     return -1;
 }
 
@@ -511,6 +538,9 @@ struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_
     cp.n_batch = o->n_batch;
     cp.n_ubatch = o->n_ubatch;
     cp.n_threads = cp.n_threads_batch = o->n_threads;
+    if (o->attn_ctx > 0) cp.n_ctx = (uint32_t)o->attn_ctx;
+    if (o->cache_type_k) cp.attn_type_k = (enum recur_type)gen_cache_type(o->cache_type_k);
+    if (o->cache_type_v) cp.attn_type_v = (enum recur_type)gen_cache_type(o->cache_type_v);
     if (o->prompt_cache || o->prefix_store) {
         cp.prefix_cache_bytes = (uint64_t)o->cache_mb << 20;
         cp.n_rollback = 2;

@@ -41,7 +41,10 @@ struct gen_opts {
     const char *state_in, *state_out;
     int32_t n_parallel;
     bool n_parallel_given; /* -np was on the command line */
-    int32_t n_ctx;
+    int32_t n_ctx;            /* recur perplexity: tokens per window */
+    int32_t attn_ctx;         /* -c of run, chat, parallel: a hybrid's attention budget, 0: default */
+    const char *cache_type_k; /* --cache-type-k / -v: a hybrid's attention rows, NULL: default */
+    const char *cache_type_v;
     int32_t n_chunks;         /* -1: all */
     const char *prompt_cache; /* the prefix state cache's file, NULL: no cache */
     int32_t cache_mb;         /* its budget (recur serve: --prefix-cache-mb) */
@@ -139,6 +142,9 @@ bool gen_load(const struct gen_opts *o, uint32_t n_seq, struct recur_model **mod
               struct recur_context **ctx);
 /* gen_load in two steps, for a caller that changes the context parameters in between. */
 struct recur_context_params gen_context_params(const struct gen_opts *o, uint32_t n_seq);
+/* The recur_type of an attention cache type's name (f32, f16, q8_0, as llama.cpp's
+ * --cache-type-k names them), -1 for another name. */
+int gen_cache_type(const char *name);
 bool gen_load_params(const struct gen_opts *o, struct recur_context_params cp,
                      struct recur_model **model, struct recur_context **ctx);
 

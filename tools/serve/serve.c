@@ -43,6 +43,9 @@
 #include "store.h"
 #include "tools.h"
 
+/* A slot's tokens on a hybrid model when -c is 0 (llama.cpp's default context). */
+#define HYBRID_DEFAULT_CTX 4096
+
 /* ---- one connection's request ------------------------------------------------------------- */
 
 struct request {
@@ -611,7 +614,15 @@ int cmd_serve(int argc, char **argv) {
     cp.prefix_cache_bytes = (uint64_t)o.cache_mb << 20;
     cp.checkpoint_every = 64;
     cp.n_rollback = 0;
+    /* a hybrid model's attention cache: room for every slot's sequence at its -c (4096 when
+       -c is 0: its rows grow with its tokens, unlike a recurrent state), so that a slot stops
+       at its limit (finish_reason "length") before the cache fills */
+    const int32_t slot_ctx = srv.n_ctx > 0 ? srv.n_ctx : HYBRID_DEFAULT_CTX;
+    cp.n_ctx = (uint32_t)((int64_t)slot_ctx * o.n_parallel > (1 << 24)
+                              ? (1 << 24)
+                              : (int64_t)slot_ctx * o.n_parallel);
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
+    if (recur_model_is_hybrid(s.model)) s.lim.n_ctx = (int32_t)cp.n_ctx / o.n_parallel;
     struct recur_prefix_cache_stats cs;
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
     if (o.prefix_store) {
