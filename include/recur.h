@@ -548,6 +548,9 @@ struct recur_prefix_cache_stats {
     uint64_t bytes;       /* held now */
     uint64_t max_bytes;   /* prefix_cache_bytes */
     uint64_t entry_bytes; /* one stored state, without its tokens */
+    /* a hybrid model's entries also hold their attention rows: at most this many bytes a token,
+     * and 64 + 24 x n_layer bytes of their headers (0 for a recurrent model) */
+    uint64_t attn_bytes_per_token;
     uint32_t n_entries;
     uint64_t hits, misses;
     uint64_t tokens_reused; /* prompt tokens restores saved from decoding */

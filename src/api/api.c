@@ -411,6 +411,7 @@ void recur_free(struct recur_context *ctx) {
     free(ctx->embd);
     rpfx_free(ctx->prefix);
     rcore_free64(ctx->block);
+    free(ctx->attn_buf);
     free(ctx);
 }
 

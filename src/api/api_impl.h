@@ -43,6 +43,8 @@ struct recur_context {
 
     struct rpfx *prefix; /* the prefix state cache, NULL when params.prefix_cache_bytes is 0 */
     float *block;        /* one sequence's state as f32 (rmem_snap_block_bytes), for it */
+    uint8_t *attn_buf;   /* a hybrid entry's attention rows (cache.c), attn_cap bytes */
+    size_t attn_cap;
     struct recur_prefix_store store; /* its second tier (cache.c); put and get NULL: none */
     uint64_t store_hits, store_refused, store_puts;
 };

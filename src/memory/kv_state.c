@@ -18,6 +18,7 @@
  * appearance, each with the rows the tables use of it. */
 struct listing {
     uint32_t n_seqs, n_pages;
+    uint32_t limit; /* a one-sequence stream of its first limit tokens (UINT32_MAX: all) */
     int32_t *ids;   /* [n_seq_max] */
     int32_t *index; /* [memory pages] written index of a page, -1 when not written */
     int32_t *page;  /* [memory pages] memory page of a written index */
@@ -31,8 +32,14 @@ static void listing_free(struct listing *l) {
     free(l->used);
 }
 
-static bool list(const struct rmem_kv *kv, int32_t seq, struct listing *l) {
+/* The tokens of q a listing writes. */
+static uint32_t listed_n(const struct listing *l, const struct rmem_kv_seq *q) {
+    return q->n < l->limit ? q->n : l->limit;
+}
+
+static bool list(const struct rmem_kv *kv, int32_t seq, uint32_t limit, struct listing *l) {
     memset(l, 0, sizeof *l);
+    l->limit = limit;
     if (!(l->ids = malloc(sizeof(int32_t) * kv->n_seq_max)) ||
         !(l->index = malloc(sizeof(int32_t) * kv->n_pages)) ||
         !(l->page = malloc(sizeof(int32_t) * kv->n_pages)) ||
@@ -49,13 +56,14 @@ static bool list(const struct rmem_kv *kv, int32_t seq, struct listing *l) {
     for (uint32_t p = 0; p < kv->n_pages; p++) l->index[p] = -1;
     for (uint32_t i = 0; i < l->n_seqs; i++) {
         const struct rmem_kv_seq *q = &kv->seq[l->ids[i]];
-        for (uint32_t j = 0; j < rmem_kv_pages_for(kv, q->n); j++) {
+        const uint32_t n = listed_n(l, q);
+        for (uint32_t j = 0; j < rmem_kv_pages_for(kv, n); j++) {
             const int32_t p = q->pages[j];
             if (l->index[p] < 0) {
                 l->index[p] = (int32_t)l->n_pages;
                 l->page[l->n_pages++] = p;
             }
-            const uint32_t rows = q->n - j * kv->page_rows;
+            const uint32_t rows = n - j * kv->page_rows;
             const uint32_t use = rows < kv->page_rows ? rows : kv->page_rows;
             if (use > l->used[l->index[p]]) l->used[l->index[p]] = use;
         }
@@ -71,9 +79,10 @@ static bool state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t 
               rio_write_u32(w, l->n_seqs) && rio_write_u32(w, l->n_pages);
     for (uint32_t i = 0; ok && i < l->n_seqs; i++) {
         const struct rmem_kv_seq *q = &kv->seq[l->ids[i]];
-        ok = rio_write_i32(w, seq >= 0 ? -1 : l->ids[i]) && rio_write_u32(w, q->n) &&
-             (q->n == 0 || rio_write(w, q->pos, sizeof(int32_t) * q->n));
-        for (uint32_t j = 0; ok && j < rmem_kv_pages_for(kv, q->n); j++)
+        const uint32_t n = listed_n(l, q);
+        ok = rio_write_i32(w, seq >= 0 ? -1 : l->ids[i]) && rio_write_u32(w, n) &&
+             (n == 0 || rio_write(w, q->pos, sizeof(int32_t) * n));
+        for (uint32_t j = 0; ok && j < rmem_kv_pages_for(kv, n); j++)
             ok = rio_write_u32(w, (uint32_t)l->index[q->pages[j]]);
     }
     for (uint32_t i = 0; ok && i < l->n_pages; i++) ok = rio_write_u32(w, l->used[i]);
@@ -89,23 +98,45 @@ static bool state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t 
     return ok && rio_write_u64(w, rio_writer_digest(w));
 }
 
-bool rmem_kv_state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq) {
+static bool write_limited(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq,
+                          uint32_t limit) {
     if (seq >= 0 && (uint32_t)seq >= kv->n_seq_max) {
         rcore_error_set("kv state write: sequence id %d is out of range 0..%u", seq,
                         kv->n_seq_max - 1);
         return false;
     }
     struct listing l;
-    if (!list(kv, seq, &l)) return false;
+    if (!list(kv, seq, limit, &l)) return false;
     const bool ok = state_write(kv, w, seq, &l);
     listing_free(&l);
     return ok;
+}
+
+bool rmem_kv_state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq) {
+    return write_limited(kv, w, seq, UINT32_MAX);
 }
 
 size_t rmem_kv_state_size(const struct rmem_kv *kv, int32_t seq) {
     struct rio_writer w;
     rio_writer_counter(&w);
     if (!rmem_kv_state_write(kv, &w, seq)) return 0;
+    return w.n_done;
+}
+
+bool rmem_kv_state_write_prefix(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq,
+                                uint32_t n) {
+    if (seq < 0 || (uint32_t)seq >= kv->n_seq_max || n > kv->seq[seq].n) {
+        rcore_error_set("kv state write: the first %u tokens of sequence %d (it holds %u)", n, seq,
+                        seq >= 0 && (uint32_t)seq < kv->n_seq_max ? kv->seq[seq].n : 0);
+        return false;
+    }
+    return write_limited(kv, w, seq, n);
+}
+
+size_t rmem_kv_state_size_prefix(const struct rmem_kv *kv, int32_t seq, uint32_t n) {
+    struct rio_writer w;
+    rio_writer_counter(&w);
+    if (!rmem_kv_state_write_prefix(kv, &w, seq, n)) return 0;
     return w.n_done;
 }
 
@@ -364,6 +395,11 @@ static bool apply(struct rmem_kv *kv, int32_t seq, const struct pending *p) {
 }
 
 bool rmem_kv_state_read(struct rmem_kv *kv, struct rio_reader *r, int32_t seq) {
+    return rmem_kv_state_read_ending(kv, r, seq, INT32_MIN);
+}
+
+bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
+                               int32_t last_pos) {
     if (seq >= 0 && (uint32_t)seq >= kv->n_seq_max) {
         rcore_error_set("kv state read: sequence id %d is out of range 0..%u", seq,
                         kv->n_seq_max - 1);
@@ -380,6 +416,14 @@ bool rmem_kv_state_read(struct rmem_kv *kv, struct rio_reader *r, int32_t seq) {
         ok = rio_read_u64(r, &stored);
         if (ok && stored != digest) {
             rcore_error_set("attention state: checksum mismatch (the stream is corrupt)");
+            ok = false;
+        }
+    }
+    if (ok && last_pos != INT32_MIN) {
+        const int32_t have = p.n_seqs == 1 && p.n[0] > 0 ? p.pos[p.n[0] - 1] : -1;
+        if (p.n_seqs > 1 || have != last_pos) {
+            rcore_error_set("attention state: its rows end at position %d, %d was expected", have,
+                            last_pos);
             ok = false;
         }
     }

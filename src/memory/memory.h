@@ -183,6 +183,13 @@ bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst);
  * snapshots are dropped. seq gets a cell of its own; false (nothing changed) when its state is
  * shared and no cell is free, or the memory is a hybrid's (a block holds no attention rows). */
 bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos);
+/* The same for a hybrid memory's sequence: block src holding position pos, and its attention
+ * rows from attn, a one-sequence stream of the attention part (rmem_kv_state_write_prefix)
+ * whose rows must end at pos. False with the error set, nothing changed, when the memory is not
+ * a hybrid's, no cell is free for a shared state, or the stream is bad, ends elsewhere or does
+ * not fit. */
+bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                               struct rio_reader *attn);
 
 /* ---- batches ----------------------------------------------------------------------------- */
 
@@ -434,6 +441,18 @@ bool rmem_kv_state_write(const struct rmem_kv *kv, struct rio_writer *w, int32_t
  * truncated, corrupt, made for another shape or that does not fit the free pages is refused
  * with the error saying what and where, and the memory is left as it was. */
 bool rmem_kv_state_read(struct rmem_kv *kv, struct rio_reader *r, int32_t seq);
+
+/* A one-sequence stream of seq's first n tokens (n <= its count), as rmem_kv_state_write
+ * writes one of a sequence holding only those: the prefix cache's entries of a hybrid
+ * sequence's earlier positions. False with the error set when n or seq is out of range or the
+ * writer fails; the size function returns 0 then. */
+bool rmem_kv_state_write_prefix(const struct rmem_kv *kv, struct rio_writer *w, int32_t seq,
+                                uint32_t n);
+size_t rmem_kv_state_size_prefix(const struct rmem_kv *kv, int32_t seq, uint32_t n);
+/* rmem_kv_state_read of a one-sequence stream (seq >= 0) whose last token must be at position
+ * last_pos (-1: it holds none; INT32_MIN: any), checked before anything changes. */
+bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
+                               int32_t last_pos);
 
 /* XXH64 over the page counts, every sequence's table, positions and rows. */
 uint64_t rmem_kv_fingerprint(const struct rmem_kv *kv);

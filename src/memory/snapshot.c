@@ -384,28 +384,39 @@ bool rmem_seq_state_f32(const struct rmem *mem, int32_t seq, float *dst) {
     return true;
 }
 
-bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos) {
+/* The cell seq's state goes to: its current one when not shared, else a free one (-1 with
+ * the error set when none is). */
+static int32_t own_cell(const struct rmem *mem, int32_t seq) {
+    const struct rmem_meta *m = &mem->meta;
+    const int32_t c = m->tail[seq];
+    if (c >= 0 && m->n_memb[c] <= 1) return c;
+    for (uint32_t k = 0; k < mem->size; k++)
+        if (m->n_memb[k] == 0) return (int32_t)k;
+    rcore_error_set("set state of sequence %d: no cell is free", seq);
+    return -1;
+}
+
+static bool set_state(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                      struct rio_reader *attn) {
     struct rmem_meta *m = &mem->meta;
     if (seq < 0 || (uint32_t)seq >= mem->n_seq_max || pos < 0) {
         rcore_error_set("set state: sequence %d or position %d out of range", seq, pos);
         return false;
     }
-    if (mem->kv) { /* a block holds no attention rows: the parts would part ways */
-        rcore_error_set("set state: sequence %d of a hybrid memory: a recurrent state alone "
-                        "cannot restore its attention rows (use a state stream)",
-                        seq);
+    if (!mem->kv != !attn) { /* a block alone holds no attention rows: the parts would part */
+        rcore_error_set("set state: sequence %d: %s", seq,
+                        attn ? "attention rows for a recurrent memory"
+                             : "a hybrid memory's recurrent state alone cannot restore its "
+                               "attention rows");
         return false;
     }
-    /* a cell of its own: its current one when not shared, else a free one */
+    /* the cell first, then the attention rows (all or nothing): nothing fails after them */
+    const int32_t own = own_cell(mem, seq);
+    if (own < 0) return false;
+    if (attn && !rmem_kv_state_read_ending(mem->kv, attn, seq, pos)) return false;
     int32_t c = m->tail[seq];
-    if (c < 0 || m->n_memb[c] > 1) {
-        int32_t free_cell = -1;
-        for (uint32_t k = 0; k < mem->size && free_cell < 0; k++)
-            if (m->n_memb[k] == 0) free_cell = (int32_t)k;
-        if (free_cell < 0) {
-            rcore_error_set("set state of sequence %d: no cell is free", seq);
-            return false;
-        }
+    if (c != own) {
+        const int32_t free_cell = own;
         if (c >= 0) rmem_cell_del(m, seq);
         rmem_cell_add(m, free_cell, seq);
         m->used++;
@@ -416,6 +427,19 @@ bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int
     m->pos[c] = pos;
     m->src[c] = c;
     return true;
+}
+
+bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos) {
+    return set_state(mem, seq, src, pos, NULL);
+}
+
+bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                               struct rio_reader *attn) {
+    if (!attn) {
+        rcore_error_set("set state: sequence %d: no attention rows given", seq);
+        return false;
+    }
+    return set_state(mem, seq, src, pos, attn);
 }
 
 /* ---- the snapshot section of state streams (memory_state.c) --------------------------------- */

@@ -7,7 +7,7 @@
 #include "../core/core.h"
 
 #define MAGIC   0x58465052u /* "RPFX" */
-#define VERSION 2u /* 2 added each entry's tenant; 1 is read as tenant 0 */
+#define VERSION 3u /* 3 added each entry's extra bytes, 2 its tenant; 1 is read as tenant 0 */
 
 struct entry {
     uint64_t tenant; /* only lookups of the same tenant find it */
@@ -15,6 +15,8 @@ struct entry {
     int32_t n;
     int32_t *tokens;
     float *state;
+    uint8_t *extra; /* extra_bytes of the caller's (NULL when 0) */
+    size_t extra_bytes;
     uint64_t used; /* clock of the last put or hit: the smallest goes first */
 };
 
@@ -48,6 +50,7 @@ struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats) {
 static void entry_free(struct entry *e) {
     free(e->tokens);
     free(e->state);
+    free(e->extra);
 }
 
 void rpfx_free(struct rpfx *c) {
@@ -57,8 +60,9 @@ void rpfx_free(struct rpfx *c) {
     free(c);
 }
 
-size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n) {
-    return c->state_floats * sizeof(float) + (size_t)n * sizeof(int32_t) + sizeof(struct entry);
+size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n, size_t extra_bytes) {
+    return c->state_floats * sizeof(float) + extra_bytes + (size_t)n * sizeof(int32_t) +
+           sizeof(struct entry);
 }
 
 static uint64_t hash_tokens(const struct rpfx *c, const int32_t *tokens, int32_t n) {
@@ -66,7 +70,7 @@ static uint64_t hash_tokens(const struct rpfx *c, const int32_t *tokens, int32_t
 }
 
 static void remove_at(struct rpfx *c, uint32_t i) {
-    c->stats.bytes -= rpfx_entry_bytes(c, c->e[i].n);
+    c->stats.bytes -= rpfx_entry_bytes(c, c->e[i].n, c->e[i].extra_bytes);
     entry_free(&c->e[i]);
     c->e[i] = c->e[--c->n];
     c->stats.n_entries = c->n;
@@ -83,23 +87,25 @@ static int64_t find_exact(const struct rpfx *c, uint64_t tenant, const int32_t *
 }
 
 int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-             const float *state) {
-    if (n < 1) {
-        rcore_error_set("prefix cache: storing %d tokens", n);
+             const float *state, const void *extra, size_t extra_bytes) {
+    if (n < 1 || (extra_bytes && !extra)) {
+        rcore_error_set("prefix cache: storing %d tokens with %zu extra bytes", n, extra_bytes);
         return -1;
     }
-    const size_t need = rpfx_entry_bytes(c, n);
+    const size_t need = rpfx_entry_bytes(c, n, extra_bytes);
     if (need > c->max_bytes) return 0;
     const uint64_t hash = hash_tokens(c, tokens, n);
     const int64_t old = find_exact(c, tenant, tokens, n, hash);
-    if (old >= 0) { /* the same prefix: a newer state of it (equal, for one model) */
-        memcpy(c->e[old].state, state, c->state_floats * sizeof(float));
-        c->e[old].used = ++c->clock;
-        return 1;
-    }
-    struct entry e = {tenant, hash, n, malloc((size_t)n * sizeof(int32_t)),
-                      malloc(c->state_floats * sizeof(float)), 0};
-    if (!e.tokens || !e.state || (c->n == c->cap && c->cap > UINT32_MAX / 2)) {
+    struct entry e = {tenant,
+                      hash,
+                      n,
+                      malloc((size_t)n * sizeof(int32_t)),
+                      malloc(c->state_floats * sizeof(float)),
+                      extra_bytes ? malloc(extra_bytes) : NULL,
+                      extra_bytes,
+                      0};
+    if (!e.tokens || !e.state || (extra_bytes && !e.extra) ||
+        (c->n == c->cap && c->cap > UINT32_MAX / 2)) {
         entry_free(&e);
         rcore_error_set("prefix cache: out of memory for an entry of %d tokens", n);
         return -1;
@@ -117,6 +123,9 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
     }
     memcpy(e.tokens, tokens, (size_t)n * sizeof(int32_t));
     memcpy(e.state, state, c->state_floats * sizeof(float));
+    if (extra_bytes) memcpy(e.extra, extra, extra_bytes);
+    /* the same prefix stored again: its newer state replaces the old entry */
+    if (old >= 0) remove_at(c, (uint32_t)old);
     while (c->stats.bytes + need > c->max_bytes) { /* least recently used first */
         uint32_t lru = 0;
         for (uint32_t i = 1; i < c->n; i++)
@@ -132,8 +141,11 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
 }
 
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-                  int32_t max_len, const float **state) {
+                  int32_t max_len, const float **state, const void **extra,
+                  size_t *extra_bytes) {
     *state = NULL;
+    if (extra) *extra = NULL;
+    if (extra_bytes) *extra_bytes = 0;
     if (max_len > n) max_len = n;
     int64_t best = -1;
     if (max_len >= 1 && c->n > 0) {
@@ -167,6 +179,8 @@ int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_
     c->stats.hits++;
     c->stats.tokens_reused += (uint64_t)c->e[best].n;
     *state = c->e[best].state;
+    if (extra) *extra = c->e[best].extra;
+    if (extra_bytes) *extra_bytes = c->e[best].extra_bytes;
     return c->e[best].n;
 }
 
@@ -208,6 +222,8 @@ bool rpfx_write(const struct rpfx *c, struct rio_writer *w) {
             memcpy(&bits, &e->state[f], 4);
             ok = rio_write_u32(w, bits);
         }
+        ok = ok && rio_write_u64(w, e->extra_bytes) &&
+             (!e->extra_bytes || rio_write(w, e->extra, e->extra_bytes));
     }
     if (ok) ok = rio_write_u64(w, rio_writer_digest(w));
     free(order);
@@ -264,6 +280,24 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
             ok = rio_read_u32(r, &bits);
             memcpy(&e->state[f], &bits, 4);
         }
+        uint64_t extra = 0;
+        if (ok && version >= 3) {
+            ok = rio_read_u64(r, &extra);
+            if (ok && extra > c->max_bytes) { /* could never be stored: not worth reading */
+                rcore_error_set("prefix cache: entry %u has %llu extra bytes, the budget is %zu",
+                                got, (unsigned long long)extra, c->max_bytes);
+                ok = false;
+            }
+            if (ok && extra) {
+                e->extra_bytes = (size_t)extra;
+                if (!(e->extra = malloc(e->extra_bytes))) {
+                    rcore_error_set("prefix cache: out of memory for entry %u", got);
+                    ok = false;
+                } else {
+                    ok = rio_read(r, e->extra, e->extra_bytes);
+                }
+            }
+        }
     }
     if (ok) {
         const uint64_t want = rio_reader_digest(r);
@@ -275,7 +309,9 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
         }
     }
     for (uint32_t i = 0; ok && i < n; i++)
-        if (rpfx_put(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n, tmp[i].state) < 0) ok = false;
+        if (rpfx_put(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n, tmp[i].state, tmp[i].extra,
+                     tmp[i].extra_bytes) < 0)
+            ok = false;
     for (uint32_t i = 0; tmp && i < got && i < n; i++) entry_free(&tmp[i]);
     free(tmp);
     if (!ok) rcore_error_prefix("prefix cache");

@@ -3,7 +3,8 @@
  * budget and least-recently-used eviction, so that a prompt which begins with text already
  * processed (the next turn of a chat, the same system prompt, a repeated request) decodes only
  * the rest. It knows nothing of models or memories: a state is an opaque block of f32 values
- * of one fixed size (the memory's snapshot layout, memory.h).
+ * of one fixed size (the memory's snapshot layout, memory.h), with opaque extra bytes of any
+ * size beside it (a hybrid model's attention rows).
  *
  * Data structures: an array of entries, each a copy of its tokens and of its state. Entries
  * are few (each holds a whole model state, megabytes), so a lookup scans them: it hashes every
@@ -33,18 +34,22 @@ struct rpfx;
 struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats);
 void rpfx_free(struct rpfx *c); /* NULL is fine */
 
-/* Stores state under (tenant, tokens[0..n)) (n >= 1): copied, the oldest entries evicted to
- * make room. The same prefix of the same tenant stored again replaces the old state. Returns 1 when stored, 0 when one entry
- * of that size is more than the whole budget (nothing changed), -1 when memory cannot be had
- * (error set; nothing changed). */
+/* Stores state, and extra_bytes of extra (NULL when 0: a hybrid model's attention rows, of a
+ * size that grows with n), under (tenant, tokens[0..n)) (n >= 1): copied, the least recently
+ * used entries evicted until its bytes fit. The same prefix of the same tenant stored again
+ * replaces the old entry. Returns 1 when stored, 0 when one entry of that size is more than
+ * the whole budget (nothing changed), -1 when memory cannot be had (error set; nothing
+ * changed). */
 int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-             const float *state);
+             const float *state, const void *extra, size_t extra_bytes);
 
 /* tenant's longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
- * *state pointing at its state (valid until the next put, read or free), or 0 (a miss). A hit
- * makes the entry the most recently used. -1 when memory for the lookup cannot be had. */
+ * *state pointing at its state and *extra, *extra_bytes (when not NULL) at its extra bytes
+ * (valid until the next put, read or free), or 0 (a miss). A hit makes the entry the most
+ * recently used. -1 when memory for the lookup cannot be had. */
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-                  int32_t max_len, const float **state);
+                  int32_t max_len, const float **state, const void **extra,
+                  size_t *extra_bytes);
 
 struct rpfx_stats {
     size_t bytes;       /* held now: states + tokens */
@@ -56,14 +61,14 @@ struct rpfx_stats {
 };
 void rpfx_get_stats(const struct rpfx *c, struct rpfx_stats *out);
 
-/* Bytes one entry of n tokens takes against the budget. */
-size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n);
+/* Bytes one entry of n tokens and extra_bytes takes against the budget. */
+size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n, size_t extra_bytes);
 
 /*
- * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 2, u64 state
+ * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 3, u64 state
  * floats, u32 entries, then per entry (oldest use first) u64 tenant, u32 n, n x i32 tokens,
- * state floats x f32; u64 XXH64 of everything before it. Version 1 streams (no tenant) are read
- * as tenant 0. rpfx_read adds the entries of a stream to c (as
+ * state floats x f32, u64 extra bytes, the extra bytes; u64 XXH64 of everything before it.
+ * Version 2 streams (no extra bytes) and 1 (no tenant: tenant 0) are read too. rpfx_read adds the entries of a stream to c (as
  * the most recent, evicting as rpfx_put does); a stream that is corrupt, truncated or made for
  * another state size is refused with the error saying which, and c is then as it was.
  */

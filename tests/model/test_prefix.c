@@ -45,37 +45,37 @@ static void test_store(void) {
     const float *got;
     struct rpfx *c = rpfx_create(1 << 20, SF);
     REQUIRE(c);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 0 && got == NULL); /* empty */
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 0 && got == NULL); /* empty */
     state_for(st, 10);
-    CHECK(rpfx_put(c, 0, a, 3, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1);
     state_for(st, 20);
-    CHECK(rpfx_put(c, 0, a, 6, st) == 1);
+    CHECK(rpfx_put(c, 0, a, 6, st, NULL, 0) == 1);
     state_for(st, 30);
-    CHECK(rpfx_put(c, 0, b, 4, st) == 1);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20); /* the longest */
-    CHECK(rpfx_find(c, 0, a, 8, 5, &got) == 3 && got[0] == 10); /* within max_len */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 6);                 /* a prefix of its own length */
-    CHECK(rpfx_find(c, 0, b, 3, 3, &got) == 0);                 /* b's entry is longer than that */
-    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_put(c, 0, b, 4, st, NULL, 0) == 1);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20); /* the longest */
+    CHECK(rpfx_find(c, 0, a, 8, 5, &got, NULL, NULL) == 3 && got[0] == 10); /* within max_len */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 6);                 /* a prefix of its own length */
+    CHECK(rpfx_find(c, 0, b, 3, 3, &got, NULL, NULL) == 0);                 /* b's entry is longer than that */
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
     const int32_t d[] = {1, 2, 3, 7};
-    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3); /* diverges after 3 */
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL) == 3); /* diverges after 3 */
     state_for(st, 40);
-    CHECK(rpfx_put(c, 0, a, 3, st) == 1); /* the same prefix again: replaced, not added */
+    CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1); /* the same prefix again: replaced, not added */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 3 &&
-          s.bytes == rpfx_entry_bytes(c, 3) + rpfx_entry_bytes(c, 6) + rpfx_entry_bytes(c, 4));
-    CHECK(rpfx_find(c, 0, a, 4, 4, &got) == 3 && got[0] == 40);
+          s.bytes == rpfx_entry_bytes(c, 3, 0) + rpfx_entry_bytes(c, 6, 0) + rpfx_entry_bytes(c, 4, 0));
+    CHECK(rpfx_find(c, 0, a, 4, 4, &got, NULL, NULL) == 3 && got[0] == 40);
     rpfx_get_stats(c, &s);
     CHECK(s.hits == 6 && s.misses == 2 && s.tokens_reused == 6 + 3 + 6 + 4 + 3 + 3);
 
     /* every hash equal: the tokens decide, never a wrong state */
     rpfx_debug_hash_mask(c, 0);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got) == 6 && got[0] == 20);
-    CHECK(rpfx_find(c, 0, b, 4, 4, &got) == 4 && got[0] == 30);
-    CHECK(rpfx_find(c, 0, d, 4, 4, &got) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20);
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL) == 3 && got[0] == 40);
     const int32_t e[] = {5, 5, 5, 5, 5, 5};
-    CHECK(rpfx_find(c, 0, e, 6, 6, &got) == 0);
+    CHECK(rpfx_find(c, 0, e, 6, 6, &got, NULL, NULL) == 0);
     rpfx_debug_hash_mask(c, ~(uint64_t)0);
 
     /* streams: round trip; a corrupt or foreign stream changes nothing */
@@ -83,8 +83,8 @@ static void test_store(void) {
     struct rio_writer w;
     struct rio_reader r;
     struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
-    CHECK(rpfx_find(c2, 0, a, 8, 8, &got) == 6 && got[0] == 20 && got[4] == 24);
-    CHECK(rpfx_find(c2, 0, b, 4, 4, &got) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20 && got[4] == 24);
+    CHECK(rpfx_find(c2, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
     buf[w.n_done / 2] ^= 0x10;
     struct rpfx *c3 = rpfx_create(1 << 20, SF);
     REQUIRE(c3);
@@ -105,17 +105,17 @@ static void test_store(void) {
     CHECK(s.n_entries == 0);
 
     /* the budget: three entries of 4 tokens fit, a fourth evicts the least recently used */
-    struct rpfx *small = rpfx_create(3 * rpfx_entry_bytes(c, 4) + 8, SF);
+    struct rpfx *small = rpfx_create(3 * rpfx_entry_bytes(c, 4, 0) + 8, SF);
     REQUIRE(small);
     const int32_t p[4][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
-    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st) == 1);
-    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got) == 4); /* 0 is now the most recent: 1 goes */
-    CHECK(rpfx_put(small, 0, p[3], 4, st) == 1);
+    for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st, NULL, 0) == 1);
+    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4); /* 0 is now the most recent: 1 goes */
+    CHECK(rpfx_put(small, 0, p[3], 4, st, NULL, 0) == 1);
     rpfx_get_stats(small, &s);
     CHECK(s.n_entries == 3 && s.evictions == 1 && s.bytes <= s.max_bytes);
-    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got) == 0 && rpfx_find(small, 0, p[0], 4, 4, &got) == 4);
+    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got, NULL, NULL) == 0 && rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4);
     const int32_t big[64] = {0}; /* one entry larger than the whole budget: refused */
-    CHECK(rpfx_entry_bytes(small, 64) > s.max_bytes && rpfx_put(small, 0, big, 64, st) == 0);
+    CHECK(rpfx_entry_bytes(small, 64, 0) > s.max_bytes && rpfx_put(small, 0, big, 64, st, NULL, 0) == 0);
     struct rpfx_stats s2;
     rpfx_get_stats(small, &s2);
     CHECK(s2.n_entries == 3 && s2.bytes == s.bytes);
@@ -137,25 +137,25 @@ static void test_tenants(void) {
     struct rpfx *c = rpfx_create(1 << 20, SF);
     REQUIRE(c);
     state_for(st, 10);
-    CHECK(rpfx_put(c, 7, a, 4, st) == 1);
-    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 0 && got == NULL); /* another tenant: a miss */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got) == 0);                /* nor tenant 0 */
-    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
+    CHECK(rpfx_put(c, 7, a, 4, st, NULL, 0) == 1);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 0 && got == NULL); /* another tenant: a miss */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 0);                /* nor tenant 0 */
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
     state_for(st, 20);
-    CHECK(rpfx_put(c, 8, a, 4, st) == 1); /* the same tokens, tenant 8: a second entry */
+    CHECK(rpfx_put(c, 8, a, 4, st, NULL, 0) == 1); /* the same tokens, tenant 8: a second entry */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 2);
-    CHECK(rpfx_find(c, 7, a, 6, 6, &got) == 4 && got[0] == 10);
-    CHECK(rpfx_find(c, 8, a, 6, 6, &got) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 20);
 
     uint8_t buf[4096];
     struct rio_writer w;
     struct rio_reader r;
     struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
-    CHECK(rpfx_find(c2, 7, a, 6, 6, &got) == 4 && got[0] == 10);
-    CHECK(rpfx_find(c2, 8, a, 6, 6, &got) == 4 && got[0] == 20);
-    CHECK(rpfx_find(c2, 9, a, 6, 6, &got) == 0);
+    CHECK(rpfx_find(c2, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c2, 8, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c2, 9, a, 6, 6, &got, NULL, NULL) == 0);
 
     /* a version 1 stream, written by hand: magic, version, floats, one entry, digest */
     rio_writer_buffer(&w, buf, sizeof buf);
@@ -174,9 +174,68 @@ static void test_tenants(void) {
     REQUIRE(c3);
     rio_reader_buffer(&r, buf, w.n_done);
     CHECK(rpfx_read(c3, &r));
-    CHECK(rpfx_find(c3, 0, a, 6, 6, &got) == 3 && got[0] == 30);
-    CHECK(rpfx_find(c3, 7, a, 6, 6, &got) == 0);
+    CHECK(rpfx_find(c3, 0, a, 6, 6, &got, NULL, NULL) == 3 && got[0] == 30);
+    CHECK(rpfx_find(c3, 7, a, 6, 6, &got, NULL, NULL) == 0);
     rpfx_free(c3);
+    rpfx_free(c2);
+    rpfx_free(c);
+}
+
+/* Extra bytes (a hybrid's attention rows): of any size beside the state, found with it,
+ * counted against the budget (evicting by bytes), replaced with the entry, kept by streams. */
+static void test_extra(void) {
+    const int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    float st[SF];
+    state_for(st, 10);
+    uint8_t x[600];
+    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(i * 7 + 1);
+    /* room for 3 entries of 4 tokens and 100 extra bytes */
+    struct rpfx *c = rpfx_create(1 << 20, SF);
+    REQUIRE(c);
+    const size_t budget = 3 * rpfx_entry_bytes(c, 4, 100) + 8;
+    rpfx_free(c);
+    c = rpfx_create(budget, SF);
+    REQUIRE(c);
+    CHECK(rpfx_put(c, 0, a, 2, st, x, 100) == 1);
+    CHECK(rpfx_put(c, 0, a, 4, st, x + 1, 100) == 1);
+    CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1); /* none */
+    const float *got;
+    const void *xg;
+    size_t xn;
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn) == 4 && xn == 100 &&
+          memcmp(xg, x + 1, 100) == 0);
+    CHECK(rpfx_find(c, 0, a, 8, 3, &got, &xg, &xn) == 3 && xn == 0 && xg == NULL);
+    CHECK(rpfx_find(c, 0, a, 8, 2, &got, &xg, &xn) == 2 && xn == 100 && memcmp(xg, x, 100) == 0);
+    struct rpfx_stats s;
+    rpfx_get_stats(c, &s);
+    CHECK(s.bytes == rpfx_entry_bytes(c, 2, 100) + rpfx_entry_bytes(c, 4, 100) +
+                         rpfx_entry_bytes(c, 3, 0));
+    /* the same prefix with more extra bytes: replaced, the count follows */
+    CHECK(rpfx_put(c, 0, a, 2, st, x + 2, 150) == 1);
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 2, 150) +
+                                             rpfx_entry_bytes(c, 4, 100) +
+                                             rpfx_entry_bytes(c, 3, 0));
+    CHECK(rpfx_find(c, 0, a, 2, 2, &got, &xg, &xn) == 2 && xn == 150 &&
+          memcmp(xg, x + 2, 150) == 0);
+    /* a stream keeps them */
+    uint8_t buf[8192];
+    struct rio_writer w;
+    struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, &xg, &xn) == 4 && xn == 100 &&
+          memcmp(xg, x + 1, 100) == 0);
+    CHECK(rpfx_find(c2, 0, a, 3, 3, &got, &xg, &xn) == 3 && xn == 0);
+    /* a large entry evicts by bytes: 400 extra bytes push out more than one small entry */
+    CHECK(rpfx_put(c, 0, a, 5, st, x, 400) == 1);
+    rpfx_get_stats(c, &s);
+    CHECK(s.bytes <= s.max_bytes && s.evictions >= 2 && s.n_entries <= 2);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn) == 5 && xn == 400 && memcmp(xg, x, 400) == 0);
+    /* larger than the whole budget: refused, nothing changed */
+    CHECK(rpfx_put(c, 0, a, 6, st, x, budget) == 0);
+    struct rpfx_stats s2;
+    rpfx_get_stats(c, &s2);
+    CHECK(s2.n_entries == s.n_entries && s2.bytes == s.bytes);
+    CHECK(rpfx_put(c, 0, a, 6, st, NULL, 5) == -1); /* bytes without data */
     rpfx_free(c2);
     rpfx_free(c);
 }
@@ -446,6 +505,7 @@ int main(int argc, char **argv) {
     V = recur_model_n_vocab(model);
     RUN(test_store);
     RUN(test_tenants);
+    RUN(test_extra);
     RUN(test_reuse);
     RUN(test_budget);
     RUN(test_second_tier);

@@ -681,8 +681,11 @@ bool gen_store_attach(const struct gen_opts *o, struct recur_context *ctx, struc
     struct store_opts so = store_default_opts();
     so.ttl_s = o->prefix_ttl_s;
     so.max_bytes = (uint64_t)o->prefix_store_mb << 20;
-    struct recur_prefix_cache_stats cs;
-    if (recur_prefix_cache_get_stats(ctx, &cs)) so.state_bytes = cs.entry_bytes;
+    struct recur_prefix_cache_stats cs = {0};
+    if (recur_prefix_cache_get_stats(ctx, &cs)) {
+        so.state_bytes = cs.entry_bytes;
+        so.token_bytes = cs.attn_bytes_per_token;
+    }
     char err[512];
     if (!(*out = store_open(o->prefix_store, &so, err, sizeof err))) {
         fprintf(stderr, "recur: --prefix-cache-store %s\n", err);

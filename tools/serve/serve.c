@@ -623,13 +623,14 @@ int cmd_serve(int argc, char **argv) {
                               : (int64_t)slot_ctx * o.n_parallel);
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     if (recur_model_is_hybrid(s.model)) s.lim.n_ctx = (int32_t)cp.n_ctx / o.n_parallel;
-    struct recur_prefix_cache_stats cs;
+    struct recur_prefix_cache_stats cs = {0};
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
     if (o.prefix_store) {
         struct store_opts so = store_default_opts();
         so.ttl_s = o.prefix_ttl_s;
         so.max_bytes = (uint64_t)o.prefix_store_mb << 20;
         so.state_bytes = s.state_bytes;
+        so.token_bytes = cs.attn_bytes_per_token;
         char err[512];
         if (!(s.store = store_open(o.prefix_store, &so, err, sizeof err))) {
             fprintf(stderr, "recur serve: --prefix-cache-store %s\n", err);

@@ -114,13 +114,15 @@ static uint64_t hash_tokens(const recur_token *t, int32_t n) {
     return XXH3_64bits(t, sizeof(recur_token) * (size_t)n);
 }
 
-/* The most bytes an entry of n tokens can have: the model's state, the tokens, and the
- * library's fixed fields (magic, fingerprint, tenant, counts, checksum: well under ENTRY_HEAD).
- * A bigger one is refused before it is read. */
-#define ENTRY_HEAD          4096
+/* The most bytes an entry of n tokens can have: the model's state, the tokens (with a hybrid
+ * model's attention rows: token_bytes more each), and the library's fixed fields (magic,
+ * fingerprint, tenant, counts, checksum, the attention stream's headers of 24 bytes a layer:
+ * well under ENTRY_HEAD). A bigger one is refused before it is read. */
+#define ENTRY_HEAD          65536
 #define STATE_BYTES_UNKNOWN ((uint64_t)256 << 20) /* when the caller did not say */
 static size_t entry_max(const struct store *st, int32_t n) {
-    return ENTRY_HEAD + sizeof(recur_token) * (size_t)n + (size_t)st->o.state_bytes;
+    return ENTRY_HEAD + (sizeof(recur_token) + (size_t)st->o.token_bytes) * (size_t)n +
+           (size_t)st->o.state_bytes;
 }
 
 static void count(struct store *st, uint64_t *field) {

@@ -33,6 +33,8 @@ struct store_opts {
     uint64_t state_bytes;   /* the model's state (recur_prefix_cache_stats.entry_bytes): an
                                entry bigger than it, its tokens and 4 KiB is refused unread; 0
                                (the default): 256 MiB */
+    uint64_t token_bytes;   /* a hybrid model's attention rows a token
+                               (recur_prefix_cache_stats.attn_bytes_per_token; 0: none) */
 };
 
 struct store_opts store_default_opts(void);
