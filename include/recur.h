@@ -260,8 +260,8 @@ RECUR_API int32_t recur_model_n_layer(const struct recur_model *model);
  * false for a vocab_only model, false with the error set for NULL. */
 RECUR_API bool recur_model_is_hybrid(const struct recur_model *model);
 /* The model's architecture as its file names it (general.architecture: "mamba", "mamba2",
- * "rwkv6", "rwkv7", "granitehybrid", "nemotron_h", "falcon-h1"); owned by the model, never NULL for a loaded model (NULL with the error
- * set for a NULL model). */
+ * "rwkv6", "rwkv7", "granitehybrid", "nemotron_h", "falcon-h1"); owned by the model, never NULL for
+ * a loaded model (NULL with the error set for a NULL model). */
 RECUR_API const char *recur_model_arch_name(const struct recur_model *model);
 /* The context's parameters as created: n_seq_max, n_batch, n_ubatch; 0 with the error set for
  * a NULL ctx. */

@@ -21,8 +21,8 @@
 #include "../io/io.h"
 #include "api_impl.h"
 
-#define MAGIC_CACHE 0x43504352u /* "RCPC" */
-#define MAGIC_ENTRY 0x45504352u /* "RCPE" */
+#define MAGIC_CACHE   0x43504352u /* "RCPC" */
+#define MAGIC_ENTRY   0x45504352u /* "RCPE" */
 #define ENTRY_VERSION 2u
 
 /* ctx has a prefix cache; fn names the public function for a NULL ctx (api_arg.h) */
@@ -232,16 +232,16 @@ int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t te
     const float *state = NULL;
     const void *rows = NULL;
     size_t rows_bytes = 0;
-    int32_t n = rpfx_find(ctx->prefix, tenant, tokens, n_tokens, n_tokens - 1, &state, &rows,
-                          &rows_bytes);
+    int32_t n =
+        rpfx_find(ctx->prefix, tenant, tokens, n_tokens, n_tokens - 1, &state, &rows, &rows_bytes);
     if (n < 0) return n;
     /* the second tier, for a longer prefix than the first has */
     if (ctx->store.get && n_tokens - 1 > n) {
         void *blob = NULL;
         size_t len = 0;
-        const int32_t got = ctx->store.get(ctx->store.user, rmodel_fingerprint(ctx->model->m),
-                                           tenant, tokens, n_tokens, n + 1, n_tokens - 1, &blob,
-                                           &len);
+        const int32_t got =
+            ctx->store.get(ctx->store.user, rmodel_fingerprint(ctx->model->m), tenant, tokens,
+                           n_tokens, n + 1, n_tokens - 1, &blob, &len);
         if (got > n && got < n_tokens && blob) {
             size_t bytes = 0;
             if (entry_read(ctx, blob, len, tenant, tokens, got, ctx->block, &bytes)) {

@@ -86,8 +86,8 @@ static int64_t find_exact(const struct rpfx *c, uint64_t tenant, const int32_t *
     return -1;
 }
 
-int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-             const float *state, const void *extra, size_t extra_bytes) {
+int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, const float *state,
+             const void *extra, size_t extra_bytes) {
     if (n < 1 || (extra_bytes && !extra)) {
         rcore_error_set("prefix cache: storing %d tokens with %zu extra bytes", n, extra_bytes);
         return -1;
@@ -141,8 +141,7 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
 }
 
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-                  int32_t max_len, const float **state, const void **extra,
-                  size_t *extra_bytes) {
+                  int32_t max_len, const float **state, const void **extra, size_t *extra_bytes) {
     *state = NULL;
     if (extra) *extra = NULL;
     if (extra_bytes) *extra_bytes = 0;

@@ -40,16 +40,15 @@ void rpfx_free(struct rpfx *c); /* NULL is fine */
  * replaces the old entry. Returns 1 when stored, 0 when one entry of that size is more than
  * the whole budget (nothing changed), -1 when memory cannot be had (error set; nothing
  * changed). */
-int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-             const float *state, const void *extra, size_t extra_bytes);
+int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, const float *state,
+             const void *extra, size_t extra_bytes);
 
 /* tenant's longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
  * *state pointing at its state and *extra, *extra_bytes (when not NULL) at its extra bytes
  * (valid until the next put, read or free), or 0 (a miss). A hit makes the entry the most
  * recently used. -1 when memory for the lookup cannot be had. */
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-                  int32_t max_len, const float **state, const void **extra,
-                  size_t *extra_bytes);
+                  int32_t max_len, const float **state, const void **extra, size_t *extra_bytes);
 
 struct rpfx_stats {
     size_t bytes;       /* held now: states + tokens */
@@ -68,9 +67,10 @@ size_t rpfx_entry_bytes(const struct rpfx *c, int32_t n, size_t extra_bytes);
  * Streams, for files (integers little-endian): u32 magic "RPFX", u32 version 3, u64 state
  * floats, u32 entries, then per entry (oldest use first) u64 tenant, u32 n, n x i32 tokens,
  * state floats x f32, u64 extra bytes, the extra bytes; u64 XXH64 of everything before it.
- * Version 2 streams (no extra bytes) and 1 (no tenant: tenant 0) are read too. rpfx_read adds the entries of a stream to c (as
- * the most recent, evicting as rpfx_put does); a stream that is corrupt, truncated or made for
- * another state size is refused with the error saying which, and c is then as it was.
+ * Version 2 streams (no extra bytes) and 1 (no tenant: tenant 0) are read too. rpfx_read adds the
+ * entries of a stream to c (as the most recent, evicting as rpfx_put does); a stream that is
+ * corrupt, truncated or made for another state size is refused with the error saying which, and c
+ * is then as it was.
  */
 bool rpfx_write(const struct rpfx *c, struct rio_writer *w);
 bool rpfx_read(struct rpfx *c, struct rio_reader *r);

@@ -54,8 +54,8 @@ static void test_store(void) {
     CHECK(rpfx_put(c, 0, b, 4, st, NULL, 0) == 1);
     CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20); /* the longest */
     CHECK(rpfx_find(c, 0, a, 8, 5, &got, NULL, NULL) == 3 && got[0] == 10); /* within max_len */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 6);                 /* a prefix of its own length */
-    CHECK(rpfx_find(c, 0, b, 3, 3, &got, NULL, NULL) == 0);                 /* b's entry is longer than that */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 6); /* a prefix of its own length */
+    CHECK(rpfx_find(c, 0, b, 3, 3, &got, NULL, NULL) == 0); /* b's entry is longer than that */
     CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
     const int32_t d[] = {1, 2, 3, 7};
     CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL) == 3); /* diverges after 3 */
@@ -63,8 +63,8 @@ static void test_store(void) {
     CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1); /* the same prefix again: replaced, not added */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
-    CHECK(s.n_entries == 3 &&
-          s.bytes == rpfx_entry_bytes(c, 3, 0) + rpfx_entry_bytes(c, 6, 0) + rpfx_entry_bytes(c, 4, 0));
+    CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 3, 0) + rpfx_entry_bytes(c, 6, 0) +
+                                             rpfx_entry_bytes(c, 4, 0));
     CHECK(rpfx_find(c, 0, a, 4, 4, &got, NULL, NULL) == 3 && got[0] == 40);
     rpfx_get_stats(c, &s);
     CHECK(s.hits == 6 && s.misses == 2 && s.tokens_reused == 6 + 3 + 6 + 4 + 3 + 3);
@@ -109,13 +109,16 @@ static void test_store(void) {
     REQUIRE(small);
     const int32_t p[4][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
     for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st, NULL, 0) == 1);
-    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4); /* 0 is now the most recent: 1 goes */
+    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) ==
+          4); /* 0 is now the most recent: 1 goes */
     CHECK(rpfx_put(small, 0, p[3], 4, st, NULL, 0) == 1);
     rpfx_get_stats(small, &s);
     CHECK(s.n_entries == 3 && s.evictions == 1 && s.bytes <= s.max_bytes);
-    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got, NULL, NULL) == 0 && rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4);
+    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got, NULL, NULL) == 0 &&
+          rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4);
     const int32_t big[64] = {0}; /* one entry larger than the whole budget: refused */
-    CHECK(rpfx_entry_bytes(small, 64, 0) > s.max_bytes && rpfx_put(small, 0, big, 64, st, NULL, 0) == 0);
+    CHECK(rpfx_entry_bytes(small, 64, 0) > s.max_bytes &&
+          rpfx_put(small, 0, big, 64, st, NULL, 0) == 0);
     struct rpfx_stats s2;
     rpfx_get_stats(small, &s2);
     CHECK(s2.n_entries == 3 && s2.bytes == s.bytes);
@@ -138,8 +141,9 @@ static void test_tenants(void) {
     REQUIRE(c);
     state_for(st, 10);
     CHECK(rpfx_put(c, 7, a, 4, st, NULL, 0) == 1);
-    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 0 && got == NULL); /* another tenant: a miss */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 0);                /* nor tenant 0 */
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 0 &&
+          got == NULL);                                     /* another tenant: a miss */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 0); /* nor tenant 0 */
     CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
     state_for(st, 20);
     CHECK(rpfx_put(c, 8, a, 4, st, NULL, 0) == 1); /* the same tokens, tenant 8: a second entry */
@@ -208,13 +212,12 @@ static void test_extra(void) {
     CHECK(rpfx_find(c, 0, a, 8, 2, &got, &xg, &xn) == 2 && xn == 100 && memcmp(xg, x, 100) == 0);
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
-    CHECK(s.bytes == rpfx_entry_bytes(c, 2, 100) + rpfx_entry_bytes(c, 4, 100) +
-                         rpfx_entry_bytes(c, 3, 0));
+    CHECK(s.bytes ==
+          rpfx_entry_bytes(c, 2, 100) + rpfx_entry_bytes(c, 4, 100) + rpfx_entry_bytes(c, 3, 0));
     /* the same prefix with more extra bytes: replaced, the count follows */
     CHECK(rpfx_put(c, 0, a, 2, st, x + 2, 150) == 1);
     rpfx_get_stats(c, &s);
-    CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 2, 150) +
-                                             rpfx_entry_bytes(c, 4, 100) +
+    CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 2, 150) + rpfx_entry_bytes(c, 4, 100) +
                                              rpfx_entry_bytes(c, 3, 0));
     CHECK(rpfx_find(c, 0, a, 2, 2, &got, &xg, &xn) == 2 && xn == 150 &&
           memcmp(xg, x + 2, 150) == 0);
@@ -374,8 +377,8 @@ struct fake_store {
     bool corrupt, any_model, any_tenant;
 };
 
-static void fake_put(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens,
-                     int32_t n, const void *blob, size_t len) {
+static void fake_put(void *user, uint64_t fp, uint64_t tenant, const recur_token *tokens, int32_t n,
+                     const void *blob, size_t len) {
     struct fake_store *f = user;
     if (f->n == 64 || n > 64) return;
     f->e[f->n].model = fp;
@@ -445,7 +448,8 @@ static void test_second_tier(void) {
     CHECK(recur_prefix_cache_restore_tenant(c, 77, 0, t, np) == 0);
     CHECK(recur_prefix_cache_get_stats(c, &s) && s.store_refused == 2);
     f.any_tenant = false;
-    struct recur_model *other = recur_model_load_from_file(other_path, recur_model_default_params());
+    struct recur_model *other =
+        recur_model_load_from_file(other_path, recur_model_default_params());
     REQUIRE(other);
     struct recur_context_params p = recur_context_default_params();
     p.prefix_cache_bytes = (uint64_t)64 << 20;

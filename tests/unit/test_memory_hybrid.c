@@ -240,11 +240,50 @@ static void step_state(struct rmem *mem, uint32_t n_cells, uint32_t page_rows, u
     free(buf);
 }
 
+/* The prefix cache's path: a sequence's state as a block with its attention rows as a
+ * one-sequence stream of its first n tokens (rmem_kv_state_write_prefix), set into another
+ * sequence (rmem_seq_set_state_hybrid). Rows that end before the state's position are
+ * refused, and so is a stream cut short: nothing changes. */
+static void step_set_state(struct rmem *mem, long *sets) {
+    const int32_t src = (int32_t)rnd(N_SEQ), dst = (int32_t)rnd(N_SEQ);
+    const struct ref_seq *r = &ref[src];
+    if (r->n == 0) return;
+    struct rmem_kv *kv = rmem_attn(mem);
+    float block[64];
+    REQUIRE(rmem_snap_block_bytes(mem) <= sizeof block);
+    CHECK(rmem_seq_state_f32(mem, src, block));
+    const int32_t pos = rmem_seq_pos_max(mem, src);
+    const uint32_t n = rnd(4) == 0 ? r->n - 1 - rnd(r->n) : r->n; /* a shorter prefix: refused */
+    const size_t size = rmem_kv_state_size_prefix(kv, src, n);
+    CHECK(size > 0);
+    uint8_t *buf = malloc(size);
+    REQUIRE(buf);
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, size);
+    CHECK(rmem_kv_state_write_prefix(kv, &w, src, n));
+    const bool cut = rnd(5) == 0;
+    struct rio_reader rd;
+    rio_reader_buffer(&rd, buf, size - (cut ? 5 : 0));
+    const uint64_t fp = rmem_fingerprint(mem);
+    const bool ends = n > 0 ? r->pos[n - 1] == pos : false;
+    const bool ok = rmem_seq_set_state_hybrid(mem, dst, block, pos, &rd);
+    if (ok) {
+        CHECK(ends && !cut);
+        ref[dst] = ref[src];
+        ++*sets;
+    } else {
+        /* refused for its ending, its cut, or no room: nothing changed */
+        CHECK(rmem_fingerprint(mem) == fp);
+    }
+    if (!ok && ends && !cut) CHECK_ERR("free"); /* the only other reason: no cell or pages */
+    free(buf);
+}
+
 static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int steps) {
     memset(ref, 0, sizeof ref);
     struct rmem *mem = make(n_cells, page_rows, n_pages);
     CHECK(mem != NULL && rmem_snap_config(mem, 4, 8, 1 << 20));
-    long placed = 0, no_room = 0, rolled = 0, streams = 0;
+    long placed = 0, no_room = 0, rolled = 0, streams = 0, sets = 0;
     for (int i = 0; i < steps; i++) {
         const uint32_t op = rnd(100);
         const char *what = "a batch";
@@ -270,6 +309,9 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
         } else if (op < 90) {
             step_state(mem, n_cells, page_rows, n_pages, &streams);
             what = "state streams";
+        } else if (op < 92) {
+            step_set_state(mem, &sets);
+            what = "set state";
         } else if (op < 93) {
             rmem_clear(mem, rnd(2));
             memset(ref, 0, sizeof ref);
@@ -287,9 +329,10 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
             break;
         }
     }
-    CHECK_MSG(placed > steps / 5 && no_room > 0 && rolled > 0 && streams > 0,
-              "%ld batches placed, %ld without room, %ld roll-backs, %ld streams read", placed,
-              no_room, rolled, streams);
+    CHECK_MSG(placed > steps / 5 && no_room > 0 && rolled > 0 && streams > 0 && sets > 0,
+              "%ld batches placed, %ld without room, %ld roll-backs, %ld streams read, %ld states "
+              "set",
+              placed, no_room, rolled, streams, sets);
     rmem_free(mem);
 }
 
@@ -324,6 +367,20 @@ int main(void) {
     REQUIRE(rmem_snap_block_bytes(hybrid) <= sizeof block);
     CHECK(!rmem_seq_set_state_f32(hybrid, 0, block, 3) && rmem_seq_pos_max(hybrid, 0) == -1);
     CHECK_ERR("cannot restore its attention rows");
+    /* nor rows without their stream; and a recurrent memory takes no rows */
+    CHECK(!rmem_seq_set_state_hybrid(hybrid, 0, block, 3, NULL));
+    CHECK_ERR("no attention rows given");
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rmem_kv_state_write_prefix(rmem_attn(hybrid), &w, 0, 0));
+    CHECK(!rmem_kv_state_write_prefix(rmem_attn(hybrid), &w, 0, 1));
+    CHECK_ERR("the first 1 tokens of sequence 0");
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(!rmem_seq_set_state_hybrid(plain, 0, block, 3, &r));
+    CHECK_ERR("attention rows for a recurrent memory");
+    rio_reader_buffer(&r, buf, w.n_done); /* rows that hold nothing, for a state at 3 */
+    CHECK(!rmem_seq_set_state_hybrid(hybrid, 0, block, 3, &r));
+    CHECK_ERR("its rows end at position -1, 3 was expected");
+    CHECK(rmem_seq_pos_max(hybrid, 0) == -1);
     rmem_free(hybrid);
     rmem_free(plain);
     run(8, 4, 30, 4000);

@@ -277,6 +277,31 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
                 same = memcmp(out1, out, sizeof(float) * (size_t)(nq * out_stride)) == 0;
             CHECK_MSG(same, "attention %s: two threads' bits differ from one's",
                       rops_isa_name(isas[ii]));
+            /* one sequence's keys (a prompt's): no ids at all gives the same bits */
+            if (cs->prompt && nth == 2) {
+                rops_attention(&ex, &(struct rops_attn_args){.n_q = nq,
+                                                             .n_head = H,
+                                                             .n_head_kv = Hk,
+                                                             .head_dim = D,
+                                                             .q = q,
+                                                             .q_stride = q_stride,
+                                                             .q_pos = q_pos,
+                                                             .q_seq = NULL,
+                                                             .n_kv = nkv,
+                                                             .k_pages = (const void *const *)kp,
+                                                             .v_pages = (const void *const *)vp,
+                                                             .page_rows = pr,
+                                                             .type_k = cs->type,
+                                                             .type_v = cs->type_v,
+                                                             .kv_pos = kv_pos,
+                                                             .kv_seq = NULL,
+                                                             .scale = scale,
+                                                             .out = out,
+                                                             .out_stride = out_stride});
+                CHECK_MSG(memcmp(out1, out, sizeof(float) * (size_t)(nq * out_stride)) == 0,
+                          "attention %s: without sequence ids the bits differ",
+                          rops_isa_name(isas[ii]));
+            }
             worst = fmax(worst, err);
             double *wb = &worst_by[isas[ii]][cs->type == ROPS_TYPE_F32   ? 0
                                              : cs->type == ROPS_TYPE_F16 ? 1

@@ -41,8 +41,8 @@ struct gen_opts {
     const char *state_in, *state_out;
     int32_t n_parallel;
     bool n_parallel_given; /* -np was on the command line */
-    int32_t n_ctx;            /* recur perplexity: tokens per window */
-    int32_t attn_ctx;         /* -c of run, chat, parallel: a hybrid's attention budget, 0: default */
+    int32_t n_ctx;         /* recur perplexity: tokens per window */
+    int32_t attn_ctx;      /* -c of run, chat, parallel: a hybrid's attention budget, 0: default */
     const char *cache_type_k; /* --cache-type-k / -v: a hybrid's attention rows, NULL: default */
     const char *cache_type_v;
     int32_t n_chunks;         /* -1: all */

@@ -618,9 +618,9 @@ int cmd_serve(int argc, char **argv) {
        -c is 0: its rows grow with its tokens, unlike a recurrent state), so that a slot stops
        at its limit (finish_reason "length") before the cache fills */
     const int32_t slot_ctx = srv.n_ctx > 0 ? srv.n_ctx : HYBRID_DEFAULT_CTX;
-    cp.n_ctx = (uint32_t)((int64_t)slot_ctx * o.n_parallel > (1 << 24)
-                              ? (1 << 24)
-                              : (int64_t)slot_ctx * o.n_parallel);
+    cp.n_ctx =
+        (uint32_t)((int64_t)slot_ctx * o.n_parallel > (1 << 24) ? (1 << 24)
+                                                                : (int64_t)slot_ctx * o.n_parallel);
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     if (recur_model_is_hybrid(s.model)) s.lim.n_ctx = (int32_t)cp.n_ctx / o.n_parallel;
     struct recur_prefix_cache_stats cs = {0};
