@@ -1,0 +1,189 @@
+/* The JSON-schema converter's scalar rules (see schema_impl.h): integers with bounds, as
+ * digit-by-digit ranges that accept exactly the integers in range, and strings with lengths,
+ * a pattern (schema_regex.c) or a format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_impl.h"
+#include "schema_impl.h"
+
+/* ---- integers ----------------------------------------------------------------------------*/
+
+/* Decimal numbers of equal length from lo to hi (digit strings), as GBNF symbols. */
+static void digits_range(struct rcore_buf *b, const char *lo, const char *hi, size_t n) {
+    if (n == 0) return;
+    if (lo[0] == hi[0]) {
+        rcore_buf_printf(b, "[%c]", lo[0]);
+        if (n > 1) {
+            rcore_buf_puts(b, " ");
+            digits_range(b, lo + 1, hi + 1, n - 1);
+        }
+        return;
+    }
+    char nines[24], zeros[24];
+    memset(nines, '9', n);
+    memset(zeros, '0', n);
+    nines[n] = zeros[n] = 0;
+    rcore_buf_puts(b, "(");
+    bool lo_full = strcmp(lo + 1, zeros + 1) == 0, hi_full = strcmp(hi + 1, nines + 1) == 0;
+    char first_lo = lo_full ? lo[0] : (char)(lo[0] + 1);
+    char last_hi = hi_full ? hi[0] : (char)(hi[0] - 1);
+    bool any = false;
+    if (!lo_full) {
+        rcore_buf_printf(b, "[%c]", lo[0]);
+        if (n > 1) {
+            rcore_buf_puts(b, " ");
+            digits_range(b, lo + 1, nines + 1, n - 1);
+        }
+        any = true;
+    }
+    if (first_lo <= last_hi) {
+        if (any) rcore_buf_puts(b, " | ");
+        rcore_buf_printf(b, "[%c-%c]", first_lo, last_hi);
+        if (n > 1) rcore_buf_printf(b, " [0-9]{%zu}", n - 1);
+        any = true;
+    }
+    if (!hi_full) {
+        if (any) rcore_buf_puts(b, " | ");
+        rcore_buf_printf(b, "[%c]", hi[0]);
+        if (n > 1) {
+            rcore_buf_puts(b, " ");
+            digits_range(b, zeros + 1, hi + 1, n - 1);
+        }
+    }
+    rcore_buf_puts(b, ")");
+}
+
+/* Non-negative integers from lo to hi (hi < 0: unbounded), without leading zeros. */
+static void nonneg_range(struct rcore_buf *b, long long lo, long long hi) {
+    char a[24], z[24];
+    int la = snprintf(a, sizeof a, "%lld", lo);
+    int lz = hi >= 0 ? snprintf(z, sizeof z, "%lld", hi) : la;
+    rcore_buf_puts(b, "(");
+    for (int len = la; len <= lz; len++) {
+        char l[24], h[24];
+        if (len == la)
+            memcpy(l, a, (size_t)la + 1);
+        else {
+            l[0] = '1';
+            memset(l + 1, '0', (size_t)len - 1);
+            l[len] = 0;
+        }
+        if (hi >= 0 && len == lz)
+            memcpy(h, z, (size_t)lz + 1);
+        else {
+            memset(h, '9', (size_t)len);
+            h[len] = 0;
+        }
+        if (len > la) rcore_buf_puts(b, " | ");
+        digits_range(b, l, h, (size_t)len);
+    }
+    if (hi < 0) rcore_buf_printf(b, " | [1-9] [0-9]{%d,15}", la);
+    rcore_buf_puts(b, ")");
+}
+
+static bool int_bound(struct conv *c, const cJSON *s, const char *key, const char *path, int dir,
+                      bool *has, long long *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!x) return true;
+    if (!cJSON_IsNumber(x) || fabs(x->valuedouble) > 1e15)
+        return sc_fail(c, path, "'%s' must be a number within +-1e15", key);
+    double d = x->valuedouble;
+    long long k = dir > 0 ? (long long)ceil(d) : (long long)floor(d);
+    if (key[0] == 'e' && (double)k == d) k += dir; /* exclusive */
+    if (!*has || (dir > 0 ? k > *v : k < *v)) *v = k;
+    *has = true;
+    return true;
+}
+
+const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
+    bool has_lo = false, has_hi = false;
+    long long lo = 0, hi = 0;
+    if (!int_bound(c, s, "minimum", path, 1, &has_lo, &lo) ||
+        !int_bound(c, s, "exclusiveMinimum", path, 1, &has_lo, &lo) ||
+        !int_bound(c, s, "maximum", path, -1, &has_hi, &hi) ||
+        !int_bound(c, s, "exclusiveMaximum", path, -1, &has_hi, &hi))
+        return NULL;
+    if (!has_lo && !has_hi) return sc_integer(c);
+    if (has_lo && has_hi && lo > hi) {
+        sc_fail(c, path, "no integer lies between the minimum and the maximum");
+        return NULL;
+    }
+    sc_space(c);
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, "(");
+    if (has_lo && lo >= 0) {
+        nonneg_range(&b, lo, has_hi ? hi : -1);
+    } else if (has_hi && hi < 0) {
+        rcore_buf_puts(&b, "\"-\" ");
+        nonneg_range(&b, -hi, has_lo ? -lo : -1);
+    } else { /* lo < 0 (or none) <= hi (or none) */
+        rcore_buf_puts(&b, "\"-\" ");
+        nonneg_range(&b, 1, has_lo ? -lo : -1);
+        rcore_buf_puts(&b, " | ");
+        nonneg_range(&b, 0, has_hi ? hi : -1);
+    }
+    rcore_buf_puts(&b, ") space");
+    return sc_make(c, hint, &b);
+}
+
+/* ---- patterns ----------------------------------------------------------------------------*/
+
+static const char *pattern_rule(struct conv *c, const char *pat, const char *path,
+                                const char *hint) {
+    size_t n = strlen(pat);
+    if (n < 2 || pat[0] != '^' || pat[n - 1] != '$') {
+        sc_fail(c, path, "a pattern must start with '^' and end with '$'");
+        return NULL;
+    }
+    sc_char(c), sc_space(c);
+    struct rcore_buf b = {0};
+    rcore_buf_puts(&b, "\"\\\"\" (");
+    bool uses_dot = false;
+    char msg[200];
+    if (!rgram_regex_gbnf(pat, n, &b, &uses_dot, msg, sizeof msg)) {
+        sc_fail(c, path, "pattern: %s", msg);
+        free(b.p);
+        return NULL;
+    }
+    /* any character but a newline (as Python's re), raw or as \" or \\ */
+    if (uses_dot)
+        sc_prim(c, "pattern-dot", "[^\"\\\\\\x00-\\x1F\\x7F] | \"\\\\\\\"\" | \"\\\\\\\\\"");
+    rcore_buf_puts(&b, ") \"\\\"\" space");
+    return sc_make(c, hint, &b);
+}
+
+const char *sc_string_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
+    static const char *const keys[] = {"type", "minLength", "maxLength", "pattern", NULL};
+    if (!sc_check_keys(c, s, path, keys, "type string")) return NULL;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    long min = 0, max = -1;
+    if (!sc_get_count(c, s, "minLength", path, &min) ||
+        !sc_get_count(c, s, "maxLength", path, &max))
+        return NULL;
+    if (pat) {
+        if (!cJSON_IsString(pat)) {
+            sc_fail(c, path, "'pattern' must be a string");
+            return NULL;
+        }
+        if (min != 0 || max >= 0) {
+            sc_fail(c, path, "'pattern' together with minLength / maxLength is not supported");
+            return NULL;
+        }
+        return pattern_rule(c, pat->valuestring, path, hint);
+    }
+    if (min == 0 && max < 0) return sc_string(c);
+    if (max >= 0 && max < min) {
+        sc_fail(c, path, "maxLength is below minLength");
+        return NULL;
+    }
+    sc_char(c), sc_space(c);
+    struct rcore_buf b = {0};
+    if (max < 0)
+        rcore_buf_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", min);
+    else
+        rcore_buf_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", min, max);
+    return sc_make(c, hint, &b);
+}
