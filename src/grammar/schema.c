@@ -171,9 +171,15 @@ const char *sc_make(struct conv *c, const char *hint, struct rcore_buf *b) {
 
 /* ---- keywords ----------------------------------------------------------------------------*/
 
-static const char *const annotations[] = {"title",       "description", "$schema",  "$id",
-                                          "default",     "examples",    "$comment", "$defs",
-                                          "definitions", NULL};
+/* Keywords that never change which values are valid (JSON Schema's meta-data and content
+   vocabularies, and OpenAPI's discriminator, which Pydantic writes beside a oneOf that already
+   says everything); zod and Pydantic send them by default. */
+static const char *const annotations[] = {
+    "title",       "description",   "$schema",         "$id",
+    "default",     "examples",      "$comment",        "$defs",
+    "definitions", "readOnly",      "writeOnly",       "deprecated",
+    "$anchor",     "discriminator", "contentEncoding", "contentMediaType",
+    NULL};
 
 static bool in_list(const char *k, const char *const *list) {
     for (; *list; list++)
@@ -223,18 +229,14 @@ void sc_subpath(char *out, size_t cap, const char *path, const char *a, const ch
 static const char *type_rule(struct conv *c, const cJSON *s, const char *type, const char *path,
                              const char *hint) {
     static const char *const none[] = {"type", NULL};
-    static const char *const ints[] = {
-        "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
     if (strcmp(type, "object") == 0) return sc_object_rule(c, s, path, hint);
     if (strcmp(type, "array") == 0) return sc_array_rule(c, s, path, hint);
     if (strcmp(type, "string") == 0) return sc_string_rule(c, s, path, hint);
-    if (strcmp(type, "integer") == 0)
-        return sc_check_keys(c, s, path, ints, "type integer") ? sc_integer_rule(c, s, path, hint)
-                                                               : NULL;
-    const char *(*fn)(struct conv *) = strcmp(type, "number") == 0    ? sc_number
-                                       : strcmp(type, "boolean") == 0 ? sc_boolean
-                                       : strcmp(type, "null") == 0    ? sc_null
-                                                                      : NULL;
+    if (strcmp(type, "integer") == 0) return sc_integer_rule(c, s, path, hint);
+    if (strcmp(type, "number") == 0) return sc_number_rule(c, s, path);
+    const char *(*fn)(struct conv *) = strcmp(type, "boolean") == 0 ? sc_boolean
+                                       : strcmp(type, "null") == 0  ? sc_null
+                                                                    : NULL;
     if (!fn) {
         sc_fail(c, path, "unknown type '%s'", type);
         return NULL;
@@ -405,12 +407,23 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
     /* no type: infer it from the keywords, as validators do; only annotations: any value */
     static const struct {
         const char *key, *type;
-    } infer[] = {{"properties", "object"}, {"additionalProperties", "object"},
-                 {"required", "object"},   {"items", "array"},
-                 {"minItems", "array"},    {"maxItems", "array"},
-                 {"minLength", "string"},  {"maxLength", "string"},
-                 {"pattern", "string"},    {"minimum", "integer"},
-                 {"maximum", "integer"}};
+    } infer[] = {{"properties", "object"},
+                 {"additionalProperties", "object"},
+                 {"required", "object"},
+                 {"items", "array"},
+                 {"minItems", "array"},
+                 {"maxItems", "array"},
+                 {"minLength", "string"},
+                 {"maxLength", "string"},
+                 {"pattern", "string"},
+                 {"minimum", "integer"},
+                 {"maximum", "integer"},
+                 {"exclusiveMinimum", "integer"},
+                 {"exclusiveMaximum", "integer"},
+                 {"propertyNames", "object"},
+                 {"prefixItems", "array"},
+                 {"additionalItems", "array"},
+                 {"format", "string"}};
     for (size_t i = 0; i < sizeof infer / sizeof infer[0]; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, infer[i].key)) {
             if (strcmp(infer[i].type, "integer") == 0) {

@@ -65,5 +65,6 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
 const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
 const char *sc_string_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
 const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
+const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path);
 
 #endif

@@ -80,16 +80,25 @@ static void nonneg_range(struct rcore_buf *b, long long lo, long long hi) {
         if (len > la) rcore_buf_puts(b, " | ");
         digits_range(b, l, h, (size_t)len);
     }
-    if (hi < 0) rcore_buf_printf(b, " | [1-9] [0-9]{%d,15}", la);
+    /* unbounded: up to the 16 digits of the plain integer rule (which a lo of 16 digits has) */
+    if (hi < 0 && la < 16) rcore_buf_printf(b, " | [1-9] [0-9]{%d,15}", la);
     rcore_buf_puts(b, ")");
 }
 
+/* The bounds a double holds exactly: zod's z.number().int() sends +-(2^53 - 1). */
+#define INT_BOUND_MAX 9007199254740992.0 /* 2^53 */
+
+/* A bound of key (dir > 0: a lower one) into *v, made an inclusive integer bound: rounded
+   inwards, and an exclusive one on an integer moved by one. */
 static bool int_bound(struct conv *c, const cJSON *s, const char *key, const char *path, int dir,
                       bool *has, long long *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!x) return true;
-    if (!cJSON_IsNumber(x) || fabs(x->valuedouble) > 1e15)
-        return sc_fail(c, path, "'%s' must be a number within +-1e15", key);
+    if (cJSON_IsBool(x))
+        return sc_fail(c, path,
+                       "'%s' must be a number (the boolean form of draft 4 is not supported)", key);
+    if (!cJSON_IsNumber(x) || !(fabs(x->valuedouble) <= INT_BOUND_MAX))
+        return sc_fail(c, path, "'%s' must be a number within +-2^53 (9007199254740992)", key);
     double d = x->valuedouble;
     long long k = dir > 0 ? (long long)ceil(d) : (long long)floor(d);
     if (key[0] == 'e' && (double)k == d) k += dir; /* exclusive */
@@ -98,7 +107,13 @@ static bool int_bound(struct conv *c, const cJSON *s, const char *key, const cha
     return true;
 }
 
+static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                     NULL};
+
 const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
+    static const char *const keys[] = {
+        "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    if (!sc_check_keys(c, s, path, keys, "type integer")) return NULL;
     bool has_lo = false, has_hi = false;
     long long lo = 0, hi = 0;
     if (!int_bound(c, s, "minimum", path, 1, &has_lo, &lo) ||
@@ -127,6 +142,23 @@ const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, co
     }
     rcore_buf_puts(&b, ") space");
     return sc_make(c, hint, &b);
+}
+
+/* Bounds on a number are refused, not dropped: the decimals between two bounds, with
+   fractions and exponents of any length, are no context-free language a grammar of this size
+   can spell exactly (llama.cpp's converter ignores them, which would let out-of-range values
+   through). */
+const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path) {
+    for (const char *const *k = bounds; *k; k++)
+        if (cJSON_GetObjectItemCaseSensitive(s, *k)) {
+            sc_fail(c, path,
+                    "keyword '%s' is not supported with type number: a grammar cannot bound "
+                    "decimals exactly (bounds are taken with type integer)",
+                    *k);
+            return NULL;
+        }
+    static const char *const keys[] = {"type", NULL};
+    return sc_check_keys(c, s, path, keys, "type number") ? sc_number(c) : NULL;
 }
 
 /* ---- patterns ----------------------------------------------------------------------------*/
