@@ -188,6 +188,10 @@ static bool in_list(const char *k, const char *const *list) {
 }
 
 /* Every key of s is an annotation or in allowed. */
+bool sc_is_annotation(const char *k) {
+    return in_list(k, annotations);
+}
+
 bool sc_check_keys(struct conv *c, const cJSON *s, const char *path, const char *const *allowed,
                    const char *what) {
     for (const cJSON *k = s->child; k; k = k->next)

@@ -53,6 +53,8 @@ const char *sc_visit(struct conv *c, const cJSON *s, const char *path, const cha
    "with WHAT" when what is not NULL. */
 bool sc_check_keys(struct conv *c, const cJSON *s, const char *path, const char *const *allowed,
                    const char *what);
+/* k never changes which values are valid (title, description, ...). */
+bool sc_is_annotation(const char *k);
 /* s[key] as a count from 0 to 100000 into *out (left alone when absent). */
 bool sc_get_count(struct conv *c, const cJSON *s, const char *key, const char *path, long *out);
 /* item{min,max} joined by sep, into b (max < 0: unbounded) */

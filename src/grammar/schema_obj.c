@@ -6,50 +6,13 @@
 
 #include "schema_impl.h"
 
-const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
-    static const char *const keys[] = {"type", "properties", "required", "additionalProperties",
-                                       NULL};
-    if (!sc_check_keys(c, s, path, keys, "type object")) return NULL;
-    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props)) {
-        sc_fail(c, path, "'properties' must be an object");
-        return NULL;
-    }
-    if (req && !cJSON_IsArray(req)) {
-        sc_fail(c, path, "'required' must be an array");
-        return NULL;
-    }
-    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-        if (!cJSON_IsString(r) || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
-            sc_fail(c, path, "'required' names a property that 'properties' does not define");
-            return NULL;
-        }
-    sc_space(c);
-    const bool no_extra = add && cJSON_IsFalse(add);
-    if (!props || !props->child) {
-        if (no_extra) return sc_prim(c, "empty-object", "\"{\" space \"}\" space");
-        const char *val =
-            (add && !cJSON_IsTrue(add)) ? sc_visit(c, add, path, "additional") : sc_value(c);
-        if (!val) return NULL;
-        sc_string(c);
-        struct rcore_buf b = {0};
-        char kv[200];
-        snprintf(kv, sizeof kv, "string \":\" space %s", val);
-        rcore_buf_puts(&b, "\"{\" space ");
-        sc_repeat_sep(&b, kv, "\",\" space", 0, -1);
-        rcore_buf_puts(&b, " \"}\" space");
-        return sc_make(c, hint, &b);
-    }
-    if (add && !no_extra) {
-        sc_fail(c, path,
-                "'additionalProperties' other than false together with 'properties' is "
-                "not supported");
-        return NULL;
-    }
-    /* one kv rule per property, in the schema's order */
-    size_t n = (size_t)cJSON_GetArraySize(props);
+/* The object of the keys listed from first on (the members of "properties", or with shared
+   the strings of a propertyNames enum, whose values all take the rule shared), in this order:
+   the required ones always, the others as any ordered subset, and no other key. */
+static const char *fixed_keys(struct conv *c, const cJSON *first, const char *shared,
+                              const cJSON *req, const char *path, const char *hint) {
+    size_t n = 0;
+    for (const cJSON *p = first; p; p = p->next) n++;
     const char **kv = calloc(n, sizeof *kv);
     bool *required = calloc(n, sizeof *required);
     struct rcore_buf b = {0};
@@ -59,14 +22,15 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
         goto done;
     }
     size_t i = 0;
-    for (const cJSON *p = props->child; p; p = p->next, i++) {
+    for (const cJSON *p = first; p; p = p->next, i++) {
+        const char *name = shared ? p->valuestring : p->string;
         char sp[512], h[160];
-        sc_subpath(sp, sizeof sp, path, "properties", p->string);
-        snprintf(h, sizeof h, "%s-%s", hint, p->string);
-        const char *val = sc_visit(c, p, sp, h);
+        sc_subpath(sp, sizeof sp, path, "properties", name);
+        snprintf(h, sizeof h, "%s-%s", hint, name);
+        const char *val = shared ? shared : sc_visit(c, p, sp, h);
         if (!val) goto done;
         struct rcore_buf kb = {0};
-        cJSON *key = cJSON_CreateString(p->string);
+        cJSON *key = cJSON_CreateString(name);
         if (!key || !sc_json_lit(c, &kb, key)) {
             cJSON_Delete(key);
             free(kb.p);
@@ -75,10 +39,10 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
         }
         cJSON_Delete(key);
         rcore_buf_printf(&kb, " space \":\" space %s", val);
-        snprintf(h, sizeof h, "%s-%s-kv", hint, p->string);
+        snprintf(h, sizeof h, "%s-%s-kv", hint, name);
         if (!(kv[i] = sc_make(c, h, &kb))) goto done;
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-            if (strcmp(r->valuestring, p->string) == 0) required[i] = true;
+            if (strcmp(r->valuestring, name) == 0) required[i] = true;
     }
     /* optional ones: opt_i ::= kv_i ("," space opt_j)? | opt_j over the later optional j */
     const char *opt_next = NULL;
@@ -109,6 +73,124 @@ done:
     free(kv);
     free(required);
     return res;
+}
+
+/* The names in req are strings among the keys listed from first on (see fixed_keys). */
+static bool check_required(struct conv *c, const cJSON *req, const cJSON *first, bool from_enum,
+                           const char *path) {
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
+        const cJSON *k = first;
+        while (k && !(cJSON_IsString(r) &&
+                      strcmp(from_enum ? k->valuestring : k->string, r->valuestring) == 0))
+            k = k->next;
+        if (!k)
+            return sc_fail(c, path, "'required' names a property that '%s' does not define",
+                           from_enum ? "propertyNames' enum" : "properties");
+    }
+    return true;
+}
+
+/* Keys are strings: propertyNames must be a schema of strings (its type "string" or none, its
+   enum or const strings). *plain: it says no more than that. */
+static bool names_schema(struct conv *c, const cJSON *pn, const char *path, bool *plain) {
+    static const char *const keys[] = {"type",      "enum",    "const",  "minLength",
+                                       "maxLength", "pattern", "format", NULL};
+    *plain = true;
+    if (!pn || cJSON_IsTrue(pn)) return true;
+    if (!cJSON_IsObject(pn))
+        return sc_fail(c, path, "'propertyNames' must be true or a schema of strings");
+    if (!sc_check_keys(c, pn, path, keys, "propertyNames")) return false;
+    for (const cJSON *k = pn->child; k; k = k->next) {
+        if (sc_is_annotation(k->string)) continue;
+        if (strcmp(k->string, "type") == 0) {
+            if (!cJSON_IsString(k) || strcmp(k->valuestring, "string") != 0)
+                return sc_fail(c, path,
+                               "'propertyNames' must have type \"string\" (keys are "
+                               "strings)");
+            continue;
+        }
+        *plain = false;
+        bool strings = true;
+        if (strcmp(k->string, "const") == 0) strings = cJSON_IsString(k);
+        if (strcmp(k->string, "enum") == 0)
+            for (const cJSON *e = k->child; e; e = e->next) strings &= cJSON_IsString(e);
+        if (!strings)
+            return sc_fail(c, path, "'propertyNames' '%s' must hold strings (keys are strings)",
+                           k->string);
+    }
+    return true;
+}
+
+const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
+    static const char *const keys[] = {
+        "type", "properties", "required", "additionalProperties", "propertyNames", NULL};
+    if (!sc_check_keys(c, s, path, keys, "type object")) return NULL;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
+    if (props && !cJSON_IsObject(props)) {
+        sc_fail(c, path, "'properties' must be an object");
+        return NULL;
+    }
+    if (req && !cJSON_IsArray(req)) {
+        sc_fail(c, path, "'required' must be an array");
+        return NULL;
+    }
+    char pn_path[512], add_path[512], h[160];
+    sc_subpath(pn_path, sizeof pn_path, path, "propertyNames", NULL);
+    sc_subpath(add_path, sizeof add_path, path, "additionalProperties", NULL);
+    bool plain_names;
+    if (!names_schema(c, pn, pn_path, &plain_names)) return NULL;
+    sc_space(c);
+    const bool no_extra = add && cJSON_IsFalse(add);
+    if (props && props->child) {
+        if (!check_required(c, req, props->child, false, path)) return NULL;
+        if (add && !no_extra) {
+            sc_fail(c, path,
+                    "'additionalProperties' other than false together with 'properties' is "
+                    "not supported");
+            return NULL;
+        }
+        /* the properties' names would have to match it: not checked, so refused */
+        if (!plain_names) {
+            sc_fail(c, path,
+                    "'propertyNames' other than {\"type\": \"string\"} together with "
+                    "'properties' is not supported");
+            return NULL;
+        }
+        return fixed_keys(c, props->child, NULL, req, path, hint);
+    }
+    snprintf(h, sizeof h, "%s-value", hint);
+    const char *val = no_extra                      ? NULL
+                      : (add && !cJSON_IsTrue(add)) ? sc_visit(c, add, add_path, h)
+                                                    : sc_value(c);
+    if (!no_extra && !val) return NULL;
+    const cJSON *names = cJSON_GetObjectItemCaseSensitive(pn, "enum");
+    if (names && cJSON_IsArray(names) && val) {
+        /* zod's z.record(z.enum([...]), X): the enum's keys, each with X, some required */
+        if (cJSON_GetArraySize(pn) > 1 + !!cJSON_GetObjectItemCaseSensitive(pn, "type")) {
+            sc_fail(c, pn_path, "'enum' is supported alone (with type \"string\")");
+            return NULL;
+        }
+        if (!check_required(c, req, names->child, true, path)) return NULL;
+        return names->child ? fixed_keys(c, names->child, val, req, path, hint)
+                            : sc_prim(c, "empty-object", "\"{\" space \"}\" space");
+    }
+    if (!check_required(c, req, NULL, false, path)) return NULL;
+    if (no_extra) return sc_prim(c, "empty-object", "\"{\" space \"}\" space");
+    snprintf(h, sizeof h, "%s-key", hint);
+    const char *key = plain_names ? sc_string(c) : sc_visit(c, pn, pn_path, h);
+    if (!key) return NULL;
+    struct rcore_buf kb = {0}, b = {0};
+    rcore_buf_printf(&kb, "%s \":\" space %s", key, val);
+    snprintf(h, sizeof h, "%s-kv", hint);
+    const char *kv = sc_make(c, h, &kb);
+    if (!kv) return NULL;
+    rcore_buf_puts(&b, "\"{\" space ");
+    sc_repeat_sep(&b, kv, "\",\" space", 0, -1);
+    rcore_buf_puts(&b, " \"}\" space");
+    return sc_make(c, hint, &b);
 }
 
 const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {

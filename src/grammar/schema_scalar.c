@@ -187,25 +187,69 @@ static const char *pattern_rule(struct conv *c, const char *pat, const char *pat
     return sc_make(c, hint, &b);
 }
 
+/* The formats taken, with llama.cpp's rules for them: a date's day is checked against 31 only
+   (2024-02-30 passes), a time has seconds, optional milliseconds and a Z or +hh:mm offset. */
+static const struct {
+    const char *name, *body;
+} formats[] = {
+    {"date",
+     "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])"},
+    {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{3})? "
+             "(\"Z\" | (\"+\" | \"-\") ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
+    {"date-time", "format-date \"T\" format-time"},
+    {"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} "
+             "\"-\" [0-9a-fA-F]{12}"},
+};
+
+/* A string of a format: "format-NAME" is its text, "format-NAME-string" the JSON string. */
+static const char *format_rule(struct conv *c, const cJSON *f, const char *path) {
+    size_t i = 0, n = sizeof formats / sizeof formats[0];
+    while (i < n && !(cJSON_IsString(f) && strcmp(f->valuestring, formats[i].name) == 0)) i++;
+    if (i == n) {
+        sc_fail(c, path,
+                "'format' %s%s%s is not supported (taken: date, time, date-time, uuid; or give a "
+                "'pattern')",
+                cJSON_IsString(f) ? "'" : "", cJSON_IsString(f) ? f->valuestring : "",
+                cJSON_IsString(f) ? "'" : "(not a string)");
+        return NULL;
+    }
+    char name[40], str[48], body[64];
+    if (strcmp(formats[i].name, "date-time") == 0 && (!sc_prim(c, "format-date", formats[0].body) ||
+                                                      !sc_prim(c, "format-time", formats[1].body)))
+        return NULL;
+    snprintf(name, sizeof name, "format-%s", formats[i].name);
+    if (!sc_prim(c, name, formats[i].body)) return NULL;
+    sc_space(c);
+    snprintf(str, sizeof str, "%s-string", name);
+    snprintf(body, sizeof body, "\"\\\"\" %s \"\\\"\" space", name);
+    return sc_prim(c, str, body);
+}
+
 const char *sc_string_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
-    static const char *const keys[] = {"type", "minLength", "maxLength", "pattern", NULL};
+    static const char *const keys[] = {"type", "minLength", "maxLength", "pattern", "format", NULL};
     if (!sc_check_keys(c, s, path, keys, "type string")) return NULL;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     long min = 0, max = -1;
     if (!sc_get_count(c, s, "minLength", path, &min) ||
         !sc_get_count(c, s, "maxLength", path, &max))
         return NULL;
+    if ((pat || fmt) && (min != 0 || max >= 0)) {
+        sc_fail(c, path, "'%s' together with minLength / maxLength is not supported",
+                pat ? "pattern" : "format");
+        return NULL;
+    }
     if (pat) {
         if (!cJSON_IsString(pat)) {
             sc_fail(c, path, "'pattern' must be a string");
             return NULL;
         }
-        if (min != 0 || max >= 0) {
-            sc_fail(c, path, "'pattern' together with minLength / maxLength is not supported");
-            return NULL;
-        }
+        /* a format beside it is left to the pattern, as llama.cpp does: both at once is an
+           intersection, which a context-free grammar cannot spell in general, and the patterns
+           zod writes beside its formats are the stricter of the two */
         return pattern_rule(c, pat->valuestring, path, hint);
     }
+    if (fmt) return format_rule(c, fmt, path);
     if (min == 0 && max < 0) return sc_string(c);
     if (max >= 0 && max < min) {
         sc_fail(c, path, "maxLength is below minLength");
