@@ -193,8 +193,43 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
     return sc_make(c, hint, &b);
 }
 
+/* After i of the tuple's n items: the items from i on, for a length from min to max (< 0:
+   unbounded), the items past the tuple with the rule rest (NULL: none). Nested, so that a
+   shorter array ends the tuple early, as JSON Schema allows. */
+static void tuple_tail(struct rcore_buf *b, const char *const *item, size_t n, size_t i, long min,
+                       long max, const char *rest) {
+    if (i < n) {
+        if (max >= 0 && (long)i >= max) return;
+        const bool need = (long)i < min;
+        rcore_buf_printf(b, need ? " \",\" space %s" : " (\",\" space %s", item[i]);
+        tuple_tail(b, item, n, i + 1, min, max, rest);
+        if (!need) rcore_buf_puts(b, ")?");
+        return;
+    }
+    if (!rest || max == (long)n) return;
+    const long lo = min > (long)n ? min - (long)n : 0;
+    if (max < 0)
+        rcore_buf_printf(b, " (\",\" space %s){%ld,}", rest, lo);
+    else
+        rcore_buf_printf(b, " (\",\" space %s){%ld,%ld}", rest, lo, max - (long)n);
+}
+
+/* The rule of the items past a tuple (or of all items): absent or true any value, false none
+   (*none set, NULL back without an error), else the schema at path/key. */
+static const char *rest_rule(struct conv *c, const cJSON *rest, const char *path, const char *key,
+                             const char *hint, bool *none) {
+    *none = rest && cJSON_IsFalse(rest);
+    if (*none) return NULL;
+    if (!rest || cJSON_IsTrue(rest)) return sc_value(c);
+    char sp[512], h[160];
+    sc_subpath(sp, sizeof sp, path, key, NULL);
+    snprintf(h, sizeof h, "%s-item", hint);
+    return sc_visit(c, rest, sp, h);
+}
+
 const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
-    static const char *const keys[] = {"type", "items", "minItems", "maxItems", NULL};
+    static const char *const keys[] = {"type",     "items",    "prefixItems", "additionalItems",
+                                       "minItems", "maxItems", NULL};
     if (!sc_check_keys(c, s, path, keys, "type array")) return NULL;
     long min = 0, max = -1;
     if (!sc_get_count(c, s, "minItems", path, &min) || !sc_get_count(c, s, "maxItems", path, &max))
@@ -203,16 +238,62 @@ const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, cons
         sc_fail(c, path, "maxItems is below minItems");
         return NULL;
     }
+    /* the tuple: 2020-12's prefixItems with items for the rest, or draft 7's list in items with
+       additionalItems for the rest; not the two mixed */
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
-    char sp[512], h[160];
-    sc_subpath(sp, sizeof sp, path, "items", NULL);
-    snprintf(h, sizeof h, "%s-item", hint);
-    const char *item = items ? sc_visit(c, items, sp, h) : sc_value(c);
-    if (!item) return NULL;
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
+    const cJSON *tuple = prefix, *rest = items;
+    const char *tuple_key = "prefixItems", *rest_key = "items";
+    if (prefix && (!cJSON_IsArray(prefix) || cJSON_IsArray(items) || extra)) {
+        sc_fail(c, path,
+                "'prefixItems' must be an array, with 'items' a schema and no "
+                "'additionalItems'");
+        return NULL;
+    }
+    if (!prefix && cJSON_IsArray(items)) {
+        tuple = items, rest = extra;
+        tuple_key = "items", rest_key = "additionalItems";
+    } else if (extra && !prefix) {
+        sc_fail(c, path, "'additionalItems' is supported only after a list in 'items'");
+        return NULL;
+    }
+    bool none;
+    const char *more = rest_rule(c, rest, path, rest_key, hint, &none);
+    if (!more && !none) return NULL;
+    const size_t n = tuple ? (size_t)cJSON_GetArraySize(tuple) : 0;
+    if (none && (max < 0 || max > (long)n)) max = (long)n;
+    if (max >= 0 && max < min) {
+        sc_fail(c, path, "minItems is more than the %zu items allowed", n);
+        return NULL;
+    }
+    const char **item = calloc(n ? n : 1, sizeof *item);
+    if (!item) {
+        c->oom = true;
+        return NULL;
+    }
+    size_t i = 0;
+    for (const cJSON *x = tuple ? tuple->child : NULL; x; x = x->next, i++) {
+        char sp[512], idx[24], h[160];
+        snprintf(idx, sizeof idx, "%zu", i);
+        sc_subpath(sp, sizeof sp, path, tuple_key, idx);
+        snprintf(h, sizeof h, "%s-%zu", hint, i);
+        if (!(item[i] = sc_visit(c, x, sp, h))) {
+            free(item);
+            return NULL;
+        }
+    }
     sc_space(c);
     struct rcore_buf b = {0};
     rcore_buf_puts(&b, "\"[\" space ");
-    sc_repeat_sep(&b, item, "\",\" space", min, max);
+    if (n == 0) {
+        if (more) sc_repeat_sep(&b, more, "\",\" space", min, max);
+    } else if (max != 0) {
+        rcore_buf_printf(&b, min > 0 ? "%s" : "(%s", item[0]);
+        tuple_tail(&b, item, n, 1, min, max, more);
+        if (min == 0) rcore_buf_puts(&b, ")?");
+    }
     rcore_buf_puts(&b, " \"]\" space");
+    free(item);
     return sc_make(c, hint, &b);
 }
