@@ -354,8 +354,18 @@ static const char *visit_inner(struct conv *c, const cJSON *s, const char *path,
     const cJSON *x;
     if (cJSON_GetObjectItemCaseSensitive(s, "$ref")) return ref_rule(c, s, path);
     if ((x = cJSON_GetObjectItemCaseSensitive(s, "const"))) {
-        static const char *const keys[] = {"const", "type", NULL};
+        static const char *const keys[] = {"const", "type", "enum", NULL};
         if (!sc_check_keys(c, s, path, keys, "const")) return NULL;
+        /* Pydantic's Literal may send its one value as both */
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+        if (e) {
+            const cJSON *v = cJSON_IsArray(e) ? e->child : NULL;
+            while (v && !cJSON_Compare(v, x, true)) v = v->next;
+            if (!v) {
+                sc_fail(c, path, "'const' is not among the values of 'enum'");
+                return NULL;
+            }
+        }
         sc_space(c);
         struct rcore_buf b = {0};
         sc_json_lit(c, &b, x);

@@ -85,8 +85,10 @@ static void nonneg_range(struct rcore_buf *b, long long lo, long long hi) {
     rcore_buf_puts(b, ")");
 }
 
-/* The bounds a double holds exactly: zod's z.number().int() sends +-(2^53 - 1). */
-#define INT_BOUND_MAX 9007199254740992.0 /* 2^53 */
+/* JavaScript's safe integers, the ones zod's z.number().int() allows: a double holds them and
+   tells each from its neighbours, so the bound read is the bound written (2^53 + 1 would be
+   read as 2^53). */
+#define INT_BOUND_MAX 9007199254740991.0 /* 2^53 - 1 */
 
 /* A bound of key (dir > 0: a lower one) into *v, made an inclusive integer bound: rounded
    inwards, and an exclusive one on an integer moved by one. */
@@ -98,7 +100,8 @@ static bool int_bound(struct conv *c, const cJSON *s, const char *key, const cha
         return sc_fail(c, path,
                        "'%s' must be a number (the boolean form of draft 4 is not supported)", key);
     if (!cJSON_IsNumber(x) || !(fabs(x->valuedouble) <= INT_BOUND_MAX))
-        return sc_fail(c, path, "'%s' must be a number within +-2^53 (9007199254740992)", key);
+        return sc_fail(c, path, "'%s' must be a number within +-(2^53 - 1) (9007199254740991)",
+                       key);
     double d = x->valuedouble;
     long long k = dir > 0 ? (long long)ceil(d) : (long long)floor(d);
     if (key[0] == 'e' && (double)k == d) k += dir; /* exclusive */

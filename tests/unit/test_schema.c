@@ -29,11 +29,35 @@ static int schema_match(const char *schema, const char *json) {
     return r;
 }
 
+struct doc_case {
+    const char *schema, *json;
+    int want; /* 1 accepted, -1 rejected, 0 only a prefix of accepted texts */
+};
+
+struct err_case {
+    const char *schema, *error; /* refused, the error holding this text */
+};
+
+static void run_doc_cases(const struct doc_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int r = schema_match(cases[i].schema, cases[i].json);
+        CHECK_MSG(r == cases[i].want, "case %zu: %s on %s: %d, want %d", i, cases[i].json,
+                  cases[i].schema, r, cases[i].want);
+    }
+}
+
+static void run_err_cases(const struct err_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char *g = recur_json_schema_to_grammar(cases[i].schema);
+        CHECK_MSG(g == NULL, "case %zu converted", i);
+        free(g);
+        CHECK_MSG(strstr(recur_last_error(), cases[i].error) != NULL,
+                  "case %zu: \"%s\", not \"%s\"", i, recur_last_error(), cases[i].error);
+    }
+}
+
 static void test_schema(void) {
-    static const struct {
-        const char *schema, *json;
-        int want;
-    } cases[] = {
+    static const struct doc_case cases[] = {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
          "\"string\"}},\"required\":[\"a\"],\"additionalProperties\":false}",
          "{\"a\": 1}", 1},
@@ -100,10 +124,7 @@ static void test_schema(void) {
         {"true", "[{\"a\": null}]", 1},
         {"{\"title\":\"x\",\"description\":\"y\"}", "\"s\"", 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int r = schema_match(cases[i].schema, cases[i].json);
-        CHECK_MSG(r == cases[i].want, "case %zu: %d, want %d", i, r, cases[i].want);
-    }
+    run_doc_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Integer bounds: every value near and inside the range, against plain comparisons. */
@@ -158,9 +179,7 @@ static void test_schema_integers(void) {
 }
 
 static void test_schema_errors(void) {
-    static const struct {
-        const char *schema, *error;
-    } cases[] = {
+    static const struct err_case cases[] = {
         {"{\"type\":\"object\",\"foo\":1}", "at '/': keyword 'foo' is not supported"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}",
          "at '/properties/a': 'format' 'email' is not supported"},
@@ -189,20 +208,14 @@ static void test_schema_errors(void) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}",
          "'required' names"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "no integer lies between"},
-        {"{\"type\":\"integer\",\"minimum\":1e20}", "within +-2^53"},
+        {"{\"type\":\"integer\",\"minimum\":1e20}", "within +-(2^53 - 1)"},
         {"{\"minimum\":1}", "'minimum' without \"type\": \"integer\""},
         {"{\"type\":[\"string\",3]}", "'type' lists a non-string"},
         {"{\"type\":\"object\",\"prefixItems\":[]}", "keyword 'prefixItems' is not supported"},
         {"{\"uniqueItems\":true}", "keyword 'uniqueItems' is not supported"},
         {"{\"enum\":[\"x\xAA\"]}", "invalid UTF-8 at byte 11"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *g = recur_json_schema_to_grammar(cases[i].schema);
-        CHECK_MSG(g == NULL, "case %zu converted", i);
-        free(g);
-        CHECK_MSG(strstr(recur_last_error(), cases[i].error) != NULL,
-                  "case %zu: \"%s\", not \"%s\"", i, recur_last_error(), cases[i].error);
-    }
+    run_err_cases(cases, sizeof cases / sizeof cases[0]);
     /* a $ref cycle with nothing in between converts, and the grammar is refused, not run */
     char *g = recur_json_schema_to_grammar(
         "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}");
@@ -223,6 +236,301 @@ static void test_schema_errors(void) {
     free(g);
 }
 
+/* What zod 4 and Pydantic send by default: integers to +-(2^53 - 1), exclusive bounds, formats,
+   records (propertyNames), tuples (both drafts), annotations; and what stays refused. */
+static const struct doc_case zod_cases[] = {
+    /* zod's z.number().int(): +-(2^53 - 1) */
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "9007199254740991", 1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "-9007199254740991", 1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}", "0", 1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}", "-1", 1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "123456789012345", 1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "9007199254740992", -1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "-9007199254740992", -1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}",
+     "10000000000000000", -1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}", "1.0",
+     -1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}", "01", -1},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}", "-0", -1},
+    /* exclusive bounds at +-(2^53 - 1) */
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":-9007199254740991,\"exclusiveMaximum\":"
+     "9007199254740991}",
+     "9007199254740990", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":-9007199254740991,\"exclusiveMaximum\":"
+     "9007199254740991}",
+     "-9007199254740990", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":-9007199254740991,\"exclusiveMaximum\":"
+     "9007199254740991}",
+     "9007199254740991", -1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":-9007199254740991,\"exclusiveMaximum\":"
+     "9007199254740991}",
+     "-9007199254740991", -1},
+    /* z.int().positive(): exclusiveMinimum 0 */
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9007199254740991}", "1", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9007199254740991}",
+     "9007199254740991", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9007199254740991}", "0", -1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9007199254740991}", "-1", -1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9007199254740991}",
+     "9007199254740992", -1},
+    /* a non-integer exclusive bound */
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"exclusiveMaximum\":7}", "3", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"exclusiveMaximum\":7}", "6", 1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"exclusiveMaximum\":7}", "2", -1},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"exclusiveMaximum\":7}", "7", -1},
+    /* a lower bound of 16 digits, no upper one (up to the 16 digits of any integer) */
+    {"{\"type\":\"integer\",\"minimum\":9007199254740000}", "9007199254740000", 1},
+    {"{\"type\":\"integer\",\"minimum\":9007199254740000}", "9999999999999999", 1},
+    {"{\"type\":\"integer\",\"minimum\":9007199254740000}", "9007199254739999", -1},
+    {"{\"type\":\"integer\",\"minimum\":9007199254740000}", "10000000000000000", -1},
+    /* minimum 10^15, no upper one: 15 digits are only a prefix */
+    {"{\"type\":\"integer\",\"minimum\":1000000000000000}", "1000000000000000", 1},
+    {"{\"type\":\"integer\",\"minimum\":1000000000000000}", "9999999999999999", 1},
+    {"{\"type\":\"integer\",\"minimum\":1000000000000000}", "999999999999999", 0},
+    {"{\"type\":\"integer\",\"minimum\":1000000000000000}", "-1", -1},
+    /* format date (llama.cpp's rule: days to 31 in every month) */
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-29\"", 1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-30\"", 1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"0001-12-31\"", 1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-13-01\"", -1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-2-01\"", -1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-01-32\"", -1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-01-00\"", -1},
+    {"{\"type\":\"string\",\"format\":\"date\"}", "2024", -1},
+    /* format time */
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"12:34:56Z\"", 1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"23:59:59.123+05:30\"", 1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"00:00:00-11:00\"", 1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"24:00:00Z\"", -1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"12:34:56\"", -1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"12:34Z\"", -1},
+    {"{\"type\":\"string\",\"format\":\"time\"}", "\"12:34:56.1Z\"", -1},
+    /* format date-time */
+    {"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-02T03:04:05Z\"", 1},
+    {"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-02 03:04:05Z\"", -1},
+    {"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-02\"", -1},
+    /* format uuid */
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", 1},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123E4567-E89B-12D3-A456-42661417400F\"", 1},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-42661417400\"", -1},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-4266141740000\"", -1},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567e89b-12d3-a456-426614174000-\"", -1},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"g23e4567-e89b-12d3-a456-426614174000\"", -1},
+    /* a pattern beside a format wins (as llama.cpp) */
+    {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^x+$\"}", "\"xx\"", 1},
+    {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^x+$\"}", "\"2024-01-01\"", -1},
+    /* format without type */
+    {"{\"format\":\"uuid\"}", "\"00000000-0000-0000-0000-000000000000\"", 1},
+    {"{\"format\":\"uuid\"}", "\"0\"", -1},
+    /* zod's z.record(z.string(), z.number()) */
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"},\"additionalProperties\":{"
+     "\"type\":\"number\"}}",
+     "{}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"},\"additionalProperties\":{"
+     "\"type\":\"number\"}}",
+     "{\"a\": 1, \"b c\": -2.5e3}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"},\"additionalProperties\":{"
+     "\"type\":\"number\"}}",
+     "{\"a\": \"x\"}", -1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"},\"additionalProperties\":{"
+     "\"type\":\"number\"}}",
+     "{\"a\": 1,}", -1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"},\"additionalProperties\":{"
+     "\"type\":\"number\"}}",
+     "[]", -1},
+    /* keys with a pattern */
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"pattern\":\"^k_[a-z]+$\"},"
+     "\"additionalProperties\":{\"type\":\"integer\"}}",
+     "{\"k_ab\": 1, \"k_c\": 2}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"pattern\":\"^k_[a-z]+$\"},"
+     "\"additionalProperties\":{\"type\":\"integer\"}}",
+     "{\"kab\": 1}", -1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"pattern\":\"^k_[a-z]+$\"},"
+     "\"additionalProperties\":{\"type\":\"integer\"}}",
+     "{\"k_1\": 1}", -1},
+    /* keys with lengths, any values */
+    {"{\"propertyNames\":{\"minLength\":2,\"maxLength\":3}}", "{\"ab\": [], \"abc\": null}", 1},
+    {"{\"propertyNames\":{\"minLength\":2,\"maxLength\":3}}", "{\"a\": 1}", -1},
+    {"{\"propertyNames\":{\"minLength\":2,\"maxLength\":3}}", "{\"abcd\": 1}", -1},
+    /* keys from an enum (zod's z.record(z.enum(["a","b"]), ...), both required) */
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
+     "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
+     "{\"a\": 1, \"b\": 2}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
+     "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
+     "{\"a\": 1}", -1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
+     "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
+     "{\"a\": 1, \"c\": 2}", -1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
+     "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
+     "{\"b\": 1, \"a\": 2, \"a\": 3}", -1},
+    /* keys from an enum, none required */
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}", "{}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}", "{\"b\": true}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}", "{\"a\": 1, \"b\": 2}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}", "{\"c\": 1}", -1},
+    /* keys as a const, no additional properties */
+    {"{\"type\":\"object\",\"propertyNames\":{\"const\":\"k\"},\"additionalProperties\":false}",
+     "{}", 1},
+    {"{\"type\":\"object\",\"propertyNames\":{\"const\":\"k\"},\"additionalProperties\":false}",
+     "{\"k\": 1}", -1},
+    /* 2020-12 tuple, zod's z.tuple([z.string(), z.number()]) */
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[\"a\", 1]", 1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[ \"a\" , 1.5 ]", 1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[\"a\"]", -1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[\"a\", 1, 2]", -1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[1, \"a\"]", -1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":"
+     "false,\"minItems\":2,\"maxItems\":2}",
+     "[]", -1},
+    /* a tuple may end early without minItems */
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":false}", "[]", 1},
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":false}", "[\"a\"]",
+     1},
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":false}",
+     "[\"a\", 1]", 1},
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":false}",
+     "[\"a\", 1, 2]", -1},
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"number\"}],\"items\":false}", "[1]", -1},
+    /* a tuple with a rest, zod's z.tuple([z.string()], z.number()) */
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"number\"},"
+     "\"minItems\":1}",
+     "[\"a\"]", 1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"number\"},"
+     "\"minItems\":1}",
+     "[\"a\", 1, 2, 3]", 1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"number\"},"
+     "\"minItems\":1}",
+     "[]", -1},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"number\"},"
+     "\"minItems\":1}",
+     "[\"a\", \"b\"]", -1},
+    /* a tuple with any rest */
+    {"{\"prefixItems\":[{\"type\":\"null\"}]}", "[null, {\"x\": [1]}, \"s\"]", 1},
+    {"{\"prefixItems\":[{\"type\":\"null\"}]}", "[1]", -1},
+    /* a tuple with maxItems inside it */
+    {"{\"prefixItems\":[{\"type\":\"null\"},{\"type\":\"null\"},{\"type\":\"null\"}],\"maxItems\":"
+     "2}",
+     "[null, null]", 1},
+    {"{\"prefixItems\":[{\"type\":\"null\"},{\"type\":\"null\"},{\"type\":\"null\"}],\"maxItems\":"
+     "2}",
+     "[null, null, null]", -1},
+    /* draft 7 tuple */
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"},{\"type\":\"number\"}],"
+     "\"additionalItems\":false}",
+     "[\"a\", 1]", 1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"},{\"type\":\"number\"}],"
+     "\"additionalItems\":false}",
+     "[\"a\"]", 1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"},{\"type\":\"number\"}],"
+     "\"additionalItems\":false}",
+     "[\"a\", 1, 2]", -1},
+    /* draft 7 tuple with additionalItems */
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":"
+     "\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     "[\"a\", true]", 1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":"
+     "\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     "[\"a\", true, false]", 1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":"
+     "\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     "[\"a\"]", -1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":"
+     "\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     "[\"a\", 1]", -1},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":"
+     "\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     "[\"a\", true, false, true]", -1},
+    /* items false: the empty array only */
+    {"{\"type\":\"array\",\"items\":false}", "[]", 1},
+    {"{\"type\":\"array\",\"items\":false}", "[1]", -1},
+    /* annotations zod and Pydantic send */
+    {"{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+     "schema\",\"$id\":\"x\",\"title\":\"T\",\"description\":\"d\",\"default\":1,\"examples\":[1],"
+     "\"$comment\":\"c\",\"readOnly\":true,\"writeOnly\":false,\"deprecated\":false,\"type\":"
+     "\"integer\"}",
+     "1", 1},
+    {"{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+     "schema\",\"$id\":\"x\",\"title\":\"T\",\"description\":\"d\",\"default\":1,\"examples\":[1],"
+     "\"$comment\":\"c\",\"readOnly\":true,\"writeOnly\":false,\"deprecated\":false,\"type\":"
+     "\"integer\"}",
+     "\"1\"", -1},
+    /* const beside an enum that holds it (Pydantic's Literal) */
+    {"{\"const\":\"a\",\"enum\":[\"a\"],\"type\":\"string\"}", "\"a\"", 1},
+    {"{\"const\":\"a\",\"enum\":[\"a\"],\"type\":\"string\"}", "\"b\"", -1},
+};
+static const struct err_case zod_errors[] = {
+    {"{\"type\":\"number\",\"exclusiveMinimum\":0}",
+     "at '/': keyword 'exclusiveMinimum' is not supported with type number: a grammar cannot bound "
+     "decimals exactly"},
+    {"{\"type\":\"number\",\"maximum\":1}", "keyword 'maximum' is not supported with type number"},
+    {"{\"exclusiveMaximum\":3}", "'exclusiveMaximum' without \"type\": \"integer\""},
+    {"{\"type\":\"integer\",\"maximum\":9007199254740992}",
+     "at '/': 'maximum' must be a number within +-(2^53 - 1)"},
+    {"{\"type\":\"integer\",\"minimum\":-9007199254740993}",
+     "at '/': 'minimum' must be a number within +-(2^53 - 1)"},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":true,\"minimum\":1}",
+     "'exclusiveMinimum' must be a number (the boolean form of draft 4"},
+    {"{\"type\":\"string\",\"format\":\"email\"}",
+     "at '/': 'format' 'email' is not supported (taken: date, time, date-time, uuid"},
+    {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}",
+     "'format' together with minLength / maxLength"},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\",\"propertyNames\":{\"type\":"
+     "\"integer\"}}}}",
+     "at '/properties/a/propertyNames': 'propertyNames' must have type \"string\""},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",1]}}",
+     "at '/propertyNames': 'propertyNames' 'enum' must hold strings"},
+    {"{\"type\":\"object\",\"propertyNames\":{\"not\":{}}}",
+     "at '/propertyNames': keyword 'not' is not supported with propertyNames"},
+    {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"pattern\":\"^a\"}}",
+     "at '/propertyNames': a pattern must start with '^' and end with '$'"},
+    {"{\"type\":\"object\",\"propertyNames\":false}",
+     "'propertyNames' must be true or a schema of strings"},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"propertyNames\":{\"maxLength\":3}}",
+     "'propertyNames' other than {\"type\": \"string\"} together with 'properties'"},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\"]},\"required\":[\"b\"]}",
+     "'required' names a property that 'propertyNames' enum' does not define"},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\",\"minimum\":0}}",
+     "at '/additionalProperties': keyword 'minimum' is not supported with type number"},
+    {"{\"type\":\"array\",\"additionalItems\":false}",
+     "'additionalItems' is supported only after a list in 'items'"},
+    {"{\"type\":\"array\",\"prefixItems\":[{}],\"additionalItems\":false}",
+     "'prefixItems' must be an array, with 'items' a schema"},
+    {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":[{}]}",
+     "'prefixItems' must be an array, with 'items' a schema"},
+    {"{\"type\":\"array\",\"prefixItems\":[{},{}],\"items\":false,\"minItems\":3}",
+     "minItems is more than the 2 items allowed"},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"strin\"}]}",
+     "at '/prefixItems/0': unknown type 'strin'"},
+    {"{\"type\":\"array\",\"items\":[{}],\"additionalItems\":{\"foo\":1}}",
+     "at '/additionalItems': keyword 'foo' is not supported"},
+    {"{\"const\":\"a\",\"enum\":[\"b\"]}", "'const' is not among the values of 'enum'"},
+    {"{\"type\":\"string\",\"contains\":{}}",
+     "keyword 'contains' is not supported with type string"},
+};
+
+static void test_schema_zod(void) {
+    run_doc_cases(zod_cases, sizeof zod_cases / sizeof zod_cases[0]);
+    run_err_cases(zod_errors, sizeof zod_errors / sizeof zod_errors[0]);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_schema DATA_DIR\n");
@@ -232,5 +540,6 @@ int main(int argc, char **argv) {
     RUN(test_schema);
     RUN(test_schema_integers);
     RUN(test_schema_errors);
+    RUN(test_schema_zod);
     return test_finish("test_schema");
 }
