@@ -94,16 +94,16 @@ const char *sc_string(struct conv *c) {
     sc_char(c), sc_space(c);
     return sc_prim(c, "string", "\"\\\"\" char* \"\\\"\" space");
 }
-static const char *p_int_part(struct conv *c) {
+const char *sc_int_part(struct conv *c) {
     return sc_prim(c, "integral-part", "[0] | [1-9] [0-9]{0,15}");
 }
 const char *sc_number(struct conv *c) {
-    p_int_part(c), sc_space(c);
+    sc_int_part(c), sc_space(c);
     return sc_prim(c, "number",
                    "(\"-\"? integral-part) (\".\" [0-9]{1,16})? ([eE] [-+]? integral-part)? space");
 }
 const char *sc_integer(struct conv *c) {
-    p_int_part(c), sc_space(c);
+    sc_int_part(c), sc_space(c);
     return sc_prim(c, "integer", "(\"-\"? integral-part) space");
 }
 static const char *sc_boolean(struct conv *c) {
@@ -237,7 +237,7 @@ static const char *type_rule(struct conv *c, const cJSON *s, const char *type, c
     if (strcmp(type, "array") == 0) return sc_array_rule(c, s, path, hint);
     if (strcmp(type, "string") == 0) return sc_string_rule(c, s, path, hint);
     if (strcmp(type, "integer") == 0) return sc_integer_rule(c, s, path, hint);
-    if (strcmp(type, "number") == 0) return sc_number_rule(c, s, path);
+    if (strcmp(type, "number") == 0) return sc_number_rule(c, s, path, hint);
     const char *(*fn)(struct conv *) = strcmp(type, "boolean") == 0 ? sc_boolean
                                        : strcmp(type, "null") == 0  ? sc_null
                                                                     : NULL;

@@ -43,6 +43,7 @@ const char *sc_space(struct conv *c);
 const char *sc_char(struct conv *c);
 const char *sc_string(struct conv *c);
 const char *sc_integer(struct conv *c);
+const char *sc_int_part(struct conv *c); /* digits of an integer, 16 at most */
 const char *sc_number(struct conv *c);
 const char *sc_value(struct conv *c);
 /* The JSON text of v as a GBNF literal, into b. */
@@ -67,6 +68,6 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
 const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
 const char *sc_string_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
 const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
-const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path);
+const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path, const char *hint);
 
 #endif

@@ -110,9 +110,6 @@ static bool int_bound(struct conv *c, const cJSON *s, const char *key, const cha
     return true;
 }
 
-static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                     NULL};
-
 const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
     static const char *const keys[] = {
         "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
@@ -147,21 +144,66 @@ const char *sc_integer_rule(struct conv *c, const cJSON *s, const char *path, co
     return sc_make(c, hint, &b);
 }
 
-/* Bounds on a number are refused, not dropped: the decimals between two bounds, with
-   fractions and exponents of any length, are no context-free language a grammar of this size
-   can spell exactly (llama.cpp's converter ignores them, which would let out-of-range values
-   through). */
-const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path) {
-    for (const char *const *k = bounds; *k; k++)
-        if (cJSON_GetObjectItemCaseSensitive(s, *k)) {
-            sc_fail(c, path,
-                    "keyword '%s' is not supported with type number: a grammar cannot bound "
-                    "decimals exactly (bounds are taken with type integer)",
-                    *k);
-            return NULL;
-        }
-    static const char *const keys[] = {"type", NULL};
-    return sc_check_keys(c, s, path, keys, "type number") ? sc_number(c) : NULL;
+/* Which side of 0 a bound of 0 on a number keeps (0: no bound, 1: inclusive, 2: exclusive);
+   other bounds are refused, not dropped: the decimals between two bounds, with fractions and
+   exponents of any length, are no language a grammar of bounded size spells exactly (and
+   llama.cpp's converter, which ignores them, lets values out of range through). The sign is:
+   a mantissa of zeros is 0 whatever its exponent, any other one is positive. */
+static bool zero_bound(struct conv *c, const cJSON *s, const char *key, const char *path, int kind,
+                       int *side) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!x) return true;
+    if (!cJSON_IsNumber(x) || x->valuedouble != 0)
+        return sc_fail(c, path,
+                       "keyword '%s' is not supported with type number but as 0: a grammar "
+                       "cannot bound decimals exactly, only their sign (other bounds are taken "
+                       "with type integer)",
+                       key);
+    if (kind > *side) *side = kind;
+    return true;
+}
+
+const char *sc_number_rule(struct conv *c, const cJSON *s, const char *path, const char *hint) {
+    static const char *const keys[] = {
+        "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    if (!sc_check_keys(c, s, path, keys, "type number")) return NULL;
+    int lo = 0, hi = 0;
+    if (!zero_bound(c, s, "minimum", path, 1, &lo) ||
+        !zero_bound(c, s, "exclusiveMinimum", path, 2, &lo) ||
+        !zero_bound(c, s, "maximum", path, 1, &hi) ||
+        !zero_bound(c, s, "exclusiveMaximum", path, 2, &hi))
+        return NULL;
+    if (!lo && !hi) return sc_number(c);
+    if (lo && hi && (lo == 2 || hi == 2)) {
+        sc_fail(c, path, "no number lies between the minimum and the maximum");
+        return NULL;
+    }
+    /* the mantissas of value 0, and the positive ones, in the digits the number rule allows */
+    struct rcore_buf fb = {0}, b = {0};
+    for (int zeros = 0; zeros < 16; zeros++) {
+        rcore_buf_puts(&fb, zeros ? " | " : "");
+        if (zeros) rcore_buf_printf(&fb, "\"0\"{%d} ", zeros);
+        rcore_buf_puts(&fb, "[1-9]");
+        if (zeros < 15) rcore_buf_printf(&fb, " [0-9]{0,%d}", 15 - zeros);
+    }
+    const char *frac = fb.failed ? NULL : sc_prim(c, "number-fraction-nonzero", fb.p);
+    free(fb.p);
+    if (!frac || !sc_space(c) || !sc_int_part(c) ||
+        !sc_prim(c, "number-zero", "\"0\" (\".\" [0]{1,16})?")) {
+        c->oom = true;
+        return NULL;
+    }
+    const char *pos = sc_prim(c, "number-positive",
+                              "[1-9] [0-9]{0,15} (\".\" [0-9]{1,16})? | \"0\" \".\" "
+                              "number-fraction-nonzero");
+    if (!pos) return NULL;
+    rcore_buf_puts(&b, lo == 2    ? "number-positive"
+                       : hi == 2  ? "\"-\" number-positive"
+                       : lo && hi ? "\"-\"? number-zero"
+                       : lo       ? "(\"-\"? number-zero | number-positive)"
+                                  : "(\"-\"? number-zero | \"-\" number-positive)");
+    rcore_buf_puts(&b, " ([eE] [-+]? integral-part)? space");
+    return sc_make(c, hint, &b);
 }
 
 /* ---- patterns ----------------------------------------------------------------------------*/
