@@ -178,6 +178,50 @@ static void test_schema_integers(void) {
     }
 }
 
+/* A random integer within +-(2^53 - 1) of a random number of digits, so that short and long
+   ones come alike. */
+static long long rand_int53(unsigned long long *st) {
+    const long long max = 9007199254740991LL;
+    long long span = 1;
+    for (int d = test_rand_int(st, 16); d > 0; d--) span *= 10;
+    long long v = (long long)(test_rand(st) % (unsigned long long)span);
+    if (v > max) v = max;
+    return test_rand_int(st, 2) ? -v : v;
+}
+
+/* Ranges anywhere within +-(2^53 - 1): values at and beside both bounds, and random ones
+   inside and out, against plain comparisons. */
+static void test_schema_integers_wide(void) {
+    unsigned long long st = 53;
+    char schema[160], text[32];
+    for (int r = 0; r < 60; r++) {
+        long long lo = rand_int53(&st), hi = rand_int53(&st);
+        if (lo > hi) {
+            long long x = lo;
+            lo = hi, hi = x;
+        }
+        snprintf(schema, sizeof schema, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}",
+                 lo, hi);
+        char *gt = recur_json_schema_to_grammar(schema);
+        REQUIRE(gt);
+        struct rgram *g = rgram_parse(gt, strlen(gt), "root");
+        REQUIRE(g);
+        int wrong = 0;
+        for (int i = 0; i < 200; i++) {
+            long long v = i < 6    ? lo - 3 + i
+                          : i < 12 ? hi - 8 + i
+                          : i < 100
+                              ? lo + (long long)(test_rand(&st) % (unsigned long long)(hi - lo + 1))
+                              : rand_int53(&st);
+            int k = snprintf(text, sizeof text, "%lld", v);
+            if ((match_g(g, text, (size_t)k) == 1) != (v >= lo && v <= hi)) wrong++;
+        }
+        CHECK_MSG(wrong == 0, "[%lld, %lld]: %d values wrong", lo, hi, wrong);
+        rgram_free(g);
+        free(gt);
+    }
+}
+
 static void test_schema_errors(void) {
     static const struct err_case cases[] = {
         {"{\"type\":\"object\",\"foo\":1}", "at '/': keyword 'foo' is not supported"},
@@ -680,6 +724,7 @@ int main(int argc, char **argv) {
     data_dir = argv[1];
     RUN(test_schema);
     RUN(test_schema_integers);
+    RUN(test_schema_integers_wide);
     RUN(test_schema_errors);
     RUN(test_schema_zod);
     RUN(test_schema_zod_fixtures);
