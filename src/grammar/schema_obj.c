@@ -193,25 +193,42 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
     return sc_make(c, hint, &b);
 }
 
-/* After i of the tuple's n items: the items from i on, for a length from min to max (< 0:
-   unbounded), the items past the tuple with the rule rest (NULL: none). Nested, so that a
-   shorter array ends the tuple early, as JSON Schema allows. */
-static void tuple_tail(struct rcore_buf *b, const char *const *item, size_t n, size_t i, long min,
-                       long max, const char *rest) {
-    if (i < n) {
-        if (max >= 0 && (long)i >= max) return;
-        const bool need = (long)i < min;
-        rcore_buf_printf(b, need ? " \",\" space %s" : " (\",\" space %s", item[i]);
-        tuple_tail(b, item, n, i + 1, min, max, rest);
-        if (!need) rcore_buf_puts(b, ")?");
-        return;
+/* Groups one rule of a tuple nests at most: a long tuple continues in further rules, as the
+   grammar parser takes 256 nested groups. */
+#define TUPLE_CHUNK 64
+
+/* The items of a tuple (rules item[0..n)) into b, for a length from min to max (< 0:
+   unbounded), the items past the tuple with the rule rest (NULL: none). Item i is optional
+   from min on and nests the ones after it, so that a shorter array ends the tuple early, as
+   JSON Schema allows. Built from the end, TUPLE_CHUNK items a rule. */
+static bool tuple_items(struct conv *c, struct rcore_buf *b, const char *const *item, size_t n,
+                        long min, long max, const char *rest, const char *hint) {
+    const size_t end = max >= 0 && max < (long)n ? (size_t)max : n;
+    const char *inner = NULL; /* the rule of the items after the chunk */
+    for (size_t s = end ? (end - 1) / TUPLE_CHUNK * TUPLE_CHUNK : 0;; s -= TUPLE_CHUNK) {
+        struct rcore_buf cb = {0}, *out = s ? &cb : b;
+        const size_t e = s + TUPLE_CHUNK < end ? s + TUPLE_CHUNK : end;
+        size_t open = 0;
+        for (size_t i = s; i < e; i++) {
+            const bool opt = (long)i >= min;
+            open += opt;
+            rcore_buf_printf(out, "%s%s%s ", opt ? "(" : "", i ? "\",\" space " : "", item[i]);
+        }
+        if (inner) {
+            rcore_buf_puts(out, inner);
+        } else if (rest && end == n && max != (long)n) {
+            const long lo = min > (long)n ? min - (long)n : 0;
+            if (max < 0)
+                rcore_buf_printf(out, "(\",\" space %s){%ld,}", rest, lo);
+            else
+                rcore_buf_printf(out, "(\",\" space %s){%ld,%ld}", rest, lo, max - (long)n);
+        }
+        while (open--) rcore_buf_puts(out, ")?");
+        if (s == 0) return true;
+        char h[160];
+        snprintf(h, sizeof h, "%s-from-%zu", hint, s);
+        if (!(inner = sc_make(c, h, &cb))) return false;
     }
-    if (!rest || max == (long)n) return;
-    const long lo = min > (long)n ? min - (long)n : 0;
-    if (max < 0)
-        rcore_buf_printf(b, " (\",\" space %s){%ld,}", rest, lo);
-    else
-        rcore_buf_printf(b, " (\",\" space %s){%ld,%ld}", rest, lo, max - (long)n);
 }
 
 /* The rule of the items past a tuple (or of all items): absent or true any value, false none
@@ -286,14 +303,17 @@ const char *sc_array_rule(struct conv *c, const cJSON *s, const char *path, cons
     sc_space(c);
     struct rcore_buf b = {0};
     rcore_buf_puts(&b, "\"[\" space ");
+    bool ok = true;
     if (n == 0) {
         if (more) sc_repeat_sep(&b, more, "\",\" space", min, max);
-    } else if (max != 0) {
-        rcore_buf_printf(&b, min > 0 ? "%s" : "(%s", item[0]);
-        tuple_tail(&b, item, n, 1, min, max, more);
-        if (min == 0) rcore_buf_puts(&b, ")?");
+    } else {
+        ok = tuple_items(c, &b, item, n, min, max, more, hint);
     }
     rcore_buf_puts(&b, " \"]\" space");
     free(item);
+    if (!ok) {
+        free(b.p);
+        return NULL;
+    }
     return sc_make(c, hint, &b);
 }

@@ -546,6 +546,34 @@ static void test_schema_zod(void) {
     run_err_cases(zod_errors, sizeof zod_errors / sizeof zod_errors[0]);
 }
 
+/* A tuple longer than the grammar parser's 256 nested groups (the converter continues it in
+   further rules): lengths from minItems to the tuple's length, and no other. */
+static void test_schema_long_tuple(void) {
+    enum { N = 300, MIN = 70 };
+    char schema[N * 20], text[N * 8];
+    size_t k = (size_t)snprintf(schema, sizeof schema, "{\"prefixItems\":[");
+    for (int i = 0; i < N; i++)
+        k += (size_t)snprintf(schema + k, sizeof schema - k, "%s{\"type\":\"%s\"}", i ? "," : "",
+                              i % 2 ? "null" : "boolean");
+    snprintf(schema + k, sizeof schema - k, "],\"items\":false,\"minItems\":%d}", MIN);
+    char *gt = recur_json_schema_to_grammar(schema);
+    REQUIRE(gt);
+    struct rgram *g = rgram_parse(gt, strlen(gt), "root");
+    CHECK_MSG(g != NULL, "%s", rcore_error_get());
+    static const int lengths[] = {0, 1, MIN - 1, MIN, MIN + 1, 128, N - 1, N, N + 1};
+    for (size_t l = 0; g && l < sizeof lengths / sizeof lengths[0]; l++) {
+        size_t m = (size_t)snprintf(text, sizeof text, "[");
+        for (int i = 0; i < lengths[l]; i++)
+            m += (size_t)snprintf(text + m, sizeof text - m, "%s%s", i ? ", " : "",
+                                  i % 2 ? "null" : "true");
+        m += (size_t)snprintf(text + m, sizeof text - m, "]");
+        const bool valid = lengths[l] >= MIN && lengths[l] <= N;
+        CHECK_MSG((match_g(g, text, m) == 1) == valid, "a tuple of %d items", lengths[l]);
+    }
+    rgram_free(g);
+    free(gt);
+}
+
 /* The JSON object after the key at p (malloc'd), or NULL: braces matched outside strings. */
 static char *object_at(const char *p) {
     if (!p || !(p = strchr(p, '{'))) return NULL;
@@ -647,5 +675,6 @@ int main(int argc, char **argv) {
     RUN(test_schema_errors);
     RUN(test_schema_zod);
     RUN(test_schema_zod_fixtures);
+    RUN(test_schema_long_tuple);
     return test_finish("test_schema");
 }
