@@ -169,10 +169,14 @@ const char *sc_object_rule(struct conv *c, const cJSON *s, const char *path, con
     const cJSON *names = cJSON_GetObjectItemCaseSensitive(pn, "enum");
     if (names && cJSON_IsArray(names) && val) {
         /* zod's z.record(z.enum([...]), X): the enum's keys, each with X, some required */
-        if (cJSON_GetArraySize(pn) > 1 + !!cJSON_GetObjectItemCaseSensitive(pn, "type")) {
-            sc_fail(c, pn_path, "'enum' is supported alone (with type \"string\")");
-            return NULL;
-        }
+        for (const cJSON *k = pn->child; k; k = k->next)
+            if (strcmp(k->string, "enum") != 0 && strcmp(k->string, "type") != 0 &&
+                !sc_is_annotation(k->string)) {
+                sc_fail(c, pn_path,
+                        "'enum' is supported alone (with type \"string\"), not with '%s'",
+                        k->string);
+                return NULL;
+            }
         if (!check_required(c, req, names->child, true, path)) return NULL;
         return names->child ? fixed_keys(c, names->child, val, req, path, hint)
                             : sc_prim(c, "empty-object", "\"{\" space \"}\" space");

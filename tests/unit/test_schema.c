@@ -402,7 +402,7 @@ static const struct doc_set zod_sets[] = {
      {"{\"a\": 1}", "{\"a\": 1, \"c\": 2}", "{\"b\": 1, \"a\": 2, \"a\": 3}"},
      {NULL}},
     {"keys from an enum, none required",
-     "{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}",
+     "{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"],\"title\":\"K\"}}",
      {"{}", "{\"b\": true}", "{\"a\": 1, \"b\": 2}"},
      {"{\"c\": 1}"},
      {NULL}},
@@ -506,6 +506,9 @@ static const struct err_case zod_errors[] = {
      "'propertyNames' other than {\"type\": \"string\"} together with 'properties'"},
     {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\"]},\"required\":[\"b\"]}",
      "'required' names a property that 'propertyNames' enum' does not define"},
+    {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"ab\"],\"minLength\":2,\"description\":"
+     "\"d\"}}",
+     "at '/propertyNames': 'enum' is supported alone (with type \"string\"), not with 'minLength'"},
     {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\",\"minimum\":2}}",
      "at '/additionalProperties': keyword 'minimum' is not supported with type number"},
     {"{\"type\":\"array\",\"additionalItems\":false}",
