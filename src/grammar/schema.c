@@ -1,10 +1,12 @@
 /* JSON schema -> GBNF. Each schema becomes a rule whose text is the JSON value it accepts,
  * followed by optional space; objects list their properties in the schema's order (required
- * ones always, optional ones as any ordered subset), arrays repeat their items between
- * minItems and maxItems, integer bounds become digit-by-digit ranges, and simple patterns are
- * translated into grammar symbols over JSON string characters (schema_regex.c). Every keyword is
- * checked against a table of the supported ones: anything else is an error naming it, never
- * dropped. */
+ * ones always, optional ones as any ordered subset) or are records of keys and values,
+ * arrays repeat their items between minItems and maxItems or follow a tuple (schema_obj.c),
+ * integer bounds become digit-by-digit ranges, and simple patterns and four formats are
+ * translated into grammar symbols over JSON string characters (schema_scalar.c,
+ * schema_regex.c). This file walks the schema and holds the shared rules and the combinators.
+ * Every keyword is checked against a table of the supported ones: anything else is an error
+ * naming it, never dropped. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
