@@ -142,16 +142,51 @@ static void lit(struct rcore_buf *b, const char *t) {
     rcore_buf_puts(b, "\"");
 }
 
-/* the JSON text of a value, as a literal */
-bool sc_json_lit(struct conv *c, struct rcore_buf *b, const cJSON *v) {
-    char *t = cJSON_PrintUnformatted(v);
+/* The compact JSON text of v into b, its numbers in the fewest digits that read back as the
+   same double: cJSON prints 15, which would turn 9007199254740991 into 9.00719925474099e+15,
+   another value. */
+static bool json_text(struct conv *c, struct rcore_buf *b, const cJSON *v) {
+    if (cJSON_IsNumber(v)) {
+        char num[32];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(num, sizeof num, "%.*g", prec, v->valuedouble);
+            if (strtod(num, NULL) == v->valuedouble) break;
+        }
+        rcore_buf_puts(b, num);
+        return true;
+    }
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        rcore_buf_puts(b, cJSON_IsArray(v) ? "[" : "{");
+        for (const cJSON *x = v->child; x; x = x->next) {
+            if (x != v->child) rcore_buf_puts(b, ",");
+            if (cJSON_IsObject(v)) {
+                cJSON key = {.type = cJSON_String, .valuestring = x->string};
+                if (!json_text(c, b, &key)) return false;
+                rcore_buf_puts(b, ":");
+            }
+            if (!json_text(c, b, x)) return false;
+        }
+        rcore_buf_puts(b, cJSON_IsArray(v) ? "]" : "}");
+        return true;
+    }
+    char *t = cJSON_PrintUnformatted(v); /* strings, booleans, null */
     if (!t) {
         c->oom = true;
         return false;
     }
-    lit(b, t);
+    rcore_buf_puts(b, t);
     free(t);
     return true;
+}
+
+/* the JSON text of a value, as a literal */
+bool sc_json_lit(struct conv *c, struct rcore_buf *b, const cJSON *v) {
+    struct rcore_buf text = {0};
+    bool ok = json_text(c, &text, v);
+    if (ok && text.failed) c->oom = true, ok = false;
+    if (ok) lit(b, text.p);
+    free(text.p);
+    return ok;
 }
 
 /* A rule named after hint with body b (consumed). */
