@@ -830,16 +830,21 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
 RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                            const char *grammar, const char *root);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
- * malloc'd NUL-terminated string the caller frees with free(). The keywords taken are a subset
- * of those of llama.cpp's json-schema-to-grammar converter, listed in docs/json-schema.md: type,
- * properties / required / additionalProperties, items / minItems / maxItems, minLength /
- * maxLength / pattern (a simple anchored regex), integer bounds, enum, const, anyOf, oneOf,
- * allOf of one schema, $ref into $defs or definitions, and annotations. With properties, extra
- * properties are never generated. Any other keyword (format, not, prefixItems, minimum on a
- * number, ...) is refused: NULL with the error naming the keyword and where it is ("json
- * schema: at '/properties/a': keyword 'format' is not supported with type string"), as are a
- * NULL schema, text that is not JSON or not UTF-8, and schemas nested more than 64 deep. Any
- * thread may call it. */
+ * malloc'd NUL-terminated string the caller frees with free(). The keywords taken, listed with
+ * their limits in docs/json-schema.md (all that zod 4 and Pydantic write by default, but
+ * bounds on a number other than 0): type, properties / required / additionalProperties,
+ * propertyNames (a schema of strings), items / prefixItems / additionalItems / minItems /
+ * maxItems (lists and tuples), minLength / maxLength, pattern (a simple anchored regex; it
+ * wins over a format beside it, as in llama.cpp), format date / time / date-time / uuid
+ * (llama.cpp's rules), integer bounds within +-(2^53 - 1) (minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum; exact), number bounds of 0 (the sign), enum, const, anyOf, oneOf, allOf of
+ * one schema, $ref into $defs or definitions, and annotations (title, description, default,
+ * examples, $schema, $id, $comment, readOnly, ...). With properties, extra properties are
+ * never generated. Any other keyword or value (not, uniqueItems, format email, minimum 1 on a
+ * number, ...) is refused: NULL with the error naming it and where it is ("json schema: at
+ * '/properties/a': keyword 'not' is not supported with type string"), as are a NULL schema,
+ * text that is not JSON or not UTF-8, and schemas nested more than 64 deep. Any thread may
+ * call it. */
 RECUR_API char *recur_json_schema_to_grammar(const char *schema);
 
 /* Samples from the logits of output idx of the last recur_decode (as recur_get_logits_ith:

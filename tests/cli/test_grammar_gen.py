@@ -167,7 +167,7 @@ def test_cli(recur, model, data):
         (["--grammar", 'root ::= "a" b'], "line 1, column 14: undefined rule 'b'"),
         (["--grammar", 'root ::= "a"\n  x ::= [a-'], "line 2, column 9: unterminated"),
         (["--grammar", "root ::= root"], "left recursion"),
-        (["--json-schema", '{"type":"string","format":"email"}'], "keyword 'format'"),
+        (["--json-schema", '{"type":"string","format":"email"}'], "'format' 'email' is not supported"),
         (["--json-schema", "{"], "not valid JSON"),
         (["--grammar", 'root ::= "a"', "--json-schema", "{}"], "at most one of"),
     ]

@@ -344,9 +344,38 @@ void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp) {
 
 /* ---- structured output ------------------------------------------------------------------- */
 
+/* Numbers of v (in place) as raw items that print the shortest text reading back as the same
+   double: cJSON prints 15 digits, which turns zod's bound 9007199254740991 into
+   9.00719925474099e+15 and moves the integer range. */
+static bool exact_numbers(cJSON *v) {
+    for (cJSON *x = v->child, *next; x; x = next) {
+        next = x->next;
+        if (!cJSON_IsNumber(x)) {
+            if (!exact_numbers(x)) return false;
+            continue;
+        }
+        char num[32];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(num, sizeof num, "%.*g", prec, x->valuedouble);
+            if (strtod(num, NULL) == x->valuedouble) break;
+        }
+        cJSON *raw = cJSON_CreateRaw(num);
+        /* by key in an object, as only that sets the new item's key */
+        if (!raw || !(cJSON_IsObject(v) ? cJSON_ReplaceItemInObjectCaseSensitive(v, x->string, raw)
+                                        : cJSON_ReplaceItemViaPointer(v, x, raw))) {
+            cJSON_Delete(raw);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The GBNF of a JSON schema (p fails with the converter's message, naming what). */
 static char *schema_grammar(struct parse *p, const cJSON *schema, const char *what) {
-    char *text = cJSON_PrintUnformatted(schema);
+    cJSON *copy = cJSON_Duplicate(schema, true);
+    bool ok = copy && (cJSON_IsNumber(copy) || exact_numbers(copy));
+    char *text = ok ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
     char *g = text ? recur_json_schema_to_grammar(text) : NULL;
     if (!g) serve_fail(p, "%s: %s", what, text ? recur_last_error() : "out of memory");
     free(text);
