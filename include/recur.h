@@ -285,6 +285,10 @@ RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
 RECUR_API uint64_t recur_model_size(const struct recur_model *model);
 /* Elements of the model's weights, every tensor counted. 0 for a vocab_only model. */
 RECUR_API uint64_t recur_model_n_params(const struct recur_model *model);
+/* A 64-bit hash of the model's hyper-parameters, tensor names, types, shapes and the first and
+ * last 4 KiB of each tensor's bytes: the one saved states and prefix cache entries carry, so
+ * equal for the same weights, and different for other weights. 0 for a vocab_only model. */
+RECUR_API uint64_t recur_model_fingerprint(const struct recur_model *model);
 
 /* One tensor of a model file as recur_model_tensor describes it. */
 struct recur_tensor_info {

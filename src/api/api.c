@@ -212,6 +212,11 @@ uint64_t recur_model_n_params(const struct recur_model *model) {
     return n;
 }
 
+uint64_t recur_model_fingerprint(const struct recur_model *model) {
+    API_NEED(model, 0);
+    return model->m ? rmodel_fingerprint(model->m) : 0;
+}
+
 int32_t recur_model_n_tensors(const struct recur_model *model) {
     API_NEED(model, 0);
     if (!model->m) return 0;

@@ -80,6 +80,7 @@ static void test_vocab_only(const struct recur_model *full, const char *path, co
     EXPECT(recur_model_size(v) == 0 && recur_model_n_params(v) == 0 &&
            recur_model_n_tensors(v) == 0);
     EXPECT(recur_model_n_embd(v) == 0 && recur_model_n_layer(v) == 0);
+    EXPECT(recur_model_fingerprint(v) == 0 && recur_model_fingerprint(full) != 0);
     EXPECT(recur_init_from_model(v, recur_context_default_params()) == NULL);
     EXPECT(strstr(recur_last_error(), "vocab_only") != NULL);
     recur_model_free(v);

@@ -443,10 +443,10 @@ for e in ev:
 seq_ok = done
 for i in (0, 1):
     cs = by[i]
-    seq_ok &= cs[0]["delta"] == {"role": "assistant", "content": ""}
+    seq_ok &= cs[0]["delta"] == {"role": "assistant", "content": None}  # null, as OpenAI's
     seq_ok &= all(set(c["delta"]) == {"content"} and c["finish_reason"] is None for c in cs[1:-1])
     seq_ok &= cs[-1]["delta"] == {} and cs[-1]["finish_reason"] in ("stop", "length")
-    seq_ok &= "".join(c["delta"].get("content", "") for c in cs) == want_text
+    seq_ok &= "".join(c["delta"].get("content") or "" for c in cs) == want_text
 check("chat stream: role chunk, content deltas, finish chunk, [DONE], per choice", seq_ok, ev)
 fin = [e for e in ev if e["choices"][0]["finish_reason"]]
 check("chat stream: each choice's finish chunk, and only it, has timings",

@@ -143,11 +143,16 @@ static const struct flag flags[] = {
         "most tokens (prompt + generated) one sequence may hold; a longer prompt is refused, "
         "generation stops there (default 0: no limit, a recurrent state has no window; a hybrid "
         "model's slots then take 4096, its attention cache -c x --parallel tokens)"),
-    ROW("-a", "--alias", "NAME", SERVE, FLAG_NAME, SRV(alias), 0, 0,
-        "the model's name in the API (default: its file's name)"),
+    ROW("-a", "--alias", "NAMES", SERVE, FLAG_NAME, SRV(alias), 0, 0,
+        "the model's names in the API, comma-separated: the first answers as the model's, all "
+        "are listed in /v1/models' aliases (default: its file's name)"),
     ROW(NULL, "--no-slots", NULL, SERVE, FLAG_ON, SRV(no_slots), 0, 0, "GET /slots answers 501"),
     ROW(NULL, "--no-webui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,
         "no web page at / (chat and playground in the browser): / answers 404"),
+    ROW(NULL, "--no-ui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,
+        "the same as --no-webui (llama-server's current name)"),
+    ROW(NULL, "--metrics", NULL, SERVE, FLAG_ON, SRV(metrics), 0, 0,
+        "accepted for llama-server's command lines: GET /metrics is served without it too"),
     ROW(NULL, "--slot-save-path", "DIR", SERVE, FLAG_NAME, SRV(slot_save_path), 0, 0,
         "directory of POST /slots/{id}?action=save|restore files (default: none, those actions "
         "answer 501)"),

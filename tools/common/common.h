@@ -69,9 +69,10 @@ struct serve_opts {
     int n_hosts;                      /* 0: 127.0.0.1 */
     int32_t n_predict;                /* -n: a request's default length, -1: none given */
     int32_t n_ctx;                    /* -c: tokens one sequence may hold, 0: no limit */
-    const char *alias;
+    const char *alias; /* -a: names, comma-separated; the first one answers as the model's */
     bool no_slots;
-    bool no_webui; /* --no-webui: no page at / */
+    bool no_webui; /* --no-webui, --no-ui: no page at / */
+    bool metrics;  /* --metrics: accepted; /metrics is served either way (README.md says why) */
     const char *slot_save_path;
     int32_t port;
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */

@@ -11,7 +11,7 @@
  *
  * The field tables, logit_bias and samplers are in fields.c.
  *
- * Prompts: a string, a list of token ids, or (/completion) a mix of ids and strings; a list
+ * Prompts: a string, a list of token ids, or a mix of ids and strings; a list
  * of those is several prompts, answered together (choices indexed prompt * n + choice, as
  * OpenAI; /completion answers an array).
  */
@@ -293,9 +293,11 @@ bool serve_check_length(struct parse *p, struct server *s, const char *text, siz
     return !over;
 }
 
-/* One prompt: a string, or an array of token ids (and, /completion, strings) into t. */
-static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool llama,
-                       struct task *t, const char *what) {
+/* One prompt: a string, or an array of token ids and strings (llama-server's mixed prompts,
+ * on /completion and /v1/completions: each string's tokens in its place, the BOS only before a
+ * first string) into t. */
+static void one_prompt(struct parse *p, struct server *s, const cJSON *f, struct task *t,
+                       const char *what) {
     int32_t cap = 0;
     if (cJSON_IsString(f)) {
         if (!serve_check_length(p, s, f->valuestring, strlen(f->valuestring), what)) return;
@@ -310,7 +312,7 @@ static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool l
     const int32_t V = recur_model_n_vocab(s->model);
     int i = 0;
     for (const cJSON *e = f->child; e && !p->bad; e = e->next, i++) {
-        if (llama && cJSON_IsString(e)) { /* llama-server's mixed prompts */
+        if (cJSON_IsString(e)) {
             if (!serve_check_length(p, s, e->valuestring, strlen(e->valuestring), what)) return;
             if (!serve_tokenize_into(s, e->valuestring, i == 0, false, &t->prompt, &t->n_prompt,
                                      &cap))
@@ -319,8 +321,7 @@ static void one_prompt(struct parse *p, struct server *s, const cJSON *f, bool l
         }
         const double v = cJSON_IsNumber(e) ? e->valuedouble : -1.0;
         if (!cJSON_IsNumber(e) || v != floor(v) || v < 0 || v >= V) {
-            serve_fail(p, "%s[%d] is not a token id (0..%d)%s", what, i, V - 1,
-                       llama ? " or a string" : "");
+            serve_fail(p, "%s[%d] is not a token id (0..%d) or a string", what, i, V - 1);
             return;
         }
         if (t->n_prompt + 1 > cap) {
@@ -345,11 +346,13 @@ static void check_prompt_len(struct parse *p, struct server *s, const struct tas
     else if (t->n_prompt > s->lim.max_prompt)
         serve_fail(p, "%s has %d tokens, at most %d are accepted", what, t->n_prompt,
                    s->lim.max_prompt);
-    else if (s->lim.n_ctx > 0 && t->n_prompt >= s->lim.n_ctx)
+    else if (s->lim.n_ctx > 0 && t->n_prompt >= s->lim.n_ctx) {
         serve_fail(p,
                    "%s has %d tokens: a sequence holds at most %d (-c), with room for one "
                    "generated token",
                    what, t->n_prompt, s->lim.n_ctx);
+        p->over_ctx = t->n_prompt; /* this message is the first: p was not bad above */
+    }
 }
 
 /* The prompt field: one prompt or a list of them, each in a task of r (the first is r's
@@ -604,7 +607,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     memset(r, 0, sizeof *r);
     r->api = api;
     r->logprobs = -1;
-    struct parse p = {body, "", false};
+    struct parse p = {body, "", false, 0};
     const bool llama = api == API_LLAMA, chat = api == API_CHAT;
     struct task *t = calloc(1, sizeof *t);
     if (!t) {
@@ -627,7 +630,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     } else {
         n_prompts = prompts_field(&p, plist, llama);
         if (n_prompts > 0) {
-            one_prompt(&p, s, plist[0], llama, t, n_prompts > 1 ? "\"prompt\"[0]" : "\"prompt\"");
+            one_prompt(&p, s, plist[0], t, n_prompts > 1 ? "\"prompt\"[0]" : "\"prompt\"");
             check_prompt_len(&p, s, t, n_prompts > 1 ? "\"prompt\"[0]" : "the prompt");
         }
     }
@@ -700,6 +703,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     r->stream = bool_field(&p, "stream", false);
     stream_options_field(&p, r);
     r->timings_per_token = bool_field(&p, "timings_per_token", false);
+    r->return_progress = bool_field(&p, "return_progress", false);
     stop_field(&p, t);
     serve_logit_bias_field(&p, s, t, llama);
     if (t->ignore_eos) ignore_eos_bias(&p, s, t);
@@ -742,7 +746,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         r->tasks[r->n_tasks++] = c;
         char what[32];
         snprintf(what, sizeof what, "\"prompt\"[%d]", i);
-        one_prompt(&p, s, plist[i], llama, c, what);
+        one_prompt(&p, s, plist[i], c, what);
         check_prompt_len(&p, s, c, what);
     }
     answer_size_check(&p, s, r);
@@ -752,6 +756,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     if (llama && !p.bad && !(r->settings = settings_json(s, t, r, serve_field(&p, "samplers"))))
         serve_fail(&p, "out of memory");
     if (p.bad) snprintf(msg, msg_len, "%s", p.msg);
+    if (p.bad) r->over_ctx = p.over_ctx;
     return !p.bad;
 }
 
@@ -783,6 +788,22 @@ void serve_request_free(struct server *s, struct serve_request *r) {
     r->response_fields = r->settings = NULL;
 }
 
+/* llama-server's answer to a prompt that does not fit the context: a 400 whose error has type
+ * "exceed_context_size_error" and the numbers a client needs to shorten it, n_prompt_tokens
+ * and n_ctx (-c). */
+static enum MHD_Result send_over_ctx(const struct server *s, struct MHD_Connection *conn,
+                                     int32_t n_prompt, const char *msg) {
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", "exceed_context_size_error");
+    cJSON_AddNumberToObject(e, "code", 400);
+    cJSON_AddNumberToObject(e, "n_prompt_tokens", n_prompt);
+    cJSON_AddNumberToObject(e, "n_ctx", s->lim.n_ctx);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return serve_send_text(conn, 400, "application/json", text, NULL);
+}
+
 struct serve_request *serve_request_new(struct server *s, struct MHD_Connection *conn,
                                         const struct serve_req *rq, enum task_api api,
                                         enum MHD_Result *answered) {
@@ -793,9 +814,11 @@ struct serve_request *serve_request_new(struct server *s, struct MHD_Connection 
     }
     char msg[200];
     if (!serve_parse_request(s, rq->body, api, r, msg, sizeof msg)) {
+        const int32_t over = r->over_ctx;
         serve_request_free(s, r);
         free(r);
-        *answered = serve_send_error(conn, 400, "invalid_request_error", msg);
+        *answered = over ? send_over_ctx(s, conn, over, msg)
+                         : serve_send_error(conn, 400, "invalid_request_error", msg);
         return NULL;
     }
     for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->tenant = rq->tenant;

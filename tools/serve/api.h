@@ -57,6 +57,7 @@ struct serve_request {
     bool stream;
     bool include_usage;     /* stream_options.include_usage */
     bool timings_per_token; /* llama-server's: every streamed chunk has the timings so far */
+    bool return_progress;   /* llama-server's: prompt_progress events while the prompt is read */
     bool echo;              /* /v1/completions: the prompt before the text */
     int logprobs;           /* /v1/completions: top alternatives (0..5), -1: no logprobs */
     bool chat_logprobs;     /* chat: logprobs true (top_logprobs in task.n_top) */
@@ -65,6 +66,8 @@ struct serve_request {
     bool return_tokens;     /* /completion */
     cJSON *response_fields; /* /completion: the paths to keep (owned), NULL: all */
     cJSON *settings;        /* /completion: generation_settings (owned) */
+    int32_t over_ctx;       /* a refused prompt's tokens when it did not fit -c (0: none):
+                               llama-server's exceed_context_size_error */
     struct serve_park park; /* the connection, while it waits for the tasks */
 };
 
@@ -89,6 +92,7 @@ struct parse {
     const cJSON *body;
     char msg[200];
     bool bad;
+    int32_t over_ctx; /* the failure is a prompt of this many tokens past -c, 0: another */
 };
 /* Sets the message (printf) and marks the parse failed; the first message stays. */
 void serve_fail(struct parse *p, const char *fmt, ...);

@@ -29,6 +29,14 @@ struct field {
     double off;
 };
 
+/* OpenAI's fields that identify or route a request and cannot change its completion:
+ * safety_identifier (an end-user id for abuse monitoring), prompt_cache_key (a routing hint
+ * for OpenAI's prompt cache; recur's cache is keyed by content) and service_tier (checked
+ * below: only the tiers that change nothing) */
+#define OPENAI_HARMLESS                                                                            \
+    {"safety_identifier", F_HARMLESS, 0}, {"prompt_cache_key", F_HARMLESS, 0},                     \
+        {"service_tier", F_USED, 0}
+
 /* OpenAI's legacy completions, and extensions llama-server also takes there */
 static const struct field openai_fields[] = {
     {"prompt", F_USED, 0},
@@ -60,6 +68,8 @@ static const struct field openai_fields[] = {
     {"model", F_HARMLESS, 0},      /* one model is served, whatever the name */
     {"user", F_HARMLESS, 0},       /* an end-user id for abuse monitoring */
     {"session_id", F_HARMLESS, 0}, /* routing only: the cache is keyed by content */
+    OPENAI_HARMLESS,
+    {"return_progress", F_USED, 0},
 };
 
 /* llama-server's /completion */
@@ -101,7 +111,7 @@ static const struct field llama_fields[] = {
     {"json_schema", F_USED, 0},
     {"lora", F_OFF_SET, 0},
     {"timings_per_token", F_USED, 0},
-    {"return_progress", F_OFF_SET, 0},
+    {"return_progress", F_USED, 0},
     /* parameters of samplers that are off (refused above unless off): no effect */
     {"dynatemp_exponent", F_HARMLESS, 0},
     {"dry_base", F_HARMLESS, 0},
@@ -157,6 +167,10 @@ static const struct field chat_fields[] = {
     {"session_id", F_HARMLESS, 0},          /* routing only: the cache is keyed by content */
     {"metadata", F_HARMLESS, 0},            /* tags of stored completions (none are stored) */
     {"parallel_tool_calls", F_HARMLESS, 0}, /* no effect without tools, which are refused */
+    OPENAI_HARMLESS,
+    {"return_progress", F_USED, 0},
+    /* no effect: recur's templates have no reasoning switch (read below) */
+    {"reasoning_effort", F_USED, 0},
 };
 
 static bool is_off_set(const cJSON *f) {
@@ -188,6 +202,36 @@ static void check_fields(struct parse *p, const struct field *tab, size_t n, con
     }
 }
 
+/* A field that must be a string of one of the listed values (NULL-ended), refused otherwise
+ * with why. */
+static void one_of(struct parse *p, const char *name, const char *const *ok, const char *why) {
+    const cJSON *f = serve_field(p, name);
+    if (p->bad || !f) return;
+    for (int i = 0; ok[i]; i++)
+        if (cJSON_IsString(f) && strcmp(f->valuestring, ok[i]) == 0) return;
+    if (!cJSON_IsString(f))
+        serve_fail(p, "\"%s\" must be a string", name);
+    else
+        serve_fail(p, "\"%s\": \"%.40s\" is not accepted: %s", name, f->valuestring, why);
+}
+
+/* service_tier: "auto" and "default" are what every request gets (recur serves one tier);
+ * "flex", "scale" and "priority" ask for another latency or price, which recur does not have.
+ * reasoning_effort: the levels of OpenAI and llama-server are accepted, as none can change a
+ * completion here: llama-server hands the level to a Jinja template, and recur's chat templates
+ * are builtin ones with no reasoning switch, nor does recur budget a reasoning phase. A value
+ * that is no level (a typo) is refused. */
+static void openai_choices(struct parse *p, enum task_api api) {
+    static const char *const tiers[] = {"auto", "default", NULL};
+    one_of(p, "service_tier", tiers,
+           "recur serves one tier; \"auto\" and \"default\" are the ones accepted");
+    if (api != API_CHAT) return;
+    static const char *const efforts[] = {"none", "minimal", "low",  "medium", "high",
+                                          "xhigh", "max",     "default", NULL};
+    one_of(p, "reasoning_effort", efforts,
+           "it must be one of none, minimal, low, medium, high, xhigh, max, default");
+}
+
 void serve_check_fields(struct parse *p, enum task_api api) {
     if (api == API_LLAMA)
         check_fields(p, llama_fields, sizeof llama_fields / sizeof llama_fields[0], "/completion");
@@ -197,6 +241,7 @@ void serve_check_fields(struct parse *p, enum task_api api) {
     else
         check_fields(p, openai_fields, sizeof openai_fields / sizeof openai_fields[0],
                      "/v1/completions");
+    if (api != API_LLAMA) openai_choices(p, api);
 }
 
 /* logit_bias: OpenAI's object {"token id": bias -100..100}; /completion also takes

@@ -196,6 +196,10 @@ enum MHD_Result serve_models(struct server *s, struct MHD_Connection *conn,
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)time(NULL));
     cJSON_AddStringToObject(m, "owned_by", "recur");
+    /* llama-server's: every name the model answers to (-a), the first being its id */
+    cJSON *aliases = cJSON_AddArrayToObject(m, "aliases");
+    for (int i = 0; i < s->n_aliases; i++)
+        cJSON_AddItemToArray(aliases, cJSON_CreateString(s->aliases[i]));
     cJSON *meta = cJSON_AddObjectToObject(m, "meta");
     cJSON_AddStringToObject(meta, "architecture", recur_model_arch_name(s->model));
     cJSON_AddNumberToObject(meta, "n_vocab", recur_model_n_vocab(s->model));

@@ -92,6 +92,7 @@ static cJSON *openai_object(const struct server *s, const struct serve_request *
                                 : "text_completion");
     cJSON_AddNumberToObject(j, "created", (double)time(NULL));
     cJSON_AddStringToObject(j, "model", s->model_name ? s->model_name : "");
+    cJSON_AddStringToObject(j, "system_fingerprint", s->fingerprint);
     return j;
 }
 
@@ -303,6 +304,7 @@ struct stream {
     struct serve_request *r; /* r->park: the connection, parked between events */
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
+    int32_t progress[SERVE_MAX_PROMPTS]; /* return_progress: the prompt tokens reported */
     struct serve_parts ans;     /* an echo's prompt logprobs, written as they are sent */
     struct serve_lazy *pending; /* an event not yet all handed to MHD */
 };
@@ -339,7 +341,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         o = chunk(st, index, &root);
         cJSON *d = cJSON_AddObjectToObject(o, "delta");
         cJSON_AddStringToObject(d, "role", "assistant");
-        cJSON_AddStringToObject(d, "content", "");
+        cJSON_AddNullToObject(d, "content"); /* as OpenAI's and llama-server's first chunk */
         cJSON_AddNullToObject(o, "logprobs");
         cJSON_AddNullToObject(o, "finish_reason");
         return event(root);
@@ -360,15 +362,34 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         return event(root);
     }
     if (t->state == TASK_QUEUED) return NULL;
-    const size_t ready = c->len - (c->finished ? 0 : c->held);
-    const int32_t upto = c->tok_end ? serve_tokens_ready(c, ready) : 0;
-    const bool more = ready > sn->bytes || upto > sn->tokens;
-    const char *piece_at = c->text ? c->text + sn->bytes : "";
-    const size_t piece_len = c->text && ready > sn->bytes ? ready - sn->bytes : 0;
+    /* One token a chunk, with the text its arrival released (what was then held back, the
+       start of a stop string or of a UTF-8 character, comes with a later token), so that a
+       chunk never carries two tokens' probabilities however many tokens came since the last
+       one; at the end, what was still held comes with the last token. Without per-token data
+       (OpenAI's shapes without logprobs) a token that released no text is sent with the next
+       one that does. */
     const int32_t from = sn->tokens;
+    const int32_t avail = !c->released ? 0
+                          : c->finished ? serve_tokens_ready(c, c->len)
+                                        : c->n_out;
+    const bool per_token = r->api == API_LLAMA || (r->api == API_CHAT && r->chat_logprobs) ||
+                           (r->api == API_OPENAI && r->logprobs >= 0);
+    int32_t upto = from;
+    size_t end = sn->bytes;
+    while (upto < avail) {
+        const size_t e = c->released[upto] < c->len ? c->released[upto] : c->len;
+        upto++;
+        if (e > end) end = e;
+        if (end > sn->bytes || per_token) break;
+    }
+    if (upto == avail && c->finished && c->text) end = c->len;
+    if (!per_token && end == sn->bytes) upto = from; /* nothing to say for them yet */
+    const bool more = end > sn->bytes || upto > from;
+    const char *piece_at = c->text ? c->text + sn->bytes : "";
+    const size_t piece_len = end - sn->bytes;
     if (r->api == API_LLAMA) {
         if (!more) return NULL; /* the end is the final object, sent once the task is done */
-        sn->bytes = ready > sn->bytes ? ready : sn->bytes;
+        sn->bytes = end;
         sn->tokens = upto;
         root = cJSON_CreateObject();
         cJSON_AddNumberToObject(root, "index", index);
@@ -386,8 +407,8 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     }
     const bool finish_now = c->finished && !sn->finished;
     if (!more && !finish_now) return NULL;
-    sn->bytes = ready > sn->bytes ? ready : sn->bytes;
-    sn->tokens = upto > sn->tokens ? upto : sn->tokens;
+    sn->bytes = end;
+    sn->tokens = upto;
     o = chunk(st, index, &root);
     if (r->api == API_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(o, "delta");
@@ -430,6 +451,31 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     return event(root);
 }
 
+/* llama-server's return_progress: prompt_progress {total, cache, processed, time_ms} (the
+ * prompt's tokens, those restored from the cache, those read so far counting those, and the
+ * milliseconds since reading started), in a /completion chunk with no content or an OpenAI
+ * chunk with no choices. One each time the scheduler read more of the prompt. */
+static char *progress_event(const struct stream *st, const struct task *t, int index) {
+    cJSON *root;
+    if (st->r->api == API_LLAMA) {
+        root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "index", index);
+        cJSON_AddStringToObject(root, "content", "");
+        cJSON_AddArrayToObject(root, "tokens");
+        cJSON_AddBoolToObject(root, "stop", false);
+    } else {
+        root = openai_object(st->s, st->r, true);
+        cJSON_AddArrayToObject(root, "choices");
+        if (st->r->include_usage) cJSON_AddNullToObject(root, "usage");
+    }
+    cJSON *pp = cJSON_AddObjectToObject(root, "prompt_progress");
+    cJSON_AddNumberToObject(pp, "total", t->n_prompt);
+    cJSON_AddNumberToObject(pp, "cache", t->n_cached);
+    cJSON_AddNumberToObject(pp, "processed", t->processed);
+    cJSON_AddNumberToObject(pp, "time_ms", t->processed_ms);
+    return event(root);
+}
+
 /* The next event to send, or NULL when there is none yet; *end when the stream is over
  * (s->mu held). */
 static char *next_event(struct stream *st, bool *end) {
@@ -451,6 +497,10 @@ static char *next_event(struct stream *st, bool *end) {
             cJSON_AddStringToObject(e, "type", error_type(status));
             cJSON_AddNumberToObject(e, "code", status);
             return event(j);
+        }
+        if (r->return_progress && t->processed > st->progress[ti]) {
+            st->progress[ti] = t->processed;
+            return progress_event(st, t, ti * t->n);
         }
         for (int i = 0; i < t->n; i++) {
             struct sent *sn = &st->sent[ti][i];

@@ -40,6 +40,7 @@ static void task_free(struct task *t) {
         free(c->out);
         free(c->text);
         free(c->tok_end);
+        free(c->released);
         free(c->lp);
         free(c->post);
         free(c->post_n);
@@ -385,7 +386,8 @@ static bool start_task(struct server *s, struct task *t) {
         }
         c->out = malloc(sizeof(recur_token) * room);
         c->tok_end = malloc(sizeof(size_t) * room);
-        bool ok = c->out && c->tok_end;
+        c->released = malloc(sizeof(size_t) * room);
+        bool ok = c->out && c->tok_end && c->released;
         if (ok && t->logprobs)
             ok = (c->lp = malloc(sizeof(struct tok_prob) * room * (size_t)(1 + t->n_top)));
         if (ok && t->n_post > 0)
@@ -541,6 +543,10 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
             fail_task(s, t, t->error);
             return;
         }
+    if (t->processed < t->prefilled) {
+        t->processed = t->prefilled;
+        t->processed_ms = (serve_now() - t->t_started) * 1e3;
+    }
     if (w->prompt_row[k] >= 0) {
         s->m.prompt_tokens += (uint64_t)t->n_prompt;
         s->m.prompt_tokens_cached += (uint64_t)t->n_cached;
@@ -553,7 +559,9 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
             c->finished = true;
             c->finish_reason = "length";
         } else if (!c->finished && w->tok[k][i] >= 0) {
+            const int32_t had = c->n_out;
             append_token(s, t, c, w->tok[k][i]);
+            if (c->n_out > had) c->released[had] = c->finished ? c->len : c->len - c->held;
         }
         all_done &= c->finished;
     }

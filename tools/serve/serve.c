@@ -416,6 +416,37 @@ static bool load_keys(const struct serve_opts *o, const char ***keys, int *n, ch
     return true;
 }
 
+/* --alias's comma-separated names into *names (malloc'd, pointing into *text, a copy; both
+ * NULL without --alias), each once in the order given, as llama-server takes them; false
+ * with a message for an empty name. */
+static bool split_aliases(const char *alias, char **text, const char ***names, int *n) {
+    *text = NULL;
+    *names = NULL;
+    *n = 0;
+    if (!alias) return true;
+    size_t most = 1;
+    for (const char *c = alias; *c; c++) most += *c == ',';
+    *text = strdup(alias);
+    *names = malloc(sizeof **names * most);
+    if (!*text || !*names) {
+        fprintf(stderr, "recur serve: out of memory\n");
+        return false;
+    }
+    for (char *at = *text, *end; at; at = end) {
+        end = strchr(at, ',');
+        if (end) *end++ = '\0';
+        if (!*at) {
+            fprintf(stderr, "recur serve: --alias %s: a name is empty (names are separated by "
+                            "commas)\n", alias);
+            return false;
+        }
+        bool seen = false;
+        for (int i = 0; i < *n; i++) seen |= strcmp((*names)[i], at) == 0;
+        if (!seen) (*names)[(*n)++] = at;
+    }
+    return true;
+}
+
 /* The flags' values checked before anything is loaded; false with a message. */
 static bool check_flags(const struct gen_opts *o, const struct serve_opts *srv, struct listener *ls,
                         int n_ls) {
@@ -579,7 +610,14 @@ int cmd_serve(int argc, char **argv) {
                                   .n_ctx = srv.n_ctx};
     s.model_path = o.model;
     const char *slash = strrchr(o.model, '/');
-    s.model_name = srv.alias ? srv.alias : slash ? slash + 1 : o.model;
+    char *alias_text = NULL;
+    if (!split_aliases(srv.alias, &alias_text, &s.aliases, &s.n_aliases)) {
+        free(s.aliases);
+        free(alias_text);
+        serve_cors_free(&cors);
+        return TOOL_USAGE;
+    }
+    s.model_name = s.n_aliases ? s.aliases[0] : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !srv.no_slots;
     s.webui = !srv.no_webui;
@@ -588,6 +626,8 @@ int cmd_serve(int argc, char **argv) {
     const char **keys = NULL;
     char *keys_text = NULL;
     if (!load_keys(&srv, &keys, &s.n_api_keys, &keys_text)) {
+        free(s.aliases);
+        free(alias_text);
         serve_cors_free(&cors);
         return TOOL_USAGE;
     }
@@ -623,6 +663,10 @@ int cmd_serve(int argc, char **argv) {
                                                                 : (int64_t)slot_ctx * o.n_parallel);
     if (!gen_load_params(&o, cp, &s.model, &s.ctx)) goto done;
     if (recur_model_is_hybrid(s.model)) s.lim.n_ctx = (int32_t)cp.n_ctx / o.n_parallel;
+    /* llama-server's system_fingerprint names its build; recur's names the build and the
+       weights, so that a client sees when either changed */
+    snprintf(s.fingerprint, sizeof s.fingerprint, "b%s-%016llx", recur_version(),
+             (unsigned long long)recur_model_fingerprint(s.model));
     struct recur_prefix_cache_stats cs = {0};
     if (recur_prefix_cache_get_stats(s.ctx, &cs)) s.state_bytes = cs.entry_bytes;
     if (o.prefix_store) {
@@ -711,6 +755,8 @@ done:
     recur_model_free(s.model);
     free(keys);
     free(keys_text);
+    free(s.aliases);
+    free(alias_text);
     serve_cors_free(&cors);
     return ret;
 }

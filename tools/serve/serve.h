@@ -80,6 +80,9 @@ struct choice {
     bool truncated;        /* ended by the server's token budget per sequence (-c) */
     size_t *tok_end;       /* [max_tokens] text length after each token (before a stop string cut
                               it): which tokens a piece of streamed text holds */
+    size_t *released;      /* [max_tokens] the text a stream could send once each token was in
+                              (what was not held back then): a streamed chunk carries one token,
+                              with the text its arrival released, as llama-server's do */
     struct tok_prob *lp;   /* [max_tokens + 1][1 + task.n_top]: the token's then the top ones;
                               NULL unless logprobs were asked for */
     struct tok_prob *post; /* [max_tokens + 1][1 + task.n_post] post-sampling probabilities:
@@ -126,6 +129,9 @@ struct task {
     struct choice choice[SERVE_MAX_N];
     int32_t n_cached;  /* prompt tokens restored from the prefix cache */
     int32_t prefilled; /* prompt tokens decoded so far */
+    int32_t processed;   /* prefilled as of the last step, for return_progress (under mu: the
+                            scheduler writes prefilled without it) */
+    double processed_ms; /* when: milliseconds since the prompt started being read */
     bool cancelled;    /* the client went away: free its sequences at the next step */
     double t_started;  /* admitted: its prompt starts being read */
     double t_first;    /* first token sampled */
@@ -191,7 +197,10 @@ struct serve_sched {
 struct server {
     struct recur_model *model;
     struct recur_context *ctx;
-    const char *model_name;      /* --alias, else the model file's name */
+    const char *model_name;      /* --alias's first name, else the model file's name */
+    const char **aliases;        /* --alias's names, each once, in the order given */
+    int n_aliases;
+    char fingerprint[48];        /* system_fingerprint: "b<version>-<model fingerprint, hex>" */
     const char *chat_template;   /* --chat-template NAME, or NULL: the model's own (or default) */
     const char *const *api_keys; /* --api-key / --api-key-file; NULL: none asked */
     int n_api_keys;
