@@ -55,10 +55,12 @@ check("chat logprobs", lps.length === cc.usage.completion_tokens / 2 && lps.ever
       t.top_logprobs.length === 2 && t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob) &&
       lps.map((t) => t.token).join("") === reply, JSON.stringify(lps.slice(0, 2)));
 const cs = await client.chat.completions.create({ model: "recur", messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } });
-let streamed = "", role = "", finish = "", usage = null;
+let streamed = "", role = "", finish = "", usage = null, roleContent, fingerprints = new Set();
 for await (const chunk of cs) {
   if (chunk.usage) usage = chunk.usage;
+  fingerprints.add(chunk.system_fingerprint);
   for (const ch of chunk.choices) {
+    if (ch.delta.role) roleContent = ch.delta.content;
     if (ch.delta.role) role = ch.delta.role;
     if (ch.delta.content) streamed += ch.delta.content;
     if (ch.finish_reason) finish = ch.finish_reason;
@@ -66,6 +68,10 @@ for await (const chunk of cs) {
 }
 check("streamed chat", streamed === reply && role === "assistant" && (finish === "length" || finish === "stop"),
       JSON.stringify([streamed, role, finish]));
+check("the role chunk's content is null, as OpenAI's", roleContent === null, JSON.stringify(roleContent));
+check("one system_fingerprint, the whole answer's", fingerprints.size === 1 &&
+      [...fingerprints][0] === cc.system_fingerprint && /^b[0-9.]+-[0-9a-f]{16}$/.test(cc.system_fingerprint),
+      JSON.stringify([...fingerprints, cc.system_fingerprint]));
 check("streamed chat usage", usage && usage.prompt_tokens > 0 && usage.completion_tokens > 0, JSON.stringify(usage));
 // structured output: the answer holds only what the schema allows (a cut one is a prefix)
 const schema = { type: "object", properties: { answer: { enum: ["yes", "no"] } }, required: ["answer"], additionalProperties: false };
