@@ -204,7 +204,8 @@ int main(int argc, char **argv) {
     struct recur_model *m = recur_model_load_from_file(argv[1], recur_model_default_params());
     EXPECT(m != NULL);
     if (!m) return 1;
-    EXPECT(strcmp(recur_model_arch_name(m), "mamba") == 0); /* tests/model/make_models.sh: Mamba-1 */
+    EXPECT(strcmp(recur_model_arch_name(m), "mamba") ==
+           0); /* tests/model/make_models.sh: Mamba-1 */
     struct recur_context *ctx = recur_init_from_model(m, recur_context_default_params());
     EXPECT(ctx != NULL);
     recur_token t[3] = {1, 2, 3};

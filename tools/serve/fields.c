@@ -34,8 +34,9 @@ struct field {
  * for OpenAI's prompt cache; recur's cache is keyed by content) and service_tier (checked
  * below: only the tiers that change nothing) */
 #define OPENAI_HARMLESS                                                                            \
-    {"safety_identifier", F_HARMLESS, 0}, {"prompt_cache_key", F_HARMLESS, 0},                     \
-        {"service_tier", F_USED, 0}
+    {"safety_identifier", F_HARMLESS, 0}, {"prompt_cache_key", F_HARMLESS, 0}, {                   \
+        "service_tier", F_USED, 0                                                                  \
+    }
 
 /* OpenAI's legacy completions, and extensions llama-server also takes there */
 static const struct field openai_fields[] = {
@@ -226,7 +227,7 @@ static void openai_choices(struct parse *p, enum task_api api) {
     one_of(p, "service_tier", tiers,
            "recur serves one tier; \"auto\" and \"default\" are the ones accepted");
     if (api != API_CHAT) return;
-    static const char *const efforts[] = {"none", "minimal", "low",  "medium", "high",
+    static const char *const efforts[] = {"none",  "minimal", "low",     "medium", "high",
                                           "xhigh", "max",     "default", NULL};
     one_of(p, "reasoning_effort", efforts,
            "it must be one of none, minimal, low, medium, high, xhigh, max, default");

@@ -305,8 +305,8 @@ struct stream {
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
     int32_t progress[SERVE_MAX_PROMPTS]; /* return_progress: the prompt tokens reported */
-    struct serve_parts ans;     /* an echo's prompt logprobs, written as they are sent */
-    struct serve_lazy *pending; /* an event not yet all handed to MHD */
+    struct serve_parts ans;              /* an echo's prompt logprobs, written as they are sent */
+    struct serve_lazy *pending;          /* an event not yet all handed to MHD */
 };
 
 static char *event(cJSON *j) {
@@ -369,9 +369,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
        (OpenAI's shapes without logprobs) a token that released no text is sent with the next
        one that does. */
     const int32_t from = sn->tokens;
-    const int32_t avail = !c->released ? 0
-                          : c->finished ? serve_tokens_ready(c, c->len)
-                                        : c->n_out;
+    const int32_t avail = !c->released ? 0 : c->finished ? serve_tokens_ready(c, c->len) : c->n_out;
     const bool per_token = r->api == API_LLAMA || (r->api == API_CHAT && r->chat_logprobs) ||
                            (r->api == API_OPENAI && r->logprobs >= 0);
     int32_t upto = from;

@@ -436,8 +436,10 @@ static bool split_aliases(const char *alias, char **text, const char ***names, i
         end = strchr(at, ',');
         if (end) *end++ = '\0';
         if (!*at) {
-            fprintf(stderr, "recur serve: --alias %s: a name is empty (names are separated by "
-                            "commas)\n", alias);
+            fprintf(stderr,
+                    "recur serve: --alias %s: a name is empty (names are separated by "
+                    "commas)\n",
+                    alias);
             return false;
         }
         bool seen = false;

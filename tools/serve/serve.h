@@ -127,14 +127,14 @@ struct task {
     char error[256];
     unsigned err_status; /* the HTTP status of error (0: 500) */
     struct choice choice[SERVE_MAX_N];
-    int32_t n_cached;  /* prompt tokens restored from the prefix cache */
-    int32_t prefilled; /* prompt tokens decoded so far */
+    int32_t n_cached;    /* prompt tokens restored from the prefix cache */
+    int32_t prefilled;   /* prompt tokens decoded so far */
     int32_t processed;   /* prefilled as of the last step, for return_progress (under mu: the
                             scheduler writes prefilled without it) */
     double processed_ms; /* when: milliseconds since the prompt started being read */
-    bool cancelled;    /* the client went away: free its sequences at the next step */
-    double t_started;  /* admitted: its prompt starts being read */
-    double t_first;    /* first token sampled */
+    bool cancelled;      /* the client went away: free its sequences at the next step */
+    double t_started;    /* admitted: its prompt starts being read */
+    double t_first;      /* first token sampled */
     double t_done;
     struct tok_prob *prompt_lp;            /* [n_prompt][1 + n_top] when prompt_logprobs: entry p is
                                               prompt[p] given prompt[0 .. p) (entry 0 unused) */
@@ -197,8 +197,8 @@ struct serve_sched {
 struct server {
     struct recur_model *model;
     struct recur_context *ctx;
-    const char *model_name;      /* --alias's first name, else the model file's name */
-    const char **aliases;        /* --alias's names, each once, in the order given */
+    const char *model_name; /* --alias's first name, else the model file's name */
+    const char **aliases;   /* --alias's names, each once, in the order given */
     int n_aliases;
     char fingerprint[48];        /* system_fingerprint: "b<version>-<model fingerprint, hex>" */
     const char *chat_template;   /* --chat-template NAME, or NULL: the model's own (or default) */
