@@ -4,6 +4,7 @@
  *   api.c     the request fields of /v1/completions, /completion (and what chat shares),
  *             each checked with a message naming it
  *   fields.c  the table of known fields per endpoint; logit_bias; samplers
+ *   prompt.c  the prompts: strings, token ids, both mixed; their lengths against the limits
  *   chat.c    /v1/chat/completions: messages rendered with the chat template
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
  *   lazy.c    the answers' per-token arrays, written as they are sent
@@ -107,6 +108,17 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
  * tokenized. True does not promise it fits: the caller still counts its tokens. */
 bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
                         const char *what);
+/* prompt.c: one prompt (f: a string, or an array of token ids and strings) into t's tokens;
+ * what names it in messages. */
+void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, struct task *t,
+                      const char *what);
+/* prompt.c: t's prompt against the limits: empty, past the most tokens accepted, or leaving no
+ * room for a token under -c (then p->over_ctx is its length). */
+void serve_check_prompt_len(struct parse *p, struct server *s, const struct task *t,
+                            const char *what);
+/* prompt.c: the body's "prompt": how many prompts, their JSON items into list (a prompt of
+ * token ids, mixed or not, is one item); 0 when it failed. */
+int serve_prompts_field(struct parse *p, const cJSON **list, bool llama);
 /* fields.c: every field of the body is in api's table and refused features are off. */
 void serve_check_fields(struct parse *p, enum task_api api);
 /* fields.c: logit_bias into t->bias (llama: /completion's forms too). */
