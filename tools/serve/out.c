@@ -369,7 +369,10 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
        (OpenAI's shapes without logprobs) a token that released no text is sent with the next
        one that does. */
     const int32_t from = sn->tokens;
-    const int32_t avail = !c->released ? 0 : c->finished ? serve_tokens_ready(c, c->len) : c->n_out;
+    /* n_out first: the arrays are set up by the scheduler outside s->mu, before any token */
+    const int32_t avail = c->n_out == 0 ? 0
+                          : c->finished ? serve_tokens_ready(c, c->len)
+                                        : c->n_out;
     const bool per_token = r->api == API_LLAMA || (r->api == API_CHAT && r->chat_logprobs) ||
                            (r->api == API_OPENAI && r->logprobs >= 0);
     int32_t upto = from;
