@@ -5,10 +5,10 @@
  *
  *  - /v1/completions: OpenAI's text_completion; logprobs in the legacy shape {tokens,
  *    token_logprobs, top_logprobs [{text: logprob}], text_offset (bytes)}; with echo the prompt
- *    comes first, its first token's logprob null. Streamed: one chunk per token (choice_event), the
- *    finish_reason in the last chunk of each choice; with stream_options.include_usage every
- *    chunk has "usage": null and a last chunk with "choices": [] has the usage; then
- *    "data: [DONE]".
+ *    comes first, its first token's logprob null. Streamed: one chunk per token (see
+ *    choice_event), the finish_reason in the last chunk of each choice; with
+ *    stream_options.include_usage every chunk has "usage": null and a last chunk with
+ *    "choices": [] has the usage; then "data: [DONE]".
  *  - /v1/chat/completions: chat.completion / chat.completion.chunk (a first chunk per choice
  *    with delta {role, content: null}, content deltas, a chunk with an empty delta and the
  *    finish_reason); logprobs {content: [{token, logprob, bytes, top_logprobs}], refusal}.
