@@ -150,7 +150,8 @@ RECUR_API struct recur_context_params recur_context_default_params(void);
 /* ---- models and contexts ----------------------------------------------------------------- */
 
 /* Loads a GGUF model file as llama.cpp's converter writes it: general.architecture "mamba",
- * "mamba2", "rwkv6" or "rwkv7" (docs/ has each layout), with a "gpt2" (byte-level BPE, with
+ * "mamba2", "rwkv6", "rwkv7", or the hybrids "granitehybrid", "nemotron_h" and "falcon-h1"
+ * (docs/ has each layout; docs/hybrid.md what of the hybrids is refused), with a "gpt2" (byte-level BPE, with
  * the pre-tokenizer tokenizer.ggml.pre names), "llama" (SentencePiece) or "rwkv" tokenizer.
  * NULL on failure, the message naming the file and the key or tensor at fault. */
 RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
