@@ -150,7 +150,8 @@ RECUR_API struct recur_context_params recur_context_default_params(void);
 /* ---- models and contexts ----------------------------------------------------------------- */
 
 /* Loads a GGUF model file as llama.cpp's converter writes it: general.architecture "mamba",
- * "mamba2", "rwkv6" or "rwkv7" (docs/ has each layout), with a "gpt2" (byte-level BPE, with
+ * "mamba2", "rwkv6", "rwkv7", or the hybrids "granitehybrid", "nemotron_h" and "falcon-h1"
+ * (docs/ has each layout; docs/hybrid.md what of the hybrids is refused), with a "gpt2" (byte-level BPE, with
  * the pre-tokenizer tokenizer.ggml.pre names), "llama" (SentencePiece) or "rwkv" tokenizer.
  * NULL on failure, the message naming the file and the key or tensor at fault. */
 RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
@@ -523,8 +524,11 @@ RECUR_API bool recur_file_check_writable(const char *path);
  * n_rollback >= 2 (the prompt minus its last token is then kept, so an exact repeat restores
  * it and decodes one token for its logits), again after the generated text (a next turn that
  * extends prompt + completion hits), and with checkpoint_every (a prompt that diverges in the
- * middle still reuses the part before). Returns the entries stored, -1 on error (no cache,
- * bad seq, a token count that does not match the sequence, no memory).
+ * middle still reuses the part before). The state after all the tokens is stored every time;
+ * a snapshot's entry that the cache holds already (stored by an earlier call for the same
+ * conversation: one model's state of one prefix is always the same) is only marked as used.
+ * Returns the entries stored, -1 on error (no cache, bad seq, a token count that does not
+ * match the sequence, no memory).
  *
  * restore: puts into seq the state of the longest stored prefix of tokens shorter than
  * n_tokens (at least one token is left to decode, whose logits the caller wants), replacing

@@ -183,9 +183,13 @@ static bool entry_read(struct recur_context *ctx, const void *blob, size_t len, 
     return true;
 }
 
-/* Stores (tenant, tokens[0..n)) -> state, with seq's attention rows of its first n tokens. */
+/* Stores (tenant, tokens[0..n)) -> state, with seq's attention rows of its first n tokens. An
+ * entry already held (a checkpoint stored by an earlier request of the same conversation) is
+ * the same state: it is only marked used, not copied again (a hybrid's grow with the
+ * conversation, and a request stores every checkpoint its sequence keeps). */
 static int put_entry(struct recur_context *ctx, uint64_t tenant, recur_seq_id seq,
-                     const recur_token *tokens, int32_t n, const float *state) {
+                     const recur_token *tokens, int32_t n, const float *state, bool fresh) {
+    if (!fresh && rpfx_touch(ctx->prefix, tenant, tokens, n)) return 0;
     const void *rows;
     size_t bytes;
     if (!attn_rows(ctx, seq, n, &rows, &bytes)) return -1;
@@ -207,14 +211,14 @@ int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tena
     }
     if (!rmem_seq_state_f32(ctx->mem, seq, ctx->block)) return -1;
     int32_t stored = 0;
-    int r = put_entry(ctx, tenant, seq, tokens, n_tokens, ctx->block);
+    int r = put_entry(ctx, tenant, seq, tokens, n_tokens, ctx->block, true);
     if (r < 0) return -1;
     stored += r;
     /* the snapshots it keeps, under the prefixes they end (positions are token indices) */
     for (uint32_t i = 0; i < rmem_snap_count(ctx->mem, seq); i++) {
         const int32_t p = rmem_snap_pos(ctx->mem, seq, i);
         if (p >= pos) continue; /* the current state, stored above */
-        r = put_entry(ctx, tenant, seq, tokens, p + 1, rmem_snap_data(ctx->mem, seq, i));
+        r = put_entry(ctx, tenant, seq, tokens, p + 1, rmem_snap_data(ctx->mem, seq, i), false);
         if (r < 0) return -1;
         stored += r;
     }

@@ -110,6 +110,21 @@ static void head_norms(enum rops_isa isa, float *x, int64_t n, int64_t stride, i
         }
 }
 
+/* The model's rotary embedding on n rows (stride floats apart) of n_head heads. */
+static void rope(const struct rops_exec *ex, const struct rhybrid_hparams *hp, float *x, int64_t n,
+                 int64_t n_head, int64_t stride, const int32_t *pos) {
+    rops_rope(ex, &(struct rops_rope_args){.x = x,
+                                           .n_tok = n,
+                                           .n_head = n_head,
+                                           .head_dim = hp->head_dim,
+                                           .stride = stride,
+                                           .pos = pos,
+                                           .n_rot = hp->n_rot,
+                                           .freq_base = hp->rope_base,
+                                           .freq_scale = hp->rope_scale,
+                                           .mode = hp->neox ? ROPS_ROPE_NEOX : ROPS_ROPE_NORMAL});
+}
+
 void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                    const struct rattn_layer *A, const struct rmodel_io *io,
                    const struct rhybrid_ws *w, float *out) {
@@ -124,27 +139,8 @@ void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t i
     if (A->q_norm) head_norms(ex->isa, w->q, n, dq, H, hd, A->q_norm, m->norm_eps);
     if (A->k_norm) head_norms(ex->isa, w->k, n, dkv, Hkv, hd, A->k_norm, m->norm_eps);
     if (hp->rope) {
-        const enum rops_rope_mode mode = hp->neox ? ROPS_ROPE_NEOX : ROPS_ROPE_NORMAL;
-        rops_rope(ex, &(struct rops_rope_args){.x = w->q,
-                                               .n_tok = n,
-                                               .n_head = H,
-                                               .head_dim = hd,
-                                               .stride = dq,
-                                               .pos = ub->pos,
-                                               .n_rot = hp->n_rot,
-                                               .freq_base = hp->rope_base,
-                                               .freq_scale = hp->rope_scale,
-                                               .mode = mode});
-        rops_rope(ex, &(struct rops_rope_args){.x = w->k,
-                                               .n_tok = n,
-                                               .n_head = Hkv,
-                                               .head_dim = hd,
-                                               .stride = dkv,
-                                               .pos = ub->pos,
-                                               .n_rot = hp->n_rot,
-                                               .freq_base = hp->rope_base,
-                                               .freq_scale = hp->rope_scale,
-                                               .mode = mode});
+        rope(ex, hp, w->q, n, H, dq, ub->pos);
+        rope(ex, hp, w->k, n, Hkv, dkv, ub->pos);
     }
 
     /* this ubatch's rows: placed by the memory (rmem_kv_place) before the forward pass */

@@ -189,31 +189,49 @@ static bool load_mamba2_layer(struct rmodel *m, int32_t il, bool norm_required) 
 
 /* ---- the three families --------------------------------------------------------------------- */
 
+/* What every hybrid loader reads first: the layers' table and per-layer arrays (*kv, *ff, the
+ * caller frees them), the RMS norms' epsilon (layer_norm_rms_epsilon, else, with eps_fallback,
+ * layer_norm_epsilon: llama.cpp's nemotron_h requires the latter and falls back to it, and the
+ * converter writes only it), the Mamba-2 and attention sizes. dense_plain: a family whose dense
+ * files have no RoPE (Granite 4.0-H, Nemotron-H write rope.scaling.finetuned false): experts
+ * and RoPE are refused. */
+static bool load_head(struct rmodel *m, bool eps_fallback, bool dense_plain, uint32_t **kv,
+                      uint32_t **ff) {
+    char key[96];
+    float eps;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->ops->name);
+    if (eps_fallback && rgguf_find_key(m->gguf, key) < 0)
+        snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", m->ops->name);
+    if (!alloc_layers(m, kv, ff) || !rgguf_get_f32(m->gguf, key, &eps) ||
+        !load_mamba2_hparams(m, eps) || !load_attn_hparams(m, *kv))
+        return false;
+    if (!dense_plain) return true;
+    uint32_t experts = 0;
+    bool rope;
+    if (!rmodel_key_u32_or(m, "expert_count", 0, &experts) || !key_rope_on(m, &rope)) return false;
+    if (experts) {
+        rcore_error_set("%s with %u experts (a mixture of experts) is not supported yet: only the "
+                        "dense models (expert_count 0) run",
+                        m->ops->name, experts);
+        return false;
+    }
+    if (rope) {
+        rcore_error_set("%s.rope.scaling.finetuned is true or missing, so llama.cpp would apply "
+                        "RoPE to the attention layers: not supported (this family's files write "
+                        "false)",
+                        m->ops->name);
+        return false;
+    }
+    return true;
+}
+
 /* granitehybrid: Granite 4.0-H, dense. */
 static bool load_granite(struct rmodel *m) {
     struct rhybrid_hparams *hp = &m->hyb;
-    uint32_t *kv = NULL, *ff = NULL, experts = 0;
-    float eps;
-    bool rope, ok = false;
-    char key[96];
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->ops->name);
-    if (!alloc_layers(m, &kv, &ff) || !rgguf_get_f32(m->gguf, key, &eps) ||
-        !load_mamba2_hparams(m, eps) || !load_attn_hparams(m, kv) ||
-        !rmodel_key_u32_or(m, "expert_count", 0, &experts) || !key_rope_on(m, &rope))
-        goto done;
-    if (experts) {
-        rcore_error_set("granitehybrid with %u experts (mixture of experts) is not supported yet: "
-                        "only the dense models (expert_count 0) run",
-                        experts);
-        goto done;
-    }
-    if (rope) {
-        rcore_error_set("granitehybrid.rope.scaling.finetuned is true or missing, so llama.cpp "
-                        "would apply RoPE to these attention layers: not supported (Granite "
-                        "4.0-H files write false)");
-        goto done;
-    }
-    if (!key_f32_or(m, "embedding_scale", 0.0f, &hp->embd_scale) ||
+    uint32_t *kv = NULL, *ff = NULL;
+    bool ok = false;
+    if (!load_head(m, false, true, &kv, &ff) ||
+        !key_f32_or(m, "embedding_scale", 0.0f, &hp->embd_scale) ||
         !key_f32_or(m, "residual_scale", 0.0f, &hp->residual_scale) ||
         !key_f32_or(m, "logit_scale", 0.0f, &m->logit_div) ||
         !key_per_layer(m, "attention.head_count_kv", true, hp->n_head, kv) ||
@@ -234,30 +252,10 @@ done:
 
 /* nemotron_h: Nemotron-H, dense. */
 static bool load_nemotron(struct rmodel *m) {
-    uint32_t *kv = NULL, *ff = NULL, experts = 0;
-    float eps;
-    bool rope, ok = false;
-    char key[96];
-    /* the RMS norms' epsilon: layer_norm_rms_epsilon, else layer_norm_epsilon (llama.cpp
-       requires the latter and falls back to it; the converter writes only it) */
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->ops->name);
-    if (rgguf_find_key(m->gguf, key) < 0)
-        snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", m->ops->name);
-    if (!alloc_layers(m, &kv, &ff) || !rgguf_get_f32(m->gguf, key, &eps) ||
-        !load_mamba2_hparams(m, eps) || !load_attn_hparams(m, kv) ||
-        !rmodel_key_u32_or(m, "expert_count", 0, &experts) || !key_rope_on(m, &rope))
-        goto done;
-    if (experts) {
-        rcore_error_set("nemotron_h with %u experts (mixture of experts) is not supported yet",
-                        experts);
-        goto done;
-    }
-    if (rope) {
-        rcore_error_set("nemotron_h.rope.scaling.finetuned is true or missing, so llama.cpp would "
-                        "apply RoPE: not supported (Nemotron-H files write false)");
-        goto done;
-    }
-    if (!key_per_layer(m, "attention.head_count_kv", false, 0, kv) ||
+    uint32_t *kv = NULL, *ff = NULL;
+    bool ok = false;
+    if (!load_head(m, true, true, &kv, &ff) ||
+        !key_per_layer(m, "attention.head_count_kv", false, 0, kv) ||
         !key_per_layer(m, "feed_forward_length", false, 0, ff))
         goto done;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -279,12 +277,9 @@ done:
 static bool load_falcon(struct rmodel *m) {
     struct rhybrid_hparams *hp = &m->hyb;
     uint32_t *kv = NULL, *ff = NULL;
-    float eps, factor;
+    float factor;
     bool ok = false;
-    char key[96];
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->ops->name);
-    if (!alloc_layers(m, &kv, &ff) || !rgguf_get_f32(m->gguf, key, &eps) ||
-        !load_mamba2_hparams(m, eps) || !load_attn_hparams(m, kv) ||
+    if (!load_head(m, false, false, &kv, &ff) ||
         !key_per_layer(m, "attention.head_count_kv", false, 0, kv) ||
         !key_per_layer(m, "feed_forward_length", false, 0, ff) ||
         !rmodel_key_u32_or(m, "rope.dimension_count", hp->head_dim, &hp->n_rot) ||

@@ -140,6 +140,14 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, 
     return 1;
 }
 
+bool rpfx_touch(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n) {
+    if (n < 1) return false;
+    const int64_t i = find_exact(c, tenant, tokens, n, hash_tokens(c, tokens, n));
+    if (i < 0) return false;
+    c->e[i].used = ++c->clock;
+    return true;
+}
+
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
                   int32_t max_len, const float **state, const void **extra, size_t *extra_bytes) {
     *state = NULL;

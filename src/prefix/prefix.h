@@ -43,6 +43,11 @@ void rpfx_free(struct rpfx *c); /* NULL is fine */
 int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, const float *state,
              const void *extra, size_t extra_bytes);
 
+/* Whether tenant holds an entry of exactly tokens[0..n); when it does, that entry becomes the
+ * most recently used (a caller about to store the same state again can skip the copy: one
+ * model's state of one prefix is always the same). */
+bool rpfx_touch(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n);
+
 /* tenant's longest stored prefix of tokens[0..n) no longer than max_len tokens: its length, with
  * *state pointing at its state and *extra, *extra_bytes (when not NULL) at its extra bytes
  * (valid until the next put, read or free), or 0 (a miss). A hit makes the entry the most

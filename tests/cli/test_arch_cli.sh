@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The command-line and server checks of test_cli.sh / test_serve.py on one model of every
-# architecture (Mamba-1, Mamba-2, RWKV-6, RWKV-7, and a q8_0 RWKV-6).
+# architecture (Mamba-1, Mamba-2, RWKV-6, RWKV-7, a q8_0 RWKV-6, and the hybrids Granite 4.0-H,
+# Nemotron-H and Falcon-H1).
 #   test_arch_cli.sh RECUR_BIN TEST_MODEL_BIN MODELS_DIR
 # Per model:
 # - `recur run --temp 0` prints what the C API's argmax loop prints (test_model greedy), and
@@ -41,7 +42,7 @@ printf 'The quick brown fox jumps over the lazy dog. A stitch in time saves nine
 printf 'Caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\xa6\x99 na\xc3\xafve \xe4\xb8\xad\xe6\x96\x87\n\tline "two" with \\backslash\\ and \x27quote\x27\r\n\n  end\t\\n\\t\n' \
     >"$work/rt.txt"
 
-arch_models=(f32-untied f32-mamba2 f32-rwkv6 f32-rwkv7 q8_0-rwkv6)
+arch_models=(f32-untied f32-mamba2 f32-rwkv6 f32-rwkv7 q8_0-rwkv6 f32-granite f16-nemotron f32-falcon)
 model_paths=()
 for name in "${arch_models[@]}"; do
     m="$models/$name.gguf"

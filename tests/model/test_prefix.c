@@ -239,6 +239,9 @@ static void test_extra(void) {
     rpfx_get_stats(c, &s2);
     CHECK(s2.n_entries == s.n_entries && s2.bytes == s.bytes);
     CHECK(rpfx_put(c, 0, a, 6, st, NULL, 5) == -1); /* bytes without data */
+    /* touch: an exact entry is there (and becomes the most recent), a prefix of it is not */
+    CHECK(rpfx_touch(c, 0, a, 5) && !rpfx_touch(c, 0, a, 4) && !rpfx_touch(c, 1, a, 5) &&
+          !rpfx_touch(c, 0, a, 0));
     rpfx_free(c2);
     rpfx_free(c);
 }

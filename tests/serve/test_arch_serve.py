@@ -54,9 +54,11 @@ for model in MODELS:
     slot_dir = tempfile.mkdtemp(prefix="recur-arch-slots-")
     srv = Server(model, "-np", "2", "--slot-save-path", slot_dir)
     want = run_text(model, PROMPT, N)
-    # the models are named f32-untied (Mamba-1), f32-mamba2, f32-rwkv6, q8_0-rwkv6, ...
-    arch = name[:-len(".gguf")].split("-")[-1]
-    arch = arch if arch in ("mamba2", "rwkv6", "rwkv7") else "mamba"
+    # the models are named f32-untied (Mamba-1), f32-mamba2, f32-rwkv6, q8_0-rwkv6, f32-granite,
+    # ...: the last word names the architecture, Mamba-1 by default
+    arch = {"mamba2": "mamba2", "rwkv6": "rwkv6", "rwkv7": "rwkv7", "granite": "granitehybrid",
+            "nemotron": "nemotron_h", "falcon": "falcon-h1"}.get(
+                name[:-len(".gguf")].split("-")[-1], "mamba")
     st, props, _ = srv.request("GET", "/props")
     check("%s: /props names the architecture" % name, st == 200 and
           props["recur"]["architecture"] == arch, props)

@@ -89,6 +89,21 @@ for text in ["a\ufffd\ufffd\ufffdb", "caf\u00e9 \u00ff \u65e5\u672c", "<|endofte
 st, b, _ = S.post("/tokenize", {"content": "<|endoftext|>", "parse_special": True})
 check("with parse_special the marker is the token", st == 200 and b.get("tokens") == [EOT], b)
 
+# invalid bytes out: one U+FFFD per maximal subpart of a sequence, as Python's decoder (and
+# WHATWG's) reads them. The byte tokens come from characters the vocabulary has no merges for.
+st, b, _ = S.post("/tokenize", {"content": "\U000897FF\u0800a"})
+ids = b.get("tokens") if st == 200 else []
+check("byte tokens of two rare characters", len(ids) == 8, (st, b))
+if len(ids) == 8:
+    f2, x89, x9f, _, e0, a0, x80, a = ids
+    for toks, raw in [([f2, x89, a], b"\xf2\x89a"), ([f2, x89, x9f, a], b"\xf2\x89\x9fa"),
+                      ([e0, x80, a], b"\xe0\x80a"), ([x89, x89, a], b"\x89\x89a"),
+                      ([e0, a0], b"\xe0\xa0")]:
+        st, d, _ = S.post("/detokenize", {"tokens": toks})
+        want = raw.decode(errors="replace")
+        check("/detokenize %r: %r, as decoders read it" % (raw, want),
+              st == 200 and d.get("content") == want, (st, d, want))
+
 # ---- chat contents ---------------------------------------------------------------------------
 
 

@@ -239,25 +239,26 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
         for (int nth = 1; nth <= 2; nth++) {
             const struct rops_exec ex = {.pool = pool, .n_threads = nth, .isa = isas[ii]};
             for (int64_t e = 0; e < nq * out_stride; e++) out[e] = 1234.5f; /* gaps: untouched */
-            rops_attention(&ex, &(struct rops_attn_args){.n_q = nq,
-                                                         .n_head = H,
-                                                         .n_head_kv = Hk,
-                                                         .head_dim = D,
-                                                         .q = q,
-                                                         .q_stride = q_stride,
-                                                         .q_pos = q_pos,
-                                                         .q_seq = q_seq,
-                                                         .n_kv = nkv,
-                                                         .k_pages = (const void *const *)kp,
-                                                         .v_pages = (const void *const *)vp,
-                                                         .page_rows = pr,
-                                                         .type_k = cs->type,
-                                                         .type_v = cs->type_v,
-                                                         .kv_pos = kv_pos,
-                                                         .kv_seq = kv_seq,
-                                                         .scale = scale,
-                                                         .out = out,
-                                                         .out_stride = out_stride});
+            const struct rops_attn_args args = {.n_q = nq,
+                                                .n_head = H,
+                                                .n_head_kv = Hk,
+                                                .head_dim = D,
+                                                .q = q,
+                                                .q_stride = q_stride,
+                                                .q_pos = q_pos,
+                                                .q_seq = q_seq,
+                                                .n_kv = nkv,
+                                                .k_pages = (const void *const *)kp,
+                                                .v_pages = (const void *const *)vp,
+                                                .page_rows = pr,
+                                                .type_k = cs->type,
+                                                .type_v = cs->type_v,
+                                                .kv_pos = kv_pos,
+                                                .kv_seq = kv_seq,
+                                                .scale = scale,
+                                                .out = out,
+                                                .out_stride = out_stride};
+            rops_attention(&ex, &args);
             double err = 0;
             int64_t gaps = 0;
             for (int64_t i = 0; i < nq; i++) {
@@ -279,25 +280,9 @@ static double check_attn(struct rpool *pool, const struct attn_case *cs) {
                       rops_isa_name(isas[ii]));
             /* one sequence's keys (a prompt's): no ids at all gives the same bits */
             if (cs->prompt && nth == 2) {
-                rops_attention(&ex, &(struct rops_attn_args){.n_q = nq,
-                                                             .n_head = H,
-                                                             .n_head_kv = Hk,
-                                                             .head_dim = D,
-                                                             .q = q,
-                                                             .q_stride = q_stride,
-                                                             .q_pos = q_pos,
-                                                             .q_seq = NULL,
-                                                             .n_kv = nkv,
-                                                             .k_pages = (const void *const *)kp,
-                                                             .v_pages = (const void *const *)vp,
-                                                             .page_rows = pr,
-                                                             .type_k = cs->type,
-                                                             .type_v = cs->type_v,
-                                                             .kv_pos = kv_pos,
-                                                             .kv_seq = NULL,
-                                                             .scale = scale,
-                                                             .out = out,
-                                                             .out_stride = out_stride});
+                struct rops_attn_args one = args;
+                one.q_seq = one.kv_seq = NULL;
+                rops_attention(&ex, &one);
                 CHECK_MSG(memcmp(out1, out, sizeof(float) * (size_t)(nq * out_stride)) == 0,
                           "attention %s: without sequence ids the bits differ",
                           rops_isa_name(isas[ii]));

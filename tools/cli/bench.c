@@ -218,6 +218,9 @@ int cmd_bench(int argc, char **argv) {
     go.n_threads = o.n_threads;
     go.n_batch = (uint32_t)max_batch;
     go.n_ubatch = (uint32_t)(max_batch < 512 ? max_batch : 512);
+    /* a hybrid model's attention cache: room for the prompt and every sequence's tokens */
+    const int64_t attn = (int64_t)o.n_prompt + (int64_t)max_np * ((int64_t)o.n_gen + 1);
+    go.attn_ctx = (int32_t)(attn < (1 << 24) ? attn : (1 << 24));
     struct recur_model *model;
     struct recur_context *ctx;
     if (!gen_load(&go, (uint32_t)max_np, &model, &ctx)) return TOOL_FAIL;

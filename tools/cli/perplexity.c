@@ -81,6 +81,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     o.n_batch = (uint32_t)(n_ctx * n_par);
     if (o.n_ubatch > o.n_batch) o.n_ubatch = o.n_batch;
+    o.attn_ctx = n_ctx * n_par; /* a hybrid's attention rows: every window of a batch */
 
     size_t len;
     char *text = gen_prompt_text(&o, &len);

@@ -106,8 +106,31 @@ size_t serve_utf8_char(const unsigned char *s, size_t n) {
     return recur_utf8_char((const char *)s, n);
 }
 
+/* The bytes at s[0..n) (no valid character there) that one U+FFFD replaces: the longest start
+ * of a well-formed sequence, at least one byte (Unicode's "maximal subpart" practice, which
+ * WHATWG decoders and Python's follow: F2 89 FF is two replacements, not three). */
+static size_t utf8_bad_run(const unsigned char *s, size_t n) {
+    const unsigned char b = s[0];
+    const size_t len = b >= 0xC2 && b <= 0xDF   ? 2
+                       : b >= 0xE0 && b <= 0xEF ? 3
+                       : b >= 0xF0 && b <= 0xF4 ? 4
+                                                : 1;
+    /* the second byte's range, which the lead byte narrows (Unicode's table 3-7) */
+    const unsigned char lo = b == 0xE0   ? 0xA0
+                             : b == 0xF0 ? 0x90
+                                         : 0x80,
+                        hi = b == 0xED   ? 0x9F
+                             : b == 0xF4 ? 0x8F
+                                         : 0xBF;
+    size_t k = 1;
+    while (k < len && k < n && (k == 1 ? s[k] >= lo && s[k] <= hi : s[k] >= 0x80 && s[k] <= 0xBF))
+        k++;
+    return k;
+}
+
 /* A JSON string needs valid UTF-8, and tokens are bytes: a model may emit any of them. Each
- * invalid byte becomes U+FFFD, as decoders do. malloc'd, NUL-terminated; NULL without memory. */
+ * invalid run becomes U+FFFD, as decoders do (utf8_bad_run). malloc'd, NUL-terminated; NULL
+ * without memory. */
 static char *utf8_valid(const char *text, size_t n) {
     char *out = malloc(3 * n + 1);
     if (!out) return NULL;
@@ -117,7 +140,7 @@ static char *utf8_valid(const char *text, size_t n) {
         if (len == 0) {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
-            i++;
+            i += utf8_bad_run((const unsigned char *)text + i, n - i);
         } else {
             memcpy(out + o, text + i, len);
             o += len;
