@@ -929,9 +929,10 @@ def granite_weights(rng, n_embd, n_layer, d_conv, d_state, n_ssm_head, n_group, 
     return w
 
 
-def granite_bytes(hp, weights, scales=None, eps=1e-5, rope_finetuned=False, types=None):
+def granite_bytes(hp, weights, scales=None, eps=1e-5, rope_finetuned=False, types=None,
+                  extra=()):
     """A granitehybrid GGUF file with the keys of llama.cpp's converter (tools/dev/
-    mk_granite.c); scales: the scale keys to write (None: SCALES)."""
+    mk_granite.c); scales: the scale keys to write (None: SCALES); extra: more keys."""
     a = "granitehybrid."
     kv = [hp["n_head_kv"] if k == "a" else 0 for k in hp["kinds"]]
     kvs = [("general.architecture", STR, "granitehybrid"),
@@ -951,7 +952,7 @@ def granite_bytes(hp, weights, scales=None, eps=1e-5, rope_finetuned=False, type
         kvs.append((a + "rope.scaling.finetuned", BOOL, rope_finetuned))
     for k, v in (SCALES if scales is None else scales).items():
         kvs.append((a + k, F32V, v))
-    return weights_gguf(kvs, weights, types)
+    return weights_gguf(kvs + list(extra), weights, types)
 
 
 def _rms(v, g, eps):
@@ -1228,9 +1229,9 @@ def falcon_h1_weights(rng, n_embd, n_layer, d_conv, d_inner, d_state, n_ssm_head
     return w
 
 
-def falcon_h1_bytes(hp, weights, eps=1e-5, rope_base=1e4, types=None):
+def falcon_h1_bytes(hp, weights, eps=1e-5, rope_base=1e4, types=None, extra=()):
     """A falcon-h1 GGUF file with the keys of llama.cpp's converter (tools/dev/
-    mk_falcon_h1.c)."""
+    mk_falcon_h1.c); extra: more keys."""
     a = "falcon-h1."
     kvs = [("general.architecture", STR, "falcon-h1"),
            (a + "context_length", U32, 16384),
@@ -1249,7 +1250,7 @@ def falcon_h1_bytes(hp, weights, eps=1e-5, rope_base=1e4, types=None):
            (a + "attention.key_length", U32, hp["head_dim"]),
            (a + "attention.value_length", U32, hp["head_dim"]),
            (a + "rope.freq_base", F32V, rope_base)]
-    return weights_gguf(kvs, weights, types)
+    return weights_gguf(kvs + list(extra), weights, types)
 
 
 def unrolled_neox_rope(base):
