@@ -128,12 +128,24 @@ mk tmpl "${base[@]}" --chat-template "$tmp/t.jinja"
 grep -qaF '{{ "<|im_start|>" }}' "$tmp/tmpl.gguf" && ok || bad "--chat-template: the text is not in the file"
 mk rwkv-tmpl --arch rwkv6 --embd 64 --layers 1 --vocab 300 --seed 1 --chat-template "$tmp/t.jinja"
 grep -qaF 'rwkv-world' "$tmp/rwkv-tmpl.gguf" && bad "--chat-template: rwkv kept rwkv-world" || ok
+# --fim PRE,SUF,MID: the three fim_*_token_id keys are written (test_fim reads them back
+# through the library); ids past --vocab and anything but three ids are usage errors
+mk fim "${base[@]}" --fim 997,998,999
+for k in fim_pre_token_id fim_suf_token_id fim_mid_token_id; do
+    grep -qaF "tokenizer.ggml.$k" "$tmp/fim.gguf" && ok || bad "--fim: $k is not in the file"
+done
+grep -qaF "fim_pre_token_id" "$tmp/f32.gguf" && bad "a model without --fim has FIM keys" || ok
+expect 2 "--fim: token id 1000 is not below --vocab 1000" "${m[@]}" "${base[@]}" --fim 1,2,1000
+expect 2 "--fim: '1,2' is not three token ids" "${m[@]}" "${base[@]}" --fim 1,2
+expect 2 "--fim: '1,2,3,4' is not three token ids" "${m[@]}" "${base[@]}" --fim 1,2,3,4
+expect 2 "--fim: '1,-2,3' is not three token ids" "${m[@]}" "${base[@]}" --fim 1,-2,3
+[ -e "$tmp/x.gguf" ] && bad "a refused --fim left $tmp/x.gguf" || ok
 
 
 # ---- the program's own commands ----------------------------------------------------------------
 if "$bin" mkmodel --help >"$tmp/help" 2>&1; then ok; else bad "mkmodel --help exit status"; fi
 for f in --arch --embd --layers --vocab --state --seed --type --tied --inner --conv --dt-rank \
-    --dt-b-c-rms --eps --vocab-file; do
+    --dt-b-c-rms --eps --vocab-file --fim; do
     grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
 done
 for d in "default f32" "default 2*embd" "default 4" "default ceil(embd/16)" "default 1e-5" \
