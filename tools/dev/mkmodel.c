@@ -91,9 +91,10 @@ static const struct flag flags[F_COUNT] = {
     [F_PRE] = {"--pre", "NAME",
                "gpt2: tokenizer.ggml.pre to write (default: the vocabulary file's; \"default\" "
                "when it has none, as llama.cpp reads a missing key)"},
-    [F_FIM] = {"--fim", "PRE,SUF,MID",
-               "write tokenizer.ggml.fim_{pre,suf,mid}_token_id naming these token ids (each "
-               "below --vocab), so that the model can serve /infill"},
+    [F_FIM] = {"--fim", "PRE,SUF,MID[,REP,SEP]",
+               "write tokenizer.ggml.fim_{pre,suf,mid}_token_id (and fim_{rep,sep}_token_id) "
+               "naming these token ids (each below --vocab), so that the model can serve "
+               "/infill"},
     [F_ATTN_LAYERS] = {"--attn-layers", "LIST",
                        "granitehybrid: the attention layers, e.g. 1,3 (default every odd layer); "
                        "the others are Mamba-2"},
@@ -256,25 +257,33 @@ static bool family_takes(const struct mk_family *fam, int id) {
     return false;
 }
 
-/* --fim PRE,SUF,MID: three token ids of the vocabulary (m->n_vocab is set); prints why not. */
+/* --fim PRE,SUF,MID[,REP,SEP]: three or five token ids of the vocabulary (m->n_vocab is set);
+ * prints why not. */
 static bool parse_fim(const char *s, struct mk *m) {
     const char *at = s;
-    for (int i = 0; i < 3; i++) {
+    int n = 0;
+    for (;;) {
         char *end = NULL;
         errno = 0;
         const unsigned long v = strtoul(at, &end, 10);
-        if (end == at || !isdigit((unsigned char)at[0]) || errno || *end != (i < 2 ? ',' : '\0')) {
-            mk_usage_error("--fim: '%s' is not three token ids PRE,SUF,MID", s);
-            return false;
+        if (end == at || !isdigit((unsigned char)at[0]) || errno || n == 5 ||
+            (*end != ',' && *end != '\0')) {
+            n = 0;
+            break;
         }
         if (v >= m->n_vocab) {
             mk_usage_error("--fim: token id %lu is not below --vocab %u", v, m->n_vocab);
             return false;
         }
-        m->fim_ids[i] = (uint32_t)v;
+        m->fim_ids[n++] = (uint32_t)v;
+        if (*end == '\0') break;
         at = end + 1;
     }
-    m->fim = true;
+    if (n != 3 && n != 5) {
+        mk_usage_error("--fim: '%s' is not three or five token ids PRE,SUF,MID[,REP,SEP]", s);
+        return false;
+    }
+    m->n_fim = n;
     return true;
 }
 
@@ -586,10 +595,11 @@ int cmd_mkmodel(int argc, char **argv) {
     const struct mk_family *fam = m.family;
     rc = TOOL_FAIL;
     if (fam->add_hparams(w, &m)) rc = fam->add_vocab(w, &m);
-    static const char *const fim_keys[3] = {"tokenizer.ggml.fim_pre_token_id",
-                                            "tokenizer.ggml.fim_suf_token_id",
-                                            "tokenizer.ggml.fim_mid_token_id"};
-    for (int i = 0; i < 3 && m.fim && rc == TOOL_OK; i++)
+    static const char *const fim_keys[5] = {
+        "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_rep_token_id",
+        "tokenizer.ggml.fim_sep_token_id"};
+    for (int i = 0; i < m.n_fim && rc == TOOL_OK; i++)
         if (!rgguf_writer_set_u32(w, fim_keys[i], m.fim_ids[i])) rc = TOOL_FAIL;
     if (rc == TOOL_OK && !(fam->add_tensors(w, &m) && rgguf_writer_write(w, m.out))) rc = TOOL_FAIL;
     if (rc == TOOL_OK && fam->load_back) {

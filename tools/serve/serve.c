@@ -141,6 +141,7 @@ static const struct endpoint endpoints[] = {
     {"/chat/completions", false, M_POST, true, false, h_chat},
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
+    {"/infill", false, M_POST, true, false, serve_infill},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -622,6 +623,7 @@ int cmd_serve(int argc, char **argv) {
     s.model_name = s.n_aliases ? s.aliases[0] : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !srv.no_slots;
+    s.spm_infill = srv.spm_infill;
     s.webui = !srv.no_webui;
     s.slot_save_path = srv.slot_save_path;
     s.lim.read_s = srv.read_s;
