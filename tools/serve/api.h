@@ -6,6 +6,8 @@
  *   fields.c  the table of known fields per endpoint; logit_bias; samplers
  *   prompt.c  the prompts: strings, token ids, both mixed; their lengths against the limits
  *   chat.c    /v1/chat/completions: messages rendered with the chat template
+ *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
+ *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
  *   lazy.c    the answers' per-token arrays, written as they are sent
  */

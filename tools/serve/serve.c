@@ -4,7 +4,7 @@
  * sched.c).
  *
  * Endpoints are rows of one table (path, methods, handler, whether the API key is asked):
- * completions (api.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
+ * completions (api.c), infill (infill.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
  * slot actions (slots.c). Every answer carries the CORS headers the --cors-* flags allow
  * its Origin; OPTIONS (a browser's preflight) is answered before the API key is looked at; a
  * request whose length could be read two ways is refused before its body (http.c); an
