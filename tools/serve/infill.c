@@ -71,6 +71,7 @@ static void text_field(struct parse *p, struct server *s, const char *name, stru
         return;
     }
     serve_one_prompt(p, s, f, false, &out->v, &out->n, what);
+    out->cap = out->n; /* what it surely holds (serve_one_prompt keeps its own count) */
 }
 
 /* input_extra: [{"filename": string (optional), "text": string}, ...] into *out as the header
