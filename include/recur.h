@@ -661,6 +661,25 @@ RECUR_API recur_token recur_token_bos(const struct recur_model *model);
 /* The vocabulary's end-of-sequence token (tokenizer.ggml.eos_token_id), where generation
  * stops, -1 when it has none; -1 with the error set for a NULL model. Thread-safe. */
 RECUR_API recur_token recur_token_eos(const struct recur_model *model);
+/* The vocabulary's fill-in-the-middle (code infilling) tokens, as llama.h's
+ * llama_vocab_fim_pre and the others: prefix, suffix and middle, which an infill prompt is
+ * made of (prefix text after PRE, suffix text after SUF, the answer after MID), then the
+ * padding, repository and file separator tokens of the repository-level pattern. Each is read
+ * from tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id; the first three also from the
+ * older tokenizer.ggml.{prefix,suffix,middle}_token_id, which win when both are present, as in
+ * llama.cpp. -1 when the file names none (an id past the vocabulary is ignored with a warning
+ * at load); -1 with the error set for a NULL model. Thread-safe: reads the loaded model only. */
+RECUR_API recur_token recur_token_fim_pre(const struct recur_model *model);
+/* FIM suffix: the suffix text follows it (see recur_token_fim_pre). */
+RECUR_API recur_token recur_token_fim_suf(const struct recur_model *model);
+/* FIM middle: ends an infill prompt; the model writes the missing middle after it. */
+RECUR_API recur_token recur_token_fim_mid(const struct recur_model *model);
+/* FIM padding (tokenizer.ggml.fim_pad_token_id; see recur_token_fim_pre). */
+RECUR_API recur_token recur_token_fim_pad(const struct recur_model *model);
+/* FIM repository: starts the repository-level pattern, before the project's name. */
+RECUR_API recur_token recur_token_fim_rep(const struct recur_model *model);
+/* FIM file separator: before each file's name in the repository-level pattern. */
+RECUR_API recur_token recur_token_fim_sep(const struct recur_model *model);
 
 /* UTF-8 text, checked strictly (RFC 3629): overlong forms, surrogates (U+D800..U+DFFF), code
  * points past U+10FFFF, stray continuation bytes and sequences cut short are invalid. Tokens

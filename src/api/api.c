@@ -253,6 +253,19 @@ recur_token recur_token_eos(const struct recur_model *model) {
     return model->m ? rmodel_token_eos(model->m) : rvocab_eos(model->vocab);
 }
 
+/* The model's vocabulary holds the FIM ids in both cases: a full model loads one too. */
+#define FIM_GETTER(name, which)                                                                    \
+    recur_token recur_token_fim_##name(const struct recur_model *model) {                          \
+        API_NEED(model, -1);                                                                       \
+        return rvocab_fim(model->vocab, which);                                                    \
+    }
+FIM_GETTER(pre, RVOCAB_FIM_PRE)
+FIM_GETTER(suf, RVOCAB_FIM_SUF)
+FIM_GETTER(mid, RVOCAB_FIM_MID)
+FIM_GETTER(pad, RVOCAB_FIM_PAD)
+FIM_GETTER(rep, RVOCAB_FIM_REP)
+FIM_GETTER(sep, RVOCAB_FIM_SEP)
+
 /* ---- contexts ---------------------------------------------------------------------------- */
 
 static bool attn_type_ok(enum recur_type t) {

@@ -163,6 +163,20 @@ static bool load_special_id(const struct rgguf *g, const char *key, int32_t n_to
     return true;
 }
 
+/* The fill-in-the-middle ids (vocab.h, rvocab_fim): the current keys, then the deprecated
+ * ones of the first three, in llama.cpp's order, so that a deprecated key present wins. */
+static bool load_fim_ids(const struct rgguf *g, struct rvocab *v) {
+    static const char *const keys[RVOCAB_FIM_COUNT + 3] = {
+        "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
+        "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id",
+        "tokenizer.ggml.prefix_token_id",  "tokenizer.ggml.suffix_token_id",
+        "tokenizer.ggml.middle_token_id"};
+    for (int i = 0; i < RVOCAB_FIM_COUNT + 3; i++)
+        if (!load_special_id(g, keys[i], v->n_tokens, &v->fim[i % RVOCAB_FIM_COUNT])) return false;
+    return true;
+}
+
 static bool load_bool(const struct rgguf *g, const char *key, bool *out) {
     if (rgguf_find_key(g, key) < 0) return true;
     return rgguf_get_bool(g, key, out);
@@ -570,6 +584,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     v->model = model;
     v->pre = pre;
     v->bos = v->eos = v->unk = v->pad = -1;
+    for (int i = 0; i < RVOCAB_FIM_COUNT; i++) v->fim[i] = -1;
     if (model == VM_SPM) {
         /* llama.cpp's defaults for "llama" vocabularies; the keys below override them */
         v->bos = 1;
@@ -591,7 +606,7 @@ struct rvocab *rvocab_load_flags(const struct rgguf *g, uint32_t flags) {
     if (!load_special_id(g, KEY_BOS, v->n_tokens, &v->bos) ||
         !load_special_id(g, KEY_EOS, v->n_tokens, &v->eos) ||
         !load_special_id(g, KEY_UNK, v->n_tokens, &v->unk) ||
-        !load_special_id(g, KEY_PAD, v->n_tokens, &v->pad))
+        !load_special_id(g, KEY_PAD, v->n_tokens, &v->pad) || !load_fim_ids(g, v))
         goto fail;
     if (!load_bool(g, KEY_ADD_BOS, &v->add_bos) || !load_bool(g, KEY_ADD_EOS, &v->add_eos) ||
         !load_bool(g, KEY_ADD_PREFIX, &v->add_space_prefix))
@@ -674,6 +689,10 @@ int32_t rvocab_unk(const struct rvocab *v) {
 
 int32_t rvocab_pad(const struct rvocab *v) {
     return v ? v->pad : -1;
+}
+
+int32_t rvocab_fim(const struct rvocab *v, enum rvocab_fim which) {
+    return v && which >= 0 && which < RVOCAB_FIM_COUNT ? v->fim[which] : -1;
 }
 
 bool rvocab_add_bos(const struct rvocab *v) {

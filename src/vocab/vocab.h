@@ -71,7 +71,8 @@ enum {
  *    would silently decode it to a wrong byte or drop it. Texts may unescape to the same bytes
  *    (the later id is the one tokenize finds, as in llama.cpp). No merges are read;
  *  - "llama": tokenizer.ggml.scores (float32, one per token; all 0 when absent);
- *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id (-1 when absent, but 1, 2
+ *  - optional: tokenizer.ggml.{bos,eos,unknown,padding}_token_id and the fill-in-the-middle
+ *    ids (rvocab_fim) (-1 when absent, but 1, 2
  *    and 0 for the first three of "llama", llama.cpp's defaults; an id out of range is ignored
  *    with a warning, as llama.cpp does), tokenizer.ggml.add_bos_token and add_eos_token
  *    (default false, but add_bos true for "llama" and for the pre-tokenizers that llama.cpp
@@ -102,6 +103,21 @@ int32_t rvocab_bos(const struct rvocab *v);
 int32_t rvocab_eos(const struct rvocab *v);
 int32_t rvocab_unk(const struct rvocab *v);
 int32_t rvocab_pad(const struct rvocab *v);
+/* The fill-in-the-middle tokens (code infilling, llama-server's /infill), read as llama.cpp
+ * reads them: tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, and for the first three
+ * also the older tokenizer.ggml.{prefix,suffix,middle}_token_id, which llama.cpp reads after
+ * the new keys, so that an old key present wins. -1 when the file names none (an id out of
+ * range is ignored with a warning, as for the other special ids). */
+enum rvocab_fim {
+    RVOCAB_FIM_PRE,
+    RVOCAB_FIM_SUF,
+    RVOCAB_FIM_MID,
+    RVOCAB_FIM_PAD,
+    RVOCAB_FIM_REP,
+    RVOCAB_FIM_SEP,
+    RVOCAB_FIM_COUNT
+};
+int32_t rvocab_fim(const struct rvocab *v, enum rvocab_fim which);
 /* tokenizer.ggml.add_bos_token / add_eos_token (false when absent), as llama_vocab_get_add_bos
  * reports them. For "gpt2", whether tokenize with add_special adds BOS at the start / EOS at
  * the end; "rwkv" tokenize never adds them, as llama.cpp's RWKV tokenizer does not. */

@@ -16,6 +16,7 @@
 
 #include "core/buf.h"
 #include "core/utf8.h"
+#include "vocab/vocab.h"
 
 struct rvocab;
 
@@ -154,6 +155,7 @@ struct rvocab {
     int16_t cp_byte[N_ALPHABET_CP]; /* inverse of byte_cp, -1 elsewhere */
 
     int32_t bos, eos, unk, pad;
+    int32_t fim[RVOCAB_FIM_COUNT]; /* fill-in-the-middle ids by enum rvocab_fim, -1: none */
     bool add_bos, add_eos, add_space_prefix, clean_spaces;
 
     pcre2_code *re[RVOCAB_PRE_MAX]; /* gpt2 only: the pre-tokenizer's patterns */

@@ -128,12 +128,30 @@ mk tmpl "${base[@]}" --chat-template "$tmp/t.jinja"
 grep -qaF '{{ "<|im_start|>" }}' "$tmp/tmpl.gguf" && ok || bad "--chat-template: the text is not in the file"
 mk rwkv-tmpl --arch rwkv6 --embd 64 --layers 1 --vocab 300 --seed 1 --chat-template "$tmp/t.jinja"
 grep -qaF 'rwkv-world' "$tmp/rwkv-tmpl.gguf" && bad "--chat-template: rwkv kept rwkv-world" || ok
+# --fim PRE,SUF,MID[,REP,SEP]: the fim_*_token_id keys are written (test_fim reads them back
+# through the library); ids past --vocab and anything but three ids are usage errors
+mk fim "${base[@]}" --fim 997,998,999
+for k in fim_pre_token_id fim_suf_token_id fim_mid_token_id; do
+    grep -qaF "tokenizer.ggml.$k" "$tmp/fim.gguf" && ok || bad "--fim: $k is not in the file"
+done
+grep -qaF "fim_pre_token_id" "$tmp/f32.gguf" && bad "a model without --fim has FIM keys" || ok
+expect 2 "--fim: token id 1000 is not below --vocab 1000" "${m[@]}" "${base[@]}" --fim 1,2,1000
+grep -qaF "fim_rep_token_id" "$tmp/fim.gguf" && bad "--fim with three ids wrote fim_rep" || ok
+mk fim5 "${base[@]}" --fim 995,996,997,998,999
+for k in fim_rep_token_id fim_sep_token_id; do
+    grep -qaF "tokenizer.ggml.$k" "$tmp/fim5.gguf" && ok || bad "--fim: $k is not in the file"
+done
+for bad_ids in 1,2 1,2,3,4 1,2,3,4,5,6 1,-2,3 1,,3 1,2,3,; do
+    expect 2 "--fim: '$bad_ids' is not three or five token ids" "${m[@]}" "${base[@]}" \
+        --fim "$bad_ids"
+done
+[ -e "$tmp/x.gguf" ] && bad "a refused --fim left $tmp/x.gguf" || ok
 
 
 # ---- the program's own commands ----------------------------------------------------------------
 if "$bin" mkmodel --help >"$tmp/help" 2>&1; then ok; else bad "mkmodel --help exit status"; fi
 for f in --arch --embd --layers --vocab --state --seed --type --tied --inner --conv --dt-rank \
-    --dt-b-c-rms --eps --vocab-file; do
+    --dt-b-c-rms --eps --vocab-file --fim; do
     grep -qF -- "$f" "$tmp/help" && ok || bad "mkmodel --help does not list $f"
 done
 for d in "default f32" "default 2*embd" "default 4" "default ceil(embd/16)" "default 1e-5" \

@@ -23,6 +23,8 @@ mk f32-tied --embd 48 --layers 3 --vocab 300 --state 4 --seed 2 --type f32 --tie
 mk f32-rms --embd 32 --layers 2 --vocab 256 --state 16 --seed 3 --type f32 --dt-b-c-rms
 mk f16-untied --embd 64 --layers 2 --vocab 512 --state 8 --seed 4 --type f16
 mk bf16-tied --embd 64 --layers 2 --vocab 400 --state 8 --seed 5 --type bf16 --tied --dt-rank 8
+# fill-in-the-middle ids (test_fim, test_serve_infill): three ordinary tokens named by --fim
+mk f32-fim --embd 32 --layers 2 --vocab 300 --state 4 --seed 40 --type f32 --fim 297,298,299
 # Mamba-2: heads sharing groups of B and C; a tied f16 one with a 3-wide conv
 mk2 f32-mamba2 --embd 64 --layers 2 --vocab 512 --state 8 --seed 6 --type f32 --heads 4 --groups 2
 mk2 f16-mamba2-tied --embd 32 --layers 3 --vocab 300 --state 16 --seed 7 --type f16 --tied \

@@ -73,6 +73,12 @@ static void test_null_models(void) {
                 false);
     EXPECT_FAIL(-1, recur_token_bos, "model", m);
     EXPECT_FAIL(-1, recur_token_eos, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_pre, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_suf, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_mid, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_pad, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_rep, "model", m);
+    EXPECT_FAIL(-1, recur_token_fim_sep, "model", m);
     EXPECT_FAIL(NULL, recur_sampler_chain_default, "model", m, recur_sampler_default_params());
     EXPECT_FAIL(NULL, recur_sampler_init_grammar, "model", m, "root ::= \"a\"", NULL);
     recur_model_free(NULL); /* free functions take NULL */

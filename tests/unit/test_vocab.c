@@ -597,6 +597,50 @@ static const char **merges_with(uint64_t i, const char *text, uint64_t *n) {
     return m;
 }
 
+/* The GPT-2 vocabulary with the token id keys keys[i] = ids[i] (n of them) added. */
+static struct rvocab *with_ids(const char *const *keys, const uint32_t *ids, int n) {
+    struct rgguf_writer *w = copy_except(NULL, 0);
+    for (int i = 0; i < n; i++) REQUIRE(rgguf_writer_set_u32(w, keys[i], ids[i]));
+    struct rvocab *v = load_written(w);
+    REQUIRE(v);
+    return v;
+}
+
+/* The fill-in-the-middle ids: absent, the current keys (all six), the older prefix/suffix/
+ * middle keys alone, both (the older wins, as llama.cpp reads it last), one past the
+ * vocabulary (ignored) and one of the wrong type (refused, naming the key). */
+static void test_fim_ids(void) {
+    for (int i = 0; i < RVOCAB_FIM_COUNT; i++) CHECK(rvocab_fim(gpt2, (enum rvocab_fim)i) == -1);
+    CHECK(rvocab_fim(gpt2, RVOCAB_FIM_COUNT) == -1 && rvocab_fim(NULL, RVOCAB_FIM_PRE) == -1);
+
+    static const char *const current[RVOCAB_FIM_COUNT] = {
+        "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
+        "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+    struct rvocab *v = with_ids(current, (const uint32_t[]){100, 101, 102, 103, 104, 105}, 6);
+    for (int i = 0; i < RVOCAB_FIM_COUNT; i++) CHECK(rvocab_fim(v, (enum rvocab_fim)i) == 100 + i);
+    rvocab_free(v);
+
+    static const char *const older[3] = {"tokenizer.ggml.prefix_token_id",
+                                         "tokenizer.ggml.suffix_token_id",
+                                         "tokenizer.ggml.middle_token_id"};
+    v = with_ids(older, (const uint32_t[]){7, 8, 9}, 3);
+    CHECK(rvocab_fim(v, RVOCAB_FIM_PRE) == 7 && rvocab_fim(v, RVOCAB_FIM_SUF) == 8 &&
+          rvocab_fim(v, RVOCAB_FIM_MID) == 9 && rvocab_fim(v, RVOCAB_FIM_REP) == -1);
+    rvocab_free(v);
+
+    static const char *const both[3] = {current[RVOCAB_FIM_PRE], older[0], current[RVOCAB_FIM_SUF]};
+    v = with_ids(both, (const uint32_t[]){1, 2, 50257}, 3);
+    CHECK(rvocab_fim(v, RVOCAB_FIM_PRE) == 2);  /* the older key, read last */
+    CHECK(rvocab_fim(v, RVOCAB_FIM_SUF) == -1); /* past the vocabulary: ignored */
+    rvocab_free(v);
+
+    struct rgguf_writer *w = copy_except(NULL, 0);
+    REQUIRE(rgguf_writer_set_str(w, "tokenizer.ggml.fim_mid_token_id", "5"));
+    CHECK(load_written(w) == NULL);
+    CHECK_ERR("tokenizer.ggml.fim_mid_token_id");
+}
+
 static void test_load_errors(void) {
     const char *pre[] = {"tokenizer.ggml.pre"};
     const char *model[] = {"tokenizer.ggml.model"};
@@ -876,6 +920,7 @@ int main(void) {
     RUN(test_invalid_utf8);
     RUN(test_size_protocol);
     RUN(test_load_errors);
+    RUN(test_fim_ids);
     RUN(test_variants);
     RUN(test_linear);
 

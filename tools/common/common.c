@@ -147,6 +147,9 @@ static const struct flag flags[] = {
         "the model's names in the API, comma-separated: the first answers as the model's, all "
         "are listed in /v1/models' aliases (default: its file's name)"),
     ROW(NULL, "--no-slots", NULL, SERVE, FLAG_ON, SRV(no_slots), 0, 0, "GET /slots answers 501"),
+    ROW(NULL, "--spm-infill", NULL, SERVE, FLAG_ON, SRV(spm_infill), 0, 0,
+        "POST /infill puts the suffix before the prefix (Suffix/Prefix/Middle), as some models "
+        "prefer (default: Prefix/Suffix/Middle)"),
     ROW(NULL, "--no-webui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,
         "no web page at / (chat and playground in the browser): / answers 404"),
     ROW(NULL, "--no-ui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,

@@ -91,6 +91,10 @@ static const struct flag flags[F_COUNT] = {
     [F_PRE] = {"--pre", "NAME",
                "gpt2: tokenizer.ggml.pre to write (default: the vocabulary file's; \"default\" "
                "when it has none, as llama.cpp reads a missing key)"},
+    [F_FIM] = {"--fim", "PRE,SUF,MID[,REP,SEP]",
+               "write tokenizer.ggml.fim_{pre,suf,mid}_token_id (and fim_{rep,sep}_token_id) "
+               "naming these token ids (each below --vocab), so that the model can serve "
+               "/infill"},
     [F_ATTN_LAYERS] = {"--attn-layers", "LIST",
                        "granitehybrid: the attention layers, e.g. 1,3 (default every odd layer); "
                        "the others are Mamba-2"},
@@ -253,6 +257,36 @@ static bool family_takes(const struct mk_family *fam, int id) {
     return false;
 }
 
+/* --fim PRE,SUF,MID[,REP,SEP]: three or five token ids of the vocabulary (m->n_vocab is set);
+ * prints why not. */
+static bool parse_fim(const char *s, struct mk *m) {
+    const char *at = s;
+    int n = 0;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        const unsigned long v = strtoul(at, &end, 10);
+        if (end == at || !isdigit((unsigned char)at[0]) || errno || n == 5 ||
+            (*end != ',' && *end != '\0')) {
+            n = 0;
+            break;
+        }
+        if (v >= m->n_vocab) {
+            mk_usage_error("--fim: token id %lu is not below --vocab %u", v, m->n_vocab);
+            return false;
+        }
+        m->fim_ids[n++] = (uint32_t)v;
+        if (*end == '\0') break;
+        at = end + 1;
+    }
+    if (n != 3 && n != 5) {
+        mk_usage_error("--fim: '%s' is not three or five token ids PRE,SUF,MID[,REP,SEP]", s);
+        return false;
+    }
+    m->n_fim = n;
+    return true;
+}
+
 /* Fills *m from the command line. Returns TOOL_OK, or an exit status (help shown: -1). */
 static int parse_args(int argc, char **argv, struct mk *m) {
     const char *given[F_COUNT] = {0};
@@ -378,6 +412,7 @@ static int parse_args(int argc, char **argv, struct mk *m) {
                               "(e.g. tests/data/ggml-vocab-gpt-2.gguf)");
     m->chat_template_file = given[F_CHAT_TEMPLATE];
     m->pre = given[F_PRE];
+    if (given[F_FIM] && !parse_fim(given[F_FIM], m)) return TOOL_USAGE;
     return fam->parse(given, m);
 }
 
@@ -560,6 +595,12 @@ int cmd_mkmodel(int argc, char **argv) {
     const struct mk_family *fam = m.family;
     rc = TOOL_FAIL;
     if (fam->add_hparams(w, &m)) rc = fam->add_vocab(w, &m);
+    static const char *const fim_keys[5] = {
+        "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_rep_token_id",
+        "tokenizer.ggml.fim_sep_token_id"};
+    for (int i = 0; i < m.n_fim && rc == TOOL_OK; i++)
+        if (!rgguf_writer_set_u32(w, fim_keys[i], m.fim_ids[i])) rc = TOOL_FAIL;
     if (rc == TOOL_OK && !(fam->add_tensors(w, &m) && rgguf_writer_write(w, m.out))) rc = TOOL_FAIL;
     if (rc == TOOL_OK && fam->load_back) {
         /* the tokenizer must load as written (an unknown --pre is refused here), else no

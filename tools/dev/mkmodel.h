@@ -57,6 +57,7 @@ enum flag_id {
     F_VOCAB_FILE,
     F_CHAT_TEMPLATE,
     F_PRE,
+    F_FIM,
     F_ATTN_LAYERS,
     F_ATTN_HEADS,
     F_ATTN_KV_HEADS,
@@ -89,6 +90,8 @@ struct mk {
     const char *chat_template_file; /* --chat-template: its text becomes tokenizer.chat_template */
     char *chat_template;            /* that text (malloc'd), NULL: none given */
     const char *pre;                /* --pre, or NULL */
+    int n_fim;                      /* --fim: how many of fim_ids to write (0, 3 or 5) */
+    uint32_t fim_ids[5];            /* --fim PRE,SUF,MID[,REP,SEP] */
     const struct mk_family *family;
     const struct mk_arch *arch; /* one of family->archs */
     uint32_t n_embd, n_layer, n_vocab;

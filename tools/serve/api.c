@@ -477,7 +477,8 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     } else {
         n_prompts = serve_prompts_field(&p, plist, llama);
         if (n_prompts > 0) {
-            serve_one_prompt(&p, s, plist[0], t, n_prompts > 1 ? "\"prompt\"[0]" : "\"prompt\"");
+            serve_one_prompt(&p, s, plist[0], true, &t->prompt, &t->n_prompt,
+                             n_prompts > 1 ? "\"prompt\"[0]" : "\"prompt\"");
             serve_check_prompt_len(&p, s, t, n_prompts > 1 ? "\"prompt\"[0]" : "the prompt");
         }
     }
@@ -593,7 +594,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
         r->tasks[r->n_tasks++] = c;
         char what[32];
         snprintf(what, sizeof what, "\"prompt\"[%d]", i);
-        serve_one_prompt(&p, s, plist[i], c, what);
+        serve_one_prompt(&p, s, plist[i], true, &c->prompt, &c->n_prompt, what);
         serve_check_prompt_len(&p, s, c, what);
     }
     answer_size_check(&p, s, r);

@@ -6,6 +6,8 @@
  *   fields.c  the table of known fields per endpoint; logit_bias; samplers
  *   prompt.c  the prompts: strings, token ids, both mixed; their lengths against the limits
  *   chat.c    /v1/chat/completions: messages rendered with the chat template
+ *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
+ *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
  *   lazy.c    the answers' per-token arrays, written as they are sent
  */
@@ -108,10 +110,11 @@ bool serve_tokenize_into(struct server *s, const char *text, bool add_special, b
  * tokenized. True does not promise it fits: the caller still counts its tokens. */
 bool serve_check_length(struct parse *p, struct server *s, const char *text, size_t len,
                         const char *what);
-/* prompt.c: one prompt (f: a string, or an array of token ids and strings) into t's tokens;
- * what names it in messages. */
-void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, struct task *t,
-                      const char *what);
+/* prompt.c: one prompt (f: a string, or an array of token ids and strings) into *toks
+ * (malloc'd; NULL and *n_toks 0 on entry), a BOS where the model asks for one only with
+ * add_special; what names it in messages. */
+void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, bool add_special,
+                      recur_token **toks, int32_t *n_toks, const char *what);
 /* prompt.c: t's prompt against the limits: empty, past the most tokens accepted, or leaving no
  * room for a token under -c (then p->over_ctx is its length). */
 void serve_check_prompt_len(struct parse *p, struct server *s, const struct task *t,
@@ -121,6 +124,8 @@ void serve_check_prompt_len(struct parse *p, struct server *s, const struct task
 int serve_prompts_field(struct parse *p, const cJSON **list, bool llama);
 /* fields.c: every field of the body is in api's table and refused features are off. */
 void serve_check_fields(struct parse *p, enum task_api api);
+/* fields.c: the same for /completion's table, where (an endpoint) named in the message. */
+void serve_check_llama_fields(struct parse *p, const char *where);
 /* fields.c: logit_bias into t->bias (llama: /completion's forms too). */
 void serve_logit_bias_field(struct parse *p, struct server *s, struct task *t, bool llama);
 /* fields.c: structured output into t->grammar (GBNF text, checked): llama-server's

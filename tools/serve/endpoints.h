@@ -63,6 +63,11 @@ enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
 enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
                                  const struct serve_req *rq);
 
+/* POST /infill (infill.c): llama-server's code infilling, a /completion of the prompt made of
+ * the model's fill-in-the-middle tokens around input_prefix and input_suffix. */
+enum MHD_Result serve_infill(struct server *s, struct MHD_Connection *conn,
+                             const struct serve_req *rq);
+
 /* GET / and /webui/NAME: the web page's files, built into the binary (webui.c); 404
  * with --no-webui or for a name that is not one of them. */
 enum MHD_Result serve_webui(struct server *s, struct MHD_Connection *conn,

@@ -233,9 +233,13 @@ static void openai_choices(struct parse *p, enum task_api api) {
            "it must be one of none, minimal, low, medium, high, xhigh, max, default");
 }
 
+void serve_check_llama_fields(struct parse *p, const char *where) {
+    check_fields(p, llama_fields, sizeof llama_fields / sizeof llama_fields[0], where);
+}
+
 void serve_check_fields(struct parse *p, enum task_api api) {
     if (api == API_LLAMA)
-        check_fields(p, llama_fields, sizeof llama_fields / sizeof llama_fields[0], "/completion");
+        serve_check_llama_fields(p, "/completion");
     else if (api == API_CHAT)
         check_fields(p, chat_fields, sizeof chat_fields / sizeof chat_fields[0],
                      "/v1/chat/completions");

@@ -86,13 +86,13 @@ bool serve_check_length(struct parse *p, struct server *s, const char *text, siz
 
 /* One prompt: a string, or an array of token ids and strings (llama-server's mixed prompts,
  * on /completion and /v1/completions: each string's tokens in its place, the BOS only before a
- * first string) into t. */
-void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, struct task *t,
-                      const char *what) {
+ * first string, and only with add_special) into *toks (NULL) and *n_toks (0). */
+void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, bool add_special,
+                      recur_token **toks, int32_t *n_toks, const char *what) {
     int32_t cap = 0;
     if (cJSON_IsString(f)) {
         if (!serve_check_length(p, s, f->valuestring, strlen(f->valuestring), what)) return;
-        if (!serve_tokenize_into(s, f->valuestring, true, false, &t->prompt, &t->n_prompt, &cap))
+        if (!serve_tokenize_into(s, f->valuestring, add_special, false, toks, n_toks, &cap))
             serve_fail(p, "%s could not be tokenized", what);
         return;
     }
@@ -105,7 +105,7 @@ void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, struct 
     for (const cJSON *e = f->child; e && !p->bad; e = e->next, i++) {
         if (cJSON_IsString(e)) {
             if (!serve_check_length(p, s, e->valuestring, strlen(e->valuestring), what)) return;
-            if (!serve_tokenize_into(s, e->valuestring, i == 0, false, &t->prompt, &t->n_prompt,
+            if (!serve_tokenize_into(s, e->valuestring, add_special && i == 0, false, toks, n_toks,
                                      &cap))
                 serve_fail(p, "%s[%d] could not be tokenized", what, i);
             continue;
@@ -115,16 +115,16 @@ void serve_one_prompt(struct parse *p, struct server *s, const cJSON *f, struct 
             serve_fail(p, "%s[%d] is not a token id (0..%d) or a string", what, i, V - 1);
             return;
         }
-        if (t->n_prompt + 1 > cap) {
+        if (*n_toks + 1 > cap) {
             cap = 2 * cap + 16;
-            recur_token *g = realloc(t->prompt, sizeof(recur_token) * (size_t)cap);
+            recur_token *g = realloc(*toks, sizeof(recur_token) * (size_t)cap);
             if (!g) {
                 serve_fail(p, "out of memory");
                 return;
             }
-            t->prompt = g;
+            *toks = g;
         }
-        t->prompt[t->n_prompt++] = (recur_token)v;
+        (*toks)[(*n_toks)++] = (recur_token)v;
     }
 }
 

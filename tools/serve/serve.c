@@ -4,7 +4,7 @@
  * sched.c).
  *
  * Endpoints are rows of one table (path, methods, handler, whether the API key is asked):
- * completions (api.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
+ * completions (api.c), infill (infill.c), models/props/slots/metrics/tokenize/detokenize (meta.c),
  * slot actions (slots.c). Every answer carries the CORS headers the --cors-* flags allow
  * its Origin; OPTIONS (a browser's preflight) is answered before the API key is looked at; a
  * request whose length could be read two ways is refused before its body (http.c); an
@@ -141,6 +141,7 @@ static const struct endpoint endpoints[] = {
     {"/chat/completions", false, M_POST, true, false, h_chat},
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
+    {"/infill", false, M_POST, true, false, serve_infill},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -622,6 +623,7 @@ int cmd_serve(int argc, char **argv) {
     s.model_name = s.n_aliases ? s.aliases[0] : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
     s.slots_endpoint = !srv.no_slots;
+    s.spm_infill = srv.spm_infill;
     s.webui = !srv.no_webui;
     s.slot_save_path = srv.slot_save_path;
     s.lim.read_s = srv.read_s;

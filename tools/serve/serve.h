@@ -207,6 +207,7 @@ struct server {
     const char *model_path; /* -m */
     struct serve_limits lim;
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
+    bool spm_infill;            /* --spm-infill: /infill puts the suffix first */
     bool webui;                 /* the web page at / and /webui/ (--no-webui: 404) */
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
