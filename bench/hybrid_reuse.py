@@ -26,11 +26,12 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import threading
 import time
+
+import chat_turns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -74,30 +75,8 @@ class Server:
 
     def chat(self, messages, reply, cache=True):
         """(first token seconds, reply text, prompt tokens, cached tokens)"""
-        body = {"messages": messages, "max_tokens": reply, "temperature": 0, "stream": True,
-                "cache_prompt": cache, "stream_options": {"include_usage": True}}
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
-        t0 = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode())
-        resp = conn.getresponse()
-        first, text, usage = None, [], None
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            ev = json.loads(line[6:])
-            if ev.get("usage"):
-                usage = ev["usage"]
-            for ch in ev.get("choices", []):
-                if first is None and (ch["delta"].get("content") or ch.get("finish_reason")):
-                    first = time.perf_counter() - t0
-                if ch["delta"].get("content"):
-                    text.append(ch["delta"]["content"])
-        conn.close()
-        return (first, "".join(text), usage["prompt_tokens"],
+        first, text, usage = chat_turns.turn(self.port, messages, reply, cache)
+        return (first, text, usage["prompt_tokens"],
                 usage["prompt_tokens_details"]["cached_tokens"])
 
     def store_queued(self):
