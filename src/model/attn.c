@@ -4,7 +4,6 @@
  *
  *   attention of the normed input h (n_embd), for a token at position p of its sequence:
  *     q = wq . h, k = wk . h, v = wv . h          heads of head_dim values
- *     q, k = rmsnorm per head (when the file has attn_q_norm / attn_k_norm)
  *     q, k = rope(q, p), rope(k, p)               (when the model has RoPE)
  *     the cache appends k and v to the sequence's rows
  *     o_h = sum_j softmax_j(scale q_h . k_j) v_j  over the sequence's rows up to p, query head
@@ -29,12 +28,16 @@ bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_l
                   dkv = (int64_t)n_head_kv * hd;
     char name[96];
 #define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-    static const char *const unused[] = {"attn_qkv.weight", "attn_q.bias", "attn_k.bias",
-                                         "attn_v.bias", "attn_output.bias"};
+    /* what these families' files do not have, and this code does not apply: refused rather
+       than left out of the sums */
+    static const char *const unused[] = {
+        "attn_qkv.weight",  "attn_q.bias",        "attn_k.bias",       "attn_v.bias",
+        "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
         snprintf(name, sizeof name, "blk.%d.%s", (int)il, unused[i]);
         if (rgguf_find_tensor(m->gguf, name)) {
-            rcore_error_set("tensor %s: attention with biases or a fused QKV is not supported",
+            rcore_error_set("tensor %s: attention with biases, Q/K norms or a fused QKV is not "
+                            "supported",
                             name);
             return false;
         }
@@ -44,14 +47,6 @@ bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_l
         !rmodel_matrix(m, TNAME("attn_k.weight"), E, dkv, &A->wk) ||
         !rmodel_matrix(m, TNAME("attn_v.weight"), E, dkv, &A->wv) ||
         !rmodel_matrix(m, TNAME("attn_output.weight"), dq, E, &A->wo))
-        return false;
-    const int64_t ne_hd[1] = {hd};
-    A->q_norm = A->k_norm = NULL;
-    if (rgguf_find_tensor(m->gguf, TNAME("attn_q_norm.weight")) &&
-        !(A->q_norm = rmodel_small_f32(m, name, 1, ne_hd)))
-        return false;
-    if (rgguf_find_tensor(m->gguf, TNAME("attn_k_norm.weight")) &&
-        !(A->k_norm = rmodel_small_f32(m, name, 1, ne_hd)))
         return false;
 #undef TNAME
     return true;
@@ -100,16 +95,6 @@ static void store_row(uint32_t type, const float *src, int64_t n, void *dst) {
     }
 }
 
-/* RMS norm of every head of n rows (stride floats apart) of n_head heads, in place. */
-static void head_norms(enum rops_isa isa, float *x, int64_t n, int64_t stride, int64_t n_head,
-                       int64_t hd, const float *weight, float eps) {
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < n_head; h++) {
-            float *p = x + t * stride + h * hd;
-            rops_rmsnorm(isa, p, weight, hd, eps, p);
-        }
-}
-
 /* The model's rotary embedding on n rows (stride floats apart) of n_head heads. */
 static void rope(const struct rops_exec *ex, const struct rhybrid_hparams *hp, float *x, int64_t n,
                  int64_t n_head, int64_t stride, const int32_t *pos) {
@@ -136,8 +121,6 @@ void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t i
     const struct rops_matjob jobs[3] = {
         {&A->wq, w->hn, n, w->q}, {&A->wk, w->hn, n, w->k}, {&A->wv, w->hn, n, w->v}};
     rops_matmul_batch(ex, jobs, 3);
-    if (A->q_norm) head_norms(ex->isa, w->q, n, dq, H, hd, A->q_norm, m->norm_eps);
-    if (A->k_norm) head_norms(ex->isa, w->k, n, dkv, Hkv, hd, A->k_norm, m->norm_eps);
     if (hp->rope) {
         rope(ex, hp, w->q, n, H, dq, ub->pos);
         rope(ex, hp, w->k, n, Hkv, dkv, ub->pos);

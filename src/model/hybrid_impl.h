@@ -15,9 +15,9 @@ struct rhybrid_ws {
     float *gate, *up; /* n x max_ff */
 };
 
-/* Layer il's attention tensors (blk.il.attn_q/k/v/output.weight, and attn_q_norm / attn_k_norm
- * when the file has them) for n_head_kv K/V heads of the model's hyb.head_dim. Refuses biases
- * and a fused attn_qkv, which this code does not apply. False with the error set. */
+/* Layer il's attention tensors (blk.il.attn_q/k/v/output.weight) for n_head_kv K/V heads of
+ * the model's hyb.head_dim. Refuses biases, Q/K norms and a fused attn_qkv, which these
+ * families' files do not have and this code does not apply. False with the error set. */
 bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_layer *A);
 /* Layer il's feed-forward tensors: norm_name (NULL: none, the layer's own input), ffn_gate
  * (gated: SwiGLU; else the ReLU^2 MLP), ffn_up, ffn_down, n_ff wide. */

@@ -65,11 +65,10 @@ struct rrwkv_hparams {
 
 /* The attention and feed-forward layers of hybrid models (attn.c, hybrid.c; docs/hybrid.md). */
 struct rattn_layer {
-    struct rops_mat wq;           /* n_embd -> n_head * head_dim */
-    struct rops_mat wk, wv;       /* n_embd -> n_head_kv * head_dim */
-    struct rops_mat wo;           /* n_head * head_dim -> n_embd */
-    const float *q_norm, *k_norm; /* head_dim each: RMS norms of every head; NULL: none */
-    uint32_t n_head_kv;           /* 0: the layer has no attention */
+    struct rops_mat wq;     /* n_embd -> n_head * head_dim */
+    struct rops_mat wk, wv; /* n_embd -> n_head_kv * head_dim */
+    struct rops_mat wo;     /* n_head * head_dim -> n_embd */
+    uint32_t n_head_kv;     /* 0: the layer has no attention */
 };
 
 struct rffn_layer {

@@ -70,7 +70,12 @@ refused("rope.scaling.finetuned missing", write("norope.gguf", tr.granite_bytes(
 biased = dict(g)
 biased["blk.1.attn_q.bias"] = np.zeros(tr.HPG["n_embd"])
 refused("an attention bias", write("bias.gguf", tr.granite_bytes(tr.HPG, biased)),
-        "tensor blk.1.attn_q.bias: attention with biases or a fused QKV is not supported")
+        "tensor blk.1.attn_q.bias: attention with biases, Q/K norms or a fused QKV is not "
+        "supported")
+normed = dict(g)
+normed["blk.1.attn_k_norm.weight"] = np.ones(tr.HPG["n_embd"] // tr.HPG["n_head"])
+refused("a K norm", write("knorm.gguf", tr.granite_bytes(tr.HPG, normed)),
+        "tensor blk.1.attn_k_norm.weight: attention with biases, Q/K norms")
 # 3 K/V heads for 4 query heads
 hp3 = dict(tr.HPG, n_head_kv=3)
 refused("K/V heads that do not divide the heads", write("kv3.gguf", tr.granite_bytes(
