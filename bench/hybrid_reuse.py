@@ -36,14 +36,10 @@ import chat_turns
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-WORDS = ("the stars say that a journey of some length will bring you to a door you have "
-         "seen before and behind it a friend who remembers what you forgot about the rain "
-         "and the road and the long evening when nothing went as planned but all was well "
-         "in the end because patience is a kind of luck that grows with use").split()
-
-
 def user_message(conv, k, n_words):
-    words = [WORDS[(conv * 13 + k * 7 + i) % len(WORDS)] for i in range(n_words)]
+    """chat_turns.py's text, each conversation starting elsewhere in it."""
+    words = [chat_turns.WORDS[(conv * 13 + k * 7 + i) % len(chat_turns.WORDS)]
+             for i in range(n_words)]
     return "Conversation %d, turn %d. " % (conv, k) + " ".join(words) + "?"
 
 

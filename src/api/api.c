@@ -175,16 +175,7 @@ int32_t recur_model_n_layer(const struct recur_model *model) {
 
 bool recur_model_is_hybrid(const struct recur_model *model) {
     API_NEED(model, false);
-    if (!model->m) return false;
-    const int32_t n = rmodel_n_layer(model->m);
-    uint32_t *rows = malloc(2 * sizeof(uint32_t) * (size_t)n);
-    if (!rows) {
-        rcore_error_set("out of memory");
-        return false;
-    }
-    const bool hybrid = rmodel_attn_rows(model->m, rows, rows + n);
-    free(rows);
-    return hybrid;
+    return model->m && rmodel_is_hybrid(model->m);
 }
 
 const char *recur_model_arch_name(const struct recur_model *model) {

@@ -414,18 +414,15 @@ static bool set_state(struct rmem *mem, int32_t seq, const float *src, int32_t p
     const int32_t own = own_cell(mem, seq);
     if (own < 0) return false;
     if (attn && !rmem_kv_state_read_ending(mem->kv, attn, seq, pos)) return false;
-    int32_t c = m->tail[seq];
-    if (c != own) {
-        const int32_t free_cell = own;
-        if (c >= 0) rmem_cell_del(m, seq);
-        rmem_cell_add(m, free_cell, seq);
+    if (m->tail[seq] != own) { /* a free cell: seq leaves the one it shared */
+        if (m->tail[seq] >= 0) rmem_cell_del(m, seq);
+        rmem_cell_add(m, own, seq);
         m->used++;
-        c = free_cell;
     }
     rmem_snap_drop_seq(mem, seq);
-    rows_from_block(mem, c, src);
-    m->pos[c] = pos;
-    m->src[c] = c;
+    rows_from_block(mem, own, src);
+    m->pos[own] = pos;
+    m->src[own] = own;
     return true;
 }
 

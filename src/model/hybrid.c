@@ -225,100 +225,101 @@ static bool load_head(struct rmodel *m, bool eps_fallback, bool dense_plain, uin
     return true;
 }
 
-/* granitehybrid: Granite 4.0-H, dense. */
-static bool load_granite(struct rmodel *m) {
-    struct rhybrid_hparams *hp = &m->hyb;
+/*
+ * A family's loader: what its files say beyond load_head's keys, and how a layer's parts follow
+ * from its per-layer counts. load_family reads head_count_kv (every layer attention when absent
+ * and kv_default says so) and feed_forward_length, then every layer's attn_norm and its parts.
+ */
+struct family {
+    bool eps_fallback, dense_plain, kv_default; /* load_head's, and head_count_kv's default */
+    bool (*keys)(struct rmodel *m);             /* NULL: none */
+    bool (*layer)(struct rmodel *m, int32_t il, uint32_t kv, uint32_t ff);
+};
+
+static bool load_family(struct rmodel *m, const struct family *f) {
     uint32_t *kv = NULL, *ff = NULL;
-    bool ok = false;
-    if (!load_head(m, false, true, &kv, &ff) ||
-        !key_f32_or(m, "embedding_scale", 0.0f, &hp->embd_scale) ||
-        !key_f32_or(m, "residual_scale", 0.0f, &hp->residual_scale) ||
-        !key_f32_or(m, "logit_scale", 0.0f, &m->logit_div) ||
-        !key_per_layer(m, "attention.head_count_kv", true, hp->n_head, kv) ||
-        !key_per_layer(m, "feed_forward_length", false, 0, ff))
-        goto done;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        if (!load_attn_norm(m, il) ||
-            (kv[il] == 0 ? !load_mamba2_layer(m, il, true) : !load_attn_layer(m, il, kv[il])) ||
-            (ff[il] && !load_ffn(m, il, "ffn_norm.weight", true, ff[il])))
-            goto done;
-    }
-    ok = true;
-done:
+    bool ok = load_head(m, f->eps_fallback, f->dense_plain, &kv, &ff) &&
+              key_per_layer(m, "attention.head_count_kv", f->kv_default, m->hyb.n_head, kv) &&
+              key_per_layer(m, "feed_forward_length", false, 0, ff) && (!f->keys || f->keys(m));
+    for (int32_t il = 0; ok && il < m->n_layer; il++)
+        ok = load_attn_norm(m, il) && f->layer(m, il, kv[il], ff[il]);
     free(kv);
     free(ff);
     return ok;
 }
 
-/* nemotron_h: Nemotron-H, dense. */
-static bool load_nemotron(struct rmodel *m) {
-    uint32_t *kv = NULL, *ff = NULL;
-    bool ok = false;
-    if (!load_head(m, true, true, &kv, &ff) ||
-        !key_per_layer(m, "attention.head_count_kv", false, 0, kv) ||
-        !key_per_layer(m, "feed_forward_length", false, 0, ff))
-        goto done;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        /* llama.cpp's rule: Mamba-2 without K/V heads and feed-forward, attention without
-           feed-forward, else an MLP layer */
-        if (!load_attn_norm(m, il) || (kv[il] == 0 && ff[il] == 0 ? !load_mamba2_layer(m, il, true)
-                                       : ff[il] == 0              ? !load_attn_layer(m, il, kv[il])
-                                                     : !load_ffn(m, il, NULL, false, ff[il])))
-            goto done;
-    }
-    ok = true;
-done:
-    free(kv);
-    free(ff);
-    return ok;
+/* granitehybrid (Granite 4.0-H, dense): its scales; Mamba-2 where a layer has no K/V heads,
+   attention elsewhere, then SwiGLU. */
+static bool granite_keys(struct rmodel *m) {
+    return key_f32_or(m, "embedding_scale", 0.0f, &m->hyb.embd_scale) &&
+           key_f32_or(m, "residual_scale", 0.0f, &m->hyb.residual_scale) &&
+           key_f32_or(m, "logit_scale", 0.0f, &m->logit_div);
 }
 
-/* falcon-h1: attention and Mamba-2 side by side in every layer. */
-static bool load_falcon(struct rmodel *m) {
+static bool granite_layer(struct rmodel *m, int32_t il, uint32_t kv, uint32_t ff) {
+    return (kv == 0 ? load_mamba2_layer(m, il, true) : load_attn_layer(m, il, kv)) &&
+           (ff == 0 || load_ffn(m, il, "ffn_norm.weight", true, ff));
+}
+
+/* nemotron_h (Nemotron-H, dense), by llama.cpp's rule: Mamba-2 without K/V heads and
+   feed-forward, attention without feed-forward, else a ReLU^2 MLP layer. */
+static bool nemotron_layer(struct rmodel *m, int32_t il, uint32_t kv, uint32_t ff) {
+    return kv == 0 && ff == 0 ? load_mamba2_layer(m, il, true)
+           : ff == 0          ? load_attn_layer(m, il, kv)
+                              : load_ffn(m, il, NULL, false, ff);
+}
+
+/* falcon-h1: NeoX RoPE; attention and Mamba-2 side by side in every layer, then SwiGLU. */
+static bool falcon_keys(struct rmodel *m) {
     struct rhybrid_hparams *hp = &m->hyb;
-    uint32_t *kv = NULL, *ff = NULL;
     float factor;
-    bool ok = false;
-    if (!load_head(m, false, false, &kv, &ff) ||
-        !key_per_layer(m, "attention.head_count_kv", false, 0, kv) ||
-        !key_per_layer(m, "feed_forward_length", false, 0, ff) ||
-        !rmodel_key_u32_or(m, "rope.dimension_count", hp->head_dim, &hp->n_rot) ||
+    if (!rmodel_key_u32_or(m, "rope.dimension_count", hp->head_dim, &hp->n_rot) ||
         !key_f32_or(m, "rope.freq_base", 10000.0f, &hp->rope_base) ||
         !key_f32_or(m, "rope.scaling.factor", 1.0f, &factor))
-        goto done;
+        return false;
     if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim || !(hp->rope_base > 0.0f)) {
         rcore_error_set("falcon-h1: rope.dimension_count %u (even, 2 .. the head size %u) or "
                         "rope.freq_base %g is out of range",
                         hp->n_rot, hp->head_dim, (double)hp->rope_base);
-        goto done;
+        return false;
     }
     if (factor != 1.0f && factor != 0.0f) {
         rcore_error_set("falcon-h1.rope.scaling.factor %g: scaled RoPE is not supported",
                         (double)factor);
-        goto done;
+        return false;
     }
     if (rgguf_find_tensor(m->gguf, "rope_freqs.weight")) {
         rcore_error_set("tensor rope_freqs.weight: RoPE frequency factors are not supported");
-        goto done;
+        return false;
     }
     hp->rope = true;
     hp->neox = true;
     hp->rope_scale = 1.0f;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        if (kv[il] == 0) {
-            rcore_error_set("falcon-h1: layer %d has no K/V heads", (int)il);
-            goto done;
-        }
-        if (!load_attn_norm(m, il) || !load_attn_layer(m, il, kv[il]) ||
-            !load_mamba2_layer(m, il, false) ||
-            (ff[il] && !load_ffn(m, il, "ffn_norm", true, ff[il])))
-            goto done;
+    return true;
+}
+
+static bool falcon_layer(struct rmodel *m, int32_t il, uint32_t kv, uint32_t ff) {
+    if (kv == 0) {
+        rcore_error_set("falcon-h1: layer %d has no K/V heads", (int)il);
+        return false;
     }
-    ok = true;
-done:
-    free(kv);
-    free(ff);
-    return ok;
+    return load_attn_layer(m, il, kv) && load_mamba2_layer(m, il, false) &&
+           (ff == 0 || load_ffn(m, il, "ffn_norm", true, ff));
+}
+
+static bool load_granite(struct rmodel *m) {
+    static const struct family f = {false, true, true, granite_keys, granite_layer};
+    return load_family(m, &f);
+}
+
+static bool load_nemotron(struct rmodel *m) {
+    static const struct family f = {true, true, false, NULL, nemotron_layer};
+    return load_family(m, &f);
+}
+
+static bool load_falcon(struct rmodel *m) {
+    static const struct family f = {false, false, false, falcon_keys, falcon_layer};
+    return load_family(m, &f);
 }
 
 static void hybrid_free(struct rmodel *m) {

@@ -132,13 +132,13 @@ void rmodel_state_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row)
 }
 
 bool rmodel_attn_rows(const struct rmodel *m, uint32_t *k_row, uint32_t *v_row) {
-    bool any = false;
-    for (int32_t il = 0; il < m->n_layer; il++) {
-        const uint32_t kv = m->hlayers ? m->hlayers[il].attn.n_head_kv : 0;
-        k_row[il] = v_row[il] = kv * (m->hlayers ? m->hyb.head_dim : 0);
-        any |= kv != 0;
-    }
-    return any;
+    for (int32_t il = 0; il < m->n_layer; il++)
+        k_row[il] = v_row[il] = m->hlayers ? m->hlayers[il].attn.n_head_kv * m->hyb.head_dim : 0;
+    return rmodel_is_hybrid(m);
+}
+
+bool rmodel_is_hybrid(const struct rmodel *m) {
+    return m->hlayers && m->hyb.max_kv_head > 0;
 }
 
 uint32_t rmodel_attn_head_dim(const struct rmodel *m) {

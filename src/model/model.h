@@ -57,6 +57,8 @@ void rmodel_state_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_
  * without attention). Returns whether any layer has attention: a hybrid model, whose memory
  * needs an attention part (rmem_params.attn). */
 bool rmodel_attn_rows(const struct rmodel *model, uint32_t *k_row, uint32_t *v_row);
+/* Whether any layer has attention (rmodel_attn_rows' answer, without the arrays). */
+bool rmodel_is_hybrid(const struct rmodel *model);
 /* The attention's head size (0: no attention): a q8_0 cache needs it a multiple of 32. */
 uint32_t rmodel_attn_head_dim(const struct rmodel *model);
 /* Whether the attention rotates K by position (RoPE): its rows' positions cannot be shifted. */
