@@ -13,7 +13,9 @@ repeat; none without it); --metrics accepted with /metrics served either way; --
 on /completion and /v1/completions equal to their tokens put together; the
 exceed_context_size_error of a prompt past -c; OpenAI's safety_identifier, prompt_cache_key,
 service_tier and reasoning_effort accepted, and their values that could not be honoured
-refused by name.
+refused by name; /lora-adapters' empty list, and a POST that names an adapter refused; the
+endpoints recur knows and does not serve (reranking, POST /props, the router's model loading,
+completion control) answered 501 with the reason.
 """
 
 import json
@@ -58,6 +60,41 @@ check("a streamed chat's first chunk: role assistant, content null",
       first.get("delta") == {"role": "assistant", "content": None}, first)
 check("... and only that chunk has a null content",
       all(e["choices"][0]["delta"].get("content") is not None for e in ev[1:-1]), ev)
+
+# ---- /lora-adapters -------------------------------------------------------------------------
+# recur loads no LoRA adapters: the list is empty, and setting one names the id it lacks
+st, a, _ = srv.request("GET", "/lora-adapters")
+check("GET /lora-adapters: an empty list", st == 200 and a == [], a)
+st, a, _ = srv.request("POST", "/lora-adapters", raw=b"[]")
+check("POST /lora-adapters []: success", st == 200 and a == {"success": True}, a)
+st, a, _ = srv.request("POST", "/lora-adapters", raw=json.dumps([{"id": 3, "scale": 0.5}]).encode())
+check("POST /lora-adapters with an id: 400 naming it",
+      st == 400 and "no LoRA adapter has id 3" in a.get("error", {}).get("message", ""), a)
+st, a, _ = srv.request("POST", "/lora-adapters", raw=b"[1]")
+check("POST /lora-adapters [1]: 400, the entry's shape",
+      st == 400 and "\"id\"" in a.get("error", {}).get("message", ""), a)
+st, a, _ = srv.request("POST", "/lora-adapters", raw=b"7")
+check("POST /lora-adapters 7: 400, the body's shape", st == 400, a)
+st, a, _ = srv.request("POST", "/completion", raw=b"[]")
+check("a list body stays refused where an object is asked", st == 400, a)
+# llama-server's endpoints recur knows and does not serve: 501 not_supported_error, saying why,
+# whatever the body (none, a list, an object)
+for method, path, raw, word in (("POST", "/reranking", b"{}", "reranker"),
+                                ("POST", "/rerank", b"", "reranker"),
+                                ("POST", "/v1/rerank", b"[1]", "reranker"),
+                                ("POST", "/v1/reranking", b"{}", "reranker"),
+                                ("POST", "/props", b"{}", "properties"),
+                                ("POST", "/models/load", b"{}", "one model"),
+                                ("POST", "/models/unload", b"", "one model"),
+                                ("GET", "/models/sse", None, "one model"),
+                                ("POST", "/v1/chat/completions/control",
+                                 b'{"id": "x", "action": "reasoning_end"}', "reasoning_control")):
+    st, a, _ = srv.request(method, path, raw=raw)
+    e = a.get("error", {}) if isinstance(a, dict) else {}
+    check("%s %s: 501 not_supported_error saying why" % (method, path),
+          st == 501 and e.get("type") == "not_supported_error" and word in e.get("message", ""), a)
+st, a, _ = srv.request("GET", "/props")
+check("GET /props still served", st == 200 and "default_generation_settings" in a, a)
 
 # ---- one token's probabilities a chunk -----------------------------------------------------
 # the greedy continuation's first token; a stop string that begins with its text (and never

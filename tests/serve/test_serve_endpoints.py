@@ -112,8 +112,8 @@ check("CORS header on an error",
 st, body, resp = A.request("GET", "/completion")
 check("GET /completion: 405 with Allow: POST", st == 405 and resp.getheader("Allow") == "POST" and
       body["error"]["code"] == 405, (st, resp.getheaders()))
-st, body, resp = A.request("POST", "/props", {})
-check("POST /props: 405 with Allow: GET", st == 405 and resp.getheader("Allow") == "GET", st)
+st, body, resp = A.request("POST", "/health", {})
+check("POST /health: 405 with Allow: GET", st == 405 and resp.getheader("Allow") == "GET", st)
 st, body, resp = A.request("DELETE", "/tokenize", headers=LOCAL)
 check("DELETE /tokenize: 405", st == 405 and resp.getheader("Allow") == "POST", st)
 check("405 carries CORS", resp.getheader("Access-Control-Allow-Origin") == LOCAL["Origin"])

@@ -32,6 +32,7 @@ struct serve_req {
     size_t raw_len;
     uint64_t tenant;
     struct serve_cont *cont;
+    bool post; /* a POST (else GET or HEAD) */
 };
 
 typedef enum MHD_Result (*serve_handler)(struct server *s, struct MHD_Connection *conn,
@@ -61,6 +62,16 @@ enum MHD_Result serve_metrics_get(struct server *s, struct MHD_Connection *conn,
 enum MHD_Result serve_tokenize(struct server *s, struct MHD_Connection *conn,
                                const struct serve_req *rq);
 enum MHD_Result serve_detokenize(struct server *s, struct MHD_Connection *conn,
+                                 const struct serve_req *rq);
+
+/* GET and POST /lora-adapters (meta.c): the empty list of adapters recur loads. */
+enum MHD_Result serve_lora_adapters(struct server *s, struct MHD_Connection *conn,
+                                    const struct serve_req *rq);
+
+/* llama-server's endpoints recur serve does not serve (meta.c): reranking, POST /props, the
+ * router's /models/load, /models/unload and /models/sse, /v1/chat/completions/control: a 501
+ * not_supported_error that says why. */
+enum MHD_Result serve_not_served(struct server *s, struct MHD_Connection *conn,
                                  const struct serve_req *rq);
 
 /* POST /infill (infill.c): llama-server's code infilling, a /completion of the prompt made of

@@ -310,6 +310,7 @@ static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int c
 
 enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
                             const struct serve_req *rq) {
+    if (rq->post) return serve_not_served(s, conn, rq);
     struct task *d;
     if (!default_task(s, &d)) return serve_send_error(conn, 500, "server_error", "out of memory");
     cJSON *j = cJSON_CreateObject();
@@ -525,4 +526,69 @@ enum MHD_Result serve_handle_chat_prompt(struct server *s, struct MHD_Connection
     free(r);
     if (!j) return serve_send_error(conn, 500, "server_error", "out of memory");
     return serve_send_json(conn, 200, j);
+}
+
+/* GET /lora-adapters: llama-server's list of loaded LoRA adapters. recur applies no adapters
+ * (there is no --lora), so the list is empty; POST accepts only what that list allows: a list
+ * whose entries set no adapter (an empty list), and names the first id that does not exist.
+ * Answering the truth keeps clients that read the list (dashboards, the web page) working,
+ * where a 404 would tell them the server is not llama-server-compatible. */
+enum MHD_Result serve_lora_adapters(struct server *s, struct MHD_Connection *conn,
+                                    const struct serve_req *rq) {
+    (void)s;
+    if (!rq->post) return serve_send_json(conn, 200, cJSON_CreateArray());
+    if (!cJSON_IsArray(rq->body))
+        return serve_send_error(conn, 400, "invalid_request_error",
+                                "the body must be a list of {\"id\": N, \"scale\": X} entries");
+    const cJSON *e = rq->body->child;
+    if (e) {
+        char msg[160];
+        const cJSON *id = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
+        if (cJSON_IsNumber(id))
+            snprintf(msg, sizeof msg,
+                     "entry 0: no LoRA adapter has id %.0f: recur serve loads no adapters",
+                     id->valuedouble);
+        else
+            snprintf(msg, sizeof msg, "entry 0: must be an object with a number \"id\"");
+        return serve_send_error(conn, 400, "invalid_request_error", msg);
+    }
+    cJSON *ok = cJSON_CreateObject();
+    if (ok && !cJSON_AddTrueToObject(ok, "success")) {
+        cJSON_Delete(ok);
+        ok = NULL;
+    }
+    return serve_send_json(conn, 200, ok);
+}
+
+/* llama-server's endpoints that recur serve knows and does not serve, each with the reason:
+ * a client gets a 501 that says why, where a bare 404 would read as a wrong URL. */
+static const struct {
+    const char *path;
+    const char *why;
+} not_served[] = {
+    {"/reranking", "This server does not support reranking: it needs a reranker model (a "
+                   "classification head, llama-server's --embedding --pooling rank), which recur "
+                   "does not load"},
+    {"/props", "This server does not change its properties at run time (llama-server's --props): "
+               "restart it with other flags"},
+    {"/models/load", "This server serves one model (llama-server's router mode loads and unloads "
+                     "models): restart it with another -m"},
+    {"/v1/chat/completions/control",
+     "This server does not support reasoning_control, so no running completion can be controlled"},
+};
+
+enum MHD_Result serve_not_served(struct server *s, struct MHD_Connection *conn,
+                                 const struct serve_req *rq) {
+    (void)s;
+    const char *why = "This server does not support this endpoint";
+    const char *path = rq->url;
+    /* the aliases answer as the path they stand for */
+    if (strcmp(path, "/rerank") == 0 || strcmp(path, "/v1/rerank") == 0 ||
+        strcmp(path, "/v1/reranking") == 0)
+        path = "/reranking";
+    else if (strcmp(path, "/models/unload") == 0 || strcmp(path, "/models/sse") == 0)
+        path = "/models/load";
+    for (size_t i = 0; i < sizeof not_served / sizeof not_served[0]; i++)
+        if (strcmp(path, not_served[i].path) == 0) why = not_served[i].why;
+    return serve_send_error(conn, 501, "not_supported_error", why);
 }

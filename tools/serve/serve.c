@@ -100,13 +100,15 @@ static enum MHD_Result h_chat(struct server *s, struct MHD_Connection *conn,
 }
 
 enum { M_GET = 1, M_POST = 2 };
+enum { B_OBJECT = 0, B_OPTIONAL = 1, B_LIST = 2, B_UNREAD = 3 };
 
 struct endpoint {
     const char *path;
-    bool prefix;        /* path is a prefix ("/slots/" + id) */
-    unsigned methods;   /* M_GET | M_POST */
-    bool auth;          /* the API key is asked (llama-server leaves health and models open) */
-    bool body_optional; /* a POST without a body gets {} */
+    bool prefix;      /* path is a prefix ("/slots/" + id) */
+    unsigned methods; /* M_GET | M_POST */
+    bool auth;        /* the API key is asked (llama-server leaves health and models open) */
+    unsigned body;    /* a POST's body: B_OBJECT (false), B_OPTIONAL (true: none gets {}),
+                         B_LIST (an object or a list: POST /lora-adapters takes a list) */
     serve_handler fn;
 };
 
@@ -128,7 +130,7 @@ static const struct endpoint endpoints[] = {
     {"/v1/health", false, M_GET, false, false, h_health},
     {"/models", false, M_GET, false, false, serve_models},
     {"/v1/models", false, M_GET, false, false, serve_models},
-    {"/props", false, M_GET, true, false, serve_props},
+    {"/props", false, M_GET | M_POST, true, B_UNREAD, serve_props},
     {"/slots", false, M_GET, true, false, serve_slots_get},
     {"/slots/", true, M_POST, true, true, serve_slot_action},
     {"/metrics", false, M_GET, true, false, serve_metrics_get},
@@ -142,6 +144,16 @@ static const struct endpoint endpoints[] = {
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
     {"/infill", false, M_POST, true, false, serve_infill},
+    {"/lora-adapters", false, M_GET | M_POST, true, B_LIST, serve_lora_adapters},
+    /* known and not served: a 501 that says why (meta.c) */
+    {"/reranking", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/rerank", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/v1/rerank", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/v1/reranking", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/models/load", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/models/unload", false, M_POST, true, B_UNREAD, serve_not_served},
+    {"/models/sse", false, M_GET, true, B_UNREAD, serve_not_served},
+    {"/v1/chat/completions/control", false, M_POST, true, B_UNREAD, serve_not_served},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -289,8 +301,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                        : strcmp(method, "POST") == 0                             ? M_POST
                                                                                  : 0;
     if (!(e->methods & m)) return answer_405(conn, e, method);
-    struct serve_req rq = {url, NULL, r->body, r->len, tenant, &r->cont};
-    if (m == M_GET) return e->fn(s, conn, &rq);
+    struct serve_req rq = {url, NULL, r->body, r->len, tenant, &r->cont, m == M_POST};
+    if (m == M_GET || e->body == B_UNREAD) return e->fn(s, conn, &rq);
     if (r->too_large) {
         char msg[96];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
@@ -303,10 +315,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         snprintf(msg, sizeof msg, "the body holds %s at byte %ld: %s", fault, at, why);
         return serve_send_error(conn, 400, "invalid_request_error", msg);
     }
-    cJSON *body = r->len             ? parse_body(r->body, r->len)
-                  : e->body_optional ? cJSON_CreateObject()
-                                     : NULL;
-    if (!cJSON_IsObject(body)) {
+    cJSON *body = r->len                  ? parse_body(r->body, r->len)
+                  : e->body == B_OPTIONAL ? cJSON_CreateObject()
+                                          : NULL;
+    if (!cJSON_IsObject(body) && !(e->body == B_LIST && cJSON_IsArray(body))) {
         cJSON_Delete(body);
         return serve_send_error(conn, 400, "invalid_request_error",
                                 "the body must be one JSON object (and nothing after it)");
