@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" = "--sanitize" ]; then
-    scripts/setup.sh build-asan Debug -DRECUR_SANITIZE=ON -DRECUR_WERROR=ON
+    # -O1, as the sanitizers' authors advise: twice the speed of -O0 (measured on the grammar
+    # and shipped-model tests), with assertions kept (Debug) and every check still in place
+    scripts/setup.sh build-asan Debug -DRECUR_SANITIZE=ON -DRECUR_WERROR=ON \
+        "-DCMAKE_C_FLAGS_DEBUG=-O1 -g"
     dir=build-asan
 elif [ "${1:-}" = "--valgrind" ]; then
     # the tests labelled memcheck (a subset: the rest is too slow under valgrind)
