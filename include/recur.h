@@ -437,12 +437,16 @@ RECUR_API void recur_memory_seq_cp(recur_memory_t mem, recur_seq_id src, recur_s
 RECUR_API void recur_memory_seq_keep(recur_memory_t mem, recur_seq_id seq);
 /* Moves the position of seq's state by delta when it lies in [p0, p1) (below 0: dropped). A
  * hybrid model's attention rows in [p0, p1) move with it, of every sequence sharing the state;
- * when they cannot (recur_memory_can_shift false, or a row would go below 0 or out of order)
- * nothing changes and the last error says why. */
+ * with RoPE (Falcon-H1) their K rows are rotated by the move, as llama.cpp's K-shift does (in
+ * f16 or q8_0 rows that rounds them again), and rows a moved sequence shares with one that stays
+ * are copied first. When they cannot move (a row would go below 0 or out of order, or the
+ * copies need more free attention pages than there are) nothing changes and the last error
+ * says why. */
 RECUR_API void recur_memory_seq_add(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, recur_pos delta);
 /* Divides the position of seq's state by d (d <= 1: nothing) when it lies in [p0, p1), as
- * llama.cpp's recurrent memory does; only the position changes. */
+ * llama.cpp's recurrent memory does; a hybrid model's attention rows in [p0, p1) are divided
+ * (and rotated) as recur_memory_seq_add moves them. */
 RECUR_API void recur_memory_seq_div(recur_memory_t mem, recur_seq_id seq, recur_pos p0,
                                     recur_pos p1, int d);
 /* pos_max: the position seq's state holds, -1 when none. pos_min: the oldest position seq can
@@ -451,9 +455,8 @@ RECUR_API recur_pos recur_memory_seq_pos_min(recur_memory_t mem, recur_seq_id se
 /* The position seq's state holds, -1 when none (or mem is NULL, with the error set). */
 RECUR_API recur_pos recur_memory_seq_pos_max(recur_memory_t mem, recur_seq_id seq);
 /* Whether positions can be moved (recur_memory_seq_add / _div): true for a recurrent memory,
- * whose states do not depend on their positions, and for a hybrid model whose attention has no
- * RoPE (Granite 4.0-H, Nemotron-H); false for one with RoPE (Falcon-H1: its K rows hold their
- * positions' rotation), and false with the error set for NULL. */
+ * whose states do not depend on their positions, and for every hybrid model recur loads (with
+ * RoPE, the moved K rows are rotated); false with the error set for NULL. */
 RECUR_API bool recur_memory_can_shift(recur_memory_t mem);
 
 /* ---- saving and restoring states --------------------------------------------------------- */

@@ -295,6 +295,8 @@ static bool attn_params(const struct rmodel *m, const struct recur_context_param
         .n_pages = (p->n_ctx + ATTN_PAGE_ROWS - 1) / ATTN_PAGE_ROWS + p->n_seq_max,
         .n_seq_max = p->n_seq_max,
         .rope = rmodel_attn_rope(m),
+        .rotate = rmodel_attn_rotate,
+        .rotate_user = (void *)m,
     };
     return true;
 }

@@ -15,8 +15,9 @@
  * A sequence appending to its last page while another table holds that page gets a copy of it
  * first (copy on write of at most one page per fork); whole pages are never written again once
  * full, so sharing them needs nothing more. Positions live with the sequence, not the page, so
- * that seq_add on one sequence does not move another's (the rows do not depend on positions:
- * the layouts here have no rotary embedding to redo; a RoPE layout refuses the shifts).
+ * that seq_add on one sequence does not move another's: without RoPE the rows do not depend on
+ * positions; with it, a shift copies the shared pages it moves and rotates the copies'
+ * K rows again (kv_shift.c).
  *
  * Why tails only: a sequence of a hybrid model is also a recurrent state, which can go back to
  * a snapshot but cannot drop tokens from its middle; the rows of a prefix are what the next
@@ -54,6 +55,8 @@ struct rmem_kv *rmem_kv_create(const struct rmem_kv_params *p) {
     kv->type_k = p->type_k;
     kv->type_v = p->type_v;
     kv->rope = p->rope;
+    kv->rotate = p->rotate;
+    kv->rotate_user = p->rotate_user;
     const size_t rows = (size_t)p->n_pages * p->page_rows;
     if (!(kv->k_row_bytes = calloc(p->n_layer, sizeof(size_t))) ||
         !(kv->v_row_bytes = calloc(p->n_layer, sizeof(size_t))) ||
@@ -132,8 +135,7 @@ void rmem_kv_page_unref(struct rmem_kv *kv, int32_t p) {
     kv->n_free++;
 }
 
-/* Rows [0, n) of page src into page dst, every layer. */
-static void page_copy(struct rmem_kv *kv, int32_t dst, int32_t src, uint32_t n) {
+void rmem_kv_page_copy(struct rmem_kv *kv, int32_t dst, int32_t src, uint32_t n) {
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         const size_t kb = kv->k_row_bytes[il], vb = kv->v_row_bytes[il];
         const size_t d = (size_t)dst * kv->page_rows, s = (size_t)src * kv->page_rows;
@@ -198,7 +200,7 @@ uint32_t rmem_kv_n_free(const struct rmem_kv *kv) {
     return kv->n_free;
 }
 bool rmem_kv_can_shift(const struct rmem_kv *kv) {
-    return !kv->rope;
+    return !kv->rope || kv->rotate;
 }
 void *rmem_kv_k_data(struct rmem_kv *kv, uint32_t il) {
     return il < kv->n_layer ? kv->k[il] : NULL;
@@ -252,8 +254,7 @@ void rmem_kv_clear(struct rmem_kv *kv, bool data) {
     }
 }
 
-/* The first of q's tokens at a position >= p (positions are non-decreasing). */
-static uint32_t first_at(const struct rmem_kv_seq *q, int32_t p) {
+uint32_t rmem_kv_first_at(const struct rmem_kv_seq *q, int32_t p) {
     uint32_t lo = 0, hi = q->n;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2;
@@ -269,7 +270,7 @@ int32_t rmem_kv_seq_rm_at(const struct rmem_kv *kv, int32_t seq, int32_t p0, int
     if (!seq_ok(kv, seq)) return -2;
     const struct rmem_kv_seq *q = &kv->seq[seq];
     if (p0 < 0) p0 = 0;
-    const uint32_t i0 = first_at(q, p0), i1 = p1 < 0 ? q->n : first_at(q, p1);
+    const uint32_t i0 = rmem_kv_first_at(q, p0), i1 = p1 < 0 ? q->n : rmem_kv_first_at(q, p1);
     if (i0 >= i1) return (int32_t)q->n; /* nothing in the range */
     return i1 == q->n ? (int32_t)i0 : -1;
 }
@@ -322,66 +323,6 @@ bool rmem_kv_seq_cp(struct rmem_kv *kv, int32_t src, int32_t dst) {
 void rmem_kv_seq_keep(struct rmem_kv *kv, int32_t seq) {
     for (uint32_t s = 0; s < kv->n_seq_max; s++)
         if ((int32_t)s != seq) rmem_kv_seq_truncate(kv, &kv->seq[s], 0);
-}
-
-/* The tokens of seq in [p0, p1): [*i0, *i1). */
-static void range_of(const struct rmem_kv_seq *q, int32_t p0, int32_t p1, uint32_t *i0,
-                     uint32_t *i1) {
-    *i0 = first_at(q, p0 < 0 ? 0 : p0);
-    *i1 = p1 < 0 ? q->n : first_at(q, p1);
-    if (*i1 < *i0) *i1 = *i0;
-}
-
-/* Whether adding delta to (d == 0), or dividing by d (d >= 2), the positions in [p0, p1) of
- * seq's tokens keeps them >= 0 and in order; [*i0, *i1) the tokens moved. The error says why
- * not. */
-static bool shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta,
-                     int d, uint32_t *i0, uint32_t *i1) {
-    const struct rmem_kv_seq *q = &kv->seq[seq];
-    range_of(q, p0, p1, i0, i1);
-    if (*i0 == *i1 || (d == 0 && delta == 0)) return true;
-    if (kv->rope) {
-        rcore_error_set("kv: the layout has rotary embeddings: its positions cannot be shifted");
-        return false;
-    }
-    const int64_t lo = d ? q->pos[*i0] / d : (int64_t)q->pos[*i0] + delta,
-                  hi = d ? q->pos[*i1 - 1] / d : (int64_t)q->pos[*i1 - 1] + delta;
-    if (lo < 0 || hi > INT32_MAX || (*i0 > 0 && lo < q->pos[*i0 - 1]) ||
-        (*i1 < q->n && hi > q->pos[*i1])) {
-        if (d)
-            rcore_error_set("kv: seq_div of sequence %d's positions [%d, %d) by %d would put "
-                            "them out of order",
-                            seq, p0, p1, d);
-        else
-            rcore_error_set("kv: seq_add of %d to sequence %d's positions [%d, %d) would put "
-                            "them out of order or below 0",
-                            delta, seq, p0, p1);
-        return false;
-    }
-    return true;
-}
-
-bool rmem_kv_seq_shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1,
-                          int32_t delta, int d) {
-    uint32_t i0, i1;
-    return !seq_ok(kv, seq) || (d == 1 || d < 0) ||
-           shift_ok(kv, seq, p0, p1, delta, d >= 2 ? d : 0, &i0, &i1);
-}
-
-bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
-    uint32_t i0, i1;
-    if (!seq_ok(kv, seq) || delta == 0) return true;
-    if (!shift_ok(kv, seq, p0, p1, delta, 0, &i0, &i1)) return false;
-    for (uint32_t i = i0; i < i1; i++) kv->seq[seq].pos[i] += delta;
-    return true;
-}
-
-bool rmem_kv_seq_div(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int d) {
-    uint32_t i0, i1;
-    if (!seq_ok(kv, seq) || d <= 1) return true;
-    if (!shift_ok(kv, seq, p0, p1, 0, d, &i0, &i1)) return false;
-    for (uint32_t i = i0; i < i1; i++) kv->seq[seq].pos[i] /= d;
-    return true;
 }
 
 /* ---- placing a ubatch ---------------------------------------------------------------------- */
@@ -500,7 +441,7 @@ bool rmem_kv_place(struct rmem_kv *kv, const struct rbatch_ubatch *ub) {
         uint32_t n = lead->n;
         if (n % kv->page_rows && kv->refs[lead->pages[n / kv->page_rows]] > (uint32_t)nid) {
             const int32_t old = lead->pages[n / kv->page_rows], fresh = rmem_kv_page_take(kv);
-            page_copy(kv, fresh, old, n % kv->page_rows);
+            rmem_kv_page_copy(kv, fresh, old, n % kv->page_rows);
             kv->refs[fresh] = (uint32_t)nid;
             kv->refs[old] -= (uint32_t)nid;
             for (int32_t j = 0; j < nid; j++) kv->seq[ids[j]].pages[n / kv->page_rows] = fresh;

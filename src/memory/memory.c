@@ -372,15 +372,19 @@ static int32_t cell_in_range(const struct rmem *mem, int32_t seq, int32_t p0, in
 static bool attn_shift(struct rmem *mem, int32_t seq, int32_t c, int32_t p0, int32_t p1,
                        int32_t delta, int d) {
     const struct rmem_meta *m = &mem->meta;
-    for (int32_t s = c >= 0 ? m->first[c] : seq; s >= 0; s = c >= 0 ? m->next[s] : -1)
-        if (!rmem_kv_seq_shift_ok(mem->kv, s, p0, p1, delta, d)) return false;
-    for (int32_t s = c >= 0 ? m->first[c] : seq; s >= 0; s = c >= 0 ? m->next[s] : -1) {
-        const bool ok =
-            d ? rmem_kv_seq_div(mem->kv, s, p0, p1, d) : rmem_kv_seq_add(mem->kv, s, p0, p1, delta);
-        assert(ok && "checked just above");
-        (void)ok;
+    if (c < 0) return rmem_kv_seqs_shift(mem->kv, &seq, 1, p0, p1, delta, d);
+    uint32_t n = 0;
+    for (int32_t s = m->first[c]; s >= 0; s = m->next[s]) n++;
+    int32_t *seqs = malloc(sizeof *seqs * n);
+    if (!seqs) {
+        rcore_error_set("memory: out of memory for a shift of %u sequences", n);
+        return false;
     }
-    return true;
+    n = 0;
+    for (int32_t s = m->first[c]; s >= 0; s = m->next[s]) seqs[n++] = s;
+    const bool ok = rmem_kv_seqs_shift(mem->kv, seqs, n, p0, p1, delta, d);
+    free(seqs);
+    return ok;
 }
 
 bool rmem_seq_add(struct rmem *mem, int32_t seq, int32_t p0, int32_t p1, int32_t delta) {

@@ -330,6 +330,13 @@ bool rmem_check(const struct rmem *mem);
  */
 struct rmem_kv;
 
+/* Rotates n consecutive K rows of layer il (encoded as type, a ggml type id, at rows) by
+ * delta[i] positions each, in place: what a RoPE model's keys need when their positions move
+ * (a rotation by p then by d is one by p + d). Called by seq_add and seq_div on a RoPE layout;
+ * cannot fail. */
+typedef void (*rmem_kv_rotate_fn)(void *user, uint32_t il, uint32_t type, void *rows, uint32_t n,
+                                  const int32_t *delta);
+
 struct rmem_kv_params {
     uint32_t n_layer;          /* >= 1 */
     const size_t *k_row_bytes; /* [n_layer] bytes of a token's K row in each layer (0: none) */
@@ -338,7 +345,9 @@ struct rmem_kv_params {
     uint32_t page_rows;        /* >= 1: tokens a page holds */
     uint32_t n_pages;          /* >= 1: the budget, page_rows * n_pages tokens in all */
     uint32_t n_seq_max;        /* >= 1; sequence ids are 0 .. n_seq_max-1 */
-    bool rope;                 /* K rows carry rotary embeddings: positions cannot move */
+    bool rope;                 /* K rows carry rotary embeddings: moving positions rotates them */
+    rmem_kv_rotate_fn rotate;  /* with rope: rotates K rows (NULL: positions cannot move) */
+    void *rotate_user;         /* rotate's first argument (kept, not owned) */
 };
 
 /* Creates an empty memory, every row zero. NULL with the last error set on invalid parameters
@@ -353,7 +362,8 @@ uint32_t rmem_kv_n_pages(const struct rmem_kv *kv);
 uint32_t rmem_kv_n_free(const struct rmem_kv *kv); /* pages no sequence holds */
 uint32_t rmem_kv_type_k(const struct rmem_kv *kv); /* the params' type_k and type_v */
 uint32_t rmem_kv_type_v(const struct rmem_kv *kv);
-/* False for a RoPE layout: seq_add and seq_div then refuse to move positions. */
+/* False for a RoPE layout without a rotate function: seq_add and seq_div then refuse to move
+ * positions. */
 bool rmem_kv_can_shift(const struct rmem_kv *kv);
 
 /* Forgets every sequence; with data, also zeroes every row. */
@@ -372,16 +382,22 @@ int32_t rmem_kv_seq_rm_at(const struct rmem_kv *kv, int32_t seq, int32_t p0, int
 bool rmem_kv_seq_cp(struct rmem_kv *kv, int32_t src, int32_t dst);
 /* Drops every sequence except seq (seq out of range: drops all). */
 void rmem_kv_seq_keep(struct rmem_kv *kv, int32_t seq);
-/* Adds delta to the positions in [p0, p1) of seq's tokens. False, nothing changed, when the
- * layout has RoPE, or when a position would go below 0 or out of order with seq's other
- * tokens (llama.cpp drops tokens shifted below 0; a hybrid sequence cannot lose its head). */
+/* Adds delta to the positions in [p0, p1) of seq's tokens. On a RoPE layout the moved K rows
+ * are rotated by delta (params.rotate), each once: a page the sequence shares with another is
+ * copied first, so the other keeps its rows. False, nothing changed, when the layout has RoPE
+ * and no rotate function, when a position would go below 0 or out of order with seq's other
+ * tokens (llama.cpp drops tokens shifted below 0; a hybrid sequence cannot lose its head), or
+ * when the shared pages to copy need more free pages than there are ("kv: ... needs N free
+ * pages ..."). */
 bool rmem_kv_seq_add(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int32_t delta);
-/* Divides the positions in [p0, p1) of seq's tokens by d (d <= 1: nothing). False as seq_add. */
+/* Divides the positions in [p0, p1) of seq's tokens by d (d <= 1: nothing), rotating K rows by
+ * each one's change as seq_add does. False as seq_add. */
 bool rmem_kv_seq_div(struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1, int d);
-/* Whether seq_add (d = 0) or seq_div (d >= 2) would succeed; changes nothing (error set when
- * not). */
-bool rmem_kv_seq_shift_ok(const struct rmem_kv *kv, int32_t seq, int32_t p0, int32_t p1,
-                          int32_t delta, int d);
+/* seq_add (d = 0) or seq_div (d >= 2) of the n sequences seqs (distinct, in range), all of
+ * them or none: the checks (and the free pages the copies need, counted together) come
+ * before anything changes. */
+bool rmem_kv_seqs_shift(struct rmem_kv *kv, const int32_t *seqs, uint32_t n, int32_t p0, int32_t p1,
+                        int32_t delta, int d);
 /* seq's oldest and newest positions held, -1 when it holds none: the attention part's own,
  * where the recurrent part's pos_min is its oldest snapshot. */
 int32_t rmem_kv_seq_pos_min(const struct rmem_kv *kv, int32_t seq);

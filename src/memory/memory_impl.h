@@ -165,6 +165,8 @@ struct rmem_kv {
     uint32_t n_layer, page_rows, n_pages, n_seq_max;
     uint32_t type_k, type_v;
     bool rope;
+    rmem_kv_rotate_fn rotate;
+    void *rotate_user;
     size_t *k_row_bytes, *v_row_bytes; /* [n_layer] */
     uint8_t **k, **v;                  /* [n_layer] n_pages * page_rows rows; NULL when empty */
     uint32_t *refs;                    /* [n_pages] page tables holding the page */
@@ -191,5 +193,9 @@ void rmem_kv_page_unref(struct rmem_kv *kv, int32_t p);
 bool rmem_kv_seq_reserve(struct rmem_kv *kv, struct rmem_kv_seq *q, uint32_t n);
 /* Keeps q's first n tokens (n <= its count), giving back the pages past them. */
 void rmem_kv_seq_truncate(struct rmem_kv *kv, struct rmem_kv_seq *q, uint32_t n);
+/* Rows [0, n) of page src into page dst, every layer. */
+void rmem_kv_page_copy(struct rmem_kv *kv, int32_t dst, int32_t src, uint32_t n);
+/* The first of q's tokens at a position >= p (positions are non-decreasing). */
+uint32_t rmem_kv_first_at(const struct rmem_kv_seq *q, int32_t p);
 
 #endif

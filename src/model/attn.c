@@ -110,6 +110,26 @@ static void rope(const struct rops_exec *ex, const struct rhybrid_hparams *hp, f
                                            .mode = hp->neox ? ROPS_ROPE_NEOX : ROPS_ROPE_NORMAL});
 }
 
+void rmodel_attn_rotate(void *user, uint32_t il, uint32_t type, void *rows, uint32_t n,
+                        const int32_t *delta) {
+    const struct rmodel *m = user;
+    const struct rhybrid_hparams *hp = &m->hyb;
+    const int64_t hd = hp->head_dim, H = m->hlayers[il].attn.n_head_kv;
+    const size_t head_bytes = rops_row_bytes((enum rops_type)type, hd), row_bytes = H * head_bytes;
+    const struct rops_exec serial = {0}; /* a few rows: no threads */
+    float x[ROPS_ATTN_MAX_HEAD_DIM];
+    for (uint32_t r = 0; r < n; r++) {
+        if (delta[r] == 0) continue;
+        for (int64_t h = 0; h < H; h++) {
+            uint8_t *head = (uint8_t *)rows + r * row_bytes + h * head_bytes;
+            const struct rops_mat row = {head, (enum rops_type)type, hd, 1, head_bytes};
+            rops_get_row(&row, 0, x);
+            rope(&serial, hp, x, 1, 1, hd, &delta[r]);
+            store_row(type, x, hd, head);
+        }
+    }
+}
+
 void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                    const struct rattn_layer *A, const struct rmodel_io *io,
                    const struct rhybrid_ws *w, float *out) {

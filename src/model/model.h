@@ -63,6 +63,12 @@ bool rmodel_is_hybrid(const struct rmodel *model);
 uint32_t rmodel_attn_head_dim(const struct rmodel *model);
 /* Whether the attention rotates K by position (RoPE): its rows' positions cannot be shifted. */
 bool rmodel_attn_rope(const struct rmodel *model);
+/* A memory's rotate function (memory.h, rmem_kv_rotate_fn) for this model, user the model:
+ * rotates n K rows of attention layer il, each a row of n_head_kv heads in type (f32, f16 or
+ * q8_0), by delta[i] positions with the model's RoPE; a row's f16 or q8_0 encoding is decoded,
+ * rotated and encoded again, as llama.cpp's K-shift does. */
+void rmodel_attn_rotate(void *user, uint32_t il, uint32_t type, void *rows, uint32_t n,
+                        const int32_t *delta);
 
 /* A workspace for ubatches of up to n_ubatch tokens of up to n_seq_max sequences (the
  * gathered states take n_seq_max rows, the activations n_ubatch). NULL with the error set when

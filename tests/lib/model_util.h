@@ -83,45 +83,77 @@ static int32_t decode_seq(struct recur_context *ctx, int32_t seq, const int32_t 
     return ret;
 }
 
-/* Logits of every token of tokens, decoded alone in a fresh context (n x n_vocab). */
-static float *alone(struct recur_model *m, const int32_t *tokens, int32_t n) {
+/* Logits of every token of tokens, decoded alone in a fresh context at positions pos (NULL:
+ * 0 .. n-1) (n x n_vocab). */
+static float *alone_at(struct recur_model *m, const int32_t *tokens, const int32_t *pos,
+                       int32_t n) {
     const int32_t nv = recur_model_n_vocab(m);
     struct recur_context *ctx = new_ctx(m, 1, 512);
     float *out = malloc(sizeof(float) * (size_t)nv * (size_t)n);
     REQUIRE(out);
-    CHECK(decode_seq(ctx, 0, tokens, n, true) == 0);
-    for (int32_t i = 0; i < n; i++) {
-        float *l = recur_get_logits_ith(ctx, i);
-        REQUIRE(l);
-        memcpy(out + (size_t)i * nv, l, sizeof(float) * (size_t)nv);
+    /* a batch per run of consecutive positions: a batch's tokens of a sequence follow on */
+    struct recur_batch b = recur_batch_init(n, 0, 1);
+    REQUIRE(b.pos);
+    const int32_t seq = 0;
+    for (int32_t i = 0, start = 0; i < n; i++) {
+        const int32_t at = pos ? pos[i] : i;
+        REQUIRE(recur_batch_add(&b, tokens[i], at, &seq, 1, 1) == 0);
+        if (i + 1 < n && (pos ? pos[i + 1] : i + 1) == at + 1) continue;
+        CHECK_MSG(recur_decode(ctx, b) == 0, "%s", recur_last_error());
+        for (int32_t j = start; j <= i; j++) {
+            const float *l = recur_get_logits_ith(ctx, j - start);
+            REQUIRE(l);
+            memcpy(out + (size_t)j * nv, l, sizeof(float) * (size_t)nv);
+        }
+        b.n_tokens = 0;
+        start = i + 1;
     }
+    recur_batch_free(b);
     recur_free(ctx);
     return out;
+}
+
+static inline float *alone(struct recur_model *m, const int32_t *tokens, int32_t n) {
+    return alone_at(m, tokens, NULL, n);
 }
 
 static void random_tokens(int32_t *t, int32_t n, int32_t n_vocab) {
     for (int32_t i = 0; i < n; i++) t[i] = test_rand_int(&rng, n_vocab);
 }
 
-/* A sequence's history, to decode it alone and compare. */
+/* A sequence's history, to decode it alone and compare: its tokens and their positions. */
 struct hist {
     int32_t t[256];
+    int32_t p[256];
     int32_t n;
 };
 
+/* Appends tokens at the positions after the last (0 for the first). */
 static void hist_add(struct hist *h, const int32_t *t, int32_t n) {
     REQUIRE(h->n + n <= 256);
     memcpy(h->t + h->n, t, sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++) h->p[h->n + i] = h->n + i ? h->p[h->n + i - 1] + 1 : 0;
     h->n += n;
 }
 
-/* The last logits of seq in ctx equal decoding its history alone. */
+/* The positions in [p0, p1) (p1 < 0: to the end) plus delta (d = 0) or divided by d. */
+static inline void hist_shift(struct hist *h, int32_t p0, int32_t p1, int32_t delta, int d) {
+    for (int32_t i = 0; i < h->n; i++)
+        if (h->p[i] >= p0 && (p1 < 0 || h->p[i] < p1)) h->p[i] = d ? h->p[i] / d : h->p[i] + delta;
+}
+
+/* The last logits of seq in ctx equal decoding its history alone, within tol. */
+static void check_alone_within(struct recur_context *ctx, int32_t row, const struct hist *h,
+                               const char *what, double tol) {
+    float *ref = alone_at(model, h->t, h->p, h->n);
+    double e = rel_err(recur_get_logits_ith(ctx, row), ref + (size_t)(h->n - 1) * V, V);
+    CHECK_MSG(e < tol, "%s: %.3g", what, e);
+    free(ref);
+}
+
 static void check_alone(struct recur_context *ctx, int32_t row, const struct hist *h,
                         const char *what) {
-    float *ref = alone(model, h->t, h->n);
-    double e = rel_err(recur_get_logits_ith(ctx, row), ref + (size_t)(h->n - 1) * V, V);
-    CHECK_MSG(e < SAME, "%s: %.3g", what, e);
-    free(ref);
+    check_alone_within(ctx, row, h, what, SAME);
 }
 
 #endif

@@ -253,17 +253,38 @@ static void test_fork_and_ops(void) {
     hist_add(&h[1], t, 4);
     check_alone(ctx, -1, &h[1], "reused id");
 
-    /* positions move, states do not; a hybrid model with RoPE refuses (its K rows hold their
-       positions) and nothing changes */
-    const bool can_shift = recur_memory_can_shift(mem);
-    CHECK(can_shift || recur_model_is_hybrid(model));
+    /* positions move, states do not; a hybrid model with RoPE rotates the moved K rows, so
+       that the sequence reads as one decoded at the new positions (hist_shift). A batch cannot
+       leave a gap in a sequence's positions, so the references decode whole sequences moved:
+       a sequence may start anywhere. Rows in f16 or q8_0 are rounded again when turned (as in
+       llama.cpp's K-shift), where the reference rounds them once: measured 1.8e-3 with f16 rows
+       on f32-falcon, so moved sequences are compared within 5e-3 then (1e-5 with f32 rows). */
+    const double MOVED = SAME > 1e-5 ? 5e-3 : SAME;
+    CHECK(recur_memory_can_shift(mem));
+    recur_memory_seq_cp(mem, 2, 3, -1, -1);
+    h[3] = h[2];
+    random_tokens(t, 3, V);
+    CHECK(decode_seq(ctx, 3, t, 1, false) == 0); /* its own state; the rows stay shared */
+    hist_add(&h[3], t, 1);
     recur_memory_seq_add(mem, 2, -1, -1, 10);
-    const recur_pos shift = can_shift ? 10 : 0;
-    CHECK(recur_memory_seq_pos_max(mem, 2) == h[2].n - 1 + shift);
-    random_tokens(t, 2, V);
+    hist_shift(&h[2], 0, -1, 10, 0);
+    CHECK(recur_memory_seq_pos_max(mem, 2) == h[2].p[h[2].n - 1]);
     CHECK(decode_seq(ctx, 2, t, 2, false) == 0);
     hist_add(&h[2], t, 2);
-    check_alone(ctx, -1, &h[2], "after seq_add");
+    check_alone_within(ctx, -1, &h[2], "after seq_add", MOVED);
+    CHECK(decode_seq(ctx, 3, t + 1, 1, false) == 0);
+    hist_add(&h[3], t + 1, 1);
+    check_alone(ctx, -1, &h[3], "the fork that did not move");
+    /* a tail, then the head: each part's rows turned by its own move */
+    const int32_t mid = h[3].p[3];
+    recur_memory_seq_add(mem, 3, mid, -1, 7);
+    recur_memory_seq_add(mem, 3, 0, mid, 7);
+    hist_shift(&h[3], 0, -1, 7, 0);
+    CHECK(recur_memory_seq_pos_max(mem, 3) == h[3].p[h[3].n - 1]);
+    CHECK(decode_seq(ctx, 3, t + 2, 1, false) == 0);
+    hist_add(&h[3], t + 2, 1);
+    check_alone_within(ctx, -1, &h[3], "after seq_add of a tail, then of the head", MOVED);
+    recur_memory_seq_rm(mem, 3, -1, -1);
 
     /* keep one: the others are gone, it goes on */
     recur_memory_seq_keep(mem, 2);
@@ -271,7 +292,7 @@ static void test_fork_and_ops(void) {
     random_tokens(t, 3, V);
     CHECK(decode_seq(ctx, 2, t, 3, false) == 0);
     hist_add(&h[2], t, 3);
-    check_alone(ctx, -1, &h[2], "after seq_keep");
+    check_alone_within(ctx, -1, &h[2], "after seq_keep", MOVED);
 
     /* one token shared by two sequences joins them; they may then diverge */
     recur_memory_seq_cp(mem, 2, 3, -1, -1);
@@ -279,7 +300,7 @@ static void test_fork_and_ops(void) {
     struct recur_batch j = recur_batch_init(1, 0, 2);
     REQUIRE(j.pos);
     j.token[0] = test_rand_int(&rng, V);
-    j.pos[0] = h[2].n + shift;
+    j.pos[0] = h[2].p[h[2].n - 1] + 1;
     j.n_seq_id[0] = 2;
     j.seq_id[0][0] = 2;
     j.seq_id[0][1] = 3;
@@ -288,7 +309,7 @@ static void test_fork_and_ops(void) {
     CHECK_MSG(recur_decode(ctx, j) == 0, "%s", recur_last_error());
     hist_add(&h[2], j.token, 1);
     hist_add(&h[3], j.token, 1);
-    check_alone(ctx, 0, &h[3], "a token on two sequences");
+    check_alone_within(ctx, 0, &h[3], "a token on two sequences", MOVED);
     recur_batch_free(j);
     recur_free(ctx);
 }

@@ -44,8 +44,8 @@ static uint8_t row_byte(uint32_t tag, int v, size_t b) {
 }
 
 static struct rmem *make(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages) {
-    const struct rmem_kv_params a = {N_LAYER,   ak_bytes, av_bytes, 1,    1,
-                                     page_rows, n_pages,  N_SEQ,    false};
+    const struct rmem_kv_params a = {N_LAYER, ak_bytes, av_bytes, 1,    1,   page_rows,
+                                     n_pages, N_SEQ,    false,    NULL, NULL};
     const struct rmem_params p = {N_LAYER,        k_row,   v_row, RCORE_TYPE_F32,
                                   RCORE_TYPE_F32, n_cells, N_SEQ, &a};
     return rmem_create(&p);
@@ -338,7 +338,7 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
 
 int main(void) {
     /* the attention part's shape must be the memory's */
-    const struct rmem_kv_params a = {2, ak_bytes, av_bytes, 1, 1, 4, 4, N_SEQ, false};
+    const struct rmem_kv_params a = {2, ak_bytes, av_bytes, 1, 1, 4, 4, N_SEQ, false, NULL, NULL};
     const struct rmem_params p = {N_LAYER,        k_row, v_row, RCORE_TYPE_F32,
                                   RCORE_TYPE_F32, 4,     N_SEQ, &a};
     CHECK(rmem_create(&p) == NULL);
