@@ -142,6 +142,9 @@ static const struct endpoint endpoints[] = {
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
     {"/infill", false, M_POST, true, false, serve_infill},
+    {"/v1/embeddings", false, M_POST, true, false, serve_embeddings_oai},
+    {"/embeddings", false, M_POST, true, false, serve_embeddings},
+    {"/embedding", false, M_POST, true, false, serve_embeddings},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -625,6 +628,7 @@ int cmd_serve(int argc, char **argv) {
     s.slots_endpoint = !srv.no_slots;
     s.spm_infill = srv.spm_infill;
     s.webui = !srv.no_webui;
+    s.embedding = srv.embedding;
     s.slot_save_path = srv.slot_save_path;
     s.lim.read_s = srv.read_s;
     const char **keys = NULL;
@@ -658,6 +662,10 @@ int cmd_serve(int argc, char **argv) {
     cp.prefix_cache_bytes = (uint64_t)o.cache_mb << 20;
     cp.checkpoint_every = 64;
     cp.n_rollback = 0;
+    if (srv.embedding) { /* a pooled context computes no logits: completions answer 501 */
+        cp.embeddings = true;
+        cp.pooling_type = (enum recur_pooling_type)gen_pooling(o.pooling);
+    }
     /* a hybrid model's attention cache: room for every slot's sequence at its -c (4096 when
        -c is 0: its rows grow with its tokens, unlike a recurrent state), so that a slot stops
        at its limit (finish_reason "length") before the cache fills */
