@@ -401,20 +401,14 @@ static enum MHD_Result handle(struct server *s, struct MHD_Connection *conn,
                             .deadline = s->lim.timeout_s > 0 ? serve_now() + s->lim.timeout_s : 0,
                             .expire = expire,
                             .owner = r};
-    for (int i = 0; i < r->n_tasks; i++) {
-        struct task *t = r->tasks[i];
-        t->park = &r->park;
-        if (!serve_submit(s, t)) {
-            char why[sizeof t->error];
-            snprintf(why, sizeof why, "%s", t->error);
-            const unsigned status = t->err_status ? t->err_status : 500;
-            pthread_mutex_lock(&s->mu);
-            for (int k = 0; k < i; k++) r->tasks[k]->cancelled = true;
-            pthread_cond_signal(&s->work);
-            pthread_mutex_unlock(&s->mu);
-            request_free(s, r);
-            return serve_send_error(conn, status, error_type(status), why);
-        }
+    /* all inputs queued at once: the decode loop takes them in one step, one decode */
+    for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->park = &r->park;
+    if (!serve_submit_all(s, r->tasks, r->n_tasks)) {
+        char why[sizeof r->tasks[0]->error];
+        snprintf(why, sizeof why, "%s", r->tasks[0]->error);
+        const unsigned status = r->tasks[0]->err_status ? r->tasks[0]->err_status : 500;
+        request_free(s, r);
+        return serve_send_error(conn, status, error_type(status), why);
     }
     rq->cont->resume = resume;
     rq->cont->cleanup = cleanup;

@@ -92,21 +92,11 @@ void serve_task_release(struct server *s, struct task *t) {
 }
 
 bool serve_submit(struct server *s, struct task *t) {
-    pthread_mutex_lock(&s->mu);
-    /* room: free slots take tasks at the next step, beyond them queue_max may wait */
-    const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
-    if (s->stopping || s->n_queued + t->n > s->lim.queue_max + free_slots) {
-        snprintf(t->error, sizeof t->error, "%s",
-                 s->stopping ? "the server is shutting down; retry later (elsewhere)"
-                             : "every slot is busy and the queue is full; retry later");
-        t->err_status = 503;
-        if (s->stopping)
-            s->m.rejected_stopping++;
-        else
-            s->m.rejected_busy++;
-        pthread_mutex_unlock(&s->mu);
-        return false;
-    }
+    return serve_submit_all(s, &t, 1);
+}
+
+/* Queues t (s->mu held; the room was checked). */
+static void enqueue(struct server *s, struct task *t) {
     t->refs++; /* the scheduler's, dropped when it retires the task */
     t->state = TASK_QUEUED;
     t->t_queued = serve_now();
@@ -118,6 +108,27 @@ bool serve_submit(struct server *s, struct task *t) {
     s->queue_tail = t;
     s->n_queued++;
     s->m.requests++;
+}
+
+bool serve_submit_all(struct server *s, struct task **tasks, int n) {
+    pthread_mutex_lock(&s->mu);
+    /* room: free slots take tasks at the next step, beyond them queue_max may wait */
+    const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
+    int32_t need = 0;
+    for (int i = 0; i < n; i++) need += tasks[i]->n;
+    if (s->stopping || s->n_queued + need > s->lim.queue_max + free_slots) {
+        snprintf(tasks[0]->error, sizeof tasks[0]->error, "%s",
+                 s->stopping ? "the server is shutting down; retry later (elsewhere)"
+                             : "every slot is busy and the queue is full; retry later");
+        tasks[0]->err_status = 503;
+        if (s->stopping)
+            s->m.rejected_stopping++;
+        else
+            s->m.rejected_busy++;
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    for (int i = 0; i < n; i++) enqueue(s, tasks[i]);
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return true;

@@ -264,6 +264,10 @@ void *serve_sched_main(void *srv);
 /* Queues t, taking a reference for the scheduler; false when the server is stopping or the
  * queue is full (t->error and t->err_status say which: the caller answers 503). */
 bool serve_submit(struct server *s, struct task *t);
+/* Queues tasks[0 .. n) together, under one lock, so that the decode loop sees them in one step
+ * (an embeddings request's inputs share a decode); all or none: false as serve_submit, with
+ * tasks[0]->error set. */
+bool serve_submit_all(struct server *s, struct task **tasks, int n);
 /* Drops a reference; the last one frees the task. Call with s->mu held. */
 void serve_task_release(struct server *s, struct task *t);
 
