@@ -103,8 +103,9 @@ static bool embed_all(struct recur_context *ctx, const struct inputs *in, int32_
         }
         const int32_t rc = recur_decode(ctx, b);
         if (rc != 0) {
-            fprintf(stderr, "recur embed: decoding inputs %d..%d failed (%d): %s\n", first,
-                    next - 1, rc, recur_last_error());
+            fprintf(stderr, "recur embed: decoding inputs %d..%d failed (%d): %s%s\n", first,
+                    next - 1, rc, recur_last_error(),
+                    rc == 1 ? " (no room in a hybrid model's attention cache: raise -c)" : "");
             ok = false;
             break;
         }

@@ -101,14 +101,14 @@ static const struct flag flags[] = {
      "sequences run at once (default 8; serve: 16)", 0, true},
     ROW("-c", "--ctx-size", "N", PPL, FLAG_I32, GEN(n_ctx), 2, 1 << 20,
         "tokens per evaluation window (default 256)"),
-    ROW("-c", "--ctx-size", "N", RUN | CHAT | PAR, FLAG_I32, GEN(attn_ctx), 1, 1 << 24,
+    ROW("-c", "--ctx-size", "N", RUN | CHAT | PAR | EMBED, FLAG_I32, GEN(attn_ctx), 1, 1 << 24,
         "a hybrid model's attention cache: the tokens whose K and V rows the sequences hold in "
         "all (default 4096; a recurrent model has none)"),
-    ROW(NULL, "--cache-type-k", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+    ROW(NULL, "--cache-type-k", "TYPE", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_NAME,
         GEN(cache_type_k), 0, 0,
         "a hybrid model's attention K rows: f32 (default), f16 or q8_0 (a recurrent model has "
         "none)"),
-    ROW(NULL, "--cache-type-v", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+    ROW(NULL, "--cache-type-v", "TYPE", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_NAME,
         GEN(cache_type_v), 0, 0, "a hybrid model's attention V rows: f32 (default), f16 or q8_0"),
     ROW(NULL, "--chunks", "N", PPL, FLAG_I32, GEN(n_chunks), 1, INT32_MAX,
         "evaluate only the first N windows (default: all)"),

@@ -475,6 +475,11 @@ static bool check_flags(const struct gen_opts *o, const struct serve_opts *srv, 
                 o->n_batch, o->n_parallel);
         return false;
     }
+    if (o->pooling && !srv->embedding) { /* it would change nothing: refused, not ignored */
+        fprintf(stderr, "recur serve: --pooling %s needs --embedding (the embeddings endpoints)\n",
+                o->pooling);
+        return false;
+    }
     if (srv->n_ctx == 1) {
         fprintf(stderr, "recur serve: -c 1 leaves no room for a token after the prompt; use 0 "
                         "(no limit) or 2 and more\n");
