@@ -170,6 +170,9 @@ for path, field in (("/embeddings", "input"), ("/embedding", "content"), ("/embe
     if ok:
         d = max(diff(body[i]["embedding"][0], many["data"][i]["embedding"]) for i in range(2))
         check("%s: the pooled rows, normalised (%.2g)" % (path, d), d < TOL)
+st, body, _ = srv.post("/v1/embeddings", {"input": ["hello", 5, "world"]})
+check("ids and strings mixed in one list: one input (llama-server's mixed prompt)",
+      st == 200 and len(body["data"]) == 1, body)
 st, body, _ = srv.post("/v1/embeddings", {"input": ["the same"] * 3, "dimensions": E})
 check("dimensions = n_embd is accepted", st == 200, body)
 

@@ -115,9 +115,11 @@ static void parse_inputs(struct parse *p, struct server *s, struct embed_request
                    r->oai ? "\"input\" is required" : "\"input\" or \"content\" must be provided");
         return;
     }
-    /* a string or one array of token ids (llama-server's mixed ids and strings too) is one
-       input; an array of strings or arrays is a list */
-    const bool one = cJSON_IsString(f) || (cJSON_IsArray(f) && cJSON_IsNumber(f->child));
+    /* a string, or an array with a number in it (token ids, or llama-server's mixed ids and
+       strings), is one input; an array of strings or arrays is a list of inputs */
+    bool one = cJSON_IsString(f);
+    for (const cJSON *e = cJSON_IsArray(f) ? f->child : NULL; e && !one; e = e->next)
+        one = cJSON_IsNumber(e);
     if (!one && !cJSON_IsArray(f)) {
         serve_fail(p,
                    "\"%s\" must be a string, an array of strings, an array of token ids or an "
@@ -270,9 +272,10 @@ static cJSON *answer_json(const struct server *s, const struct embed_request *r)
         cJSON_AddNumberToObject(item, "index", i);
         if (r->oai) { /* pooled (pooling none was refused), normalised */
             gen_embd_normalize(t->embd, row, E, r->norm);
-            ok =
-                (v = vector_json(row, E, r->base64)) && cJSON_AddItemToObject(item, "embedding", v);
-        } else { /* rows: pooled and normalised, or every token's as it is */
+            v = vector_json(row, E, r->base64);
+            ok = v && cJSON_AddItemToObject(item, "embedding", v);
+            if (!ok) cJSON_Delete(v); /* not added: still ours */
+        } else {                      /* rows: pooled and normalised, or every token's as it is */
             ok = (v = cJSON_AddArrayToObject(item, "embedding")) != NULL;
             for (int32_t k = 0; ok && k < (none ? t->n_prompt : 1); k++) {
                 const float *e = t->embd + (size_t)k * (size_t)E;
@@ -282,7 +285,6 @@ static cJSON *answer_json(const struct server *s, const struct embed_request *r)
                 if (!ok) cJSON_Delete(x);
             }
         }
-        if (!ok && v && !cJSON_IsArray(v)) cJSON_Delete(v);
     }
     free(row);
     if (!ok) {
