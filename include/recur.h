@@ -117,7 +117,8 @@ struct recur_model_params {
  *    its last hidden state has read the whole text, as its state carries it all.
  * A pooled context makes every token the pooling needs an output itself (all of them for MEAN,
  * the first or last of each sequence for CLS and LAST), whatever batch.logits says, and
- * computes no logits (recur_get_logits* return NULL with the error set).
+ * computes no logits (recur_get_logits* return NULL with the error set); a token on several
+ * sequences (n_seq_id > 1) counts in each, and recur_state_get_data then saves no outputs.
  * A sequence split over several decodes: pooling covers the tokens of the last batch only, as
  * llama.cpp's. LAST is still right across decodes (the state carried the earlier tokens into
  * the last one); MEAN and CLS are not, so recur_decode refuses (-1, memory unchanged) a MEAN or
@@ -447,9 +448,9 @@ RECUR_API float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i);
 /* The pooled embedding (n_embd floats, not normalised) of sequence seq_id over its tokens in
  * the last recur_decode, as the context's pooling_type says (enum recur_pooling_type). Owned by
  * the context, valid until the next recur_decode or recur_free; the caller copies it to keep
- * it. NULL with the error set: ctx NULL, embeddings off, pooling_type
- * none (use recur_get_embeddings_ith), seq_id not in 0 .. n_seq_max-1, or seq_id had no token in
- * the last decode (also: no decode yet, or the last one failed). */
+ * it. NULL with the error set: ctx NULL, embeddings off, pooling_type none (use
+ * recur_get_embeddings_ith), seq_id not in 0 .. n_seq_max-1, or seq_id had no token in the
+ * last decode (also: no decode yet, or the last one failed). */
 RECUR_API float *recur_get_embeddings_seq(struct recur_context *ctx, recur_seq_id seq_id);
 /* The context's pooling_type (RECUR_POOLING_TYPE_NONE for a NULL ctx, with the error set). */
 RECUR_API enum recur_pooling_type recur_pooling_type(const struct recur_context *ctx);
