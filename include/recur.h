@@ -106,6 +106,31 @@ struct recur_model_params {
     bool vocab_only;
 };
 
+/* How recur_decode pools a sequence's hidden states into one embedding (llama.cpp's
+ * llama_pooling_type, same numbers; rank is not supported).
+ *  - NONE: no pooling; the per-token states of the tokens that ask for output
+ *    (recur_get_embeddings_ith), with their logits.
+ *  - MEAN: the mean of the states of every token of the sequence in the batch.
+ *  - CLS: the state of the sequence's first token (an encoder's [CLS] slot; in a causal,
+ *    recurrent model that state has read one token only, so it is rarely what one wants).
+ *  - LAST: the state of the sequence's last token. The natural pooling of a recurrent model:
+ *    its last hidden state has read the whole text, as its state carries it all.
+ * A pooled context makes every token the pooling needs an output itself (all of them for MEAN,
+ * the first or last of each sequence for CLS and LAST), whatever batch.logits says, and
+ * computes no logits (recur_get_logits* return NULL with the error set); a token on several
+ * sequences (n_seq_id > 1) counts in each, and recur_state_get_data then saves no outputs.
+ * A sequence split over several decodes: pooling covers the tokens of the last batch only, as
+ * llama.cpp's. LAST is still right across decodes (the state carried the earlier tokens into
+ * the last one); MEAN and CLS are not, so recur_decode refuses (-1, memory unchanged) a MEAN or
+ * CLS batch with a sequence that already holds tokens: put each text whole in one batch (n_batch
+ * tokens at most), after clearing its sequence (recur_memory_seq_rm(mem, seq, -1, -1)). */
+enum recur_pooling_type {
+    RECUR_POOLING_TYPE_NONE = 0,
+    RECUR_POOLING_TYPE_MEAN = 1,
+    RECUR_POOLING_TYPE_CLS = 2,
+    RECUR_POOLING_TYPE_LAST = 3,
+};
+
 struct recur_context_params {
     uint32_t n_batch;        /* most tokens one recur_decode call accepts (default 2048) */
     uint32_t n_ubatch;       /* most tokens computed at once (default 512) */
@@ -114,7 +139,14 @@ struct recur_context_params {
     int32_t n_threads_batch; /* threads for decode calls of more tokens (default 4; 1..256) */
     enum recur_type type_k;  /* default f32 */
     enum recur_type type_v;  /* default f32 */
-    bool embeddings;         /* also keep the final hidden state of output tokens (default false) */
+    /* Embeddings: keep the final hidden state after the output norm (before the output
+     * projection), as llama.cpp's embeddings are (default false). With pooling_type none
+     * (default) each output token's state is kept (recur_get_embeddings_ith) beside its logits;
+     * with mean, cls or last one pooled vector per sequence is kept (recur_get_embeddings_seq)
+     * and no logits are computed (see enum recur_pooling_type). pooling_type other than none
+     * needs embeddings = true. */
+    bool embeddings;
+    enum recur_pooling_type pooling_type;
     /* Rollback (see recur_memory_seq_rm): per sequence, keep its state after each of its last
      * n_rollback positions (default 0), and after every position p with
      * (p + 1) % checkpoint_every == 0 (default 0: none), within snapshot_bytes for all
@@ -151,9 +183,9 @@ RECUR_API struct recur_context_params recur_context_default_params(void);
 
 /* Loads a GGUF model file as llama.cpp's converter writes it: general.architecture "mamba",
  * "mamba2", "rwkv6", "rwkv7", or the hybrids "granitehybrid", "nemotron_h" and "falcon-h1"
- * (docs/ has each layout; docs/hybrid.md what of the hybrids is refused), with a "gpt2" (byte-level BPE, with
- * the pre-tokenizer tokenizer.ggml.pre names), "llama" (SentencePiece) or "rwkv" tokenizer.
- * NULL on failure, the message naming the file and the key or tensor at fault. */
+ * (docs/ has each layout; docs/hybrid.md what of the hybrids is refused), with a "gpt2" (byte-level
+ * BPE, with the pre-tokenizer tokenizer.ggml.pre names), "llama" (SentencePiece) or "rwkv"
+ * tokenizer. NULL on failure, the message naming the file and the key or tensor at fault. */
 RECUR_API struct recur_model *recur_model_load_from_file(const char *path,
                                                          struct recur_model_params params);
 /* Frees the model; every context made from it must be freed first. NULL is fine. */
@@ -407,10 +439,21 @@ RECUR_API float *recur_get_logits_ith(struct recur_context *ctx, int32_t i);
 /* All output rows of the last decode, in batch order (n_outputs x n_vocab); NULL when the last
  * decode produced none (or ctx is NULL, with the error set). */
 RECUR_API float *recur_get_logits(struct recur_context *ctx);
-/* The final normalised hidden state (n_embd floats) of batch token i; contexts made with
- * embeddings = true only (NULL with the error set otherwise). Owned by the context, as the
- * logits. */
+/* The final normalised hidden state (n_embd floats) of batch token i of the last decode (i < 0
+ * counts outputs from the end), for contexts made with embeddings = true and pooling_type none.
+ * Owned by the context, valid until the next recur_decode, recur_state_set_data or recur_free.
+ * NULL with the error set: ctx NULL, embeddings off, a pooled context (use
+ * recur_get_embeddings_seq), token i out of range or not asking for output. */
 RECUR_API float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i);
+/* The pooled embedding (n_embd floats, not normalised) of sequence seq_id over its tokens in
+ * the last recur_decode, as the context's pooling_type says (enum recur_pooling_type). Owned by
+ * the context, valid until the next recur_decode or recur_free; the caller copies it to keep
+ * it. NULL with the error set: ctx NULL, embeddings off, pooling_type none (use
+ * recur_get_embeddings_ith), seq_id not in 0 .. n_seq_max-1, or seq_id had no token in the
+ * last decode (also: no decode yet, or the last one failed). */
+RECUR_API float *recur_get_embeddings_seq(struct recur_context *ctx, recur_seq_id seq_id);
+/* The context's pooling_type (RECUR_POOLING_TYPE_NONE for a NULL ctx, with the error set). */
+RECUR_API enum recur_pooling_type recur_pooling_type(const struct recur_context *ctx);
 
 /* ---- the state memory -------------------------------------------------------------------- */
 

@@ -26,6 +26,7 @@ struct recur_context_params recur_context_default_params(void) {
         .type_k = RECUR_TYPE_F32,
         .type_v = RECUR_TYPE_F32,
         .embeddings = false,
+        .pooling_type = RECUR_POOLING_TYPE_NONE,
         .n_rollback = 0,
         .checkpoint_every = 0,
         .snapshot_bytes = (uint64_t)256 << 20,
@@ -324,6 +325,11 @@ static bool check_context_params(const struct recur_context_params *p) {
         bad = "n_ctx must be 1 .. 16777216";
     else if (!attn_type_ok(p->attn_type_k) || !attn_type_ok(p->attn_type_v))
         bad = "attn_type_k and attn_type_v must be RECUR_TYPE_F32, _F16 or _Q8_0";
+    else if ((int)p->pooling_type < (int)RECUR_POOLING_TYPE_NONE ||
+             (int)p->pooling_type > (int)RECUR_POOLING_TYPE_LAST)
+        bad = "pooling_type must be RECUR_POOLING_TYPE_NONE, _MEAN, _CLS or _LAST";
+    else if (p->pooling_type != RECUR_POOLING_TYPE_NONE && !p->embeddings)
+        bad = "pooling_type other than none needs embeddings = true";
     if (bad) rcore_error_set("context parameters: %s", bad);
     return bad == NULL;
 }
@@ -379,7 +385,8 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
         params.n_threads > params.n_threads_batch ? params.n_threads : params.n_threads_batch;
     if (!ctx->mem || !(ctx->ws = rmodel_ws_create(model->m, params.n_ubatch, params.n_seq_max)) ||
         (n_pool > 1 && !(ctx->pool = rpool_create(n_pool))) ||
-        !(ctx->output_ids = malloc(sizeof(int32_t) * params.n_batch))) {
+        !(ctx->output_ids = malloc(sizeof(int32_t) * params.n_batch)) ||
+        (api_pooled(ctx) && !api_pool_init(ctx))) {
         if (ctx->mem && ctx->ws) rcore_error_set("out of memory for a context");
         recur_free(ctx);
         return NULL;
@@ -420,6 +427,9 @@ void recur_free(struct recur_context *ctx) {
     free(ctx->output_ids);
     free(ctx->logits);
     free(ctx->embd);
+    free(ctx->pool_flags);
+    free(ctx->embd_seq);
+    free(ctx->seq_n);
     rpfx_free(ctx->prefix);
     rcore_free64(ctx->block);
     free(ctx->attn_buf);
@@ -577,9 +587,10 @@ static bool reserve_outputs(struct recur_context *ctx, int32_t n) {
     if ((size_t)n <= ctx->out_cap) return true;
     const size_t V = (size_t)rmodel_n_vocab(ctx->model->m),
                  E = (size_t)rmodel_n_embd(ctx->model->m);
-    float *logits = malloc(sizeof(float) * V * (size_t)n);
+    /* a pooled context computes no logits (recur.h): its rows are hidden states only */
+    float *logits = api_pooled(ctx) ? NULL : malloc(sizeof(float) * V * (size_t)n);
     float *embd = ctx->params.embeddings ? malloc(sizeof(float) * E * (size_t)n) : NULL;
-    if (!logits || (ctx->params.embeddings && !embd)) {
+    if ((!logits && !api_pooled(ctx)) || (ctx->params.embeddings && !embd)) {
         free(logits);
         free(embd);
         rcore_error_set("out of memory for %d output rows", n);
@@ -598,6 +609,11 @@ int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
     if (batch.n_tokens > (int32_t)ctx->params.n_batch) {
         rcore_error_set("batch has %d tokens, n_batch is %u", batch.n_tokens, ctx->params.n_batch);
         return -1;
+    }
+    if (api_pooled(ctx)) {
+        /* the pooling's own outputs: every token it reads asks for its row */
+        if (!api_pool_prepare(ctx, &batch)) return -1;
+        batch.logits = ctx->pool_flags;
     }
     const struct rbatch_in in = {batch.n_tokens, batch.token,  batch.embd,  batch.pos,
                                  batch.n_seq_id, batch.seq_id, batch.logits};
@@ -628,7 +644,8 @@ int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
     ctx->n_batch_tokens = batch.n_tokens;
     ctx->n_outputs = n_outputs;
 
-    const struct rmodel_out out = {ctx->output_ids, ctx->logits, ctx->embd};
+    const struct rmodel_out out = {ctx->output_ids, api_pooled(ctx) ? NULL : ctx->logits,
+                                   ctx->embd};
     /* as llama.cpp: one token per call is generation (n_threads), more is a prompt */
     int32_t nth = batch.n_tokens == 1 ? ctx->params.n_threads : ctx->params.n_threads_batch;
     if (nth > rpool_size(ctx->pool)) nth = rpool_size(ctx->pool);
@@ -642,6 +659,10 @@ int32_t recur_decode(struct recur_context *ctx, struct recur_batch batch) {
         }
     } while (rmem_bctx_next(bctx));
     rmem_bctx_free(bctx);
+    if (api_pooled(ctx)) {
+        if (ret == 0) api_pool_finish(ctx, &batch);
+        ctx->n_outputs = 0; /* no per-token rows are handed out (nor saved: no logits) */
+    }
     return ret;
 }
 
@@ -664,12 +685,22 @@ static int32_t output_row(const struct recur_context *ctx, int32_t i) {
 
 float *recur_get_logits_ith(struct recur_context *ctx, int32_t i) {
     API_NEED(ctx, NULL);
+    if (api_pooled(ctx)) {
+        rcore_error_set("the context pools embeddings (pooling_type %d): it computes no logits",
+                        (int)ctx->params.pooling_type);
+        return NULL;
+    }
     int32_t r = output_row(ctx, i);
     return r < 0 ? NULL : ctx->logits + (size_t)r * (size_t)rmodel_n_vocab(ctx->model->m);
 }
 
 float *recur_get_logits(struct recur_context *ctx) {
     API_NEED(ctx, NULL);
+    if (api_pooled(ctx)) {
+        rcore_error_set("the context pools embeddings (pooling_type %d): it computes no logits",
+                        (int)ctx->params.pooling_type);
+        return NULL;
+    }
     return ctx->n_outputs > 0 ? ctx->logits : NULL;
 }
 
@@ -677,6 +708,12 @@ float *recur_get_embeddings_ith(struct recur_context *ctx, int32_t i) {
     API_NEED(ctx, NULL);
     if (!ctx->params.embeddings) {
         rcore_error_set("the context was made without embeddings");
+        return NULL;
+    }
+    if (api_pooled(ctx)) {
+        rcore_error_set("the context pools embeddings (pooling_type %d): a sequence's embedding "
+                        "is recur_get_embeddings_seq's, there are no per-token ones",
+                        (int)ctx->params.pooling_type);
         return NULL;
     }
     int32_t r = output_row(ctx, i);

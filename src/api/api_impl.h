@@ -40,6 +40,10 @@ struct recur_context {
     float *logits;  /* n_outputs x n_vocab */
     float *embd;    /* n_outputs x n_embd, when params.embeddings */
     size_t out_cap; /* rows the buffers hold */
+    /* pooled embeddings (embd.c), when params.pooling_type is not none */
+    int8_t *pool_flags; /* [n_batch] the outputs the pooling needs, as batch.logits */
+    float *embd_seq;    /* [n_seq_max x n_embd] each sequence's pooled state */
+    int32_t *seq_n;     /* [n_seq_max] its tokens in the last decode, 0: none */
 
     struct rpfx *prefix; /* the prefix state cache, NULL when params.prefix_cache_bytes is 0 */
     float *block;        /* one sequence's state as f32 (rmem_snap_block_bytes), for it */
@@ -54,6 +58,17 @@ struct recur_context {
 bool api_write_head(const struct recur_context *ctx, struct rio_writer *w, uint32_t magic);
 bool api_read_head(const struct recur_context *ctx, struct rio_reader *r, uint32_t magic,
                    const char *what);
+
+/* embd.c: pooled embeddings. api_pool_init: the buffers (at context creation; false with
+ * the error set). api_pool_prepare: the outputs the pooling needs into ctx->pool_flags, and the
+ * refusal of a MEAN / CLS sequence that already holds tokens (false with the error set; the
+ * memory unchanged). api_pool_finish: each sequence's pooled state from the decode's rows. */
+static inline bool api_pooled(const struct recur_context *ctx) {
+    return ctx->params.embeddings && ctx->params.pooling_type != RECUR_POOLING_TYPE_NONE;
+}
+bool api_pool_init(struct recur_context *ctx);
+bool api_pool_prepare(struct recur_context *ctx, const struct recur_batch *batch);
+void api_pool_finish(struct recur_context *ctx, const struct recur_batch *batch);
 
 static inline struct rmem *api_mem(recur_memory_t mem) {
     return (struct rmem *)mem;

@@ -19,6 +19,7 @@ static const struct tool_command commands[] = {
     {"chat", cmd_chat, "chat with a model in the terminal, with its chat template"},
     {"parallel", cmd_parallel, "generate several continuations of one prompt at once"},
     {"serve", cmd_serve, "serve completions over HTTP (OpenAI and llama.cpp shapes)"},
+    {"embed", cmd_embed, "print the embeddings of texts (pooled final hidden states)"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},
     {"bench", cmd_bench, "measure prompt and generation speed against the machine's bounds"},
     {"quantize", cmd_quantize, "rewrite a model's weights as q8_0, q4_0, f16 or bf16"},

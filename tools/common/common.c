@@ -52,6 +52,7 @@ struct flag {
 #define PAR        GEN_PARALLEL
 #define PPL        GEN_PERPLEXITY
 #define SERVE      GEN_SERVE
+#define EMBED      GEN_EMBED
 #define GEN(field) IN_GEN, offsetof(struct gen_opts, field)
 #define SRV(field) IN_SERVE, offsetof(struct serve_opts, field)
 #define SAMPLE     (RUN | CHAT | PAR)
@@ -61,19 +62,19 @@ struct flag {
 
 /* Every flag of the model-running programs, in the order --help lists them. */
 static const struct flag flags[] = {
-    ROW("-m", "--model", "FILE", RUN | CHAT | PAR | PPL | SERVE, FLAG_TEXT, GEN(model), 0, 0,
-        "model file (GGUF); default $RECUR_MODEL, else the model shipped with recur"),
-    ROW("-p", "--prompt", "TEXT", RUN | PAR, FLAG_TEXT, GEN(prompt), 0, 0, "prompt text"),
-    ROW("-f", "--file", "FILE", RUN | PAR | PPL, FLAG_TEXT, GEN(prompt_file), 0, 0,
+    ROW("-m", "--model", "FILE", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_TEXT, GEN(model), 0,
+        0, "model file (GGUF); default $RECUR_MODEL, else the model shipped with recur"),
+    ROW("-p", "--prompt", "TEXT", RUN | PAR | EMBED, FLAG_TEXT, GEN(prompt), 0, 0, "prompt text"),
+    ROW("-f", "--file", "FILE", RUN | PAR | PPL | EMBED, FLAG_TEXT, GEN(prompt_file), 0, 0,
         "read the prompt from FILE"),
     ROW("-n", "--n-predict", "N", SAMPLE, FLAG_I32, GEN(n_predict), 0, INT32_MAX,
         "tokens to generate (default 64)"),
-    ROW("-t", "--threads", "N", RUN | CHAT | PAR | PPL | SERVE, FLAG_I32, GEN(n_threads), 1, 1024,
-        "threads (default: the CPUs online, at most 16)"),
-    ROW("-b", "--batch-size", "N", SAMPLE | SERVE, FLAG_U32, GEN(n_batch), 1, 1 << 24,
+    ROW("-t", "--threads", "N", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_I32, GEN(n_threads), 1,
+        1024, "threads (default: the CPUs online, at most 16)"),
+    ROW("-b", "--batch-size", "N", SAMPLE | SERVE | EMBED, FLAG_U32, GEN(n_batch), 1, 1 << 24,
         "most tokens per decode call (default 2048)"),
-    ROW("-ub", "--ubatch-size", "N", SAMPLE | PPL | SERVE, FLAG_U32, GEN(n_ubatch), 1, 1 << 24,
-        "most tokens computed at once (default 512)"),
+    ROW("-ub", "--ubatch-size", "N", SAMPLE | PPL | SERVE | EMBED, FLAG_U32, GEN(n_ubatch), 1,
+        1 << 24, "most tokens computed at once (default 512)"),
     ROW(NULL, "--temp", "T", SAMPLE, FLAG_F32, GEN(sampling.temp), 0, 100,
         "temperature; 0 = greedy (default 0.8)"),
     ROW(NULL, "--top-k", "K", SAMPLE, FLAG_I32, GEN(sampling.top_k), 0, INT32_MAX,
@@ -100,14 +101,14 @@ static const struct flag flags[] = {
      "sequences run at once (default 8; serve: 16)", 0, true},
     ROW("-c", "--ctx-size", "N", PPL, FLAG_I32, GEN(n_ctx), 2, 1 << 20,
         "tokens per evaluation window (default 256)"),
-    ROW("-c", "--ctx-size", "N", RUN | CHAT | PAR, FLAG_I32, GEN(attn_ctx), 1, 1 << 24,
+    ROW("-c", "--ctx-size", "N", RUN | CHAT | PAR | EMBED, FLAG_I32, GEN(attn_ctx), 1, 1 << 24,
         "a hybrid model's attention cache: the tokens whose K and V rows the sequences hold in "
         "all (default 4096; a recurrent model has none)"),
-    ROW(NULL, "--cache-type-k", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+    ROW(NULL, "--cache-type-k", "TYPE", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_NAME,
         GEN(cache_type_k), 0, 0,
         "a hybrid model's attention K rows: f32 (default), f16 or q8_0 (a recurrent model has "
         "none)"),
-    ROW(NULL, "--cache-type-v", "TYPE", RUN | CHAT | PAR | PPL | SERVE, FLAG_NAME,
+    ROW(NULL, "--cache-type-v", "TYPE", RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_NAME,
         GEN(cache_type_v), 0, 0, "a hybrid model's attention V rows: f32 (default), f16 or q8_0"),
     ROW(NULL, "--chunks", "N", PPL, FLAG_I32, GEN(n_chunks), 1, INT32_MAX,
         "evaluate only the first N windows (default: all)"),
@@ -146,6 +147,25 @@ static const struct flag flags[] = {
     ROW("-a", "--alias", "NAMES", SERVE, FLAG_NAME, SRV(alias), 0, 0,
         "the model's names in the API, comma-separated: the first answers as the model's, all "
         "are listed in /v1/models' aliases (default: its file's name)"),
+    ROW(NULL, "--embedding", NULL, SERVE, FLAG_ON, SRV(embedding), 0, 0,
+        "serve embeddings (/v1/embeddings, /embeddings, /embedding) and no completions, as "
+        "llama-server's --embedding"),
+    ROW(NULL, "--embeddings", NULL, SERVE, FLAG_ON, SRV(embedding), 0, 0,
+        "the same as --embedding"),
+    ROW(NULL, "--pooling", "NAME", SERVE | EMBED, FLAG_NAME, GEN(pooling), 0, 0,
+        "pooling of an input's hidden states: none (every token's), mean, cls (the first "
+        "token's) or last (default: last, a recurrent model's natural pooling; rank is not "
+        "supported)"),
+    ROW(NULL, "--embd-normalize", "N", EMBED, FLAG_I32, GEN(embd_normalize), -1, INT32_MAX,
+        "normalisation of every printed vector (with pooling none each token's): -1 none, 0 max "
+        "absolute (int16 range), 1 taxicab, "
+        "2 euclidean (default), >2 p-norm"),
+    ROW(NULL, "--embd-separator", "TEXT", EMBED, FLAG_NAME, GEN(embd_separator), 0, 0,
+        "splits the prompt into inputs, each embedded (default: a newline)"),
+    ROW(NULL, "--embd-output-format", "FORMAT", EMBED, FLAG_TEXT, GEN(embd_output_format), 0, 0,
+        "'' (default: a line per embedding), array (a JSON array of arrays), json (OpenAI's "
+        "shape), json+ (json and the cosine similarity matrix) or raw (values only, a line "
+        "each)"),
     ROW(NULL, "--no-slots", NULL, SERVE, FLAG_ON, SRV(no_slots), 0, 0, "GET /slots answers 501"),
     ROW(NULL, "--spm-infill", NULL, SERVE, FLAG_ON, SRV(spm_infill), 0, 0,
         "POST /infill puts the suffix before the prefix (Suffix/Prefix/Middle), as some models "
@@ -170,7 +190,8 @@ static const struct flag flags[] = {
         "the GBNF grammar from FILE"),
     ROW(NULL, "--json-schema", "JSON", RUN | CHAT, FLAG_TEXT, GEN(json_schema), 0, 0,
         "constrain the output to JSON that matches the schema"),
-    ROW(NULL, "--no-mmap", NULL, RUN | CHAT | PAR | PPL | SERVE, FLAG_ON, GEN(no_mmap), 0, 0,
+    ROW(NULL, "--no-mmap", NULL, RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_ON, GEN(no_mmap), 0,
+        0,
         "read the weights into memory instead of mapping the file (then replacing the file under "
         "a running process is harmless)"),
     ROW(NULL, "--mlock", NULL, RUN | CHAT | PAR | PPL | SERVE, FLAG_ON, GEN(mlock), 0, 0,
@@ -336,6 +357,7 @@ int gen_parse(int argc, char **argv, unsigned program, const char *summary, stru
     o->prefix_ttl_s = 86400;
     o->prefix_store_mb = 4096;
     o->sampling = recur_sampler_default_params();
+    o->embd_normalize = 2;
     if (srv)
         *srv = (struct serve_opts){.n_predict = -1,
                                    .port = 8080,
@@ -379,6 +401,10 @@ int gen_parse(int argc, char **argv, unsigned program, const char *summary, stru
                            "give at most one of --grammar, --grammar-file and --json-schema");
     if (o->n_ubatch > o->n_batch)
         return usage_error(cmd, program, summary, "--ubatch-size must not exceed --batch-size");
+    if (gen_pooling(o->pooling) < 0)
+        return usage_error(cmd, program, summary,
+                           "--pooling: '%s' is not a pooling recur has (none, mean, cls, last)",
+                           o->pooling);
     const char *types[2] = {o->cache_type_k, o->cache_type_v};
     for (int i = 0; i < 2; i++)
         if (types[i] && gen_cache_type(types[i]) < 0)

@@ -20,6 +20,7 @@ enum gen_program {
     GEN_PARALLEL = 1u << 2,
     GEN_PERPLEXITY = 1u << 3,
     GEN_SERVE = 1u << 4,
+    GEN_EMBED = 1u << 5,
 };
 
 #define GEN_MAX_HOSTS 8
@@ -61,6 +62,11 @@ struct gen_opts {
     /* recur chat and recur serve */
     const char *chat_template; /* --chat-template NAME, NULL: the model's (or the default) */
     const char *system_prompt; /* -sys TEXT, NULL: none */
+    /* recur embed and recur serve --embedding */
+    const char *pooling;            /* --pooling NAME, NULL: last (gen_pooling) */
+    int32_t embd_normalize;         /* recur embed: --embd-normalize (default 2) */
+    const char *embd_separator;     /* recur embed: splits -p into inputs (default "\n") */
+    const char *embd_output_format; /* recur embed: NULL (plain), array, json, json+ */
 };
 
 /* recur serve's own flags (tools/serve/), here because the flag table stores into them. */
@@ -74,6 +80,7 @@ struct serve_opts {
     bool spm_infill; /* --spm-infill: /infill's order is suffix, prefix, middle */
     bool no_webui;   /* --no-webui, --no-ui: no page at / */
     bool metrics;    /* --metrics: accepted; /metrics is served either way (README.md says why) */
+    bool embedding;  /* --embedding(s): the embeddings endpoints, no completions */
     const char *slot_save_path;
     int32_t port;
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */
@@ -105,6 +112,16 @@ int gen_parse(int argc, char **argv, unsigned program, const char *summary, stru
  * links the tree's models/ folder there, so no path of the tree is compiled in). The path is
  * written into buf (GEN_PATH_MAX bytes) unless it is the environment's; returns it. */
 const char *gen_default_model(char *buf);
+
+/* The pooling --pooling names (none, mean, cls, last; NULL: last, a recurrent model's natural
+ * pooling), or -1 for another name. */
+int gen_pooling(const char *name);
+
+/* out[0..n) = in[0..n) normalised as llama.cpp's common_embd_normalize (llama-server's
+ * embd_normalize, llama-embedding's --embd-normalize): norm -1 none, 0 divided by max|x| / 32760
+ * (the int16 range), 2 euclidean, any other p the p-norm (1: taxicab); the sum in double, a zero
+ * vector stays zero. in and out may be the same. */
+void gen_embd_normalize(const float *in, float *out, int32_t n, int32_t norm);
 
 /* A decimal integer in [min, max], the whole string; false otherwise. */
 bool gen_parse_long(const char *s, long min, long max, long *out);

@@ -43,6 +43,8 @@ int cmd_perplexity(int argc, char **argv);
 /* recur parallel: several continuations of one prompt in one batch per step
  * (tools/cli/parallel.c). */
 int cmd_parallel(int argc, char **argv);
+/* recur embed: the embeddings of texts, as llama-embedding (tools/cli/embed.c). */
+int cmd_embed(int argc, char **argv);
 /* recur serve: an HTTP server with continuous batching and prompt reuse (tools/serve/serve.c). */
 int cmd_serve(int argc, char **argv);
 

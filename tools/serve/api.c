@@ -676,6 +676,10 @@ struct serve_request *serve_request_new(struct server *s, struct MHD_Connection 
 enum MHD_Result serve_handle_completion(struct server *s, struct MHD_Connection *conn,
                                         const struct serve_req *rq, enum task_api api) {
     enum MHD_Result answered;
+    if (s->embedding) /* llama-server's answer and words */
+        return serve_send_error(conn, 501, "not_supported_error",
+                                "This server does not support completions. Start it without "
+                                "`--embeddings`");
     struct serve_request *r = serve_request_new(s, conn, rq, api, &answered);
     return r ? serve_answer(s, conn, r, rq->cont) : answered;
 }

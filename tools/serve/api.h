@@ -6,6 +6,7 @@
  *   fields.c  the table of known fields per endpoint; logit_bias; samplers
  *   prompt.c  the prompts: strings, token ids, both mixed; their lengths against the limits
  *   chat.c    /v1/chat/completions: messages rendered with the chat template
+ *   embed.c   /v1/embeddings, /embeddings, /embedding (--embedding)
  *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
  *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events

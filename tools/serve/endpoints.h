@@ -79,6 +79,13 @@ enum MHD_Result serve_not_served(struct server *s, struct MHD_Connection *conn,
 enum MHD_Result serve_infill(struct server *s, struct MHD_Connection *conn,
                              const struct serve_req *rq);
 
+/* POST /v1/embeddings (OpenAI's shape) and POST /embeddings, /embedding (llama-server's),
+ * with --embedding; 501 without it (embed.c). */
+enum MHD_Result serve_embeddings_oai(struct server *s, struct MHD_Connection *conn,
+                                     const struct serve_req *rq);
+enum MHD_Result serve_embeddings(struct server *s, struct MHD_Connection *conn,
+                                 const struct serve_req *rq);
+
 /* GET / and /webui/NAME: the web page's files, built into the binary (webui.c); 404
  * with --no-webui or for a name that is not one of them. */
 enum MHD_Result serve_webui(struct server *s, struct MHD_Connection *conn,

@@ -52,6 +52,7 @@ static void task_free(struct task *t) {
     free(t->bias);
     free(t->prompt_text);
     free(t->prompt_lp);
+    free(t->embd);
     free(t);
 }
 
@@ -91,21 +92,11 @@ void serve_task_release(struct server *s, struct task *t) {
 }
 
 bool serve_submit(struct server *s, struct task *t) {
-    pthread_mutex_lock(&s->mu);
-    /* room: free slots take tasks at the next step, beyond them queue_max may wait */
-    const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
-    if (s->stopping || s->n_queued + t->n > s->lim.queue_max + free_slots) {
-        snprintf(t->error, sizeof t->error, "%s",
-                 s->stopping ? "the server is shutting down; retry later (elsewhere)"
-                             : "every slot is busy and the queue is full; retry later");
-        t->err_status = 503;
-        if (s->stopping)
-            s->m.rejected_stopping++;
-        else
-            s->m.rejected_busy++;
-        pthread_mutex_unlock(&s->mu);
-        return false;
-    }
+    return serve_submit_all(s, &t, 1);
+}
+
+/* Queues t (s->mu held; the room was checked). */
+static void enqueue(struct server *s, struct task *t) {
     t->refs++; /* the scheduler's, dropped when it retires the task */
     t->state = TASK_QUEUED;
     t->t_queued = serve_now();
@@ -117,6 +108,27 @@ bool serve_submit(struct server *s, struct task *t) {
     s->queue_tail = t;
     s->n_queued++;
     s->m.requests++;
+}
+
+bool serve_submit_all(struct server *s, struct task **tasks, int n) {
+    pthread_mutex_lock(&s->mu);
+    /* room: free slots take tasks at the next step, beyond them queue_max may wait */
+    const int32_t free_slots = s->lim.n_parallel - s->slots_in_use;
+    int32_t need = 0;
+    for (int i = 0; i < n; i++) need += tasks[i]->n;
+    if (s->stopping || s->n_queued + need > s->lim.queue_max + free_slots) {
+        snprintf(tasks[0]->error, sizeof tasks[0]->error, "%s",
+                 s->stopping ? "the server is shutting down; retry later (elsewhere)"
+                             : "every slot is busy and the queue is full; retry later");
+        tasks[0]->err_status = 503;
+        if (s->stopping)
+            s->m.rejected_stopping++;
+        else
+            s->m.rejected_busy++;
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    for (int i = 0; i < n; i++) enqueue(s, tasks[i]);
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return true;
@@ -202,7 +214,7 @@ static void retire(struct server *s, struct task *t, enum task_state state) {
         free(all);
     }
     for (int i = 0; i < t->n; i++) {
-        if (state == TASK_DONE && s->slot_keep)
+        if (state == TASK_DONE && s->slot_keep && !t->embed)
             s->slot_keep(s, t, i); /* the slot keeps its conversation (slots.c) */
         else
             recur_memory_seq_rm(mem, t->choice[i].seq, -1, -1);
@@ -372,6 +384,18 @@ static bool add_grammar(struct server *s, struct task *t, struct choice *c) {
 static bool start_task(struct server *s, struct task *t) {
     t->t_started = serve_now();
     if (!tokens_valid(s, t)) return false;
+    if (t->embed) { /* no sampling: the prompt, whole in one batch, on an empty sequence */
+        if (t->n_prompt > (int32_t)recur_n_batch(s->ctx)) { /* embed.c refuses it first */
+            snprintf(t->error, sizeof t->error, "input has %d tokens, the batch size is %u",
+                     t->n_prompt, recur_n_batch(s->ctx));
+            t->err_status = 400;
+            return false;
+        }
+        t->choice[0].row = -1;
+        recur_memory_seq_rm(recur_get_memory(s->ctx), t->choice[0].seq, -1, -1);
+        t->n_cached = t->prefilled = 0;
+        return true;
+    }
     const size_t room = (size_t)t->max_tokens + 1;
     for (int i = 0; i < t->n; i++) {
         struct recur_sampler_params sp = t->sampling;
@@ -501,12 +525,32 @@ void serve_sched_free(struct server *s) {
     s->sched = NULL;
 }
 
+/* An embedding task's rows of the last decode (this step's chunk, its whole prompt) into
+ * t->embd; t->error set when they are not there. */
+static void embed_rows(struct server *s, struct task *t) {
+    const size_t E = (size_t)recur_model_n_embd(s->model);
+    const bool none = recur_pooling_type(s->ctx) == RECUR_POOLING_TYPE_NONE;
+    for (int32_t i = 0; i < (none ? t->chunk_n : 1); i++) {
+        const float *e = none ? recur_get_embeddings_ith(s->ctx, t->chunk_row + i)
+                              : recur_get_embeddings_seq(s->ctx, t->choice[0].seq);
+        if (!e) {
+            snprintf(t->error, sizeof t->error, "embeddings: %s", recur_last_error());
+            return;
+        }
+        memcpy(t->embd + (size_t)i * E, e, sizeof(float) * E);
+    }
+}
+
 /* After task k's rows were decoded (the last decode's rows, as recorded in c->row,
  * prompt_row[k] and chunk_row): prompt logprobs, the prompt's prefix cache entries, the
  * choices' shared prompt state, and each choice's next token sampled into tok[k][i] (-1: none;
  * -2: the sampler failed). The scheduler owns all of it, so s->mu is not held. */
 static void after_decode(struct server *s, struct serve_sched *w, int32_t k) {
     struct task *t = w->tasks[k];
+    if (t->embed) {
+        embed_rows(s, t);
+        return;
+    }
     if (t->prompt_logprobs) record_prompt_logprobs(s, t);
     if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
         w->prompt_row[k] < 0)
@@ -538,6 +582,17 @@ static void after_decode(struct server *s, struct serve_sched *w, int32_t k) {
  * text. */
 static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
     struct task *t = w->tasks[k];
+    if (t->embed) { /* its embedding is in: it ends */
+        if (t->error[0]) {
+            fail_task(s, t, t->error);
+            return;
+        }
+        s->m.prompt_tokens += (uint64_t)t->n_prompt;
+        t->processed = t->prefilled;
+        t->t_first = serve_now();
+        retire(s, t, TASK_DONE);
+        return;
+    }
     for (int i = 0; i < t->n; i++)
         if (!t->choice[i].finished && w->tok[k][i] == -2) {
             fail_task(s, t, t->error);
@@ -663,6 +718,9 @@ void *serve_sched_main(void *arg) {
         for (int32_t k = 0; k < n_tasks && b.n_tokens < n_batch; k++) {
             struct task *t = w->tasks[k];
             if (t->state != TASK_RUNNING || t->prefilled >= t->n_prompt) continue;
+            /* an input to embed is pooled over one decode: whole in this batch, or in a later
+               one (it fits an empty batch: start_task checked) */
+            if (t->embed && t->n_prompt > n_batch - b.n_tokens) continue;
             /* stop before the last prompt token once, so that the state of all but it can be
                stored: an exact repeat of the prompt then restores it */
             int32_t end = t->n_prompt;
@@ -677,7 +735,7 @@ void *serve_sched_main(void *arg) {
                 if (p == t->n_prompt - 1) w->prompt_row[k] = b.n_tokens;
                 /* within n_batch (end is), so the add cannot fail */
                 recur_batch_add(&b, t->prompt[p], p, &t->choice[0].seq, 1,
-                                p == t->n_prompt - 1 || t->prompt_logprobs);
+                                p == t->n_prompt - 1 || t->prompt_logprobs || t->embed);
             }
             w->len[k] = b.n_tokens - w->base[k];
             t->prefilled = end;

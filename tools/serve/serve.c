@@ -144,6 +144,9 @@ static const struct endpoint endpoints[] = {
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
     {"/infill", false, M_POST, true, false, serve_infill},
+    {"/v1/embeddings", false, M_POST, true, false, serve_embeddings_oai},
+    {"/embeddings", false, M_POST, true, false, serve_embeddings},
+    {"/embedding", false, M_POST, true, false, serve_embeddings},
     {"/lora-adapters", false, M_GET | M_POST, true, B_LIST, serve_lora_adapters},
     /* known and not served: a 501 that says why (meta.c) */
     {"/reranking", false, M_POST, true, B_UNREAD, serve_not_served},
@@ -484,6 +487,11 @@ static bool check_flags(const struct gen_opts *o, const struct serve_opts *srv, 
                 o->n_batch, o->n_parallel);
         return false;
     }
+    if (o->pooling && !srv->embedding) { /* it would change nothing: refused, not ignored */
+        fprintf(stderr, "recur serve: --pooling %s needs --embedding (the embeddings endpoints)\n",
+                o->pooling);
+        return false;
+    }
     if (srv->n_ctx == 1) {
         fprintf(stderr, "recur serve: -c 1 leaves no room for a token after the prompt; use 0 "
                         "(no limit) or 2 and more\n");
@@ -637,6 +645,7 @@ int cmd_serve(int argc, char **argv) {
     s.slots_endpoint = !srv.no_slots;
     s.spm_infill = srv.spm_infill;
     s.webui = !srv.no_webui;
+    s.embedding = srv.embedding;
     s.slot_save_path = srv.slot_save_path;
     s.lim.read_s = srv.read_s;
     const char **keys = NULL;
@@ -670,6 +679,10 @@ int cmd_serve(int argc, char **argv) {
     cp.prefix_cache_bytes = (uint64_t)o.cache_mb << 20;
     cp.checkpoint_every = 64;
     cp.n_rollback = 0;
+    if (srv.embedding) { /* a pooled context computes no logits: completions answer 501 */
+        cp.embeddings = true;
+        cp.pooling_type = (enum recur_pooling_type)gen_pooling(o.pooling);
+    }
     /* a hybrid model's attention cache: room for every slot's sequence at its -c (4096 when
        -c is 0: its rows grow with its tokens, unlike a recurrent state), so that a slot stops
        at its limit (finish_reason "length") before the cache fills */

@@ -121,6 +121,11 @@ struct task {
     char *prompt_text;       /* the prompt's tokens as text (echo), NULL when not needed */
     uint64_t tenant;         /* the API key's partition of the prefix cache (0: no key) */
     struct serve_park *park; /* the connection waiting for it, NULL once that one is gone */
+    /* an embedding task (embed.c): its prompt is decoded whole in one batch (never chunked,
+       no prefix cache), its embedding copied into embd (n_embd floats pooled; with pooling
+       none n_prompt x n_embd, every token's), and it ends: no choice generates */
+    bool embed;
+    float *embd;
 
     /* progress (under server.mu) */
     enum task_state state;
@@ -206,9 +211,10 @@ struct server {
     int n_api_keys;
     const char *model_path; /* -m */
     struct serve_limits lim;
-    bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
-    bool spm_infill;            /* --spm-infill: /infill puts the suffix first */
-    bool webui;                 /* the web page at / and /webui/ (--no-webui: 404) */
+    bool slots_endpoint; /* GET /slots answers (--no-slots: 501) */
+    bool spm_infill;     /* --spm-infill: /infill puts the suffix first */
+    bool webui;          /* the web page at / and /webui/ (--no-webui: 404) */
+    bool embedding;      /* --embedding: the embeddings endpoints answer, the completions 501 */
     const char *slot_save_path; /* --slot-save-path DIR, NULL: slot save/restore answer 501 */
     uint64_t state_bytes;       /* one sequence's state (the prefix cache's entry size) */
     int32_t max_piece;          /* the longest token's text in bytes (0: not known) */
@@ -258,6 +264,10 @@ void *serve_sched_main(void *srv);
 /* Queues t, taking a reference for the scheduler; false when the server is stopping or the
  * queue is full (t->error and t->err_status say which: the caller answers 503). */
 bool serve_submit(struct server *s, struct task *t);
+/* Queues tasks[0 .. n) together, under one lock, so that the decode loop sees them in one step
+ * (an embeddings request's inputs share a decode); all or none: false as serve_submit, with
+ * tasks[0]->error set. */
+bool serve_submit_all(struct server *s, struct task **tasks, int n);
 /* Drops a reference; the last one frees the task. Call with s->mu held. */
 void serve_task_release(struct server *s, struct task *t);
 
