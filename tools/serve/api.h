@@ -214,7 +214,7 @@ struct serve_request *serve_request_new(struct server *s, struct MHD_Connection 
 /* The store of finished responses (previous_response_id, GET), at most max_bytes, least
  * recently used dropped first; NULL without memory. */
 struct serve_responses *serve_responses_new(size_t max_bytes);
-void serve_responses_free(struct serve_responses *st); /* NULL is fine */
+void serve_responses_free(struct serve_responses *st);        /* NULL is fine */
 void serve_responses_req_free(struct serve_responses_req *q); /* NULL is fine */
 /* out.c's hooks for API_RESPONSES: the whole answer (the response object; kept in the store),
  * and, s->mu held, the next server-sent event of a stream (NULL: none yet; *end: over). */

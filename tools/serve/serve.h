@@ -245,7 +245,8 @@ struct server {
     struct serve_conns *conns; /* connections and the watcher thread (conn.c) */
     struct serve_sched *sched; /* the decode loop's buffers */
     struct store *store;       /* the prefix cache's second tier (store.h), NULL: none */
-    struct serve_responses *responses; /* /v1/responses kept for previous_response_id (responses.c) */
+    /* the finished /v1/responses kept for previous_response_id and GET (responses.c) */
+    struct serve_responses *responses;
 };
 
 /* The decode loop's buffers for s (s->ctx, s->lim set), and s->decode = recur_decode unless
