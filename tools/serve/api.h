@@ -9,6 +9,8 @@
  *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
  *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
+ *   responses.c  /v1/responses: OpenAI's Responses API translated into a chat (responses.h;
+ *             responses_out.c its answers, responses_store.c previous_response_id's store)
  *   lazy.c    the answers' per-token arrays, written as they are sent
  */
 #ifndef RECUR_TOOLS_SERVE_API_H

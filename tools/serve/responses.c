@@ -21,12 +21,15 @@
  * the previous prompt and answer, so the prefix cache restores the state and only the new
  * tokens are decoded (usage.input_tokens_details.cached_tokens counts them).
  *
+ * This file: the request, its translation, the handlers; responses_out.c writes the answers,
+ * responses_store.c keeps the finished responses.
+ *
  * reasoning.effort is accepted at every OpenAI level and changes nothing: recur's chat
  * templates are builtin ones without a reasoning switch, and no reasoning phase is budgeted
  * (as chat's reasoning_effort, fields.c); output_tokens_details.reasoning_tokens is 0.
  */
 #include <cjson/cJSON.h>
-#include <pthread.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,138 +38,7 @@
 
 #include "serve.h"
 #include "api.h"
-
-/* ---- the store of finished responses ------------------------------------------------------ */
-
-struct stored {
-    char id[48];
-    uint64_t tenant;
-    char *conv;     /* the conversation: a JSON array of {role, content} */
-    char *response; /* the response object, as GET answers it */
-    size_t bytes;
-    struct stored *prev, *next; /* most recently used first */
-};
-
-struct serve_responses {
-    pthread_mutex_t mu;
-    struct stored *head, *tail;
-    size_t bytes, max_bytes;
-};
-
-struct serve_responses *serve_responses_new(size_t max_bytes) {
-    struct serve_responses *st = calloc(1, sizeof *st);
-    if (!st) return NULL;
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
-        free(st);
-        return NULL;
-    }
-    st->max_bytes = max_bytes;
-    return st;
-}
-
-static void unlink_entry(struct serve_responses *st, struct stored *e) {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        st->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        st->tail = e->prev;
-    e->prev = e->next = NULL;
-    st->bytes -= e->bytes;
-}
-
-static void free_entry(struct stored *e) {
-    free(e->conv);
-    free(e->response);
-    free(e);
-}
-
-void serve_responses_free(struct serve_responses *st) {
-    if (!st) return;
-    for (struct stored *e = st->head, *n; e; e = n) {
-        n = e->next;
-        free_entry(e);
-    }
-    pthread_mutex_destroy(&st->mu);
-    free(st);
-}
-
-/* The entry of id in tenant's partition (st->mu held), moved to the front; NULL: none. */
-static struct stored *find(struct serve_responses *st, uint64_t tenant, const char *id) {
-    for (struct stored *e = st->head; e; e = e->next)
-        if (e->tenant == tenant && strcmp(e->id, id) == 0) {
-            unlink_entry(st, e);
-            e->next = st->head;
-            if (st->head) st->head->prev = e;
-            st->head = e;
-            if (!st->tail) st->tail = e;
-            st->bytes += e->bytes;
-            return e;
-        }
-    return NULL;
-}
-
-/* Keeps id's conversation and response text (taken over), the least recently used entries
- * dropped to make room; one larger than the whole store is not kept. */
-static void put(struct serve_responses *st, uint64_t tenant, const char *id, char *conv,
-                char *response) {
-    struct stored *e = calloc(1, sizeof *e);
-    if (!st || !e || !conv || !response) {
-        free(e);
-        free(conv);
-        free(response);
-        return;
-    }
-    snprintf(e->id, sizeof e->id, "%s", id);
-    e->tenant = tenant;
-    e->conv = conv;
-    e->response = response;
-    e->bytes = sizeof *e + strlen(conv) + strlen(response);
-    if (e->bytes > st->max_bytes) {
-        free_entry(e);
-        return;
-    }
-    pthread_mutex_lock(&st->mu);
-    while (st->tail && st->bytes + e->bytes > st->max_bytes) {
-        struct stored *old = st->tail;
-        unlink_entry(st, old);
-        free_entry(old);
-    }
-    e->next = st->head;
-    if (st->head) st->head->prev = e;
-    st->head = e;
-    if (!st->tail) st->tail = e;
-    st->bytes += e->bytes;
-    pthread_mutex_unlock(&st->mu);
-}
-
-/* A copy of what the entry keeps (conv or response), NULL when there is none. */
-static char *lookup(struct serve_responses *st, uint64_t tenant, const char *id, bool conv) {
-    if (!st) return NULL;
-    pthread_mutex_lock(&st->mu);
-    const struct stored *e = find(st, tenant, id);
-    char *copy = e ? strdup(conv ? e->conv : e->response) : NULL;
-    pthread_mutex_unlock(&st->mu);
-    return copy;
-}
-
-/* ---- a request's Responses settings -------------------------------------------------------- */
-
-struct serve_responses_req {
-    char id[48], msg_id[48];
-    double created_at;
-    cJSON *echo; /* the settings the response object repeats, in its order */
-    cJSON *conv; /* the conversation so far: stored messages + the new input */
-    bool store;  /* kept for previous_response_id and GET */
-    /* the stream */
-    int seq;      /* sequence_number of the next event */
-    int phase;    /* events sent: 0 none, 1..4 the opening ones, 5 the text done */
-    size_t bytes; /* text sent */
-    int32_t tokens;
-    bool done;
-};
+#include "responses.h"
 
 void serve_responses_req_free(struct serve_responses_req *q) {
     if (!q) return;
@@ -534,18 +406,17 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
     if (!msgs) serve_fail(p, "out of memory");
     /* the settings chat checks the same way, under the same names */
     static const char *const same[] = {"temperature", "top_p", "stream"};
-    for (size_t i = 0; i < sizeof same / sizeof same[0] && !p->bad && !count; i++) {
+    for (size_t i = 0; i < sizeof same / sizeof same[0] && !p->bad; i++) {
         const cJSON *f = serve_field(p, same[i]);
         if (f && !cJSON_AddItemToObject(chat, same[i], cJSON_Duplicate(f, true)))
             serve_fail(p, "out of memory");
     }
     const cJSON *mot = serve_field(p, "max_output_tokens");
     if (!p->bad && mot &&
-        !(cJSON_IsNumber(mot) && mot->valuedouble == (double)(int64_t)mot->valuedouble &&
-          mot->valuedouble >= 1 && mot->valuedouble <= s->lim.max_tokens))
+        !(cJSON_IsNumber(mot) && mot->valuedouble >= 1 && mot->valuedouble <= s->lim.max_tokens &&
+          mot->valuedouble == floor(mot->valuedouble)))
         serve_fail(p, "\"max_output_tokens\" must be an integer from 1 to %d", s->lim.max_tokens);
-    if (!p->bad && mot && !count)
-        cJSON_AddNumberToObject(chat, "max_completion_tokens", mot->valuedouble);
+    if (!p->bad && mot) cJSON_AddNumberToObject(chat, "max_completion_tokens", mot->valuedouble);
     /* instructions first, then the previous conversation, then the new input */
     const cJSON *ins = serve_field(p, "instructions");
     if (!p->bad && ins && !cJSON_IsString(ins)) serve_fail(p, "\"instructions\" must be a string");
@@ -555,7 +426,7 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
     if (!p->bad && prev && !cJSON_IsString(prev))
         serve_fail(p, "\"previous_response_id\" must be a string");
     if (!p->bad && prev) {
-        char *text = lookup(s->responses, tenant, prev->valuestring, true);
+        char *text = serve_responses_lookup(s->responses, tenant, prev->valuestring, true);
         if (!text || !(prev_conv = cJSON_Parse(text)))
             serve_fail(p, "Previous response with id '%.64s' not found.", prev->valuestring);
         free(text);
@@ -564,7 +435,7 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
                 serve_fail(p, "out of memory");
     }
     input_messages(p, msgs);
-    if (!count) text_field(p, chat, &format);
+    text_field(p, chat, &format); /* input_tokens too: the same body is checked the same way */
     struct serve_responses_req *q = NULL;
     if (!p->bad && !count) {
         q = calloc(1, sizeof *q);
@@ -690,246 +561,15 @@ enum MHD_Result serve_responses_stored(struct server *s, struct MHD_Connection *
     char msg[160];
     snprintf(msg, sizeof msg, "Response with id '%.64s' not found.", id);
     if (rq->method && strcmp(rq->method, "DELETE") == 0) {
-        bool gone = false;
-        if (s->responses) {
-            pthread_mutex_lock(&s->responses->mu);
-            struct stored *e = find(s->responses, rq->tenant, id);
-            if (e) unlink_entry(s->responses, e);
-            pthread_mutex_unlock(&s->responses->mu);
-            if (e) free_entry(e);
-            gone = e != NULL;
-        }
-        if (!gone) return send_error(conn, 404, msg, NULL, NULL);
+        if (!serve_responses_forget(s->responses, rq->tenant, id))
+            return send_error(conn, 404, msg, NULL, NULL);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "id", id);
         cJSON_AddStringToObject(j, "object", "response");
         cJSON_AddBoolToObject(j, "deleted", true);
         return serve_send_json(conn, 200, j);
     }
-    char *text = lookup(s->responses, rq->tenant, id, false);
+    char *text = serve_responses_lookup(s->responses, rq->tenant, id, false);
     if (!text) return send_error(conn, 404, msg, NULL, NULL);
     return serve_send_text(conn, 200, "application/json", text, NULL);
-}
-
-/* ---- the answer ----------------------------------------------------------------------------- */
-
-/* The message item: its text so far (text NULL: none yet, content []). */
-static cJSON *message_item(const struct serve_responses_req *q, const char *status,
-                           const struct choice *c, bool with_text) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", q->msg_id);
-    cJSON_AddStringToObject(m, "type", "message");
-    cJSON_AddStringToObject(m, "status", status);
-    cJSON *content = cJSON_AddArrayToObject(m, "content");
-    if (with_text) {
-        cJSON *part = cJSON_CreateObject();
-        cJSON_AddStringToObject(part, "type", "output_text");
-        serve_add_text(part, "text", c->text, c->len);
-        cJSON_AddArrayToObject(part, "annotations");
-        cJSON_AddArrayToObject(part, "logprobs");
-        cJSON_AddItemToArray(content, part);
-    }
-    cJSON_AddStringToObject(m, "role", "assistant");
-    return m;
-}
-
-static bool incomplete(const struct choice *c) {
-    return c->finish_reason && strcmp(c->finish_reason, "length") == 0;
-}
-
-/* The response object: status "in_progress" (no output, no usage), "completed", "incomplete"
- * or "failed" (error). */
-static cJSON *response_json(const struct serve_request *r, const char *status, const char *error) {
-    const struct serve_responses_req *q = r->resp;
-    const struct task *t = r->tasks[0];
-    const struct choice *c = &t->choice[0];
-    const bool ended = strcmp(status, "in_progress") != 0 && strcmp(status, "failed") != 0;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "id", q->id);
-    cJSON_AddStringToObject(j, "object", "response");
-    cJSON_AddNumberToObject(j, "created_at", q->created_at);
-    cJSON_AddStringToObject(j, "status", status);
-    cJSON_AddBoolToObject(j, "background", false);
-    if (strcmp(status, "completed") == 0)
-        cJSON_AddNumberToObject(j, "completed_at", (double)time(NULL));
-    else
-        cJSON_AddNullToObject(j, "completed_at");
-    if (error) {
-        cJSON *e = cJSON_AddObjectToObject(j, "error");
-        cJSON_AddStringToObject(e, "code", "server_error");
-        cJSON_AddStringToObject(e, "message", error);
-    } else {
-        cJSON_AddNullToObject(j, "error");
-    }
-    if (ended && incomplete(c))
-        cJSON_AddStringToObject(cJSON_AddObjectToObject(j, "incomplete_details"), "reason",
-                                "max_output_tokens");
-    else
-        cJSON_AddNullToObject(j, "incomplete_details");
-    for (const cJSON *e = q->echo->child; e; e = e->next) {
-        cJSON_AddItemToObject(j, e->string, cJSON_Duplicate(e, true));
-        if (strcmp(e->string, "model") == 0) { /* output after model, as OpenAI orders it */
-            cJSON *output = cJSON_AddArrayToObject(j, "output");
-            if (ended) cJSON_AddItemToArray(output, message_item(q, status, c, true));
-        }
-    }
-    if (ended) {
-        cJSON *u = cJSON_AddObjectToObject(j, "usage");
-        cJSON_AddNumberToObject(u, "input_tokens", t->n_prompt);
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
-                                t->n_cached);
-        cJSON_AddNumberToObject(u, "output_tokens", c->n_out);
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"),
-                                "reasoning_tokens", 0);
-        cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + c->n_out);
-    }
-    if (!ended) cJSON_AddNullToObject(j, "usage");
-    return j;
-}
-
-/* Keeps a finished response for previous_response_id and GET (unless store is false). */
-static void keep(struct server *s, const struct serve_request *r, const cJSON *response) {
-    const struct serve_responses_req *q = r->resp;
-    const struct choice *c = &r->tasks[0]->choice[0];
-    if (!q->store || !s->responses) return;
-    cJSON *conv = cJSON_Duplicate(q->conv, true), *m = cJSON_CreateObject();
-    if (m) {
-        cJSON_AddStringToObject(m, "role", "assistant");
-        serve_add_text(m, "content", c->text, c->len);
-    }
-    if (conv && m && cJSON_AddItemToArray(conv, m)) m = NULL;
-    cJSON_Delete(m);
-    char *ct = conv ? cJSON_PrintUnformatted(conv) : NULL;
-    cJSON_Delete(conv);
-    put(s->responses, r->tasks[0]->tenant, q->id, ct, cJSON_PrintUnformatted(response));
-}
-
-cJSON *serve_responses_final(struct server *s, const struct serve_request *r) {
-    const struct choice *c = &r->tasks[0]->choice[0];
-    cJSON *j = response_json(r, incomplete(c) ? "incomplete" : "completed", NULL);
-    if (j) keep(s, r, j);
-    return j;
-}
-
-/* "event: TYPE\ndata: JSON\n\n" of j (taken over), with its type and sequence number. */
-static char *sse(struct serve_responses_req *q, const char *type, cJSON *j) {
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "type", type);
-    cJSON_AddNumberToObject(out, "sequence_number", q->seq++);
-    for (cJSON *e = j ? j->child : NULL; e;) { /* moved after type and sequence_number */
-        cJSON *next = e->next;
-        cJSON_AddItemToObject(out, e->string, cJSON_DetachItemViaPointer(j, e));
-        e = next;
-    }
-    cJSON_Delete(j);
-    char *body = cJSON_PrintUnformatted(out);
-    cJSON_Delete(out);
-    if (!body) return NULL;
-    const size_t n = strlen(body) + strlen(type) + 20;
-    char *ev = malloc(n);
-    if (ev) snprintf(ev, n, "event: %s\ndata: %s\n\n", type, body);
-    free(body);
-    return ev;
-}
-
-/* The fields that place an event in the message's one text part. */
-static cJSON *at_part(const struct serve_responses_req *q) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "item_id", q->msg_id);
-    cJSON_AddNumberToObject(j, "output_index", 0);
-    cJSON_AddNumberToObject(j, "content_index", 0);
-    return j;
-}
-
-char *serve_responses_event(struct server *s, struct serve_request *r, bool *end) {
-    struct serve_responses_req *q = r->resp;
-    struct task *t = r->tasks[0];
-    struct choice *c = &t->choice[0];
-    *end = q->done;
-    if (q->done) return NULL;
-    cJSON *j;
-    if (t->state == TASK_FAILED) {
-        q->done = true;
-        const char *why = t->error[0] ? t->error : "the request failed";
-        j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "failed", why));
-        return sse(q, "response.failed", j);
-    }
-    switch (q->phase) {
-    case 0:
-    case 1:
-        j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "in_progress", NULL));
-        return sse(q, q->phase++ == 0 ? "response.created" : "response.in_progress", j);
-    case 2:
-        q->phase++;
-        j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item", message_item(q, "in_progress", c, false));
-        return sse(q, "response.output_item.added", j);
-    case 3: {
-        q->phase++;
-        j = at_part(q);
-        cJSON *part = cJSON_AddObjectToObject(j, "part");
-        cJSON_AddStringToObject(part, "type", "output_text");
-        cJSON_AddStringToObject(part, "text", "");
-        cJSON_AddArrayToObject(part, "annotations");
-        cJSON_AddArrayToObject(part, "logprobs");
-        return sse(q, "response.content_part.added", j);
-    }
-    case 4: {
-        /* the text a token released, one delta per token that released some (what is held
-           back, the start of a stop string or of a character, comes with a later one) */
-        if (t->state == TASK_QUEUED) return NULL;
-        const int32_t avail = c->n_out == 0 ? 0
-                              : c->finished ? serve_tokens_ready(c, c->len)
-                                            : c->n_out;
-        int32_t upto = q->tokens;
-        size_t stop = q->bytes;
-        while (upto < avail) {
-            const size_t e = c->released[upto] < c->len ? c->released[upto] : c->len;
-            upto++;
-            if (e > stop) stop = e;
-            if (stop > q->bytes) break;
-        }
-        if (upto == avail && c->finished && c->text) stop = c->len;
-        q->tokens = upto;
-        if (stop > q->bytes) {
-            j = at_part(q);
-            serve_add_text(j, "delta", c->text + q->bytes, stop - q->bytes);
-            cJSON_AddArrayToObject(j, "logprobs");
-            q->bytes = stop;
-            return sse(q, "response.output_text.delta", j);
-        }
-        if (t->state != TASK_DONE) return NULL;
-        q->phase++;
-        j = at_part(q);
-        serve_add_text(j, "text", c->text, c->len);
-        cJSON_AddArrayToObject(j, "logprobs");
-        return sse(q, "response.output_text.done", j);
-    }
-    case 5: {
-        q->phase++;
-        j = at_part(q);
-        cJSON *item = message_item(q, "completed", c, true);
-        cJSON *part = cJSON_DetachItemFromArray(cJSON_GetObjectItem(item, "content"), 0);
-        cJSON_Delete(item);
-        cJSON_AddItemToObject(j, "part", part);
-        return sse(q, "response.content_part.done", j);
-    }
-    case 6:
-        q->phase++;
-        j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item",
-                              message_item(q, incomplete(c) ? "incomplete" : "completed", c, true));
-        return sse(q, "response.output_item.done", j);
-    default: {
-        q->done = true;
-        cJSON *resp = serve_responses_final(s, r);
-        j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", resp);
-        return sse(q, incomplete(c) ? "response.incomplete" : "response.completed", j);
-    }
-    }
 }
