@@ -220,7 +220,7 @@ void serve_responses_free(struct serve_responses *st);        /* NULL is fine */
 void serve_responses_req_free(struct serve_responses_req *q); /* NULL is fine */
 /* out.c's hooks for API_RESPONSES: the whole answer (the response object; kept in the store),
  * and, s->mu held, the next server-sent event of a stream (NULL: none yet; *end: over). */
-cJSON *serve_responses_final(struct server *s, const struct serve_request *r);
+cJSON *serve_responses_final(const struct server *s, const struct serve_request *r);
 char *serve_responses_event(struct server *s, struct serve_request *r, bool *end);
 /* POST /v1/responses; POST /v1/responses/input_tokens; GET and DELETE /v1/responses/{id}. */
 enum MHD_Result serve_responses_create(struct server *s, struct MHD_Connection *conn,

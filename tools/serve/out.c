@@ -220,7 +220,8 @@ static cJSON *project(cJSON *j, const cJSON *fields) {
 
 /* The whole answer of a finished request, its per-token arrays deferred into a. The tasks have
  * ended, so nothing changes them: s->mu is not needed. */
-static cJSON *final_json(struct server *s, struct serve_parts *a, const struct serve_request *r) {
+static cJSON *final_json(const struct server *s, struct serve_parts *a,
+                         const struct serve_request *r) {
     if (r->api == API_RESPONSES) return serve_responses_final(s, r);
     if (r->api == API_LLAMA) {
         cJSON *list = cJSON_CreateArray();

@@ -92,7 +92,7 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
 }
 
 /* Keeps a finished response for previous_response_id and GET (unless store is false). */
-static void keep(struct server *s, const struct serve_request *r, const cJSON *response) {
+static void keep(const struct server *s, const struct serve_request *r, const cJSON *response) {
     const struct serve_responses_req *q = r->resp;
     const struct choice *c = &r->tasks[0]->choice[0];
     if (!q->store || !s->responses) return;
@@ -109,7 +109,7 @@ static void keep(struct server *s, const struct serve_request *r, const cJSON *r
                         cJSON_PrintUnformatted(response));
 }
 
-cJSON *serve_responses_final(struct server *s, const struct serve_request *r) {
+cJSON *serve_responses_final(const struct server *s, const struct serve_request *r) {
     const struct choice *c = &r->tasks[0]->choice[0];
     cJSON *j = response_json(r, incomplete(c) ? "incomplete" : "completed", NULL);
     if (j) keep(s, r, j);
