@@ -15,7 +15,8 @@ Checks: the response object's shape and usage; the streamed events (their order,
 instructions and item lists with every role and part type; every refused field's message, and
 the harmless ones changing nothing; previous_response_id over three turns, with the previous
 prompt and answer restored from the prefix cache (cached_tokens), store: false, unknown ids,
-another API key's ids; a bad request beside a running good one.
+another API key's ids; a bad request beside a running good one; a time-out in the middle of a
+stream (response.failed).
 """
 
 import http.client
@@ -345,6 +346,32 @@ check("the good stream beside them: the same events and text",
       s2[0] == 200 and [d["type"] for _, d in s2[2]] == types and
       "".join(d["delta"] for _, d in s2[2] if d["type"] == "response.output_text.delta") == deltas)
 check("the server is healthy", srv.healthy())
+
+# ---- a failure after the start: response.failed ---------------------------------------------
+# --timeout 1: a json_object answer of the tiny model rambles on past 4096 tokens, seconds of
+# decoding, so the request times out in the middle of its text
+slow = serve_util.Server(RECUR, MODEL, "--timeout", "1")
+ramble = {"input": "JSON please.", "max_output_tokens": 4096, "temperature": 0,
+          "text": {"format": {"type": "json_object"}}}
+conn = http.client.HTTPConnection("127.0.0.1", slow.port, timeout=60)
+conn.request("POST", "/v1/responses", body=json.dumps(dict(ramble, stream=True)).encode())
+raw = conn.getresponse().read().decode()
+conn.close()
+fev = [json.loads(x[6:]) for x in raw.split("\n") if x.startswith("data: ")]
+ftypes = [e["type"] for e in fev]
+check("a timed-out stream ends with response.failed, after the opening events",
+      ftypes[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                     "response.content_part.added"] and ftypes[-1] == "response.failed" and
+      "response.completed" not in ftypes and
+      [e["sequence_number"] for e in fev] == list(range(len(fev))), ftypes[-3:])
+failed_resp = fev[-1].get("response", {}) if fev else {}
+check("... its response: status failed, an error naming the time-out",
+      failed_resp.get("status") == "failed" and
+      "timed out" in (failed_resp.get("error") or {}).get("message", ""), failed_resp)
+st, j, _ = slow.post("/v1/responses", ramble)
+check("the whole answer of a timed-out request: 504", st == 504 and "timed out" in
+      j["error"]["message"], (st, j))
+slow.stop()
 
 # ---- the openai npm package and the Vercel AI SDK -----------------------------------------------
 node_dir = os.path.join(HERE, "openai")
