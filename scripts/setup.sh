@@ -49,9 +49,13 @@ generator=()
 cmake -S "$root" -B "$root/$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" "$@" >/dev/null
 cmake --build "$root/$build_dir" -j "$(nproc)"
 
-# the official openai npm package, for the server tests (locked in tests/serve/openai)
-if [ ! -d "$root/tests/serve/openai/node_modules/openai" ]; then
-    (cd "$root/tests/serve/openai" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# the official openai npm package and the Vercel AI SDK, for the server tests (locked in
+# tests/serve/openai): installed again whenever the lock changed, which a copy of the lock
+# kept beside the packages (node_modules/.recur-lock) tells
+openai_dir="$root/tests/serve/openai"
+if ! cmp -s "$openai_dir/package-lock.json" "$openai_dir/node_modules/.recur-lock"; then
+    (cd "$openai_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    cp "$openai_dir/package-lock.json" "$openai_dir/node_modules/.recur-lock"
 fi
 # playwright-core (no browser download: it drives the chromium above), for tests/serve/webui
 if [ ! -d "$root/tests/serve/webui/node_modules/playwright-core" ]; then

@@ -633,6 +633,8 @@ void serve_request_free(struct server *s, struct serve_request *r) {
     r->n_tasks = 0;
     cJSON_Delete(r->response_fields);
     cJSON_Delete(r->settings);
+    serve_responses_req_free(r->resp);
+    r->resp = NULL;
     r->response_fields = r->settings = NULL;
 }
 

@@ -10,6 +10,8 @@
  *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
  *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
+ *   responses.c  /v1/responses: OpenAI's Responses API translated into a chat (responses.h;
+ *             responses_out.c its answers, responses_store.c previous_response_id's store)
  *   lazy.c    the answers' per-token arrays, written as they are sent
  */
 #ifndef RECUR_TOOLS_SERVE_API_H
@@ -73,6 +75,7 @@ struct serve_request {
     int32_t over_ctx;       /* a refused prompt's tokens when it did not fit -c (0: none):
                                llama-server's exceed_context_size_error */
     struct serve_park park; /* the connection, while it waits for the tasks */
+    struct serve_responses_req *resp; /* /v1/responses: its settings and stream (owned) */
 };
 
 /* The fields of a request into r: its tasks (prompt tokens, limits, sampling, stop strings,
@@ -208,6 +211,25 @@ enum MHD_Result serve_answer(struct server *s, struct MHD_Connection *conn, stru
 struct serve_request *serve_request_new(struct server *s, struct MHD_Connection *conn,
                                         const struct serve_req *rq, enum task_api api,
                                         enum MHD_Result *answered);
+
+/* ---- /v1/responses (responses.c) ------------------------------------------------------ */
+
+/* The store of finished responses (previous_response_id, GET), at most max_bytes, least
+ * recently used dropped first; NULL without memory. */
+struct serve_responses *serve_responses_new(size_t max_bytes);
+void serve_responses_free(struct serve_responses *st);        /* NULL is fine */
+void serve_responses_req_free(struct serve_responses_req *q); /* NULL is fine */
+/* out.c's hooks for API_RESPONSES: the whole answer (the response object; kept in the store),
+ * and, s->mu held, the next server-sent event of a stream (NULL: none yet; *end: over). */
+cJSON *serve_responses_final(const struct server *s, const struct serve_request *r);
+char *serve_responses_event(struct server *s, struct serve_request *r, bool *end);
+/* POST /v1/responses; POST /v1/responses/input_tokens; GET and DELETE /v1/responses/{id}. */
+enum MHD_Result serve_responses_create(struct server *s, struct MHD_Connection *conn,
+                                       const struct serve_req *rq);
+enum MHD_Result serve_responses_input_tokens(struct server *s, struct MHD_Connection *conn,
+                                             const struct serve_req *rq);
+enum MHD_Result serve_responses_stored(struct server *s, struct MHD_Connection *conn,
+                                       const struct serve_req *rq);
 
 /* POST /v1/completions (API_OPENAI), /completion (API_LLAMA), /v1/chat/completions
  * (API_CHAT). */

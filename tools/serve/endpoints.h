@@ -32,7 +32,7 @@ struct serve_req {
     size_t raw_len;
     uint64_t tenant;
     struct serve_cont *cont;
-    bool post; /* a POST (else GET or HEAD) */
+    const char *method; /* "GET", "POST", "DELETE" (what a handler of several tells apart) */
 };
 
 typedef enum MHD_Result (*serve_handler)(struct server *s, struct MHD_Connection *conn,

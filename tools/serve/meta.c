@@ -310,7 +310,7 @@ static cJSON *slot_json(struct server *s, int32_t q, const struct task *t, int c
 
 enum MHD_Result serve_props(struct server *s, struct MHD_Connection *conn,
                             const struct serve_req *rq) {
-    if (rq->post) return serve_not_served(s, conn, rq);
+    if (strcmp(rq->method, "POST") == 0) return serve_not_served(s, conn, rq);
     struct task *d;
     if (!default_task(s, &d)) return serve_send_error(conn, 500, "server_error", "out of memory");
     cJSON *j = cJSON_CreateObject();
@@ -536,7 +536,7 @@ enum MHD_Result serve_handle_chat_prompt(struct server *s, struct MHD_Connection
 enum MHD_Result serve_lora_adapters(struct server *s, struct MHD_Connection *conn,
                                     const struct serve_req *rq) {
     (void)s;
-    if (!rq->post) return serve_send_json(conn, 200, cJSON_CreateArray());
+    if (strcmp(rq->method, "POST") != 0) return serve_send_json(conn, 200, cJSON_CreateArray());
     if (!cJSON_IsArray(rq->body))
         return serve_send_error(conn, 400, "invalid_request_error",
                                 "the body must be a list of {\"id\": N, \"scale\": X} entries");

@@ -45,6 +45,8 @@
 
 /* A slot's tokens on a hybrid model when -c is 0 (llama.cpp's default context). */
 #define HYBRID_DEFAULT_CTX 4096
+/* The bytes of finished /v1/responses kept for previous_response_id and GET (responses.c). */
+#define RESPONSES_STORE_BYTES ((size_t)64 << 20)
 
 /* ---- one connection's request ------------------------------------------------------------- */
 
@@ -99,7 +101,7 @@ static enum MHD_Result h_chat(struct server *s, struct MHD_Connection *conn,
     return serve_handle_completion(s, conn, rq, API_CHAT);
 }
 
-enum { M_GET = 1, M_POST = 2 };
+enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
 enum { B_OBJECT = 0, B_OPTIONAL = 1, B_LIST = 2, B_UNREAD = 3 };
 
 struct endpoint {
@@ -144,6 +146,10 @@ static const struct endpoint endpoints[] = {
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
     {"/infill", false, M_POST, true, false, serve_infill},
+    /* OpenAI's Responses API (responses.c): the exact path before the prefix of stored ids */
+    {"/v1/responses", false, M_POST, true, false, serve_responses_create},
+    {"/v1/responses/input_tokens", false, M_POST, true, false, serve_responses_input_tokens},
+    {"/v1/responses/", true, M_GET | M_DELETE, true, false, serve_responses_stored},
     {"/v1/embeddings", false, M_POST, true, false, serve_embeddings_oai},
     {"/embeddings", false, M_POST, true, false, serve_embeddings},
     {"/embedding", false, M_POST, true, false, serve_embeddings},
@@ -235,9 +241,12 @@ static enum MHD_Result send_error_with(struct MHD_Connection *conn, unsigned sta
 /* 405 with Allow naming the methods e takes. */
 static enum MHD_Result answer_405(struct MHD_Connection *conn, const struct endpoint *e,
                                   const char *method) {
-    char allow[32], msg[96];
-    snprintf(allow, sizeof allow, "%s%s%s", e->methods & M_GET ? "GET" : "",
-             e->methods == (M_GET | M_POST) ? ", " : "", e->methods & M_POST ? "POST" : "");
+    char allow[32] = "", msg[96];
+    static const char *const names[] = {"GET", "POST", "DELETE"};
+    for (unsigned i = 0; i < 3; i++)
+        if (e->methods & (1u << i))
+            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                     allow[0] ? ", " : "", names[i]);
     snprintf(msg, sizeof msg, "%.16s is not allowed here: use %s", method, allow);
     return send_error_with(conn, 405, "invalid_request_error", msg, "Allow", allow);
 }
@@ -302,10 +311,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!e) return serve_send_error(conn, 404, "not_found_error", "File Not Found");
     const unsigned m = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ? M_GET
                        : strcmp(method, "POST") == 0                             ? M_POST
+                       : strcmp(method, "DELETE") == 0                           ? M_DELETE
                                                                                  : 0;
     if (!(e->methods & m)) return answer_405(conn, e, method);
-    struct serve_req rq = {url, NULL, r->body, r->len, tenant, &r->cont, m == M_POST};
-    if (m == M_GET || e->body == B_UNREAD) return e->fn(s, conn, &rq);
+    struct serve_req rq = {url, NULL, r->body, r->len, tenant, &r->cont, method};
+    if (m != M_POST || e->body == B_UNREAD) return e->fn(s, conn, &rq); /* no body read */
     if (r->too_large) {
         char msg[96];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->lim.max_body);
@@ -724,7 +734,8 @@ int cmd_serve(int argc, char **argv) {
     const bool mapped = recur_model_mapping(s.model, &map_addr, &map_size);
     s.active = calloc((size_t)o.n_parallel, sizeof *s.active);
     s.slot_used = calloc((size_t)o.n_parallel, sizeof *s.slot_used);
-    if (!s.active || !s.slot_used || !serve_slots_init(&s) ||
+    s.responses = serve_responses_new(RESPONSES_STORE_BYTES);
+    if (!s.active || !s.slot_used || !s.responses || !serve_slots_init(&s) ||
         pthread_mutex_init(&s.mu, NULL) != 0 || pthread_cond_init(&s.work, NULL) != 0 ||
         pthread_cond_init(&s.progress, NULL) != 0 || !serve_sched_init(&s) ||
         !serve_conns_start(&s, o.model, mapped)) {
@@ -780,6 +791,7 @@ done:
     free(s.active);
     free(s.slot_used);
     serve_slots_free(&s);
+    serve_responses_free(s.responses);
     recur_free(s.ctx);
     recur_model_free(s.model);
     free(keys);

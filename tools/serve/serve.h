@@ -50,7 +50,7 @@ struct serve_park {
 };
 
 /* Which endpoint made the task: the shape of its answer. */
-enum task_api { API_OPENAI, API_LLAMA, API_CHAT };
+enum task_api { API_OPENAI, API_LLAMA, API_CHAT, API_RESPONSES };
 
 /* Why a choice ended (llama-server's stop_type). */
 enum stop_kind { STOP_NONE, STOP_EOS, STOP_LIMIT, STOP_WORD };
@@ -251,6 +251,8 @@ struct server {
     struct serve_conns *conns; /* connections and the watcher thread (conn.c) */
     struct serve_sched *sched; /* the decode loop's buffers */
     struct store *store;       /* the prefix cache's second tier (store.h), NULL: none */
+    /* the finished /v1/responses kept for previous_response_id and GET (responses.c) */
+    struct serve_responses *responses;
 };
 
 /* The decode loop's buffers for s (s->ctx, s->lim set), and s->decode = recur_decode unless
