@@ -222,6 +222,7 @@ static cJSON *project(cJSON *j, const cJSON *fields) {
  * ended, so nothing changes them: s->mu is not needed. */
 static cJSON *final_json(const struct server *s, struct serve_parts *a,
                          const struct serve_request *r) {
+    if (r->api == API_MESSAGES) return serve_messages_json(s, r);
     if (r->api == API_LLAMA) {
         cJSON *list = cJSON_CreateArray();
         for (int ti = 0; ti < r->n_tasks; ti++)
@@ -482,6 +483,7 @@ static char *progress_event(const struct stream *st, const struct task *t, int i
  * (s->mu held). */
 static char *next_event(struct stream *st, bool *end) {
     struct serve_request *r = st->r;
+    if (r->api == API_MESSAGES) return serve_messages_events(st->s, r, end);
     *end = false;
     if (st->done_sent) {
         *end = true;

@@ -142,6 +142,9 @@ static const struct endpoint endpoints[] = {
     {"/apply-template", false, M_POST, true, false, h_apply_template},
     {"/v1/chat/completions/input_tokens", false, M_POST, true, false, h_input_tokens},
     {"/infill", false, M_POST, true, false, serve_infill},
+    /* Anthropic's Messages API (messages.c); the key also as its SDK sends it, X-Api-Key */
+    {"/v1/messages", false, M_POST, true, false, serve_messages},
+    {"/v1/messages/count_tokens", false, M_POST, true, false, serve_messages_count},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -237,6 +240,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *con_cls = r;
         char msg[200];
         const unsigned bad = serve_framing_check(conn, version, msg, sizeof msg);
+        if (serve_is_messages_url(url)) /* its errors in Anthropic's shape (serve_send_error) */
+            MHD_set_connection_value(conn, MHD_HEADER_KIND, SERVE_ANTHROPIC_KEY, "1");
         if (s->cors) serve_cors_decide(s->cors, conn); /* after the check: it adds to the headers */
         if (!bad) return MHD_YES;
         /* answered before the body, and the connection closed after the answer: nothing sent
