@@ -276,11 +276,13 @@ done:
 
 /* ---- the answers ------------------------------------------------------------------------- */
 
-static const char *stop_reason(const struct choice *c) {
+static const char *stop_reason(const struct task *t, const struct choice *c) {
     if (c->truncated) return "model_context_window_exceeded";
     switch (c->stop_kind) {
     case STOP_LIMIT:
         return "max_tokens";
+    case STOP_NONE: /* max_tokens 0: ended before any token */
+        return c->n_out >= t->max_tokens ? "max_tokens" : "end_turn";
     case STOP_WORD:
         return "stop_sequence";
     default:
@@ -289,7 +291,7 @@ static const char *stop_reason(const struct choice *c) {
 }
 
 static void add_stop(cJSON *j, const struct task *t, const struct choice *c) {
-    cJSON_AddStringToObject(j, "stop_reason", stop_reason(c));
+    cJSON_AddStringToObject(j, "stop_reason", stop_reason(t, c));
     if (c->stop_kind == STOP_WORD && c->stop_word >= 0 && c->stop_word < t->n_stop)
         cJSON_AddStringToObject(j, "stop_sequence", t->stop[c->stop_word]);
     else
