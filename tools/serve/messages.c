@@ -363,16 +363,14 @@ static bool add_event(struct buf *b, const char *name, cJSON *j) {
 }
 
 /* The text a stream may send now: what the tokens so far released (the rest may be the start
- * of a stop sequence or of a character), all of it once the answer is finished. */
+ * of a stop sequence or of a character; the scheduler's released[] never decreases), all of it
+ * once the answer is finished. */
 static size_t ready_bytes(const struct choice *c, size_t sent) {
     if (c->finished) return c->len;
     const int32_t n_out = c->n_out; /* first: the arrays are set up before any token */
-    size_t end = sent;
-    for (int32_t k = 0; k < n_out; k++) {
-        const size_t e = c->released[k] < c->len ? c->released[k] : c->len;
-        if (e > end) end = e;
-    }
-    return end;
+    if (n_out == 0) return sent;
+    const size_t e = c->released[n_out - 1] < c->len ? c->released[n_out - 1] : c->len;
+    return e > sent ? e : sent;
 }
 
 char *serve_messages_events(const struct server *s, struct serve_request *r, bool *end) {
@@ -433,9 +431,10 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
             return NULL;
         }
     }
-    if (!ok) { /* without memory the stream ends (stream_read ends it with an error) */
+    if (!ok) { /* without memory the stream ends there */
         free(b.s);
         r->msg_phase = PH_DONE;
+        *end = true;
         return NULL;
     }
     return b.s;
