@@ -73,9 +73,9 @@ def count(body):
     return got["input_tokens"] if st == 200 and isinstance(got, dict) else (st, got)
 
 
-def events(path, body, headers=None):
+def events(path, body, headers=None, server=None):
     """The stream's (event name, data) pairs, and whether every data line had its event line."""
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", (server or srv).port, timeout=60)
     conn.request("POST", path, body=json.dumps(body).encode(), headers=headers or {})
     resp = conn.getresponse()
     text = resp.read().decode()
@@ -310,8 +310,8 @@ for streamed in (False, True):
     hog.start()
     wait_for(lambda: quick.metrics()["recur_sequences_in_use"] == 1)
     if streamed:
-        srv = quick  # events() reads srv
-        st, _, ev, paired = events("/v1/messages", msg(stream=True, max_tokens=100000))
+        st, _, ev, paired = events("/v1/messages", msg(stream=True, max_tokens=100000),
+                                   server=quick)
         names = [n for n, _ in ev]
         check("timed out, streamed: the stream ends with an error event, no message_stop",
               paired and names and names[-1] == "error" and "message_stop" not in names and
@@ -323,6 +323,19 @@ for streamed in (False, True):
               e["type"] == "error" and e["error"]["type"] == "timeout_error", "%d %s" % (st, e))
     hog.join()
 quick.stop()
+# a full queue: 503 overloaded_error, with Retry-After
+full = serve_util.Server(RECUR, MODEL, "-np", "1", "--queue", "0", "--timeout", "1",
+                         "--max-tokens", "100000")
+hog = threading.Thread(target=full.post, args=("/completion", {
+    "prompt": "x", "n_predict": 100000, "ignore_eos": True, "temperature": 0.8}))
+hog.start()
+wait_for(lambda: full.metrics()["recur_sequences_in_use"] == 1)
+st, e, resp = full.post("/v1/messages", msg())
+check("a full queue: 503 overloaded_error in Anthropic's shape, Retry-After",
+      st == 503 and e["type"] == "error" and e["error"]["type"] == "overloaded_error" and
+      resp.getheader("Retry-After") == "1", "%d %s" % (st, e))
+hog.join()
+full.stop()
 
 # ---- keys: x-api-key, as Anthropic's SDK sends it -----------------------------------------
 keyed = serve_util.Server(RECUR, MODEL, "--api-key", "sekret")
@@ -339,7 +352,6 @@ check("count_tokens needs the key too", st == 401, str(e))
 
 # ---- the official SDK ---------------------------------------------------------------------
 if os.path.isdir(os.path.join(HERE, "anthropic", "node_modules", "@anthropic-ai", "sdk")):
-    keyed_ref = json.loads(json.dumps(ref))  # the greedy answer of the same model and chat
     fd, exp_path = tempfile.mkstemp(prefix="recur-anthropic-expected-", suffix=".json")
     # 24 tokens, as the node test asks
     kst, kref, _ = keyed.post("/v1/chat/completions", {"messages": sys_chat, "max_tokens": 24,
