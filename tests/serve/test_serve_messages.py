@@ -323,6 +323,15 @@ for streamed in (False, True):
               e["type"] == "error" and e["error"]["type"] == "timeout_error", "%d %s" % (st, e))
     hog.join()
 quick.stop()
+# the -c budget: model_context_window_exceeded (the greedy answer runs longer than 3 tokens)
+tight = serve_util.Server(RECUR, MODEL, "-c", str(n_prompt + 3))
+st, mt, _ = tight.post("/v1/messages", msg(system=SYSTEM))
+check("the -c budget: stop_reason model_context_window_exceeded",
+      ref["usage"]["completion_tokens"] > 3 and st == 200 and
+      mt["stop_reason"] == "model_context_window_exceeded" and
+      mt["usage"]["output_tokens"] + n_prompt <= n_prompt + 3 and
+      ref_text.startswith(mt["content"][0]["text"]), "%d %s" % (st, mt))
+tight.stop()
 # a full queue: 503 overloaded_error, with Retry-After
 full = serve_util.Server(RECUR, MODEL, "-np", "1", "--queue", "0", "--timeout", "1",
                          "--max-tokens", "100000")
