@@ -299,7 +299,7 @@ check("cut: its sequence is freed", wait_for(
     lambda: srv.metrics()["recur_sequences_in_use"] == 0, 30))
 st, after, _ = srv.post("/v1/messages", msg(system=SYSTEM))
 check("cut: the next request answers the same", st == 200 and after["content"][0]["text"] == ref_text)
-srv.stop()
+check("srv server stops cleanly", srv.stop() == 0, "".join(srv.log[-20:]))
 
 # ---- failures: past --timeout, whole (504) and streamed (an error event) ----------------------
 quick = serve_util.Server(RECUR, MODEL, "-np", "1", "--timeout", "1", "--max-tokens", "100000")
@@ -322,7 +322,7 @@ for streamed in (False, True):
         check("timed out: 504 timeout_error in Anthropic's shape", st == 504 and
               e["type"] == "error" and e["error"]["type"] == "timeout_error", "%d %s" % (st, e))
     hog.join()
-quick.stop()
+check("quick server stops cleanly", quick.stop() == 0, "".join(quick.log[-20:]))
 # the -c budget: model_context_window_exceeded (the greedy answer runs longer than 3 tokens)
 tight = serve_util.Server(RECUR, MODEL, "-c", str(n_prompt + 3))
 st, mt, _ = tight.post("/v1/messages", msg(system=SYSTEM))
@@ -331,7 +331,7 @@ check("the -c budget: stop_reason model_context_window_exceeded",
       mt["stop_reason"] == "model_context_window_exceeded" and
       mt["usage"]["output_tokens"] + n_prompt <= n_prompt + 3 and
       ref_text.startswith(mt["content"][0]["text"]), "%d %s" % (st, mt))
-tight.stop()
+check("tight server stops cleanly", tight.stop() == 0, "".join(tight.log[-20:]))
 # a full queue: 503 overloaded_error, with Retry-After
 full = serve_util.Server(RECUR, MODEL, "-np", "1", "--queue", "0", "--timeout", "1",
                          "--max-tokens", "100000")
@@ -344,7 +344,7 @@ check("a full queue: 503 overloaded_error in Anthropic's shape, Retry-After",
       st == 503 and e["type"] == "error" and e["error"]["type"] == "overloaded_error" and
       resp.getheader("Retry-After") == "1", "%d %s" % (st, e))
 hog.join()
-full.stop()
+check("full server stops cleanly", full.stop() == 0, "".join(full.log[-20:]))
 
 # ---- keys: x-api-key, as Anthropic's SDK sends it -----------------------------------------
 keyed = serve_util.Server(RECUR, MODEL, "--api-key", "sekret")
@@ -381,7 +381,7 @@ if os.path.isdir(os.path.join(HERE, "anthropic", "node_modules", "@anthropic-ai"
 else:
     check("the @anthropic-ai/sdk package is installed (tests/serve/anthropic; the set-up runs "
           "npm ci)", False)
-keyed.stop()
+check("keyed server stops cleanly", keyed.stop() == 0, "".join(keyed.log[-20:]))
 
 print("test_serve_messages: %d passed, %d failed" % (counts["passed"], counts["failed"]))
 sys.exit(counts.exit_status())
