@@ -1,7 +1,7 @@
 /* libFuzzer target: recur serve's request handling: any bytes as a JSON body of
- * /v1/completions, /completion, /v1/chat/completions and /v1/messages (serve_parse_request). A request is
- * refused with a message or accepted with limits the server can honour; nothing may crash or
- * leak. */
+ * /v1/completions, /completion, /v1/chat/completions and /v1/messages (serve_parse_request). A
+ * request is refused with a message or accepted with limits the server can honour; nothing may
+ * crash or leak. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
