@@ -57,6 +57,10 @@ if ! cmp -s "$openai_dir/package-lock.json" "$openai_dir/node_modules/.recur-loc
     (cd "$openai_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     cp "$openai_dir/package-lock.json" "$openai_dir/node_modules/.recur-lock"
 fi
+# the official Anthropic npm package, for /v1/messages' test (locked in tests/serve/anthropic)
+if [ ! -d "$root/tests/serve/anthropic/node_modules/@anthropic-ai/sdk" ]; then
+    (cd "$root/tests/serve/anthropic" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 # playwright-core (no browser download: it drives the chromium above), for tests/serve/webui
 if [ ! -d "$root/tests/serve/webui/node_modules/playwright-core" ]; then
     (cd "$root/tests/serve/webui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -88,6 +88,8 @@ enum MHD_Result serve_send_text(struct MHD_Connection *conn, unsigned status, co
 
 enum MHD_Result serve_send_error(struct MHD_Connection *conn, unsigned status, const char *type,
                                  const char *msg) {
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SERVE_ANTHROPIC_KEY))
+        return serve_messages_error(conn, status, msg);
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
@@ -471,7 +473,10 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     /* the prompt(s) */
     const cJSON *plist[SERVE_MAX_PROMPTS] = {NULL};
     int n_prompts = 1;
-    if (chat) {
+    if (api == API_MESSAGES) {
+        serve_messages_prompt(&p, s, t);
+        serve_check_prompt_len(&p, s, t, "the rendered messages");
+    } else if (chat) {
         serve_chat_prompt(&p, s, t);
         serve_check_prompt_len(&p, s, t, "the rendered chat");
     } else {
@@ -667,8 +672,9 @@ struct serve_request *serve_request_new(struct server *s, struct MHD_Connection 
         const int32_t over = r->over_ctx;
         serve_request_free(s, r);
         free(r);
-        *answered = over ? send_over_ctx(s, conn, over, msg)
-                         : serve_send_error(conn, 400, "invalid_request_error", msg);
+        *answered = over && api != API_MESSAGES
+                        ? send_over_ctx(s, conn, over, msg)
+                        : serve_send_error(conn, 400, "invalid_request_error", msg);
         return NULL;
     }
     for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->tenant = rq->tenant;

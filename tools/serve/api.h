@@ -7,6 +7,8 @@
  *   prompt.c  the prompts: strings, token ids, both mixed; their lengths against the limits
  *   chat.c    /v1/chat/completions: messages rendered with the chat template
  *   embed.c   /v1/embeddings, /embeddings, /embedding (--embedding)
+ *   messages.c /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API, turned
+ *             into the chat rendering above and answered in Anthropic's shapes
  *   infill.c  /infill: the prompt made of the model's fill-in-the-middle tokens, run as a
  *             /completion
  *   out.c     waiting for the decode loop; the answers, whole or as server-sent events
@@ -74,6 +76,8 @@ struct serve_request {
     cJSON *settings;        /* /completion: generation_settings (owned) */
     int32_t over_ctx;       /* a refused prompt's tokens when it did not fit -c (0: none):
                                llama-server's exceed_context_size_error */
+    int msg_phase;          /* /v1/messages' stream: the events sent so far (messages.c) */
+    size_t msg_bytes;       /* and the text bytes */
     struct serve_park park; /* the connection, while it waits for the tasks */
     struct serve_responses_req *resp; /* /v1/responses: its settings and stream (owned) */
 };
@@ -141,6 +145,15 @@ void serve_grammar_field(struct parse *p, struct server *s, struct task *t);
 void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
+/* chat.c: chat[0 .. n) rendered with the template (add_ass: ending with the generation prompt),
+ * then prefill (the start of the answer, tokenized as text; NULL or "": none), into t->prompt,
+ * t->prompt_text, t->eot and t->eot_token. */
+void serve_chat_render(struct parse *p, struct server *s, struct task *t,
+                       const struct recur_chat_message *chat, int n, bool add_ass,
+                       const char *prefill);
+/* messages.c: /v1/messages' fields checked (every one in its table) and its system and messages
+ * rendered into t's prompt, its stop_sequences into t->stop. */
+void serve_messages_prompt(struct parse *p, struct server *s, struct task *t);
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);
 
@@ -199,6 +212,18 @@ ssize_t serve_lazy_read(struct serve_lazy *z, char *buf, size_t max);
 void serve_lazy_free(struct serve_lazy *z); /* NULL is fine */
 
 /* ---- answers (out.c) -------------------------------------------------------------- */
+
+/* messages.c: /v1/messages' answers. The whole message of a finished request; the next events
+ * of a stream (several at once; NULL: none yet; *end: the stream is over; s->mu held). */
+cJSON *serve_messages_json(const struct server *s, const struct serve_request *r);
+char *serve_messages_events(const struct server *s, struct serve_request *r, bool *end);
+/* The connection's request came to /v1/messages...: its errors are answered in Anthropic's shape
+ * (serve_send_error looks for this mark, set by serve.c from the URL). */
+#define SERVE_ANTHROPIC_KEY SERVE_CORS_KEY("anthropic")
+bool serve_is_messages_url(const char *url);
+/* serve_send_error's body in Anthropic's shape: {"type": "error", "error": {"type", "message"}}
+ * (the type from the status). */
+enum MHD_Result serve_messages_error(struct MHD_Connection *conn, unsigned status, const char *msg);
 
 /* Submits r's tasks and answers: streamed, or whole once they end (the connection parked
  * until then, through cont). Takes r over (frees it). A refused submission answers 503. */

@@ -12,6 +12,10 @@
  * (default true) ends the text with the start of an assistant turn. The template's end-of-turn
  * text (what follows an assistant message, e.g. "<|im_end|>") ends generation like EOS; it is
  * found by rendering a probe chat, so it is right for every format recur knows.
+ *
+ * serve_chat_render is the part /v1/messages (messages.c) shares: its Anthropic messages are
+ * turned into the same recur_chat_message list, and a last assistant message (a prefill) is
+ * put after the generation prompt as text, so that the answer continues it.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -138,64 +142,32 @@ const char *serve_chat_template(const struct server *s) {
     return tmpl ? tmpl : RECUR_CHAT_TEMPLATE_DEFAULT;
 }
 
-void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+void serve_chat_render(struct parse *p, struct server *s, struct task *t,
+                       const struct recur_chat_message *chat, int n, bool add_ass,
+                       const char *prefill) {
     if (p->bad) return;
-    if (!cJSON_IsArray(msgs) || !msgs->child) {
-        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
-                           : "\"messages\" is required");
-        return;
-    }
-    const int n = cJSON_GetArraySize(msgs);
-    if (n > MAX_MESSAGES) {
-        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
-        return;
-    }
-    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(p->body, "add_generation_prompt");
-    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp)) {
-        serve_fail(p, "\"add_generation_prompt\" must be true or false");
-        return;
-    }
-    const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
-    struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
-    char **owned = calloc((size_t)n, sizeof *owned);
     char *text = NULL;
-    struct recur_text_span *spans = calloc((size_t)n, sizeof *spans);
+    /* one more span: the prefill's */
+    struct recur_text_span *spans = calloc((size_t)n + 1, sizeof *spans);
     int32_t n_spans = 0;
-    if (!chat || !owned || !spans) {
+    if (!spans) {
         serve_fail(p, "out of memory");
-        goto done;
-    }
-    int i = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
-        if (!cJSON_IsObject(m)) {
-            serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
-            goto done;
-        }
-        for (const cJSON *f = m->child; f; f = f->next)
-            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
-                !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
-                serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
-                           f->string);
-                goto done;
-            }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const char *r = cJSON_IsString(role) ? role->valuestring : "";
-        if (strcmp(r, "developer") == 0) r = "system";
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
-            serve_fail(p,
-                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\" or "
-                       "\"assistant\"",
-                       i);
-            goto done;
-        }
-        chat[i].role = r;
-        chat[i].content =
-            content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
-        if (!chat[i].content) goto done;
+        return;
     }
     const char *tmpl = serve_chat_template(s);
     if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
+    if (prefill && prefill[0]) { /* the answer's start, after the generation prompt, as text */
+        const size_t at = strlen(text), add = strlen(prefill);
+        const bool fits = at + add <= (size_t)INT32_MAX / 2;
+        char *both = fits ? realloc(text, at + add + 1) : NULL;
+        if (!both) {
+            serve_fail(p, fits ? "out of memory" : "the rendered chat is too long");
+            goto done;
+        }
+        text = both;
+        memcpy(text + at, prefill, add + 1);
+        spans[n_spans++] = (struct recur_text_span){(int32_t)at, (int32_t)add};
+    }
     t->eot = end_of_turn(p, tmpl);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
@@ -235,9 +207,66 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     t->prompt_text = text; /* the rendered chat: /apply-template answers it */
     text = NULL;
 done:
+    free(spans);
+    free(text);
+}
+
+void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+    if (p->bad) return;
+    if (!cJSON_IsArray(msgs) || !msgs->child) {
+        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
+                           : "\"messages\" is required");
+        return;
+    }
+    const int n = cJSON_GetArraySize(msgs);
+    if (n > MAX_MESSAGES) {
+        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
+        return;
+    }
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(p->body, "add_generation_prompt");
+    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp)) {
+        serve_fail(p, "\"add_generation_prompt\" must be true or false");
+        return;
+    }
+    const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
+    struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
+    char **owned = calloc((size_t)n, sizeof *owned);
+    if (!chat || !owned) {
+        serve_fail(p, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+        if (!cJSON_IsObject(m)) {
+            serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
+            goto done;
+        }
+        for (const cJSON *f = m->child; f; f = f->next)
+            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
+                !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
+                serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
+                           f->string);
+                goto done;
+            }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const char *r = cJSON_IsString(role) ? role->valuestring : "";
+        if (strcmp(r, "developer") == 0) r = "system";
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
+            serve_fail(p,
+                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\" or "
+                       "\"assistant\"",
+                       i);
+            goto done;
+        }
+        chat[i].role = r;
+        chat[i].content =
+            content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
+        if (!chat[i].content) goto done;
+    }
+    serve_chat_render(p, s, t, chat, n, add_ass, NULL);
+done:
     for (int k = 0; owned && k < n; k++) free(owned[k]);
     free(owned);
     free(chat);
-    free(spans);
-    free(text);
 }

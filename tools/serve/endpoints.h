@@ -85,6 +85,12 @@ enum MHD_Result serve_embeddings_oai(struct server *s, struct MHD_Connection *co
                                      const struct serve_req *rq);
 enum MHD_Result serve_embeddings(struct server *s, struct MHD_Connection *conn,
                                  const struct serve_req *rq);
+/* POST /v1/messages and /v1/messages/count_tokens (messages.c): Anthropic's Messages API, a
+ * chat rendered and run as /v1/chat/completions', answered in Anthropic's shapes. */
+enum MHD_Result serve_messages(struct server *s, struct MHD_Connection *conn,
+                               const struct serve_req *rq);
+enum MHD_Result serve_messages_count(struct server *s, struct MHD_Connection *conn,
+                                     const struct serve_req *rq);
 
 /* GET / and /webui/NAME: the web page's files, built into the binary (webui.c); 404
  * with --no-webui or for a name that is not one of them. */

@@ -238,6 +238,7 @@ void serve_check_llama_fields(struct parse *p, const char *where) {
 }
 
 void serve_check_fields(struct parse *p, enum task_api api) {
+    if (api == API_MESSAGES) return; /* its own table, in messages.c (serve_messages_prompt) */
     if (api == API_LLAMA)
         serve_check_llama_fields(p, "/completion");
     else if (api == API_CHAT)

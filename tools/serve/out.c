@@ -223,6 +223,7 @@ static cJSON *project(cJSON *j, const cJSON *fields) {
 static cJSON *final_json(const struct server *s, struct serve_parts *a,
                          const struct serve_request *r) {
     if (r->api == API_RESPONSES) return serve_responses_final(s, r);
+    if (r->api == API_MESSAGES) return serve_messages_json(s, r);
     if (r->api == API_LLAMA) {
         cJSON *list = cJSON_CreateArray();
         for (int ti = 0; ti < r->n_tasks; ti++)
@@ -484,6 +485,7 @@ static char *progress_event(const struct stream *st, const struct task *t, int i
 static char *next_event(struct stream *st, bool *end) {
     struct serve_request *r = st->r;
     if (r->api == API_RESPONSES) return serve_responses_event(st->s, r, end);
+    if (r->api == API_MESSAGES) return serve_messages_events(st->s, r, end);
     *end = false;
     if (st->done_sent) {
         *end = true;

@@ -163,6 +163,9 @@ static const struct endpoint endpoints[] = {
     {"/models/unload", false, M_POST, true, B_UNREAD, serve_not_served},
     {"/models/sse", false, M_GET, true, B_UNREAD, serve_not_served},
     {"/v1/chat/completions/control", false, M_POST, true, B_UNREAD, serve_not_served},
+    /* Anthropic's Messages API (messages.c); the key also as its SDK sends it, X-Api-Key */
+    {"/v1/messages", false, M_POST, true, false, serve_messages},
+    {"/v1/messages/count_tokens", false, M_POST, true, false, serve_messages_count},
 };
 
 static const struct endpoint *find_endpoint(const char *url) {
@@ -261,6 +264,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *con_cls = r;
         char msg[200];
         const unsigned bad = serve_framing_check(conn, version, msg, sizeof msg);
+        if (serve_is_messages_url(url)) /* its errors in Anthropic's shape (serve_send_error) */
+            MHD_set_connection_value(conn, MHD_HEADER_KIND, SERVE_ANTHROPIC_KEY, "1");
         if (s->cors) serve_cors_decide(s->cors, conn); /* after the check: it adds to the headers */
         if (!bad) return MHD_YES;
         /* answered before the body, and the connection closed after the answer: nothing sent

@@ -50,7 +50,13 @@ struct serve_park {
 };
 
 /* Which endpoint made the task: the shape of its answer. */
-enum task_api { API_OPENAI, API_LLAMA, API_CHAT, API_RESPONSES };
+enum task_api {
+    API_OPENAI,
+    API_LLAMA,
+    API_CHAT,
+    API_RESPONSES, /* OpenAI's Responses (responses.c) */
+    API_MESSAGES   /* Anthropic's (messages.c) */
+};
 
 /* Why a choice ended (llama-server's stop_type). */
 enum stop_kind { STOP_NONE, STOP_EOS, STOP_LIMIT, STOP_WORD };

@@ -1,0 +1,503 @@
+/*
+ * recur serve's Anthropic Messages API (see api.h): POST /v1/messages, whole and streamed, and
+ * POST /v1/messages/count_tokens. A request is turned into the chat that /v1/chat/completions
+ * renders (chat.c), run by the same decode loop, and answered in Anthropic's shapes.
+ *
+ * The request: model (one model is served, whatever the name), max_tokens (required, as
+ * Anthropic requires it; 0 reads the prompt and answers no text), messages, system,
+ * stop_sequences, temperature (0..1, as Anthropic's), top_p, top_k, stream, metadata (a user
+ * id: no effect), service_tier ("auto", "standard_only": recur serves one tier), cache_control
+ * (recur's prefix cache works without being asked). Refused by name: tools and tool_choice
+ * beyond "none" (an empty tools list, and tool_choice auto or none without tools, change
+ * nothing), thinking other than disabled (no reasoning is separated here), every content block
+ * but text (image, document, tool_use, tool_result, thinking ...: named in the message), and
+ * any field not listed.
+ *
+ * messages: user and assistant turns; content a string or a list of text blocks, joined as
+ * they are. Consecutive messages of one role are one turn, as Anthropic combines them: their
+ * blocks joined as one list. A last assistant message is a prefill: the chat is rendered up to
+ * its generation prompt, the prefill follows as text, and the answer continues it (its text is
+ * not repeated in the answer). system: a string or a list of text blocks, rendered as the
+ * system message.
+ *
+ * The answer: {id: "msg_<n>", type: "message", role: "assistant", model, content: [{type:
+ * "text", text}], stop_reason: "end_turn" | "max_tokens" | "stop_sequence" |
+ * "model_context_window_exceeded" (the -c budget ran out), stop_sequence, usage: {input_tokens
+ * (the prompt's tokens not read from the cache), cache_creation_input_tokens (0: recur's cache
+ * keeps states on its own, no request pays to write), cache_read_input_tokens (restored from the
+ * prefix cache), output_tokens}}. Streamed (server-sent events with "event:" lines):
+ * message_start (the message with empty content, sent once the prompt is read so that its
+ * usage is known), content_block_start, ping, content_block_delta (text_delta), content_block_stop,
+ * message_delta ({stop_reason, stop_sequence}, usage.output_tokens), message_stop; a failure
+ * is an "error" event. Errors: {"type": "error", "error": {"type", "message"}} with the status.
+ */
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+#include "api.h"
+#include "endpoints.h"
+
+#define MAX_MESSAGES 4096
+
+/* Every field /v1/messages takes; another is refused by name. Each is read below. */
+static const char *const known_fields[] = {
+    "model", "max_tokens",  "messages", "system",   "stop_sequences", "temperature",
+    "top_p", "top_k",       "stream",   "metadata", "service_tier",   "cache_control",
+    "tools", "tool_choice", "thinking", NULL};
+
+bool serve_is_messages_url(const char *url) {
+    return strcmp(url, "/v1/messages") == 0 || strcmp(url, "/v1/messages/count_tokens") == 0;
+}
+
+/* ---- the request ------------------------------------------------------------------------- */
+
+/* A growing text: the turns' joined blocks. */
+struct buf {
+    char *s;
+    size_t len, cap;
+};
+
+static bool buf_add(struct buf *b, const char *text) {
+    const size_t n = strlen(text);
+    if (b->len + n + 1 > b->cap) {
+        const size_t cap = 2 * (b->len + n) + 16;
+        char *g = realloc(b->s, cap);
+        if (!g) return false;
+        b->s = g;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, text, n + 1);
+    b->len += n;
+    return true;
+}
+
+/* A content (what names it in messages): a string, or a list of text blocks, appended to b. A
+ * block is {type: "text", text, cache_control?, citations: null?}; other types are refused by
+ * name. */
+static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b) {
+    if (cJSON_IsString(c)) {
+        if (!buf_add(b, c->valuestring)) serve_fail(p, "out of memory");
+        return;
+    }
+    if (!cJSON_IsArray(c)) {
+        serve_fail(p, "%s must be a string or an array of content blocks", what);
+        return;
+    }
+    int k = 0;
+    for (const cJSON *blk = c->child; blk && !p->bad; blk = blk->next, k++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
+        if (!cJSON_IsObject(blk) || !cJSON_IsString(type)) {
+            serve_fail(p, "%s[%d] must be a content block {\"type\": ...}", what, k);
+            return;
+        }
+        if (strcmp(type->valuestring, "text") != 0) {
+            serve_fail(p,
+                       "%s[%d]: content blocks of type \"%.40s\" are not supported by recur "
+                       "(text blocks only)",
+                       what, k, type->valuestring);
+            return;
+        }
+        for (const cJSON *f = blk->child; f; f = f->next) {
+            /* cache_control: recur's prefix cache needs no breakpoints; citations: none */
+            const bool ok = strcmp(f->string, "type") == 0 || strcmp(f->string, "text") == 0 ||
+                            strcmp(f->string, "cache_control") == 0 ||
+                            (strcmp(f->string, "citations") == 0 &&
+                             (cJSON_IsNull(f) || (cJSON_IsArray(f) && !f->child)));
+            if (!ok) {
+                serve_fail(p, "%s[%d].%.40s is not supported by recur", what, k, f->string);
+                return;
+            }
+        }
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
+        if (!cJSON_IsString(text)) {
+            serve_fail(p, "%s[%d].text must be a string", what, k);
+            return;
+        }
+        if (!buf_add(b, text->valuestring)) serve_fail(p, "out of memory");
+    }
+}
+
+/* tools, tool_choice, thinking: what recur cannot honour is refused by name. */
+static void feature_fields(struct parse *p) {
+    const cJSON *tools = serve_field(p, "tools");
+    if (tools && !(cJSON_IsArray(tools) && !tools->child)) {
+        serve_fail(p, "\"tools\" is not supported by recur's /v1/messages yet: only an empty "
+                      "list is accepted");
+        return;
+    }
+    const cJSON *choice = serve_field(p, "tool_choice");
+    if (choice) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
+        const char *v = cJSON_IsString(type) ? type->valuestring : "";
+        if (!cJSON_IsObject(choice) || (strcmp(v, "auto") != 0 && strcmp(v, "none") != 0)) {
+            serve_fail(p, "\"tool_choice\" is not supported by recur: without tools only "
+                          "{\"type\": \"auto\"} or {\"type\": \"none\"} is accepted");
+            return;
+        }
+    }
+    const cJSON *think = serve_field(p, "thinking");
+    if (think) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(think, "type");
+        if (!cJSON_IsObject(think) || !cJSON_IsString(type) ||
+            strcmp(type->valuestring, "disabled") != 0) {
+            serve_fail(p, "\"thinking\" is not supported by recur: only {\"type\": \"disabled\"} "
+                          "is accepted");
+            return;
+        }
+    }
+    const cJSON *meta = serve_field(p, "metadata");
+    if (meta && !cJSON_IsObject(meta)) serve_fail(p, "\"metadata\" must be an object");
+    const cJSON *tier = serve_field(p, "service_tier");
+    if (tier && !(cJSON_IsString(tier) && (strcmp(tier->valuestring, "auto") == 0 ||
+                                           strcmp(tier->valuestring, "standard_only") == 0)))
+        serve_fail(p, "\"service_tier\" must be \"auto\" or \"standard_only\"");
+}
+
+/* max_tokens (required), temperature's range (Anthropic's 0..1; api.c reads the value),
+ * stop_sequences into t->stop. */
+static void limit_fields(struct parse *p, struct task *t) {
+    if (p->bad) return;
+    if (!serve_field(p, "max_tokens")) {
+        serve_fail(p, "\"max_tokens\" is required");
+        return;
+    }
+    const cJSON *temp = serve_field(p, "temperature");
+    if (temp && !(cJSON_IsNumber(temp) && temp->valuedouble >= 0 && temp->valuedouble <= 1)) {
+        serve_fail(p, "\"temperature\" must be a number from 0 to 1");
+        return;
+    }
+    const cJSON *stop = serve_field(p, "stop_sequences");
+    if (!stop) return;
+    if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SERVE_MAX_STOP) {
+        serve_fail(p, "\"stop_sequences\" must be an array of up to %d strings (recur's limit)",
+                   SERVE_MAX_STOP);
+        return;
+    }
+    int k = 0;
+    for (const cJSON *e = stop->child; e; e = e->next, k++) {
+        if (!cJSON_IsString(e) || !e->valuestring[0]) {
+            serve_fail(p, "\"stop_sequences\"[%d] must be a non-empty string", k);
+            return;
+        }
+        if (!(t->stop[t->n_stop] = strdup(e->valuestring))) {
+            serve_fail(p, "out of memory");
+            return;
+        }
+        t->n_stop++;
+    }
+}
+
+void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
+    if (p->bad) return;
+    char msg[160];
+    if (serve_unknown_field(p->body, known_fields, msg, sizeof msg)) {
+        serve_fail(p, "%s (/v1/messages)", msg);
+        return;
+    }
+    feature_fields(p);
+    limit_fields(p, t);
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+    if (p->bad) return;
+    if (!cJSON_IsArray(msgs) || !msgs->child) {
+        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
+                           : "\"messages\" is required");
+        return;
+    }
+    const int n = cJSON_GetArraySize(msgs);
+    if (n > MAX_MESSAGES) {
+        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
+        return;
+    }
+    /* at most one turn per message, and the system one */
+    struct recur_chat_message *chat = calloc((size_t)n + 1, sizeof *chat);
+    struct buf *turns = calloc((size_t)n + 1, sizeof *turns);
+    int n_turns = 0;
+    if (!chat || !turns) {
+        serve_fail(p, "out of memory");
+        goto done;
+    }
+    const cJSON *sys = serve_field(p, "system");
+    if (sys) {
+        content_into(p, sys, "\"system\"", &turns[0]);
+        if (p->bad) goto done;
+        chat[n_turns++] = (struct recur_chat_message){"system", turns[0].s ? turns[0].s : ""};
+    }
+    int i = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+        char what[48];
+        snprintf(what, sizeof what, "\"messages\"[%d]", i);
+        if (!cJSON_IsObject(m)) {
+            serve_fail(p, "%s must be an object {role, content}", what);
+            goto done;
+        }
+        for (const cJSON *f = m->child; f; f = f->next)
+            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0) {
+                serve_fail(p, "%s.%.40s is not supported (only role and content)", what, f->string);
+                goto done;
+            }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const char *r = cJSON_IsString(role) ? role->valuestring : "";
+        if (strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
+            serve_fail(p, "%s.role must be \"user\" or \"assistant\"", what);
+            goto done;
+        }
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!content) {
+            serve_fail(p, "%s.content is required", what);
+            goto done;
+        }
+        /* a new turn, or the previous one continued (Anthropic combines them) */
+        const bool same = n_turns > 0 && strcmp(chat[n_turns - 1].role, r) == 0;
+        struct buf *b = &turns[same ? n_turns - 1 : n_turns];
+        if (!same) chat[n_turns++].role = r;
+        char where[64];
+        snprintf(where, sizeof where, "%s.content", what);
+        content_into(p, content, where, b);
+        if (p->bad) goto done;
+        if (!buf_add(b, "")) { /* an empty content still makes a string */
+            serve_fail(p, "out of memory");
+            goto done;
+        }
+        chat[n_turns - 1].content = b->s;
+    }
+    /* a last assistant turn is the start of the answer */
+    const bool prefill = strcmp(chat[n_turns - 1].role, "assistant") == 0;
+    serve_chat_render(p, s, t, chat, prefill ? n_turns - 1 : n_turns, true,
+                      prefill ? chat[n_turns - 1].content : NULL);
+done:
+    for (int k = 0; turns && k <= n; k++) free(turns[k].s);
+    free(turns);
+    free(chat);
+}
+
+/* ---- the answers ------------------------------------------------------------------------- */
+
+static const char *stop_reason(const struct task *t, const struct choice *c) {
+    if (c->truncated) return "model_context_window_exceeded";
+    switch (c->stop_kind) {
+    case STOP_LIMIT:
+        return "max_tokens";
+    case STOP_NONE: /* max_tokens 0: ended before any token */
+        return c->n_out >= t->max_tokens ? "max_tokens" : "end_turn";
+    case STOP_WORD:
+        return "stop_sequence";
+    default:
+        return "end_turn";
+    }
+}
+
+static void add_stop(cJSON *j, const struct task *t, const struct choice *c) {
+    cJSON_AddStringToObject(j, "stop_reason", stop_reason(t, c));
+    if (c->stop_kind == STOP_WORD && c->stop_word >= 0 && c->stop_word < t->n_stop)
+        cJSON_AddStringToObject(j, "stop_sequence", t->stop[c->stop_word]);
+    else
+        cJSON_AddNullToObject(j, "stop_sequence");
+}
+
+/* The message without its content's text and stop: what message_start and the whole answer
+ * share. */
+static cJSON *message(const struct server *s, const struct task *t) {
+    cJSON *j = cJSON_CreateObject();
+    char id[48];
+    snprintf(id, sizeof id, "msg_%llu", (unsigned long long)t->id);
+    cJSON_AddStringToObject(j, "id", id);
+    cJSON_AddStringToObject(j, "type", "message");
+    cJSON_AddStringToObject(j, "role", "assistant");
+    cJSON_AddStringToObject(j, "model", s->model_name ? s->model_name : "");
+    cJSON_AddArrayToObject(j, "content");
+    return j;
+}
+
+static void add_usage(cJSON *j, const struct task *t, int32_t output_tokens) {
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    cJSON_AddNumberToObject(u, "input_tokens", t->n_prompt - t->n_cached);
+    cJSON_AddNumberToObject(u, "cache_creation_input_tokens", 0);
+    cJSON_AddNumberToObject(u, "cache_read_input_tokens", t->n_cached);
+    cJSON_AddNumberToObject(u, "output_tokens", output_tokens);
+}
+
+cJSON *serve_messages_json(const struct server *s, const struct serve_request *r) {
+    const struct task *t = r->tasks[0];
+    const struct choice *c = &t->choice[0];
+    cJSON *j = message(s, t);
+    cJSON *block = cJSON_CreateObject();
+    cJSON_AddStringToObject(block, "type", "text");
+    serve_add_text(block, "text", c->text, c->len);
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "content"), block);
+    add_stop(j, t, c);
+    add_usage(j, t, c->n_out);
+    return j;
+}
+
+/* ---- the stream -------------------------------------------------------------------------- */
+
+enum { PH_START, PH_TEXT, PH_DONE };
+
+/* An event's data, {"type": name}, to fill in. */
+static cJSON *ev_new(const char *name) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "type", name);
+    return j;
+}
+
+/* An event made by ev_new(name) with its index 0 (a content block's). */
+static cJSON *ev_block(const char *name) {
+    cJSON *j = ev_new(name);
+    cJSON_AddNumberToObject(j, "index", 0);
+    return j;
+}
+
+/* Appends "event: NAME\ndata: JSON\n\n" (j freed) to b; false without memory. */
+static bool add_event(struct buf *b, const char *name, cJSON *j) {
+    if (!j) return false;
+    char *body = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    const bool ok = body && buf_add(b, "event: ") && buf_add(b, name) && buf_add(b, "\ndata: ") &&
+                    buf_add(b, body) && buf_add(b, "\n\n");
+    free(body);
+    return ok;
+}
+
+/* The text a stream may send now: what the tokens so far released (the rest may be the start
+ * of a stop sequence or of a character; the scheduler's released[] never decreases), all of it
+ * once the answer is finished. */
+static size_t ready_bytes(const struct choice *c, size_t sent) {
+    if (c->finished) return c->len;
+    const int32_t n_out = c->n_out; /* first: the arrays are set up before any token */
+    if (n_out == 0) return sent;
+    const size_t e = c->released[n_out - 1] < c->len ? c->released[n_out - 1] : c->len;
+    return e > sent ? e : sent;
+}
+
+char *serve_messages_events(const struct server *s, struct serve_request *r, bool *end) {
+    struct task *t = r->tasks[0];
+    const struct choice *c = &t->choice[0];
+    struct buf b = {0};
+    bool ok = true;
+    *end = false;
+    if (r->msg_phase == PH_DONE) {
+        *end = true;
+        return NULL;
+    }
+    if (t->state == TASK_FAILED) {
+        r->msg_phase = PH_DONE;
+        const unsigned status = t->err_status ? t->err_status : 500;
+        cJSON *j = ev_new("error"), *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "type",
+                                status == 503   ? "overloaded_error"
+                                : status == 504 ? "timeout_error"
+                                                : "api_error");
+        cJSON_AddStringToObject(e, "message", t->error[0] ? t->error : "the request failed");
+        ok = add_event(&b, "error", j);
+    } else if (r->msg_phase == PH_START) {
+        /* once the prompt is read: its usage (the cached part) is known */
+        if (!(t->t_first > 0 || t->state == TASK_DONE)) return NULL;
+        r->msg_phase = PH_TEXT;
+        cJSON *m = message(s, t);
+        cJSON_AddNullToObject(m, "stop_reason");
+        cJSON_AddNullToObject(m, "stop_sequence");
+        add_usage(m, t, 0);
+        cJSON *start = ev_new("message_start");
+        cJSON_AddItemToObject(start, "message", m);
+        cJSON *block = ev_block("content_block_start"),
+              *cb = cJSON_AddObjectToObject(block, "content_block");
+        cJSON_AddStringToObject(cb, "type", "text");
+        cJSON_AddStringToObject(cb, "text", "");
+        ok = add_event(&b, "message_start", start) && add_event(&b, "content_block_start", block) &&
+             add_event(&b, "ping", ev_new("ping"));
+    } else {
+        const size_t to = ready_bytes(c, r->msg_bytes);
+        if (to > r->msg_bytes) {
+            cJSON *d = ev_block("content_block_delta"),
+                  *delta = cJSON_AddObjectToObject(d, "delta");
+            cJSON_AddStringToObject(delta, "type", "text_delta");
+            serve_add_text(delta, "text", c->text + r->msg_bytes, to - r->msg_bytes);
+            r->msg_bytes = to;
+            ok = add_event(&b, "content_block_delta", d);
+        } else if (c->finished) {
+            r->msg_phase = PH_DONE;
+            cJSON *md = ev_new("message_delta"), *delta = cJSON_AddObjectToObject(md, "delta");
+            add_stop(delta, t, c);
+            cJSON_AddNumberToObject(cJSON_AddObjectToObject(md, "usage"), "output_tokens",
+                                    c->n_out);
+            ok = add_event(&b, "content_block_stop", ev_block("content_block_stop")) &&
+                 add_event(&b, "message_delta", md) &&
+                 add_event(&b, "message_stop", ev_new("message_stop"));
+        } else {
+            return NULL;
+        }
+    }
+    if (!ok) { /* without memory the stream ends there */
+        free(b.s);
+        r->msg_phase = PH_DONE;
+        *end = true;
+        return NULL;
+    }
+    return b.s;
+}
+
+/* ---- errors and the endpoints ------------------------------------------------------------ */
+
+/* Anthropic's error type of an HTTP status. */
+static const char *error_type(unsigned status) {
+    static const struct {
+        unsigned status;
+        const char *type;
+    } types[] = {
+        {400, "invalid_request_error"}, {401, "authentication_error"},  {403, "permission_error"},
+        {404, "not_found_error"},       {405, "invalid_request_error"}, {408, "timeout_error"},
+        {413, "request_too_large"},     {429, "rate_limit_error"},      {501, "api_error"},
+        {503, "overloaded_error"},      {504, "timeout_error"},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (types[i].status == status) return types[i].type;
+    return status >= 500 ? "api_error" : "invalid_request_error";
+}
+
+enum MHD_Result serve_messages_error(struct MHD_Connection *conn, unsigned status,
+                                     const char *msg) {
+    cJSON *j = cJSON_CreateObject(), *e;
+    cJSON_AddStringToObject(j, "type", "error");
+    e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "type", error_type(status));
+    cJSON_AddStringToObject(e, "message", msg);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return serve_send_text(conn, status, "application/json", text,
+                           status == MHD_HTTP_SERVICE_UNAVAILABLE ? "1" : NULL);
+}
+
+enum MHD_Result serve_messages(struct server *s, struct MHD_Connection *conn,
+                               const struct serve_req *rq) {
+    return serve_handle_completion(s, conn, rq, API_MESSAGES);
+}
+
+/* The same body, max_tokens not required (Anthropic's count_tokens does not take it; a value
+ * given is checked as /v1/messages checks it): the rendered prompt's tokens, nothing run. */
+enum MHD_Result serve_messages_count(struct server *s, struct MHD_Connection *conn,
+                                     const struct serve_req *rq) {
+    cJSON *body = NULL;
+    struct serve_req copy = *rq;
+    if (!cJSON_GetObjectItemCaseSensitive(rq->body, "max_tokens")) {
+        body = cJSON_Duplicate(rq->body, true);
+        if (!body || !cJSON_AddNumberToObject(body, "max_tokens", 1)) {
+            cJSON_Delete(body);
+            return serve_send_error(conn, 500, "server_error", "out of memory");
+        }
+        copy.body = body;
+    }
+    enum MHD_Result answered;
+    struct serve_request *r = serve_request_new(s, conn, &copy, API_MESSAGES, &answered);
+    cJSON_Delete(body);
+    if (!r) return answered;
+    cJSON *j = cJSON_CreateObject();
+    if (j) cJSON_AddNumberToObject(j, "input_tokens", r->tasks[0]->n_prompt);
+    serve_request_free(s, r);
+    free(r);
+    if (!j) return serve_send_error(conn, 500, "server_error", "out of memory");
+    return serve_send_json(conn, 200, j);
+}
