@@ -1,0 +1,99 @@
+/*
+ * recur serve's reasoning separation: a reasoning model's output text, "<think>...</think>"
+ * then the answer, split into its reasoning and its content, as llama-server's
+ * --reasoning-format does (llama.cpp's common_chat_msg_parser::try_parse_reasoning), whole or
+ * token piece by token piece: a tag split across pieces is held back until it is known.
+ *
+ * Formats (llama-server's names; --reasoning-format and the request's reasoning_format):
+ *   none             everything in the content, tags and all: the raw generated text
+ *   deepseek, auto   the reasoning apart (chat: message.reasoning_content, delta.reasoning_content),
+ *                    the rest in the content
+ *   deepseek-legacy  as deepseek in a whole answer; in a stream the reasoning stays in the
+ *                    content between "<think>" and "</think>" tags (llama-server's
+ *                    reasoning_in_content = stream && deepseek-legacy)
+ *
+ * What the parse does (llama-server's, so that both servers answer the same text alike):
+ *   - a text that begins (after white space) with "<think>" opens a reasoning; the white space
+ *     before the tag is content. A text that does not stays content: tags further on are text.
+ *   - when the prompt already opened the thought (a template whose generation prompt ends in
+ *     "<think>", e.g. DeepSeek-R1's distills: llama.cpp's thinking_forced_open), the text starts
+ *     inside the reasoning ("<think>" written anyway is read as the opening tag).
+ *   - a reasoning is trimmed of white space at both ends; an empty one adds nothing.
+ *   - after "</think>", white space is skipped; another "<think>" there opens another reasoning
+ *     (appended to the first), anything else starts the content, which runs to the end.
+ *   - a reasoning that never ends (max_tokens reached inside it) is all reasoning, the content
+ *     empty; a partial "</thi" at the very end is dropped, as llama-server's parse does.
+ *   - a text that ends in the start of an opening tag ("  <thi") is kept as content (llama-server
+ *     drops it; recur does not lose generated text that is no tag).
+ *
+ * Use (one splitter per choice; the same calls serve /v1/chat/completions, /v1/responses'
+ * reasoning items and /v1/messages' thinking blocks):
+ *
+ *   struct serve_think th;
+ *   serve_think_init(&th, format, stream, forced_open);
+ *   serve_think_feed(&th, piece, n);   // any number of times, pieces of any size
+ *   ... th.reasoning.s[sent_r .. th.reasoning.len) and th.content.s[sent_c .. th.content.len)
+ *       are what the piece released: send them as deltas (reasoning first) ...
+ *   serve_think_finish(&th);           // the end of generation: releases what was held
+ *   serve_think_free(&th);
+ *
+ * reasoning and content grow only at their ends (a delta is always the bytes after the last
+ * ones sent), and are NUL-terminated after every call. The feed and finish calls return false
+ * only when out of memory (the splitter is then unusable: free it). Nothing here locks or
+ * allocates more than the text's size.
+ */
+#ifndef RECUR_TOOLS_SERVE_REASONING_H
+#define RECUR_TOOLS_SERVE_REASONING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* llama-server's common_reasoning_format, in its order */
+enum serve_reasoning {
+    SERVE_REASONING_NONE,
+    SERVE_REASONING_AUTO, /* deepseek, as llama-server's */
+    SERVE_REASONING_DEEPSEEK_LEGACY,
+    SERVE_REASONING_DEEPSEEK,
+    SERVE_REASONING_COUNT
+};
+
+/* The format named name ("none", "auto", "deepseek", "deepseek-legacy"); -1 when it is none of
+ * them (or NULL). */
+int serve_reasoning_of(const char *name);
+/* Its name; "none" for an out-of-range value. */
+const char *serve_reasoning_name(enum serve_reasoning f);
+/* The names, ", "-separated, for error messages. */
+#define SERVE_REASONING_NAMES "none, auto, deepseek, deepseek-legacy"
+
+/* True when a rendered prompt ends (after white space) with "<think>": the model's output
+ * starts inside the reasoning. */
+bool serve_think_forced_open(const char *prompt);
+
+struct serve_text {
+    char *s; /* NUL-terminated once anything was added ("" when s is NULL) */
+    size_t len, cap;
+};
+
+struct serve_think {
+    /* what has been separated so far (read by the caller; never shrinks) */
+    struct serve_text reasoning, content;
+    /* the raw text's offset just past the reasoning (its closing tag; the whole text when the
+       reasoning never ended), 0 when there was none: which generated tokens were thinking */
+    size_t reasoning_end;
+    /* private */
+    bool parse;        /* not "none" */
+    bool in_content;   /* deepseek-legacy streamed: the reasoning stays in the content, tagged */
+    bool forced_open;  /* the prompt opened the thought */
+    int state;         /* where the text is: start, reasoning, after one, content */
+    bool block_text;   /* the current reasoning has had text (its leading white space is gone) */
+    struct serve_text pend; /* raw bytes not decided yet: white space, the start of a tag */
+    size_t raw;             /* raw bytes fed so far */
+};
+
+void serve_think_init(struct serve_think *th, enum serve_reasoning f, bool stream,
+                      bool forced_open);
+bool serve_think_feed(struct serve_think *th, const char *s, size_t n);
+bool serve_think_finish(struct serve_think *th);
+void serve_think_free(struct serve_think *th);
+
+#endif /* RECUR_TOOLS_SERVE_REASONING_H */
