@@ -62,7 +62,8 @@ static const struct tcase cases[] = {
     {DS, true, false, "<think>abc</think>  <thi", "abc", "<thi", 18},
     {DS, true, false, "<think>a < b </thinking> c</think>x", "a < b </thinking> c", "x", 34},
     {DS, true, false, "<think>a</think>b</think>c<think>d", "a", "b</think>c<think>d", 16},
-    {DS, true, false, "<think>h\xc3\xa9llo</think>w\xc3\xb6rld", "h\xc3\xa9llo", "w\xc3\xb6rld", 21},
+    {DS, true, false, "<think>h\xc3\xa9llo</think>w\xc3\xb6rld", "h\xc3\xa9llo", "w\xc3\xb6rld",
+     21},
 };
 
 struct got {
@@ -93,8 +94,8 @@ static int check(const struct tcase *c, int ci, const size_t *cuts, int n_cuts) 
     const size_t end = c->reasoning_end == ALL ? strlen(c->text) : c->reasoning_end;
     const bool ok = strcmp(g.reasoning, c->reasoning) == 0 && strcmp(g.content, c->content) == 0 &&
                     g.reasoning_end == end;
-    CHECK_MSG(ok, "case %d (%d cuts, first at %zu): reasoning \"%s\" content \"%s\" end %zu",
-              ci, n_cuts, n_cuts ? cuts[0] : 0, g.reasoning, g.content, g.reasoning_end);
+    CHECK_MSG(ok, "case %d (%d cuts, first at %zu): reasoning \"%s\" content \"%s\" end %zu", ci,
+              n_cuts, n_cuts ? cuts[0] : 0, g.reasoning, g.content, g.reasoning_end);
     free(g.reasoning);
     free(g.content);
     return ok ? 0 : 1;
@@ -141,7 +142,8 @@ int main(void) {
     released(NONE, false, "<thi", "", "<thi");
 
     CHECK(serve_reasoning_of("none") == (int)NONE && serve_reasoning_of("auto") == (int)AUTO &&
-          serve_reasoning_of("deepseek") == (int)DS && serve_reasoning_of("deepseek-legacy") == (int)LEGACY);
+          serve_reasoning_of("deepseek") == (int)DS &&
+          serve_reasoning_of("deepseek-legacy") == (int)LEGACY);
     CHECK(serve_reasoning_of("DeepSeek") == -1 && serve_reasoning_of("") == -1 &&
           serve_reasoning_of(NULL) == -1);
     CHECK(strcmp(serve_reasoning_name(LEGACY), "deepseek-legacy") == 0);

@@ -157,6 +157,14 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
         return;
     }
     const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
+    /* llama-server's reasoning_format: how the answer's reasoning is returned (reasoning.h) */
+    const cJSON *rf = serve_field(p, "reasoning_format");
+    t->reasoning = s->reasoning;
+    if (rf && (!cJSON_IsString(rf) || serve_reasoning_of(rf->valuestring) < 0)) {
+        serve_fail(p, "\"reasoning_format\" must be one of %s", SERVE_REASONING_NAMES);
+        return;
+    }
+    if (rf) t->reasoning = (enum serve_reasoning)serve_reasoning_of(rf->valuestring);
     struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
     char **owned = calloc((size_t)n, sizeof *owned);
     char *text = NULL;
@@ -197,6 +205,8 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     const char *tmpl = serve_chat_template(s);
     if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
     t->eot = end_of_turn(p, tmpl);
+    /* a generation prompt that opens a thought (DeepSeek-R1, Nemotron): the output starts in it */
+    t->think_open = add_ass && serve_think_forced_open(text);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
        messages' contents are text, unless the caller trusts them (parse_special_content) */

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve.h"
+
 static const char open_tag[] = "<think>", close_tag[] = "</think>";
 #define OPEN_LEN  (sizeof open_tag - 1)
 #define CLOSE_LEN (sizeof close_tag - 1)
@@ -200,4 +202,23 @@ bool serve_think_finish(struct serve_think *th) {
     if (p->len) drop(p, p->len);
     th->state = ST_CONTENT;
     return ok;
+}
+
+/* ---- the server's answers ------------------------------------------------------------------ */
+
+bool serve_think_whole(struct serve_think *th, const struct task *t, const struct choice *c) {
+    serve_think_init(th, t->reasoning, false, t->think_open);
+    return serve_think_feed(th, c->text ? c->text : "", c->text ? c->len : 0) &&
+           serve_think_finish(th);
+}
+
+int32_t serve_think_tokens(const struct task *t, const struct choice *c) {
+    struct serve_think th;
+    const bool ok = serve_think_whole(&th, t, c);
+    const size_t end = th.reasoning_end;
+    serve_think_free(&th);
+    if (!ok || end == 0 || !c->tok_end) return 0;
+    int32_t k = 0;
+    while (k < c->n_out && c->tok_end[k] < end) k++;
+    return k < c->n_out ? k + 1 : c->n_out;
 }

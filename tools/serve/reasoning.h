@@ -6,11 +6,10 @@
  *
  * Formats (llama-server's names; --reasoning-format and the request's reasoning_format):
  *   none             everything in the content, tags and all: the raw generated text
- *   deepseek, auto   the reasoning apart (chat: message.reasoning_content, delta.reasoning_content),
- *                    the rest in the content
- *   deepseek-legacy  as deepseek in a whole answer; in a stream the reasoning stays in the
- *                    content between "<think>" and "</think>" tags (llama-server's
- *                    reasoning_in_content = stream && deepseek-legacy)
+ *   deepseek, auto   the reasoning apart (chat: message.reasoning_content,
+ * delta.reasoning_content), the rest in the content deepseek-legacy  as deepseek in a whole answer;
+ * in a stream the reasoning stays in the content between "<think>" and "</think>" tags
+ * (llama-server's reasoning_in_content = stream && deepseek-legacy)
  *
  * What the parse does (llama-server's, so that both servers answer the same text alike):
  *   - a text that begins (after white space) with "<think>" opens a reasoning; the white space
@@ -47,6 +46,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* llama-server's common_reasoning_format, in its order */
 enum serve_reasoning {
@@ -81,11 +81,11 @@ struct serve_think {
        reasoning never ended), 0 when there was none: which generated tokens were thinking */
     size_t reasoning_end;
     /* private */
-    bool parse;        /* not "none" */
-    bool in_content;   /* deepseek-legacy streamed: the reasoning stays in the content, tagged */
-    bool forced_open;  /* the prompt opened the thought */
-    int state;         /* where the text is: start, reasoning, after one, content */
-    bool block_text;   /* the current reasoning has had text (its leading white space is gone) */
+    bool parse;       /* not "none" */
+    bool in_content;  /* deepseek-legacy streamed: the reasoning stays in the content, tagged */
+    bool forced_open; /* the prompt opened the thought */
+    int state;        /* where the text is: start, reasoning, after one, content */
+    bool block_text;  /* the current reasoning has had text (its leading white space is gone) */
     struct serve_text pend; /* raw bytes not decided yet: white space, the start of a tag */
     size_t raw;             /* raw bytes fed so far */
 };
@@ -95,5 +95,17 @@ void serve_think_init(struct serve_think *th, enum serve_reasoning f, bool strea
 bool serve_think_feed(struct serve_think *th, const char *s, size_t n);
 bool serve_think_finish(struct serve_think *th);
 void serve_think_free(struct serve_think *th);
+
+/* ---- the server's answers (serve.h's tasks; whole answers only: a stream feeds its pieces) -- */
+
+struct task;
+struct choice;
+/* Splits choice c's whole text with t's format (not streamed) into *th (initialised here; the
+ * caller frees it); false without memory. */
+bool serve_think_whole(struct serve_think *th, const struct task *t, const struct choice *c);
+/* The tokens of choice c that were reasoning (OpenAI's usage.completion_tokens_details.
+ * reasoning_tokens): those up to the one that ended the reasoning (its closing tag), all of
+ * them when it never ended; 0 without a reasoning or with the format none. */
+int32_t serve_think_tokens(const struct task *t, const struct choice *c);
 
 #endif /* RECUR_TOOLS_SERVE_REASONING_H */

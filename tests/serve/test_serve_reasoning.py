@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Reasoning separation on /v1/chat/completions (tools/serve/reasoning.c), llama-server's
+--reasoning-format and reasoning_format (python3 standard library only).
+
+    test_serve_reasoning.py RECUR_BIN MODEL
+
+The shipped model never writes "<think>" by itself, so its output is forced with a `grammar`
+that allows one text only (the sampler then writes exactly it): the separation is checked on
+the server's real path, whole and streamed, for each format, with a chat template that opens
+the thought in the prompt (--chat-template deepseek-r1: the output starts inside it) and one
+that does not (the model's chatml). The expected reasoning and content are written out here
+from llama-server's rules (reasoning.h), or, where the model's tokens decide the text (max_tokens
+inside the reasoning), derived from the raw text that reasoning_format "none" returns.
+"""
+
+import json
+import subprocess
+import sys
+
+RECUR, MODEL = sys.argv[1:3]
+from serve_util import check, counts
+import serve_util
+
+MSGS = [{"role": "user", "content": "Say something."}]
+LONG = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def gbnf(text):
+    return "root ::= " + json.dumps(text)
+
+
+def chat(srv, text, **kw):
+    body = dict(messages=MSGS, grammar=gbnf(text), max_tokens=kw.pop("max_tokens", 64),
+                temperature=0, **kw)
+    status, ans, _ = srv.post("/v1/chat/completions", body)
+    if status != 200:
+        return status, ans, None
+    return status, ans, ans["choices"][0]
+
+
+def stream(srv, text, **kw):
+    """The concatenated reasoning and content deltas, whether every reasoning delta came before
+    every content delta, the finish_reason, and the usage chunk's."""
+    body = dict(messages=MSGS, grammar=gbnf(text), max_tokens=kw.pop("max_tokens", 64),
+                temperature=0, stream=True, stream_options={"include_usage": True}, **kw)
+    status, events, done = srv.stream("/v1/chat/completions", body)
+    reasoning, content, ordered, finish, usage = "", "", True, None, None
+    for ev in events:
+        if ev.get("usage"):
+            usage = ev["usage"]
+        for ch in ev.get("choices", []):
+            d = ch.get("delta", {})
+            if d.get("reasoning_content"):
+                ordered &= content == ""
+                reasoning += d["reasoning_content"]
+            if d.get("content"):
+                content += d["content"]
+            finish = ch.get("finish_reason") or finish
+    return dict(status=status, done=done, reasoning=reasoning, content=content, ordered=ordered,
+                finish=finish, usage=usage)
+
+
+def expect(srv, name, text, fmt, reasoning, content, streamed_reasoning=None,
+           streamed_content=None, ordered=True, **kw):
+    """Whole and streamed answers of the forced text with reasoning_format fmt (None: the
+    server's)."""
+    if fmt is not None:
+        kw["reasoning_format"] = fmt
+    status, _, ch = chat(srv, text, **kw)
+    msg = ch["message"] if ch else {}
+    check("%s: whole: 200" % name, status == 200, status)
+    check("%s: whole: content" % name, msg.get("content") == content, msg)
+    if reasoning:
+        check("%s: whole: reasoning_content" % name, msg.get("reasoning_content") == reasoning, msg)
+    else:
+        check("%s: whole: no reasoning_content" % name, "reasoning_content" not in msg, msg)
+    st = stream(srv, text, **kw)
+    sr = reasoning if streamed_reasoning is None else streamed_reasoning
+    sc = content if streamed_content is None else streamed_content
+    check("%s: streamed: 200 and [DONE]" % name, st["status"] == 200 and st["done"], st)
+    check("%s: streamed: reasoning deltas" % name, st["reasoning"] == sr, st)
+    check("%s: streamed: content deltas" % name, st["content"] == sc, st)
+    check("%s: streamed: reasoning before content" % name, st["ordered"] == ordered, st)
+    return ch, st
+
+
+THINK = "<think>abc</think>xyz"
+
+# ---- a template without a thought in the prompt (the model's chatml) -------------------------
+srv = serve_util.Server(RECUR, MODEL)
+expect(srv, "auto (default)", THINK, None, "abc", "xyz")
+expect(srv, "auto", THINK, "auto", "abc", "xyz")
+expect(srv, "deepseek", THINK, "deepseek", "abc", "xyz")
+expect(srv, "none", THINK, "none", "", THINK)
+expect(srv, "deepseek-legacy", THINK, "deepseek-legacy", "abc", "xyz", "", THINK)
+# white space: before the tag it is content, the reasoning is trimmed, after it skipped
+expect(srv, "white space", " <think>\n a b \n</think>\n\nxyz\n", "deepseek", "a b", " xyz\n",
+       ordered=False)
+expect(srv, "white space, legacy", "<think>\n a b \n</think>\n\nxyz", "deepseek-legacy", "a b",
+       "xyz", "", "<think>a b</think>xyz")
+# no reasoning at the start: tags further on are text
+expect(srv, "late tag", "Hi <think>abc</think>", "deepseek", "", "Hi <think>abc</think>")
+expect(srv, "two reasonings", "<think>a</think> <think>b</think>c", "deepseek", "ab", "c")
+expect(srv, "empty reasoning", "<think></think>xyz", "deepseek", "", "xyz")
+expect(srv, "unicode", "<think>h\u00e9</think>w\u00f6rld", "deepseek", "h\u00e9", "w\u00f6rld")
+
+# stop strings act on the whole generated text (as llama-server's), then it is split
+expect(srv, "stop inside the reasoning", THINK, "deepseek", "a", "", stop=["b"])
+expect(srv, "stop in the content", THINK, "deepseek", "abc", "x", stop=["y"])
+
+# max_tokens inside the reasoning: all of it is reasoning, the content empty (llama-server's);
+# the expected reasoning is the raw text ("none") less its opening tag, trimmed, less a partial
+# closing tag at its very end. Greedy decoding under the grammar gives one token a character or
+# two here, so 10 tokens end inside the reasoning and 12 inside "</think>".
+for text, mt in [("<think>" + LONG + "</think>xyz", 10), (THINK, 12)]:
+    _, _, raw = chat(srv, text, reasoning_format="none", max_tokens=mt)
+    raw_text = raw["message"]["content"] if raw else ""
+    check("max_tokens %d: the raw text stops inside the reasoning" % mt,
+          raw and raw["finish_reason"] == "length" and raw_text.startswith("<think>a")
+          and "</think>" not in raw_text, raw)
+    cut = raw_text[len("<think>"):]
+    for k in range(len("</think>") - 1, 0, -1):
+        if cut.endswith("</think>"[:k]):
+            cut = cut[:-k]
+            break
+    ch, st = expect(srv, "max_tokens %d inside the reasoning" % mt, text, "deepseek",
+                    cut.strip(), "", max_tokens=mt)
+    check("max_tokens %d: finish_reason length" % mt, ch and ch["finish_reason"] == "length"
+          and st["finish"] == "length", (ch, st))
+    check("max_tokens %d: every token is reasoning" % mt,
+          st["usage"]["completion_tokens_details"]["reasoning_tokens"] == mt, st)
+    closed = raw_text == "<think>" + cut  # no partial closing tag: the stream closes it
+    expect(srv, "max_tokens %d, legacy" % mt, text, "deepseek-legacy", cut.strip(), "", "",
+           "<think>" + cut.strip() + ("</think>" if closed else ""), max_tokens=mt)
+
+# usage.completion_tokens_details.reasoning_tokens: the tokens up to the one that ends
+# "</think>", counted from the tokens' own bytes (logprobs)
+status, ans, ch = chat(srv, THINK, reasoning_format="deepseek", logprobs=True)
+toks = ch["logprobs"]["content"] if ch else []
+n, seen = 0, 0
+for t in toks:
+    if seen >= len("<think>abc</think>"):
+        break
+    seen += len(bytes(t["bytes"]))
+    n += 1
+check("reasoning_tokens counts the reasoning's tokens",
+      ans.get("usage", {}).get("completion_tokens_details", {}).get("reasoning_tokens") == n
+      and 0 < n < ans["usage"]["completion_tokens"], (n, ans.get("usage")))
+st = stream(srv, THINK, reasoning_format="deepseek")
+check("reasoning_tokens in the streamed usage",
+      st["usage"] and st["usage"]["completion_tokens_details"]["reasoning_tokens"] == n, st)
+status, ans, ch = chat(srv, THINK, reasoning_format="none")
+check("reasoning_tokens 0 with none",
+      ans["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0, ans.get("usage"))
+# per-token chunks (logprobs) split the same way
+st = stream(srv, THINK, reasoning_format="deepseek", logprobs=True)
+check("logprobs stream: split", st["reasoning"] == "abc" and st["content"] == "xyz", st)
+
+# bad values: a clear 400 naming the field
+for bad in ["DeepSeek", "", 1, ["none"]]:
+    status, ans, _ = srv.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1,
+                                                        "reasoning_format": bad})
+    check("reasoning_format %r: 400 naming it" % (bad,),
+          status == 400 and "reasoning_format" in ans["error"]["message"], (status, ans))
+status, props, _ = srv.request("GET", "/props")
+check("/props: reasoning_format auto",
+      props["default_generation_settings"]["params"]["reasoning_format"] == "auto", props)
+srv.stop()
+
+# ---- --reasoning-format none: the server's default, which a request overrides ---------------
+srv = serve_util.Server(RECUR, MODEL, "--reasoning-format", "none")
+expect(srv, "--reasoning-format none", THINK, None, "", THINK)
+expect(srv, "--reasoning-format none, request deepseek", THINK, "deepseek", "abc", "xyz")
+status, props, _ = srv.request("GET", "/props")
+check("/props: reasoning_format none",
+      props["default_generation_settings"]["params"]["reasoning_format"] == "none", props)
+srv.stop()
+
+# ---- a template that opens the thought in the prompt (DeepSeek-R1's) -------------------------
+srv = serve_util.Server(RECUR, MODEL, "--chat-template", "deepseek-r1")
+status, ans, _ = srv.post("/apply-template", {"messages": MSGS})
+check("deepseek-r1's prompt ends inside <think>",
+      status == 200 and ans["prompt"].endswith("<think>\n"), ans)
+OPEN = "abc\n</think>\n\nxyz"
+expect(srv, "forced open: auto", OPEN, None, "abc", "xyz")
+expect(srv, "forced open: none", OPEN, "none", "", OPEN)
+expect(srv, "forced open: legacy", OPEN, "deepseek-legacy", "abc", "xyz", "",
+       "<think>abc</think>xyz")
+expect(srv, "forced open: <think> written anyway", THINK, "deepseek", "abc", "xyz")
+_, _, raw = chat(srv, LONG, reasoning_format="none", max_tokens=5)
+raw_text = raw["message"]["content"] if raw else ""
+check("forced open: raw text cut by max_tokens", raw and raw["finish_reason"] == "length"
+      and 0 < len(raw_text) < len(LONG) and LONG.startswith(raw_text), raw)
+expect(srv, "forced open: never closed", LONG, "deepseek", raw_text, "", max_tokens=5)
+srv.stop()
+
+# ---- a bad --reasoning-format stops the server with a message naming the flag ---------------
+p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0", "--reasoning-format", "think"],
+                   capture_output=True, text=True, timeout=60)
+check("--reasoning-format think: refused", p.returncode != 0
+      and "--reasoning-format" in p.stderr and "deepseek-legacy" in p.stderr, p.stderr)
+
+print("test_serve_reasoning: %d passed, %d failed" % (counts["passed"], counts["failed"]))
+sys.exit(counts.exit_status())
