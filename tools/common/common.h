@@ -71,11 +71,12 @@ struct serve_opts {
     int32_t n_ctx;                    /* -c: tokens one sequence may hold, 0: no limit */
     const char *alias; /* -a: names, comma-separated; the first one answers as the model's */
     bool no_slots;
-    bool spm_infill;              /* --spm-infill: /infill's order is suffix, prefix, middle */
-    const char *reasoning_format; /* --reasoning-format NAME, NULL: auto */
-    bool no_webui;                /* --no-webui, --no-ui: no page at / */
-    bool metrics; /* --metrics: accepted; /metrics is served either way (README.md says why) */
+    bool spm_infill; /* --spm-infill: /infill's order is suffix, prefix, middle */
+    bool no_webui;   /* --no-webui, --no-ui: no page at / */
+    bool metrics;    /* --metrics: accepted; /metrics is served either way (README.md says why) */
     const char *slot_save_path;
+    /* --reasoning-format NAME, NULL: auto */
+    const char *reasoning_format;
     int32_t port;
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */
     int n_api_keys;

@@ -117,10 +117,11 @@ struct task {
                               string, not reported as one; NULL: none */
     recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read
                               as none too: tasks are calloc'd; set by the chat parser) */
-    enum serve_reasoning reasoning; /* chat: how the output's reasoning is separated
-                                       (reasoning.h): reasoning_format, else the server's */
-    bool think_open;                /* chat: the prompt ends inside an opened "<think>" */
-    struct recur_logit_bias *bias;  /* copied into the samplers */
+    /* chat: how the output's reasoning is separated (reasoning.h): reasoning_format, else the
+       server's; and whether the prompt ends inside an opened "<think>" (set by the chat parser) */
+    enum serve_reasoning reasoning;
+    bool think_open;
+    struct recur_logit_bias *bias; /* copied into the samplers */
     int32_t n_bias;
     char *prompt_text;       /* the prompt's tokens as text (echo), NULL when not needed */
     uint64_t tenant;         /* the API key's partition of the prefix cache (0: no key) */
@@ -204,11 +205,12 @@ struct server {
     const char *model_name; /* --alias's first name, else the model file's name */
     const char **aliases;   /* --alias's names, each once, in the order given */
     int n_aliases;
-    char fingerprint[48];      /* system_fingerprint: "b<version>-<model fingerprint, hex>" */
-    const char *chat_template; /* --chat-template NAME, or NULL: the model's own (or default) */
-    enum serve_reasoning reasoning; /* --reasoning-format (default auto) */
-    const char *const *api_keys;    /* --api-key / --api-key-file; NULL: none asked */
+    char fingerprint[48];        /* system_fingerprint: "b<version>-<model fingerprint, hex>" */
+    const char *chat_template;   /* --chat-template NAME, or NULL: the model's own (or default) */
+    const char *const *api_keys; /* --api-key / --api-key-file; NULL: none asked */
     int n_api_keys;
+    /* --reasoning-format (default auto) */
+    enum serve_reasoning reasoning;
     const char *model_path; /* -m */
     struct serve_limits lim;
     bool slots_endpoint;        /* GET /slots answers (--no-slots: 501) */
