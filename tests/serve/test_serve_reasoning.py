@@ -14,6 +14,7 @@ inside the reasoning), derived from the raw text that reasoning_format "none" re
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -192,6 +193,87 @@ raw_text = raw["message"]["content"] if raw else ""
 check("forced open: raw text cut by max_tokens", raw and raw["finish_reason"] == "length"
       and 0 < len(raw_text) < len(LONG) and LONG.startswith(raw_text), raw)
 expect(srv, "forced open: never closed", LONG, "deepseek", raw_text, "", max_tokens=5)
+srv.stop()
+
+# ---- reasoning_content of the history's assistant messages ------------------------------------
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                         "chat-templates")
+HIST = [{"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1", "reasoning_content": "R1"},
+        {"role": "user", "content": "Q2"}]
+LAST = HIST[:2]
+
+
+def without(msgs):
+    return [{k: v for k, v in m.items() if k != "reasoning_content"} for m in msgs]
+
+
+def applied(srv, msgs, **kw):
+    status, ans, _ = srv.post("/apply-template", dict(messages=msgs, **kw))
+    return status, ans.get("prompt") if status == 200 else ans
+
+
+def jinja_render(path, msgs, add):
+    """The real template rendered by Debian's python3-jinja2 (as tests/unit/
+    test_chat_templates.py does), None when it is not there."""
+    code = ("import json,sys,jinja2.sandbox\n"
+            "env=jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True,lstrip_blocks=True)\n"
+            "a=json.load(sys.stdin)\n"
+            "t=env.from_string(open(a['path']).read())\n"
+            "sys.stdout.write(t.render(messages=a['msgs'],add_generation_prompt=a['add'],"
+            "bos_token='',eos_token=''))\n")
+    try:
+        p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                           input=json.dumps({"path": path, "msgs": msgs, "add": add}), timeout=60)
+    except OSError:
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+# a template that never reads reasoning_content: accepted and left out, byte for byte
+for args in [(), ("--chat-template", "deepseek-r1")]:
+    srv = serve_util.Server(RECUR, MODEL, *args)
+    for name, msgs, add in [("history", HIST, True), ("last turn", LAST, False)]:
+        got, want = applied(srv, msgs, add_generation_prompt=add), \
+            applied(srv, without(msgs), add_generation_prompt=add)
+        check("%s: %s reasoning_content left out" % (args or "chatml", name),
+              got[0] == 200 and got == want, (got, want))
+    status, ans, _ = srv.post("/v1/chat/completions", {"messages": HIST, "max_tokens": 2})
+    check("%s: a chat with a past reasoning answers" % (args or "chatml",), status == 200, ans)
+    for bad, why in [([{"role": "user", "content": "Q", "reasoning_content": "R"}], "assistant"),
+                     ([HIST[0], dict(HIST[1], reasoning_content=3), HIST[2]], "string")]:
+        status, ans, _ = srv.post("/v1/chat/completions", {"messages": bad, "max_tokens": 1})
+        check("%s: bad reasoning_content refused (%s)" % (args or "chatml", why),
+              status == 400 and "reasoning_content" in ans["error"]["message"]
+              and why in ans["error"]["message"], (status, ans))
+    srv.stop()
+
+# Qwen3's template drops the reasoning of the turns before the last user message (its render by
+# Jinja with and without it is the same, and recur's is that text); in the last turn it writes
+# it, which recur does not: refused. Nemotron 3's keeps a trace of it in the history: refused.
+qwen3 = os.path.join(TEMPLATES, "Qwen-Qwen3-0.6B.jinja")
+srv = serve_util.Server(RECUR, MODEL, "--chat-template", open(qwen3).read())
+got = applied(srv, HIST, add_generation_prompt=True)
+ref = jinja_render(qwen3, HIST, True)
+if ref is None:
+    serve_util.skip("Qwen3 rendered by Jinja", "/usr/bin/python3 with jinja2 is not there")
+else:
+    check("Qwen3: Jinja drops the past reasoning", ref == jinja_render(qwen3, without(HIST), True),
+          ref)
+    check("Qwen3: recur renders the history as Jinja does", got == (200, ref), (got, ref))
+got = applied(srv, LAST, add_generation_prompt=False)
+check("Qwen3: a reasoning in the last turn is refused", got[0] == 400
+      and "messages\"[1].reasoning_content" in got[1]["error"]["message"], got)
+srv.stop()
+nemotron = os.path.join(TEMPLATES, "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja")
+srv = serve_util.Server(RECUR, MODEL, "--chat-template", open(nemotron).read())
+ref = jinja_render(nemotron, HIST, True)
+if ref is not None:
+    check("Nemotron 3: Jinja keeps a trace of the past reasoning",
+          ref != jinja_render(nemotron, without(HIST), True), ref)
+got = applied(srv, HIST, add_generation_prompt=True)
+check("Nemotron 3: a past reasoning is refused", got[0] == 400
+      and "reasoning_content" in got[1]["error"]["message"], got)
 srv.stop()
 
 # ---- a bad --reasoning-format stops the server with a message naming the flag ---------------

@@ -180,8 +180,14 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
             serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
             goto done;
         }
+        const char *why_not = serve_think_history(serve_chat_template(s), m);
+        if (why_not) {
+            serve_fail(p, "\"messages\"[%d].reasoning_content: %s", i, why_not);
+            goto done;
+        }
         for (const cJSON *f = m->child; f; f = f->next)
             if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
+                strcmp(f->string, "reasoning_content") != 0 &&
                 !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
                 serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
                            f->string);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "serve.h"
 
 static const char open_tag[] = "<think>", close_tag[] = "</think>";
@@ -221,4 +223,31 @@ int32_t serve_think_tokens(const struct task *t, const struct choice *c) {
     int32_t k = 0;
     while (k < c->n_out && c->tok_end[k] < end) k++;
     return k < c->n_out ? k + 1 : c->n_out;
+}
+
+const char *serve_think_history(const char *tmpl, const cJSON *msg) {
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content");
+    if (!rc || cJSON_IsNull(rc)) return NULL;
+    if (!cJSON_IsString(rc)) return "must be a string or null";
+    if (!rc->valuestring[0]) return NULL;
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+    if (!cJSON_IsString(role) || strcmp(role->valuestring, "assistant") != 0)
+        return "only an assistant message has a reasoning";
+    if (!strstr(tmpl, "reasoning_content")) return NULL; /* the template never reads it */
+    /* Qwen3 (and 3.5): the reasoning is written only after the last user message that is no
+       tool's answer (a text in <tool_response> tags) */
+    if (strstr(tmpl, "loop.index0 > ns.last_query_index"))
+        for (const cJSON *m = msg->next; m; m = m->next) {
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsString(r) || strcmp(r->valuestring, "user") != 0) continue;
+            static const char open[] = "<tool_response>", close[] = "</tool_response>";
+            const char *t = cJSON_IsString(c) ? c->valuestring : "";
+            const size_t n = strlen(t);
+            if (!(strncmp(t, open, strlen(open)) == 0 && n >= strlen(close) &&
+                  strcmp(t + n - strlen(close), close) == 0))
+                return NULL;
+        }
+    return "the chat template writes this reasoning into the prompt, which recur's builtin "
+           "formats do not render: leave it out (or send it where the template drops it)";
 }

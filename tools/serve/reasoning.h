@@ -108,4 +108,14 @@ bool serve_think_whole(struct serve_think *th, const struct task *t, const struc
  * them when it never ended; 0 without a reasoning or with the format none. */
 int32_t serve_think_tokens(const struct task *t, const struct choice *c);
 
+struct cJSON;
+/* A chat message's reasoning_content (OpenAI's and llama-server's field on an assistant
+ * message of the history) against the template tmpl: NULL when the message has none (absent,
+ * null or "") or the template renders the chat the same without it, so that leaving it out is
+ * exact: a template that never reads reasoning_content (every builtin format, DeepSeek-R1's,
+ * V3.1's), or Qwen3's, which drops the reasoning of the turns before the last user message.
+ * Else why it cannot be rendered (a static message): recur's formats do not write a reasoning
+ * into the prompt. */
+const char *serve_think_history(const char *tmpl, const struct cJSON *msg);
+
 #endif /* RECUR_TOOLS_SERVE_REASONING_H */
