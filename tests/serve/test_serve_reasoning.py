@@ -166,7 +166,7 @@ for bad in ["DeepSeek", "", 1, ["none"]]:
 status, props, _ = srv.request("GET", "/props")
 check("/props: reasoning_format auto",
       props["default_generation_settings"]["params"]["reasoning_format"] == "auto", props)
-srv.stop()
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # ---- --reasoning-format none: the server's default, which a request overrides ---------------
 srv = serve_util.Server(RECUR, MODEL, "--reasoning-format", "none")
@@ -175,7 +175,7 @@ expect(srv, "--reasoning-format none, request deepseek", THINK, "deepseek", "abc
 status, props, _ = srv.request("GET", "/props")
 check("/props: reasoning_format none",
       props["default_generation_settings"]["params"]["reasoning_format"] == "none", props)
-srv.stop()
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # ---- a template that opens the thought in the prompt (DeepSeek-R1's) -------------------------
 srv = serve_util.Server(RECUR, MODEL, "--chat-template", "deepseek-r1")
@@ -193,7 +193,7 @@ raw_text = raw["message"]["content"] if raw else ""
 check("forced open: raw text cut by max_tokens", raw and raw["finish_reason"] == "length"
       and 0 < len(raw_text) < len(LONG) and LONG.startswith(raw_text), raw)
 expect(srv, "forced open: never closed", LONG, "deepseek", raw_text, "", max_tokens=5)
-srv.stop()
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # ---- reasoning_content of the history's assistant messages ------------------------------------
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
@@ -246,7 +246,7 @@ for args in [(), ("--chat-template", "deepseek-r1")]:
         check("%s: bad reasoning_content refused (%s)" % (args or "chatml", why),
               status == 400 and "reasoning_content" in ans["error"]["message"]
               and why in ans["error"]["message"], (status, ans))
-    srv.stop()
+    check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # Qwen3's template drops the reasoning of the turns before the last user message (its render by
 # Jinja with and without it is the same, and recur's is that text); in the last turn it writes
@@ -264,7 +264,7 @@ else:
 got = applied(srv, LAST, add_generation_prompt=False)
 check("Qwen3: a reasoning in the last turn is refused", got[0] == 400
       and "messages\"[1].reasoning_content" in got[1]["error"]["message"], got)
-srv.stop()
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 nemotron = os.path.join(TEMPLATES, "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja")
 srv = serve_util.Server(RECUR, MODEL, "--chat-template", open(nemotron).read())
 ref = jinja_render(nemotron, HIST, True)
@@ -274,7 +274,7 @@ if ref is not None:
 got = applied(srv, HIST, add_generation_prompt=True)
 check("Nemotron 3: a past reasoning is refused", got[0] == 400
       and "reasoning_content" in got[1]["error"]["message"], got)
-srv.stop()
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # ---- a bad --reasoning-format stops the server with a message naming the flag ---------------
 p = subprocess.run([RECUR, "serve", "-m", MODEL, "--port", "0", "--reasoning-format", "think"],
