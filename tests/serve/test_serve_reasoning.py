@@ -157,6 +157,25 @@ check("reasoning_tokens 0 with none",
 st = stream(srv, THINK, reasoning_format="deepseek", logprobs=True)
 check("logprobs stream: split", st["reasoning"] == "abc" and st["content"] == "xyz", st)
 
+# several choices: each has its own splitter
+status, events, done = srv.stream("/v1/chat/completions", dict(
+    messages=MSGS, grammar=gbnf(THINK), max_tokens=64, temperature=0, n=2, stream=True))
+per = {}
+for ev in events:
+    for ch in ev.get("choices", []):
+        r, c = per.setdefault(ch["index"], ["", ""]), ch.get("delta", {})
+        r[0] += c.get("reasoning_content") or ""
+        r[1] += c.get("content") or ""
+check("n=2 streamed: each choice split", status == 200 and done
+      and per == {0: ["abc", "xyz"], 1: ["abc", "xyz"]}, per)
+status, ans, _ = srv.post("/v1/chat/completions", dict(
+    messages=MSGS, grammar=gbnf(THINK), max_tokens=64, temperature=0, n=2))
+check("n=2 whole: each choice split", status == 200 and all(
+    c["message"].get("reasoning_content") == "abc" and c["message"]["content"] == "xyz"
+    for c in ans["choices"]) and len(ans["choices"]) == 2, ans)
+check("n=2: reasoning_tokens summed over the choices",
+      ans["usage"]["completion_tokens_details"]["reasoning_tokens"] == 2 * n, ans["usage"])
+
 # bad values: a clear 400 naming the field
 for bad in ["DeepSeek", "", 1, ["none"]]:
     status, ans, _ = srv.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1,
