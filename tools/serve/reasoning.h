@@ -96,7 +96,12 @@ bool serve_think_feed(struct serve_think *th, const char *s, size_t n);
 bool serve_think_finish(struct serve_think *th);
 void serve_think_free(struct serve_think *th);
 
-/* ---- the server's answers (serve.h's tasks; whole answers only: a stream feeds its pieces) -- */
+/* ---- the server's answers ------------------------------------------------------------------
+ * A chat task (serve.h) carries its format (t->reasoning: the request's reasoning_format, else
+ * --reasoning-format) and whether its prompt opened the thought (t->think_open). A stream
+ * keeps one splitter per choice, serve_think_init(&th, t->reasoning, true, t->think_open), feeds
+ * it the text each event releases and finishes it when the choice ends (out.c's choice_event);
+ * a whole answer splits the choice's text at once (serve_think_whole). */
 
 struct task;
 struct choice;
@@ -105,7 +110,8 @@ struct choice;
 bool serve_think_whole(struct serve_think *th, const struct task *t, const struct choice *c);
 /* The tokens of choice c that were reasoning (OpenAI's usage.completion_tokens_details.
  * reasoning_tokens): those up to the one that ended the reasoning (its closing tag), all of
- * them when it never ended; 0 without a reasoning or with the format none. */
+ * them when it never ended; 0 without a reasoning or with the format none, and 0 when memory
+ * for the split ran out (a count in the usage is not worth failing an answer for). */
 int32_t serve_think_tokens(const struct task *t, const struct choice *c);
 
 struct cJSON;
