@@ -313,11 +313,7 @@ struct sent {
     int32_t tokens; /* tokens whose logprobs were sent */
     bool started;   /* chat: the role chunk; echo: the prompt */
     bool finished;  /* the finish_reason (OpenAI) or the final object (/completion) */
-    /* chat: the text sent so far split into reasoning and content (reasoning.h), and how much
-       of each was sent */
-    struct serve_think th;
-    size_t sent_reasoning, sent_content;
-    bool th_on, th_done; /* th was initialised; finished (what it held is released) */
+    struct serve_think_stream think; /* chat: the text split into reasoning and content */
 };
 
 struct stream {
@@ -433,40 +429,26 @@ again:;
     sn->bytes = end;
     sn->tokens = upto;
     if (r->api == API_CHAT) {
-        /* the text through the reasoning splitter: its reasoning and content deltas */
-        if (!sn->th_on) {
-            serve_think_init(&sn->th, t->reasoning, true, t->think_open);
-            sn->th_on = true;
-        }
-        bool ok = !piece_len || serve_think_feed(&sn->th, piece_at, piece_len);
-        if (ok && !more && !sn->th_done) { /* the end releases what the splitter held */
-            ok = serve_think_finish(&sn->th);
-            sn->th_done = true;
-            more =
-                sn->th.reasoning.len > sn->sent_reasoning || sn->th.content.len > sn->sent_content;
-        }
-        if (!ok) {
+        /* the text through the reasoning splitter (reasoning.h); the end releases what it held */
+        const char *rs, *cs;
+        size_t nr, nc;
+        if (!serve_think_stream_step(&sn->think, t, piece_at, piece_len, !more, &rs, &nr, &cs,
+                                     &nc)) {
             st->done_sent = true;
-            cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
-            cJSON_AddStringToObject(e, "message", "out of memory");
-            cJSON_AddStringToObject(e, "type", error_type(500));
-            cJSON_AddNumberToObject(e, "code", 500);
-            return event(j);
+            return event(cJSON_Parse("{\"error\": {\"message\": \"out of memory\", \"type\": "
+                                     "\"server_error\", \"code\": 500}}"));
         }
-        const char *rs = sn->th.reasoning.s, *cs = sn->th.content.s;
-        const size_t nr = sn->th.reasoning.len - sn->sent_reasoning,
-                     nc = sn->th.content.len - sn->sent_content;
+        if (!more) more = nr || nc; /* a last delta before the finish */
         /* a token that released nothing after the split is sent with the next one, unless its
            logprobs are asked for: look at the next ones now (returning nothing here would park
            the stream with no one to wake it when the task has already ended) */
-        if (more && !nr && !nc && !r->chat_logprobs) goto again;
+        else if (!nr && !nc && !r->chat_logprobs)
+            goto again;
         o = chunk(st, index, &root);
         cJSON *d = cJSON_AddObjectToObject(o, "delta");
         if (more) { /* content first; the finish comes in a chunk of its own */
-            if (nr) serve_add_text(d, "reasoning_content", rs + sn->sent_reasoning, nr);
-            if (nc || !nr) serve_add_text(d, "content", cs ? cs + sn->sent_content : "", nc);
-            sn->sent_reasoning += nr;
-            sn->sent_content += nc;
+            if (nr) serve_add_text(d, "reasoning_content", rs, nr);
+            if (nc || !nr) serve_add_text(d, "content", cs, nc);
             if (r->chat_logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
                 cJSON_AddItemToObject(
@@ -629,8 +611,7 @@ static void stream_free(void *cls) {
     cancel_all(s, st->r, "the client went away", 500);
     pthread_mutex_unlock(&s->mu);
     for (int ti = 0; ti < SERVE_MAX_PROMPTS; ti++)
-        for (int i = 0; i < SERVE_MAX_N; i++)
-            if (st->sent[ti][i].th_on) serve_think_free(&st->sent[ti][i].th);
+        for (int i = 0; i < SERVE_MAX_N; i++) serve_think_stream_free(&st->sent[ti][i].think);
     serve_request_free(s, st->r);
     free(st->r);
     serve_lazy_free(st->pending);

@@ -214,6 +214,32 @@ bool serve_think_whole(struct serve_think *th, const struct task *t, const struc
            serve_think_finish(th);
 }
 
+bool serve_think_stream_step(struct serve_think_stream *ts, const struct task *t, const char *piece,
+                             size_t n, bool end, const char **r, size_t *nr, const char **c,
+                             size_t *nc) {
+    if (!ts->on) {
+        serve_think_init(&ts->th, t->reasoning, true, t->think_open);
+        ts->on = true;
+    }
+    bool ok = !n || serve_think_feed(&ts->th, piece, n);
+    if (ok && end && !ts->done) {
+        ok = serve_think_finish(&ts->th);
+        ts->done = true;
+    }
+    *r = ts->th.reasoning.s ? ts->th.reasoning.s + ts->sent_reasoning : "";
+    *c = ts->th.content.s ? ts->th.content.s + ts->sent_content : "";
+    *nr = ok ? ts->th.reasoning.len - ts->sent_reasoning : 0;
+    *nc = ok ? ts->th.content.len - ts->sent_content : 0;
+    ts->sent_reasoning += *nr;
+    ts->sent_content += *nc;
+    return ok;
+}
+
+void serve_think_stream_free(struct serve_think_stream *ts) {
+    if (ts->on) serve_think_free(&ts->th);
+    ts->on = false;
+}
+
 int32_t serve_think_tokens(const struct task *t, const struct choice *c) {
     struct serve_think th;
     const bool ok = serve_think_whole(&th, t, c);

@@ -114,6 +114,21 @@ bool serve_think_whole(struct serve_think *th, const struct task *t, const struc
  * for the split ran out (a count in the usage is not worth failing an answer for). */
 int32_t serve_think_tokens(const struct task *t, const struct choice *c);
 
+/* One streamed choice's splitter and what of it was sent. Zeroed (calloc) is ready to use. */
+struct serve_think_stream {
+    struct serve_think th;
+    size_t sent_reasoning, sent_content; /* bytes of th.reasoning and th.content sent */
+    bool on, done;                       /* th initialised; finished */
+};
+/* Feeds the text a stream event of choice c of task t released (piece[0 .. n)); end: the choice
+ * has no more text (its held bytes are released; later calls add nothing). The new reasoning
+ * and content come in *r[0 .. *nr) and *c[0 .. *nc) (pointers into the splitter, valid until
+ * the next call), and count as sent. False without memory. */
+bool serve_think_stream_step(struct serve_think_stream *ts, const struct task *t, const char *piece,
+                             size_t n, bool end, const char **r, size_t *nr, const char **c,
+                             size_t *nc);
+void serve_think_stream_free(struct serve_think_stream *ts);
+
 struct cJSON;
 /* A chat message's reasoning_content (OpenAI's and llama-server's field on an assistant
  * message of the history) against the template tmpl: NULL when the message has none (absent,
