@@ -207,6 +207,24 @@ expect(srv, "forced open: none", OPEN, "none", "", OPEN)
 expect(srv, "forced open: legacy", OPEN, "deepseek-legacy", "abc", "xyz", "",
        "<think>abc</think>xyz")
 expect(srv, "forced open: <think> written anyway", THINK, "deepseek", "abc", "xyz")
+# structured output holds the text to JSON from its first token: it is the answer, even where
+# the prompt opened a thought (JSON's grammar lets white space follow the value: stripped here)
+YES = {"type": "string", "enum": ["yes"]}
+for name, extra in [("response_format", {"response_format": {
+        "type": "json_schema", "json_schema": {"name": "a", "schema": YES}}}),
+        ("json_schema", {"json_schema": YES})]:
+    status, ans, _ = srv.post("/v1/chat/completions", dict(
+        messages=MSGS, max_tokens=16, temperature=0, **extra))
+    msg = ans["choices"][0]["message"] if status == 200 else ans
+    check("forced open: %s is the content" % name, status == 200
+          and (msg.get("content") or "").strip() == '"yes"' and "reasoning_content" not in msg, msg)
+    status, events, done = srv.stream("/v1/chat/completions", dict(
+        messages=MSGS, max_tokens=16, temperature=0, stream=True, **extra))
+    text = "".join(ch["delta"].get("content") or "" for ev in events
+                   for ch in ev.get("choices", []))
+    check("forced open: %s streamed is the content" % name, done and text.strip() == '"yes"'
+          and not any("reasoning_content" in ch["delta"] for ev in events
+                      for ch in ev.get("choices", [])), events[-1])
 _, _, raw = chat(srv, LONG, reasoning_format="none", max_tokens=5)
 raw_text = raw["message"]["content"] if raw else ""
 check("forced open: raw text cut by max_tokens", raw and raw["finish_reason"] == "length"

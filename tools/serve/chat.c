@@ -211,8 +211,16 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     const char *tmpl = serve_chat_template(s);
     if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
     t->eot = end_of_turn(p, tmpl);
-    /* a generation prompt that opens a thought (DeepSeek-R1, Nemotron): the output starts in it */
-    t->think_open = add_ass && serve_think_forced_open(text);
+    /* a generation prompt that opens a thought (DeepSeek-R1, Nemotron): the output starts in it;
+       unless structured output (json_schema, a response_format other than text) holds it to
+       JSON from its first token: then it is the answer, not a thought (llama-server reads it as
+       reasoning, leaving the content empty) */
+    const cJSON *js = serve_field(p, "json_schema"), *resp = serve_field(p, "response_format");
+    const cJSON *rtype =
+        cJSON_IsObject(resp) ? cJSON_GetObjectItemCaseSensitive(resp, "type") : NULL;
+    const bool structured =
+        js || (cJSON_IsString(rtype) && strcmp(rtype->valuestring, "text") != 0);
+    t->think_open = add_ass && !structured && serve_think_forced_open(text);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
        messages' contents are text, unless the caller trusts them (parse_special_content) */
