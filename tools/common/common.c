@@ -170,6 +170,10 @@ static const struct flag flags[] = {
     ROW(NULL, "--spm-infill", NULL, SERVE, FLAG_ON, SRV(spm_infill), 0, 0,
         "POST /infill puts the suffix before the prefix (Suffix/Prefix/Middle), as some models "
         "prefer (default: Prefix/Suffix/Middle)"),
+    ROW(NULL, "--reasoning-format", "FORMAT", SERVE, FLAG_NAME, SRV(reasoning_format), 0, 0,
+        "how a chat answer's <think> reasoning is returned: none (left in the content), "
+        "deepseek or auto (apart, in reasoning_content), deepseek-legacy (apart, but kept "
+        "in the content between its tags when streamed) (default auto)"),
     ROW(NULL, "--no-webui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,
         "no web page at / (chat and playground in the browser): / answers 404"),
     ROW(NULL, "--no-ui", NULL, SERVE, FLAG_ON, SRV(no_webui), 0, 0,

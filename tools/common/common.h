@@ -82,6 +82,8 @@ struct serve_opts {
     bool metrics;    /* --metrics: accepted; /metrics is served either way (README.md says why) */
     bool embedding;  /* --embedding(s): the embeddings endpoints, no completions */
     const char *slot_save_path;
+    /* --reasoning-format NAME, NULL: auto */
+    const char *reasoning_format;
     int32_t port;
     const char *api_keys[GEN_MAX_KEYS]; /* --api-key, repeatable */
     int n_api_keys;

@@ -169,6 +169,16 @@ void serve_chat_render(struct parse *p, struct server *s, struct task *t,
         spans[n_spans++] = (struct recur_text_span){(int32_t)at, (int32_t)add};
     }
     t->eot = end_of_turn(p, tmpl);
+    /* a generation prompt that opens a thought (DeepSeek-R1, Nemotron): the output starts in it;
+       unless structured output (json_schema, a response_format other than text) holds it to
+       JSON from its first token: then it is the answer, not a thought (llama-server reads it as
+       reasoning, leaving the content empty) */
+    const cJSON *js = serve_field(p, "json_schema"), *resp = serve_field(p, "response_format");
+    const cJSON *rtype =
+        cJSON_IsObject(resp) ? cJSON_GetObjectItemCaseSensitive(resp, "type") : NULL;
+    const bool structured =
+        js || (cJSON_IsString(rtype) && strcmp(rtype->valuestring, "text") != 0);
+    t->think_open = add_ass && !structured && serve_think_forced_open(text);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
        messages' contents are text, unless the caller trusts them (parse_special_content) */
@@ -230,6 +240,14 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
         return;
     }
     const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
+    /* llama-server's reasoning_format: how the answer's reasoning is returned (reasoning.h) */
+    const cJSON *rf = serve_field(p, "reasoning_format");
+    t->reasoning = s->reasoning;
+    if (rf && (!cJSON_IsString(rf) || serve_reasoning_of(rf->valuestring) < 0)) {
+        serve_fail(p, "\"reasoning_format\" must be one of %s", SERVE_REASONING_NAMES);
+        return;
+    }
+    if (rf) t->reasoning = (enum serve_reasoning)serve_reasoning_of(rf->valuestring);
     struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
     char **owned = calloc((size_t)n, sizeof *owned);
     if (!chat || !owned) {
@@ -242,8 +260,14 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
             serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
             goto done;
         }
+        const char *why_not = serve_think_history(serve_chat_template(s), m);
+        if (why_not) {
+            serve_fail(p, "\"messages\"[%d].reasoning_content: %s", i, why_not);
+            goto done;
+        }
         for (const cJSON *f = m->child; f; f = f->next)
             if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
+                strcmp(f->string, "reasoning_content") != 0 &&
                 !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
                 serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
                            f->string);

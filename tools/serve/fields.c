@@ -172,6 +172,7 @@ static const struct field chat_fields[] = {
     {"return_progress", F_USED, 0},
     /* no effect: recur's templates have no reasoning switch (read below) */
     {"reasoning_effort", F_USED, 0},
+    {"reasoning_format", F_USED, 0}, /* llama-server's: how <think> is returned (chat.c) */
 };
 
 static bool is_off_set(const cJSON *f) {

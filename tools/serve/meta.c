@@ -230,6 +230,10 @@ static cJSON *params_json(const struct server *s, const struct task *t, int32_t 
     cJSON_AddBoolToObject(p, "ignore_eos", t->ignore_eos);
     cJSON_AddBoolToObject(p, "cache_prompt", t->cache_prompt);
     cJSON_AddNumberToObject(p, "n_probs", 0);
+    /* llama-server's: how a chat answer's reasoning is returned (a chat task's own, else the
+       server's --reasoning-format) */
+    cJSON_AddStringToObject(p, "reasoning_format",
+                            serve_reasoning_name(t->api == API_CHAT ? t->reasoning : s->reasoning));
     cJSON *smp = cJSON_AddArrayToObject(p, "samplers");
     static const char *const chain[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
     for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)

@@ -66,12 +66,14 @@ static void expire_request(struct server *s, struct serve_park *p, const char *w
 }
 
 static void add_usage(cJSON *j, const struct serve_request *r) {
-    int32_t prompt = 0, done = 0, cached = 0;
+    int32_t prompt = 0, done = 0, cached = 0, reasoning = 0;
     for (int ti = 0; ti < r->n_tasks; ti++) {
         const struct task *t = r->tasks[ti];
         prompt += t->n_prompt;
         cached += t->n_cached;
         for (int i = 0; i < t->n; i++) done += t->choice[i].n_out;
+        for (int i = 0; r->api == API_CHAT && i < t->n; i++)
+            reasoning += serve_think_tokens(t, &t->choice[i]);
     }
     cJSON *u = cJSON_AddObjectToObject(j, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
@@ -79,6 +81,9 @@ static void add_usage(cJSON *j, const struct serve_request *r) {
     cJSON_AddNumberToObject(u, "total_tokens", prompt + done);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", cached);
+    if (r->api == API_CHAT) /* OpenAI's: the tokens of the reasoning (reasoning.h) */
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"),
+                                "reasoning_tokens", reasoning);
 }
 
 static cJSON *openai_object(const struct server *s, const struct serve_request *r, bool chunk) {
@@ -249,7 +254,17 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
             if (r->api == API_CHAT) {
                 cJSON *m = cJSON_AddObjectToObject(o, "message");
                 cJSON_AddStringToObject(m, "role", "assistant");
-                serve_add_text(m, "content", c->text, c->len);
+                /* the reasoning apart (llama-server's message.reasoning_content, when any) */
+                struct serve_think th;
+                if (!serve_think_whole(&th, t, c)) {
+                    serve_think_free(&th);
+                    cJSON_Delete(j);
+                    return NULL;
+                }
+                serve_add_text(m, "content", th.content.s, th.content.len);
+                if (th.reasoning.len)
+                    serve_add_text(m, "reasoning_content", th.reasoning.s, th.reasoning.len);
+                serve_think_free(&th);
                 if (r->chat_logprobs) {
                     cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
                     cJSON_AddItemToObject(
@@ -300,6 +315,7 @@ struct sent {
     int32_t tokens; /* tokens whose logprobs were sent */
     bool started;   /* chat: the role chunk; echo: the prompt */
     bool finished;  /* the finish_reason (OpenAI) or the final object (/completion) */
+    struct serve_think_stream think; /* chat: the text split into reasoning and content */
 };
 
 struct stream {
@@ -371,6 +387,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
        one; at the end, what was still held comes with the last token. Without per-token data
        (OpenAI's shapes without logprobs) a token that released no text is sent with the next
        one that does. */
+again:;
     const int32_t from = sn->tokens;
     /* n_out first: the arrays are set up by the scheduler outside s->mu, before any token */
     const int32_t avail = c->n_out == 0 ? 0
@@ -388,7 +405,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     }
     if (upto == avail && c->finished && c->text) end = c->len;
     if (!per_token && end == sn->bytes) upto = from; /* nothing to say for them yet */
-    const bool more = end > sn->bytes || upto > from;
+    bool more = end > sn->bytes || upto > from;
     const char *piece_at = c->text ? c->text + sn->bytes : "";
     const size_t piece_len = end - sn->bytes;
     if (r->api == API_LLAMA) {
@@ -413,11 +430,27 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
     if (!more && !finish_now) return NULL;
     sn->bytes = end;
     sn->tokens = upto;
-    o = chunk(st, index, &root);
     if (r->api == API_CHAT) {
+        /* the text through the reasoning splitter (reasoning.h); the end releases what it held */
+        const char *rs, *cs;
+        size_t nr, nc;
+        if (!serve_think_stream_step(&sn->think, t, piece_at, piece_len, !more, &rs, &nr, &cs,
+                                     &nc)) {
+            st->done_sent = true;
+            return event(cJSON_Parse("{\"error\": {\"message\": \"out of memory\", \"type\": "
+                                     "\"server_error\", \"code\": 500}}"));
+        }
+        if (!more) more = nr || nc; /* a last delta before the finish */
+        /* a token that released nothing after the split is sent with the next one, unless its
+           logprobs are asked for: look at the next ones now (returning nothing here would park
+           the stream with no one to wake it when the task has already ended) */
+        else if (!nr && !nc && !r->chat_logprobs)
+            goto again;
+        o = chunk(st, index, &root);
         cJSON *d = cJSON_AddObjectToObject(o, "delta");
         if (more) { /* content first; the finish comes in a chunk of its own */
-            serve_add_text(d, "content", piece_at, piece_len);
+            if (nr) serve_add_text(d, "reasoning_content", rs, nr);
+            if (nc || !nr) serve_add_text(d, "content", cs, nc);
             if (r->chat_logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
                 cJSON_AddItemToObject(
@@ -437,6 +470,7 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         }
         return event(root);
     }
+    o = chunk(st, index, &root);
     serve_add_text(o, "text", piece_at, piece_len);
     const size_t base = r->echo && t->prompt_text ? strlen(t->prompt_text) : 0;
     if (r->logprobs >= 0)
@@ -580,6 +614,8 @@ static void stream_free(void *cls) {
     pthread_mutex_lock(&s->mu);
     cancel_all(s, st->r, "the client went away", 500);
     pthread_mutex_unlock(&s->mu);
+    for (int ti = 0; ti < SERVE_MAX_PROMPTS; ti++)
+        for (int i = 0; i < SERVE_MAX_N; i++) serve_think_stream_free(&st->sent[ti][i].think);
     serve_request_free(s, st->r);
     free(st->r);
     serve_lazy_free(st->pending);

@@ -529,6 +529,11 @@ static bool check_flags(const struct gen_opts *o, const struct serve_opts *srv, 
         fprintf(stderr, "recur serve: --chat-template: %s\n", recur_last_error());
         return false;
     }
+    if (srv->reasoning_format && serve_reasoning_of(srv->reasoning_format) < 0) {
+        fprintf(stderr, "recur serve: --reasoning-format: \"%s\" is not a format (one of %s)\n",
+                srv->reasoning_format, SERVE_REASONING_NAMES);
+        return false;
+    }
     return true;
 }
 
@@ -657,6 +662,9 @@ int cmd_serve(int argc, char **argv) {
     }
     s.model_name = s.n_aliases ? s.aliases[0] : slash ? slash + 1 : o.model;
     s.chat_template = o.chat_template;
+    s.reasoning = srv.reasoning_format
+                      ? (enum serve_reasoning)serve_reasoning_of(srv.reasoning_format)
+                      : SERVE_REASONING_AUTO;
     s.slots_endpoint = !srv.no_slots;
     s.spm_infill = srv.spm_infill;
     s.webui = !srv.no_webui;

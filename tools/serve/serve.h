@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "recur.h"
+#include "reasoning.h"
 
 #define SERVE_MAX_STOP  4   /* stop strings per request, as OpenAI's API */
 #define SERVE_MAX_N     16  /* choices per request */
@@ -122,6 +123,10 @@ struct task {
                               string, not reported as one; NULL: none */
     recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read
                               as none too: tasks are calloc'd; set by the chat parser) */
+    /* chat: how the output's reasoning is separated (reasoning.h): reasoning_format, else the
+       server's; and whether the prompt ends inside an opened "<think>" (set by the chat parser) */
+    enum serve_reasoning reasoning;
+    bool think_open;
     struct recur_logit_bias *bias; /* copied into the samplers */
     int32_t n_bias;
     char *prompt_text;       /* the prompt's tokens as text (echo), NULL when not needed */
@@ -215,6 +220,8 @@ struct server {
     const char *chat_template;   /* --chat-template NAME, or NULL: the model's own (or default) */
     const char *const *api_keys; /* --api-key / --api-key-file; NULL: none asked */
     int n_api_keys;
+    /* --reasoning-format (default auto) */
+    enum serve_reasoning reasoning;
     const char *model_path; /* -m */
     struct serve_limits lim;
     bool slots_endpoint; /* GET /slots answers (--no-slots: 501) */
