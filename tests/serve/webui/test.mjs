@@ -42,10 +42,10 @@ function check(name, cond, detail = "") {
 const KEY = "webui-test-key";
 const T = 60000; // the longest wait for one step (the sanitizer build is slow)
 
-// `recur serve` on port (0: a free one); resolves when it listens.
-function startServer(port) {
+// `recur serve` on port (0: a free one), with extra flags; resolves when it listens.
+function startServer(port, extra = []) {
   const proc = spawn(recur, ["serve", "-m", model, "--port", String(port), "-t", "2", "-np", "2", "--api-key", KEY,
-    "--max-tokens", "100000"],
+    "--max-tokens", "100000", ...extra],
     { stdio: ["ignore", "ignore", "pipe"] });
   return new Promise((resolve, reject) => {
     let buf = "";
@@ -403,6 +403,34 @@ try {
   check("the chat request leaves out what only the playground sends (ignore_eos is set), and has the repeat penalty",
     !("ignore_eos" in reqLast.body) && !("n_predict" in reqLast.body) && reqLast.body.max_tokens === 16 &&
       reqLast.body.repeat_penalty === 1.1, JSON.stringify(reqLast.body));
+
+  // ---- a reasoning model's thought: DeepSeek-R1's template opens <think> in the prompt, so the
+  // whole answer of a model that never closes it is reasoning_content: folded under "Thinking"
+  const firstExit = await new Promise((r) => {
+    server.proc.once("exit", (code, sig) => r(code ?? sig));
+    server.proc.kill("SIGTERM");
+  });
+  check("the first server stops cleanly on SIGTERM", firstExit === 0, String(firstExit));
+  server = await startServer(new URL(base).port, ["--chat-template", "deepseek-r1"]);
+  await setSetting("set-temperature", "0");
+  await page.click("#new-chat");
+  await sendChat("Think about it.");
+  await waitState(lastAssistant(), ["done"]);
+  const shownThought = await lastAssistant().locator(".thinking .thought").textContent();
+  const thinkingShown = await lastAssistant().locator(".thinking").isVisible();
+  // the page's own request, asked again whole
+  const { stream, stream_options, ...asked } = lastRequest("/v1/chat/completions").body;
+  const direct = await (await fetch(base + "/v1/chat/completions", {
+    method: "POST", headers: { Authorization: `Bearer ${KEY}`, "Content-Type": "application/json" },
+    body: JSON.stringify(asked),
+  })).json();
+  check("the page asked greedy, streamed", stream === true && asked.temperature === 0, JSON.stringify(asked));
+  const want = direct.choices?.[0]?.message ?? {};
+  check("a reasoning answer: its thought shown under Thinking, as the API's reasoning_content",
+    thinkingShown && shownThought.length > 0 && shownThought === want.reasoning_content, JSON.stringify([shownThought, want]));
+  check("... and its answer text is the API's content (none: the thought never closed)",
+    (await lastAssistant().locator(".content").textContent()) === (want.content ?? ""), JSON.stringify(want));
+  await shot("webui-thinking.png");
 } catch (e) {
   check("the run went through", false, e.stack);
   await shot("webui-failure.png").catch(() => {});

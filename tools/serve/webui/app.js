@@ -405,6 +405,14 @@ function messageEl(conv, msg, index) {
   const who = document.createElement("div");
   who.className = "who";
   who.textContent = msg.role === "user" ? "You" : "Model";
+  // a reasoning model's thought (the server's reasoning_content), folded away above the answer
+  const thinking = document.createElement("details");
+  thinking.className = "thinking";
+  const summary = document.createElement("summary");
+  summary.textContent = "Thinking";
+  const thought = document.createElement("div");
+  thought.className = "thought";
+  thinking.append(summary, thought);
   const content = document.createElement("div");
   content.className = "content";
   const err = document.createElement("div");
@@ -422,12 +430,26 @@ function messageEl(conv, msg, index) {
     if (index === conv.messages.length - 1)
       tools.append(button("Regenerate", "small regenerate", () => !busy() && regenerate(conv), "Regenerate this answer"));
   }
-  box.append(who, content, err, stats, tools);
+  box.append(who, thinking, content, err, stats, tools);
   fillMessage(box, msg);
   return box;
 }
 
 function fillMessage(box, msg) {
+  const thinking = box.querySelector(".thinking");
+  if (thinking) {
+    thinking.hidden = !msg.reasoning;
+    thinking.querySelector(".thought").textContent = msg.reasoning ?? "";
+    // open while the model thinks, folded once the answer starts (once each: a reader's own
+    // click is not undone at the next token)
+    if (msg.pending && msg.reasoning && !msg.content && !thinking.dataset.auto) {
+      thinking.open = true;
+      thinking.dataset.auto = "opened";
+    } else if (msg.content && thinking.dataset.auto === "opened") {
+      thinking.open = false;
+      thinking.dataset.auto = "folded";
+    }
+  }
   const content = box.querySelector(".content");
   if (msg.role === "assistant") content.replaceChildren(renderMarkdown(msg.content));
   else content.textContent = msg.content;
@@ -494,7 +516,7 @@ async function copyText(text, btn) {
 // Streams the next answer of conv into a new assistant message.
 async function generate(conv) {
   // an answer that failed or was stopped before its first token is not part of the history
-  const history = conv.messages.filter((m) => !(m.role === "assistant" && m.content === ""));
+  const history = conv.messages.filter((m) => !(m.role === "assistant" && m.content === "" && !m.reasoning));
   const msg = { role: "assistant", content: "", pending: true };
   conv.messages.push(msg);
   conv.updated = Date.now();
@@ -523,11 +545,13 @@ async function generate(conv) {
     const resp = await request("/v1/chat/completions", body, controller.signal);
     for await (const ev of events(resp)) {
       if (ev.usage) usage = ev.usage;
-      const piece = ev.choices?.[0]?.delta?.content;
-      if (piece) {
+      const delta = ev.choices?.[0]?.delta ?? {};
+      const piece = delta.content, thought = delta.reasoning_content;
+      if (piece || thought) {
         if (!tFirst) tFirst = performance.now();
         tLast = performance.now();
-        msg.content += piece;
+        if (piece) msg.content += piece;
+        if (thought) msg.reasoning = (msg.reasoning ?? "") + thought;
         pieces++; // recur sends a token's text a chunk (less what a stop string may hold back)
         if (!frame) frame = requestAnimationFrame(show);
         // a reload mid-answer keeps what came so far
