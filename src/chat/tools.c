@@ -33,8 +33,7 @@ static const struct family families[RTOOLS_N] = {
      * prose (with Python signatures) and are not this family. */
     [RTOOLS_HERMES] = {"hermes",
                        {"<|im_start|>", "<tool_call>",
-                        "You may call one or more functions to assist with the user query.",
-                        NULL},
+                        "You may call one or more functions to assist with the user query.", NULL},
                        "<tool_call>"},
 };
 
@@ -330,13 +329,13 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
                                         int32_t *n_spans) {
     if (!n_spans || n_spans_max < 0 || (!spans && n_spans_max > 0) || length < 0 ||
         (!buf && length > 0) || (!chat && n_msg > 0)) {
-        rcore_error_set("recur_chat_apply_template_tools: %s",
-                        !n_spans           ? "n_spans is NULL"
-                        : n_spans_max < 0  ? "n_spans_max is negative"
-                        : length < 0       ? "length is negative"
-                        : !buf && length   ? "buf is NULL"
-                        : !chat && n_msg   ? "chat is NULL"
-                                           : "spans is NULL");
+        rcore_error_set("recur_chat_apply_template_tools: %s", !n_spans ? "n_spans is NULL"
+                                                               : n_spans_max < 0
+                                                                   ? "n_spans_max is negative"
+                                                               : length < 0 ? "length is negative"
+                                                               : !buf && length ? "buf is NULL"
+                                                               : !chat && n_msg ? "chat is NULL"
+                                                                                : "spans is NULL");
         return -1;
     }
     *n_spans = 0;
@@ -367,8 +366,12 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
         }
     }
     switch (rtools_family(tmpl)) {
-    case RTOOLS_HERMES: ok = hermes(&pl, tmpl, chat, n_msg, tl); break;
-    default: ok = generic(&pl, chat, n_msg, tl); break;
+    case RTOOLS_HERMES:
+        ok = hermes(&pl, tmpl, chat, n_msg, tl);
+        break;
+    default:
+        ok = generic(&pl, chat, n_msg, tl);
+        break;
     }
     cJSON_Delete(tl);
     for (size_t i = 0; i < pl.n; i++) pl.oom |= pl.m[i].text.failed;
@@ -400,8 +403,9 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
                 }
                 for (size_t j = 0; j < pl.m[i].n_subs; j++, k++)
                     if (k < n_spans_max)
-                        spans[k] = (struct recur_text_span){(int32_t)(sp[i].off + pl.m[i].subs[j].off),
-                                                            (int32_t)pl.m[i].subs[j].len};
+                        spans[k] =
+                            (struct recur_text_span){(int32_t)(sp[i].off + pl.m[i].subs[j].off),
+                                                     (int32_t)pl.m[i].subs[j].len};
             }
             *n_spans = k;
         }

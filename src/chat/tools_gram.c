@@ -20,8 +20,8 @@
 #include "chat.h"
 
 static bool name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /* GBNF text g with every rule name prefixed: names are the runs of name characters outside
@@ -100,8 +100,9 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         snprintf(prefix, sizeof prefix, "t%d-", i);
         prefix_rules(&b, g, prefix);
         free(g);
-        rcore_buf_printf(&b, "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws "
-                             "t%d-root\n",
+        rcore_buf_printf(&b,
+                         "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws "
+                         "t%d-root\n",
                          i, name, i);
         rcore_buf_printf(&fns, "%sf%d", n_alt++ ? " | " : "", i);
     }

@@ -22,13 +22,27 @@ static void dump_string(struct rcore_buf *b, const char *s) {
     rcore_buf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': rcore_buf_puts(b, "\\\""); break;
-        case '\\': rcore_buf_puts(b, "\\\\"); break;
-        case '\n': rcore_buf_puts(b, "\\n"); break;
-        case '\r': rcore_buf_puts(b, "\\r"); break;
-        case '\t': rcore_buf_puts(b, "\\t"); break;
-        case '\b': rcore_buf_puts(b, "\\b"); break;
-        case '\f': rcore_buf_puts(b, "\\f"); break;
+        case '"':
+            rcore_buf_puts(b, "\\\"");
+            break;
+        case '\\':
+            rcore_buf_puts(b, "\\\\");
+            break;
+        case '\n':
+            rcore_buf_puts(b, "\\n");
+            break;
+        case '\r':
+            rcore_buf_puts(b, "\\r");
+            break;
+        case '\t':
+            rcore_buf_puts(b, "\\t");
+            break;
+        case '\b':
+            rcore_buf_puts(b, "\\b");
+            break;
+        case '\f':
+            rcore_buf_puts(b, "\\f");
+            break;
         default:
             if (*p < 0x20)
                 rcore_buf_printf(b, "\\u%04x", *p);

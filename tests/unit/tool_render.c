@@ -82,13 +82,15 @@ static int render(const char *tmpl, bool add_ass, const char *in) {
         m[i].tool_calls = &calls[k];
         for (const cJSON *c = tc ? tc->child : NULL; c && k < 256; c = c->next, k++) {
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
-            calls[k] = (struct recur_tool_call){str(c, "id"), str(fn, "name"), str(fn, "arguments")};
+            calls[k] =
+                (struct recur_tool_call){str(c, "id"), str(fn, "name"), str(fn, "arguments")};
             m[i].n_tool_calls++;
         }
     }
     char *ts = tools ? cJSON_PrintUnformatted(tools) : NULL;
     int32_t ns = 0;
-    const int32_t len = recur_chat_apply_template_tools(tmpl, m, n, ts, add_ass, NULL, 0, NULL, 0, &ns);
+    const int32_t len =
+        recur_chat_apply_template_tools(tmpl, m, n, ts, add_ass, NULL, 0, NULL, 0, &ns);
     if (len < 0) return fail();
     char *buf = malloc((size_t)len + 1);
     struct recur_text_span *sp = calloc((size_t)ns + 1, sizeof *sp);
@@ -156,10 +158,10 @@ int main(int argc, char **argv) {
         const char *f = recur_chat_tool_format(tmpl);
         rc = f ? (puts(f), 0) : fail();
     } else if (strcmp(argv[1], "grammar") == 0 && argc == 6) {
-        const enum recur_tool_choice c = strcmp(argv[3], "required") == 0 ? RECUR_TOOL_CHOICE_REQUIRED
-                                         : strcmp(argv[3], "function") == 0
-                                             ? RECUR_TOOL_CHOICE_FUNCTION
-                                             : RECUR_TOOL_CHOICE_AUTO;
+        const enum recur_tool_choice c =
+            strcmp(argv[3], "required") == 0   ? RECUR_TOOL_CHOICE_REQUIRED
+            : strcmp(argv[3], "function") == 0 ? RECUR_TOOL_CHOICE_FUNCTION
+                                               : RECUR_TOOL_CHOICE_AUTO;
         bool lazy = false;
         char *g = recur_chat_tools_grammar(tmpl, in, c, strcmp(argv[4], "-") ? argv[4] : NULL,
                                            strcmp(argv[5], "1") == 0, &lazy);
