@@ -98,6 +98,16 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         }
         char prefix[24];
         snprintf(prefix, sizeof prefix, "t%d-", i);
+        /* the schema's white space (up to a new line and 20 blanks between tokens) made one
+           blank at most: models write calls compactly, and a small model sampled under the
+           grammar otherwise spends its tokens on white space */
+        char *sp = strstr(g, "\nspace ::= ");
+        if (!sp && strncmp(g, "space ::= ", 10) == 0) sp = g - 1;
+        if (sp) {
+            char *body = sp + 1 + strlen("space ::= "), *eol = body + strcspn(body, "\n");
+            memset(body, ' ', (size_t)(eol - body));
+            if (eol - body >= 4) memcpy(body, "\" \"?", 4);
+        }
         prefix_rules(&b, g, prefix);
         free(g);
         rcore_buf_printf(&b,
@@ -113,11 +123,11 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
     }
     rcore_buf_puts(&fns, "\n");
     rcore_buf_add(&b, fns.p, fns.len);
-    rcore_buf_puts(&b, "ws ::= [ \\t\\n]{0,4}\n");
+    rcore_buf_puts(&b, "ws ::= \" \"?\nnl ::= \"\\n\"?\n");
     if (fam == RTOOLS_HERMES) {
-        rcore_buf_puts(&b, "tc ::= \"<tool_call>\" ws \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
-                           "ws \"}\" ws \"</tool_call>\"\n");
-        rcore_buf_puts(&b, parallel ? "root ::= tc (ws tc)*\n" : "root ::= tc\n");
+        rcore_buf_puts(&b, "tc ::= \"<tool_call>\" nl \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
+                           "ws \"}\" nl \"</tool_call>\"\n");
+        rcore_buf_puts(&b, parallel ? "root ::= tc (nl tc)*\n" : "root ::= tc\n");
     } else {
         rcore_buf_puts(&b, "call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns ws \"}\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= \"{\\\"tool_calls\\\"\" ws \":\" ws \"[\" ws call "

@@ -3,9 +3,11 @@
  * the chat template into the task's prompt tokens.
  *
  * messages: [{role, content}], role "system", "developer" (OpenAI's newer name for system
- * instructions: rendered as system), "user" or "assistant"; content a string or an array of
- * {"type": "text", "text": ...} parts, joined as they are. Other roles, part types and message
- * fields (name, tool calls) change what the model would see and are refused by name.
+ * instructions: rendered as system), "user", "assistant", "tool" or "function" (a tool result,
+ * toolcall.c); content a string or an array of {"type": "text", "text": ...} parts, joined as
+ * they are. Assistant tool_calls and the tool fields are read by toolcall.c, with the request's
+ * tools. Other roles, part types and message fields change what the model would see and are
+ * refused by name.
  *
  * The template: --chat-template (s->chat_template), else the model's own
  * (tokenizer.chat_template), else RECUR_CHAT_TEMPLATE_DEFAULT ("chatml"). add_generation_prompt
@@ -23,30 +25,35 @@
 
 #define MAX_MESSAGES 4096
 
-/* Renders chat with tmpl into a malloc'd string; NULL with p failed. */
-/* The chat rendered with the template (malloc'd), and, when spans is not NULL, where its n
- * messages' contents lie in it (room for n, their count into *n_spans). */
-static char *render(struct parse *p, const char *tmpl, const struct recur_chat_message *chat,
-                    size_t n, bool add_ass, struct recur_text_span *spans, int32_t *n_spans) {
+/* The chat rendered with the template and the tools (JSON text, NULL: none) (malloc'd), and,
+ * when spans is not NULL, where the texts from the request lie in it (a malloc'd array into
+ * *spans, their count into *n_spans). NULL with p failed. */
+static char *render_tools(struct parse *p, const char *tmpl,
+                          const struct recur_chat_tool_message *chat, size_t n, const char *tools,
+                          bool add_ass, struct recur_text_span **spans, int32_t *n_spans) {
     int32_t ns = 0;
-    const int32_t room = spans ? (int32_t)n : 0;
     const int32_t need =
-        recur_chat_apply_template_spans(tmpl, chat, n, add_ass, NULL, 0, spans, room, &ns);
+        recur_chat_apply_template_tools(tmpl, chat, n, tools, add_ass, NULL, 0, NULL, 0, &ns);
     if (need < 0) {
         serve_fail(p, "the chat template: %s", recur_last_error());
         return NULL;
     }
     char *text = malloc((size_t)need + 1);
-    if (!text) {
+    struct recur_text_span *sp = spans ? malloc(sizeof *sp * ((size_t)ns + 1)) : NULL;
+    if (!text || (spans && !sp)) {
+        free(text);
+        free(sp);
         serve_fail(p, "out of memory for the rendered chat");
         return NULL;
     }
-    if (recur_chat_apply_template_spans(tmpl, chat, n, add_ass, text, need + 1, spans, room, &ns) !=
-        need) {
+    if (recur_chat_apply_template_tools(tmpl, chat, n, tools, add_ass, text, need + 1, sp,
+                                        sp ? ns : 0, &ns) != need) {
         free(text);
+        free(sp);
         serve_fail(p, "the chat template: %s", recur_last_error());
         return NULL;
     }
+    if (spans) *spans = sp;
     if (n_spans) *n_spans = ns;
     return text;
 }
@@ -56,8 +63,9 @@ static char *render(struct parse *p, const char *tmpl, const struct recur_chat_m
  * then failed). */
 static char *end_of_turn(struct parse *p, const char *tmpl) {
     static const char mark[] = "\x01recur-probe\x01";
-    const struct recur_chat_message probe[] = {{"user", "hi"}, {"assistant", mark}};
-    char *text = render(p, tmpl, probe, 2, false, NULL, NULL);
+    const struct recur_chat_tool_message probe[] = {{.role = "user", .content = "hi"},
+                                                    {.role = "assistant", .content = mark}};
+    char *text = render_tools(p, tmpl, probe, 2, NULL, false, NULL, NULL);
     if (!text) return NULL;
     char *at = strstr(text, mark), *eot = NULL;
     if (at) {
@@ -138,68 +146,19 @@ const char *serve_chat_template(const struct server *s) {
     return tmpl ? tmpl : RECUR_CHAT_TEMPLATE_DEFAULT;
 }
 
-void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+void serve_chat_render(struct parse *p, struct server *s, struct task *t,
+                       const struct recur_chat_tool_message *chat, size_t n, const char *tools,
+                       bool add_ass) {
     if (p->bad) return;
-    if (!cJSON_IsArray(msgs) || !msgs->child) {
-        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
-                           : "\"messages\" is required");
-        return;
-    }
-    const int n = cJSON_GetArraySize(msgs);
-    if (n > MAX_MESSAGES) {
-        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
-        return;
-    }
-    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(p->body, "add_generation_prompt");
-    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp)) {
-        serve_fail(p, "\"add_generation_prompt\" must be true or false");
-        return;
-    }
-    const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
-    struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
-    char **owned = calloc((size_t)n, sizeof *owned);
-    char *text = NULL;
-    struct recur_text_span *spans = calloc((size_t)n, sizeof *spans);
-    int32_t n_spans = 0;
-    if (!chat || !owned || !spans) {
-        serve_fail(p, "out of memory");
-        goto done;
-    }
-    int i = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
-        if (!cJSON_IsObject(m)) {
-            serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
-            goto done;
-        }
-        for (const cJSON *f = m->child; f; f = f->next)
-            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
-                !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
-                serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
-                           f->string);
-                goto done;
-            }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const char *r = cJSON_IsString(role) ? role->valuestring : "";
-        if (strcmp(r, "developer") == 0) r = "system";
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
-            serve_fail(p,
-                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\" or "
-                       "\"assistant\"",
-                       i);
-            goto done;
-        }
-        chat[i].role = r;
-        chat[i].content =
-            content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
-        if (!chat[i].content) goto done;
-    }
     const char *tmpl = serve_chat_template(s);
-    if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
+    struct recur_text_span *spans = NULL;
+    int32_t n_spans = 0;
+    char *text = render_tools(p, tmpl, chat, n, tools, add_ass, &spans, &n_spans);
+    if (!text) return;
     t->eot = end_of_turn(p, tmpl);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
-       messages' contents are text, unless the caller trusts them (parse_special_content) */
+       texts from the request are text, unless the caller trusts them (parse_special_content) */
     const cJSON *trust = serve_field(p, "parse_special_content");
     if (trust && !cJSON_IsBool(trust)) {
         serve_fail(p, "\"parse_special_content\" must be true or false");
@@ -235,9 +194,67 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
     t->prompt_text = text; /* the rendered chat: /apply-template answers it */
     text = NULL;
 done:
-    for (int k = 0; owned && k < n; k++) free(owned[k]);
-    free(owned);
-    free(chat);
     free(spans);
     free(text);
+}
+
+void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
+    if (p->bad) return;
+    if (!cJSON_IsArray(msgs) || !msgs->child) {
+        serve_fail(p, msgs ? "\"messages\" must be a non-empty array of messages"
+                           : "\"messages\" is required");
+        return;
+    }
+    const int n = cJSON_GetArraySize(msgs);
+    if (n > MAX_MESSAGES) {
+        serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
+        return;
+    }
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(p->body, "add_generation_prompt");
+    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp)) {
+        serve_fail(p, "\"add_generation_prompt\" must be true or false");
+        return;
+    }
+    const bool add_ass = !agp || cJSON_IsNull(agp) || cJSON_IsTrue(agp);
+    struct recur_chat_tool_message *chat = calloc((size_t)n, sizeof *chat);
+    char **owned = calloc((size_t)n, sizeof *owned);
+    char *tools = NULL;
+    if (!chat || !owned) {
+        serve_fail(p, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+        if (!cJSON_IsObject(m)) {
+            serve_fail(p, "\"messages\"[%d] must be an object {role, content}", i);
+            goto done;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const char *r = cJSON_IsString(role) ? role->valuestring : "";
+        if (strcmp(r, "developer") == 0) r = "system";
+        if (strcmp(r, "function") == 0) r = "tool"; /* OpenAI's legacy name of a tool result */
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 &&
+            strcmp(r, "tool") != 0) {
+            serve_fail(p,
+                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\", "
+                       "\"assistant\", \"tool\" or \"function\"",
+                       i);
+            goto done;
+        }
+        chat[i].role = r;
+        if (!serve_chat_tool_fields(p, m, i, r, &chat[i])) goto done;
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (chat[i].n_tool_calls && (!content || cJSON_IsNull(content))) continue;
+        chat[i].content = content_of(p, content, i, &owned[i]);
+        if (!chat[i].content) goto done;
+    }
+    tools = serve_tools_text(p);
+    serve_chat_render(p, s, t, chat, (size_t)n, tools, add_ass);
+done:
+    for (int k = 0; owned && k < n; k++) free(owned[k]);
+    for (int k = 0; chat && k < n; k++) free((void *)chat[k].tool_calls);
+    free(owned);
+    free(chat);
+    free(tools);
 }

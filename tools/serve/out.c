@@ -244,10 +244,22 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "index", ti * t->n + i);
             const int32_t n_tok = serve_tokens_ready(c, c->len);
+            const char *finish = c->finish_reason ? c->finish_reason : "stop";
             if (r->api == API_CHAT) {
                 cJSON *m = cJSON_AddObjectToObject(o, "message");
                 cJSON_AddStringToObject(m, "role", "assistant");
-                serve_add_text(m, "content", c->text, c->len);
+                struct recur_tool_calls *tc = serve_tools_parse(s, t, c);
+                if (tc && tc->n_calls) { /* toolcall.c */
+                    if (tc->content[0])
+                        serve_add_text(m, "content", tc->content, strlen(tc->content));
+                    else
+                        cJSON_AddNullToObject(m, "content");
+                    cJSON_AddItemToObject(m, "tool_calls", serve_tool_calls_json(t, i, tc, false));
+                    finish = "tool_calls";
+                } else {
+                    serve_add_text(m, "content", c->text, c->len);
+                }
+                recur_tool_calls_free(tc);
                 if (r->chat_logprobs) {
                     cJSON *lp = cJSON_AddObjectToObject(o, "logprobs");
                     cJSON_AddItemToObject(
@@ -271,8 +283,7 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
                 else
                     cJSON_AddNullToObject(o, "logprobs");
             }
-            cJSON_AddStringToObject(o, "finish_reason",
-                                    c->finish_reason ? c->finish_reason : "stop");
+            cJSON_AddStringToObject(o, "finish_reason", finish);
             cJSON_AddItemToArray(arr, o);
         }
     }
@@ -298,6 +309,7 @@ struct sent {
     int32_t tokens; /* tokens whose logprobs were sent */
     bool started;   /* chat: the role chunk; echo: the prompt */
     bool finished;  /* the finish_reason (OpenAI) or the final object (/completion) */
+    bool calls;     /* chat with tools: the calls were sent (finish_reason "tool_calls") */
 };
 
 struct stream {
@@ -329,6 +341,40 @@ static cJSON *chunk(const struct stream *st, int index, cJSON **root) {
     cJSON_AddItemToArray(arr, o);
     if (st->r->include_usage) cJSON_AddNullToObject(*root, "usage");
     return o;
+}
+
+/* Chat with tools, choice i finished: the rest of its content and its calls in one delta
+ * (when it has calls), then the finish chunk ("tool_calls" when there were calls). */
+static char *tool_event(struct stream *st, struct task *t, int i, int index, struct sent *sn) {
+    const struct choice *c = &t->choice[i];
+    cJSON *root = NULL, *o = chunk(st, index, &root);
+    if (sn->calls || sn->bytes >= c->len) { /* all sent: the finish */
+        sn->finished = true;
+        cJSON_AddObjectToObject(o, "delta");
+        cJSON_AddNullToObject(o, "logprobs");
+        cJSON_AddStringToObject(o, "finish_reason",
+                                sn->calls          ? "tool_calls"
+                                : c->finish_reason ? c->finish_reason
+                                                   : "stop");
+        add_timings(root, timings_of(t, c->n_out));
+        return event(root);
+    }
+    struct recur_tool_calls *tc = serve_tools_parse(st->s, t, c);
+    cJSON *d = cJSON_AddObjectToObject(o, "delta");
+    if (tc && tc->n_calls) {
+        const size_t n = strlen(tc->content); /* what was sent is a prefix of it */
+        if (n > sn->bytes) serve_add_text(d, "content", tc->content + sn->bytes, n - sn->bytes);
+        cJSON_AddItemToObject(d, "tool_calls", serve_tool_calls_json(t, i, tc, true));
+        sn->calls = true;
+    } else { /* no calls after all: the rest is content */
+        serve_add_text(d, "content", c->text + sn->bytes, c->len - sn->bytes);
+    }
+    sn->bytes = c->len;
+    sn->tokens = c->n_out;
+    recur_tool_calls_free(tc);
+    cJSON_AddNullToObject(o, "logprobs");
+    cJSON_AddNullToObject(o, "finish_reason");
+    return event(root);
 }
 
 /* The next event of choice i of task t (index: its place in the answer), NULL: none yet. */
@@ -385,6 +431,11 @@ static char *choice_event(struct stream *st, struct task *t, int i, int index, s
         if (end > sn->bytes || per_token) break;
     }
     if (upto == avail && c->finished && c->text) end = c->len;
+    if (r->api == API_CHAT && t->tools) { /* toolcall.c: no content from where a call begins */
+        if (c->finished && !sn->finished) return tool_event(st, t, i, index, sn);
+        const size_t ok = serve_tools_sendable(s, c->text, c->len);
+        if (end > ok) end = ok > sn->bytes ? ok : sn->bytes;
+    }
     if (!per_token && end == sn->bytes) upto = from; /* nothing to say for them yet */
     const bool more = end > sn->bytes || upto > from;
     const char *piece_at = c->text ? c->text + sn->bytes : "";
