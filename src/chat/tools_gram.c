@@ -222,7 +222,8 @@ static const char *json_at(const char *p, const char *end, cJSON **v) {
     return *v ? stop : NULL;
 }
 
-/* Hermes: <tool_call> JSON </tool_call>, repeated; the last close may be missing at the end. */
+/* Hermes: <tool_call> JSON </tool_call>, repeated; the last close may be missing (or cut) at
+ * the end. */
 static const char *parse_hermes(const char *p, const char *end, struct calls *cs) {
     while (starts(p, end, "<tool_call>")) {
         cJSON *o = NULL;
@@ -233,7 +234,10 @@ static const char *parse_hermes(const char *p, const char *end, struct calls *cs
         q = skip_ws(q, end);
         if (starts(q, end, "</tool_call>"))
             q = skip_ws(q + strlen("</tool_call>"), end);
-        else if (q != end)
+        else if ((size_t)(end - q) < strlen("</tool_call>") &&
+                 memcmp(q, "</tool_call>", (size_t)(end - q)) == 0)
+            q = end; /* the close cut off by the length limit: the call is whole */
+        else
             return NULL;
         p = q;
     }

@@ -275,6 +275,7 @@ PARSE = [
            "\"arguments\": {\"tz\": \"CET\"}}\n</tool_call>", "Let me check.", [W, T]),
     # cut off at the end without its close: still a call
     (QWEN, "<tool_call>{\"name\":\"get_time\",\"arguments\":{\"tz\":\"CET\"}}", "", [T]),
+    (QWEN, "<tool_call>{\"name\":\"get_time\",\"arguments\":{\"tz\":\"CET\"}}\n</tool_", "", [T]),
     # arguments as a JSON string (some models write them so)
     (QWEN, "<tool_call>{\"name\":\"get_time\",\"arguments\":\"{\\\"tz\\\":\\\"CET\\\"}\"}"
            "</tool_call>", "", [T]),
