@@ -765,6 +765,14 @@ RECUR_API const char *recur_model_chat_template(const struct recur_model *model,
  *             text when the chat has none), calls "<tool_call>\n{"name": N, "arguments": A}\n
  *             </tool_call>", results in "<tool_response>\n...\n</tool_response>" inside a user
  *             turn (consecutive results share one). Trigger "<tool_call>".
+ *  "llama3"   Llama 3.1 / 3.2 / 3.3 templates ("Environment: ipython"): the system turn opens
+ *             with "Environment: ipython\n" (the date header is the caller's system text, as
+ *             without tools), the tools (JSON, indent 4, each followed by a blank line) after
+ *             the templates' instructions at the start of the first user message (which is
+ *             trimmed), a call as the assistant's whole text {"name": N, "parameters": A} (one
+ *             call a message; parallel_tool_calls gives one call too), a result as an
+ *             "ipython" turn holding the content as a JSON string (as the templates' tojson of
+ *             a string writes it). Trigger "{\"name\"".
  *  "generic"  every other template (and builtin names): recur's own format over the
  *             template's plain turns. The system turn (the first system message, or a new one)
  *             ends with "\n\n" (when it has text) and:
@@ -797,7 +805,8 @@ struct recur_chat_tool_message {
     const char *name;         /* tool: the function's name (NULL: none) */
 };
 
-/* The tool-call family of tmpl (a builtin name or a template's text): "hermes" or "generic"
+/* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "llama3" or
+ * "generic"
  * (static strings). NULL with the error set when tmpl is NULL or not a template recur knows. */
 RECUR_API const char *recur_chat_tool_format(const char *tmpl);
 /* The text that opens a call in tmpl's family (the lazy grammar's trigger; static). NULL with

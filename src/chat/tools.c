@@ -35,6 +35,10 @@ static const struct family families[RTOOLS_N] = {
                        {"<|im_start|>", "<tool_call>",
                         "You may call one or more functions to assist with the user query.", NULL},
                        "<tool_call>"},
+    /* Llama 3.1 / 3.2 / 3.3: JSON calls with "parameters", results in "ipython" turns */
+    [RTOOLS_LLAMA3] = {"llama3",
+                       {"<|start_header_id|>", "ipython", "\"parameters\": ", NULL},
+                       "{\"name\""},
 };
 
 enum rtools_family rtools_family(const char *tmpl) {
@@ -221,6 +225,97 @@ static bool hermes(struct plain *pl, const char *tmpl, const struct recur_chat_t
     return true;
 }
 
+/* ---- llama3 (Llama 3.1 / 3.2 / 3.3) ----------------------------------------------------- */
+
+/* The real templates' words (tools_in_user_message, their default). The date header they
+ * write is not recur's to know (as without tools): the caller's system text carries it. */
+static const char llama3_env[] = "Environment: ipython\n";
+static const char llama3_user_head[] =
+    "Given the following functions, please respond with a JSON for a function call with its "
+    "proper arguments that best answers the given prompt.\n\nRespond in the format "
+    "{\"name\": function name, \"parameters\": dictionary of argument name and its "
+    "value}.Do not use variables.\n\n";
+
+static bool llama3(struct plain *pl, const struct recur_chat_tool_message *chat, size_t n,
+                   const cJSON *tools) {
+    size_t from = 0;
+    const bool with = tools && tools->child;
+    if (with) {
+        struct pmsg *m = add_msg(pl, "system");
+        if (!m) return false;
+        markup(m, llama3_env);
+        if (n > 0 && strcmp(chat[0].role, "system") == 0) {
+            user_text(pl, m, chat[0].content ? chat[0].content : "");
+            from = 1;
+        }
+        if (from >= n) {
+            rcore_error_set("chat template llama3: the tools go into the first user message, "
+                            "and there is none");
+            return false;
+        }
+        m = add_msg(pl, "user");
+        if (!m) return false;
+        markup(m, llama3_user_head);
+        for (const cJSON *t = tools->child; t; t = t->next) {
+            user_json(pl, m, t, 4);
+            markup(m, "\n\n");
+        }
+        /* the template trims this message alone: its white space is cut here */
+        const char *c = chat[from].content ? chat[from].content : "";
+        size_t len = strlen(c);
+        while (len && strchr(" \t\n\r", c[len - 1])) len--;
+        while (len && strchr(" \t\n\r", *c)) c++, len--;
+        put_user(pl, m, c, len);
+        from++;
+    }
+    for (size_t i = from; i < n; i++) {
+        const struct recur_chat_tool_message *msg = &chat[i];
+        if (strcmp(msg->role, "tool") == 0) {
+            /* an ipython turn: written inside the previous message's text, whose end closes
+               it (the format has no such role) */
+            struct pmsg *m = pl->n ? &pl->m[pl->n - 1] : NULL;
+            if (!m || strcmp(m->role, "assistant") != 0) {
+                rcore_error_set("chat template llama3: message %zu: a tool result must follow "
+                                "an assistant message",
+                                i);
+                return false;
+            }
+            markup(m, "<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n");
+            /* the template writes a string result with tojson (a string is "iterable" to
+               Jinja): quoted */
+            cJSON *c = cJSON_CreateString(msg->content ? msg->content : "");
+            if (!c) {
+                pl->oom = true;
+                return false;
+            }
+            user_json(pl, m, c, -1);
+            cJSON_Delete(c);
+            continue;
+        }
+        struct pmsg *m = add_msg(pl, msg->role);
+        if (!m) return false;
+        if (msg->n_tool_calls == 0) {
+            user_text(pl, m, msg->content ? msg->content : "");
+            continue;
+        }
+        if (msg->n_tool_calls > 1) {
+            rcore_error_set("chat template llama3: message %zu has %zu tool calls; the format "
+                            "takes one a message",
+                            i, msg->n_tool_calls);
+            return false;
+        }
+        cJSON *a = call_args(msg, i, 0);
+        if (!a) return false;
+        markup(m, "{\"name\": \"");
+        user_text(pl, m, msg->tool_calls[0].name);
+        markup(m, "\", \"parameters\": ");
+        user_json(pl, m, a, -1);
+        markup(m, "}");
+        cJSON_Delete(a);
+    }
+    return true;
+}
+
 /* ---- generic ----------------------------------------------------------------------------- */
 
 static const char generic_head[] = "You can call tools. The tools (name, description and the JSON "
@@ -368,6 +463,9 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
     switch (rtools_family(tmpl)) {
     case RTOOLS_HERMES:
         ok = hermes(&pl, tmpl, chat, n_msg, tl);
+        break;
+    case RTOOLS_LLAMA3:
+        ok = llama3(&pl, chat, n_msg, tl);
         break;
     default:
         ok = generic(&pl, chat, n_msg, tl);

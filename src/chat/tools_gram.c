@@ -111,9 +111,9 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         prefix_rules(&b, g, prefix);
         free(g);
         rcore_buf_printf(&b,
-                         "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws "
+                         "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"%s\\\"\" ws \":\" ws "
                          "t%d-root\n",
-                         i, name, i);
+                         i, name, fam == RTOOLS_LLAMA3 ? "parameters" : "arguments", i);
         rcore_buf_printf(&fns, "%sf%d", n_alt++ ? " | " : "", i);
     }
     if (!found) {
@@ -128,6 +128,8 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         rcore_buf_puts(&b, "tc ::= \"<tool_call>\" nl \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
                            "ws \"}\" nl \"</tool_call>\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= tc (nl tc)*\n" : "root ::= tc\n");
+    } else if (fam == RTOOLS_LLAMA3) { /* one call a message: parallel is one call */
+        rcore_buf_puts(&b, "root ::= \"{\\\"name\\\"\" ws \":\" ws fns ws \"}\"\n");
     } else {
         rcore_buf_puts(&b, "call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns ws \"}\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= \"{\\\"tool_calls\\\"\" ws \":\" ws \"[\" ws call "
@@ -244,6 +246,20 @@ static const char *parse_hermes(const char *p, const char *end, struct calls *cs
     return p;
 }
 
+/* Llama 3: {"name": N, "parameters": A} (or "arguments") */
+static const char *parse_llama3(const char *p, const char *end, struct calls *cs) {
+    cJSON *o = NULL;
+    const char *q = json_at(p, end, &o);
+    cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    if (params && !cJSON_GetObjectItemCaseSensitive(o, "arguments")) {
+        cJSON_DetachItemViaPointer(o, params);
+        cJSON_AddItemToObject(o, "arguments", params);
+    }
+    const bool ok = q && push(cs, o);
+    cJSON_Delete(o);
+    return ok ? skip_ws(q, end) : NULL;
+}
+
 /* Generic: {"tool_calls": [call, ...]} */
 static const char *parse_generic(const char *p, const char *end, struct calls *cs) {
     cJSON *o = NULL;
@@ -272,7 +288,10 @@ struct recur_tool_calls *recur_chat_parse_tool_calls(const char *tmpl, const cha
         if (starts(p, end, trig)) at = p;
     struct calls cs = {0};
     const char *rest = NULL;
-    if (at) rest = fam == RTOOLS_HERMES ? parse_hermes(at, end, &cs) : parse_generic(at, end, &cs);
+    if (at)
+        rest = fam == RTOOLS_HERMES   ? parse_hermes(at, end, &cs)
+               : fam == RTOOLS_LLAMA3 ? parse_llama3(at, end, &cs)
+                                      : parse_generic(at, end, &cs);
     if (!rest || cs.n == 0) { /* no calls: all is content */
         calls_clear(&cs);
         at = end;

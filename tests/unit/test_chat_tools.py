@@ -2,6 +2,8 @@
 the call grammar (tests/unit/tool_render.c).
 
 Rendering, byte for byte:
+  llama3   the real Llama 3.1 and 3.2 templates, the same way (the date header given to recur
+           in the system text, as test_chat_templates.py does).
   hermes   the real Qwen 2.5 and Qwen 3 templates rendered by Jinja2 (Debian's python3-jinja2,
            sandboxed, trim_blocks and lstrip_blocks, and transformers' `tojson`:
            json.dumps(x, ensure_ascii=False, indent=indent)), with the tools, assistant calls
@@ -9,7 +11,7 @@ Rendering, byte for byte:
            and tool results.
   generic  recur's documented format (include/recur.h): the expected messages are built here
            from the documentation's words, then rendered by the real templates of formats
-           without a tool family here (Phi-3.5, Gemma 2, Mistral Small 3.2, Llama 3.1).
+           without a tool family here (Phi-3.5, Granite 4.1, DeepSeek R1 Distill).
 Parser: hand-written model outputs of each family, with the calls expected written out.
 Grammar: each family's grammar (rgram matcher) accepts the calls the parser reads and rejects
 malformed ones; a named function allows only that one; parallel allows several.
@@ -163,6 +165,36 @@ for path, convs in HERMES:
             check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
                   (path, label, gen, show(want), show(have)))
 
+# ---- llama3: the real Llama 3.1 / 3.2 templates -------------------------------------------
+
+LLAMA31_HEAD = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+A_ONE = {"role": "assistant", "content": "",
+         "tool_calls": [call("call_1", "get_weather", {"city": "Zürich", "days": 2})]}
+A_ONE_TEXT = dict(A_ONE, content="I will look.")  # the template drops the text of a call
+LLAMA_CONVS = [
+    ("sys+user, one tool", [SYS, U1], [WEATHER]),
+    ("sys+user, three tools", [SYS, U1], [WEATHER, TIME, NOARGS]),
+    ("call, result, reply, user", [SYS, U1, A_ONE, T1, A_FINAL, U2], [WEATHER, TIME]),
+    ("call with text, result", [SYS, U1, A_ONE_TEXT, T1], [WEATHER]),
+]
+for path, extra in [("meta-llama-Llama-3.1-8B-Instruct.jinja", {}),
+                    ("meta-llama-Llama-3.2-3B-Instruct.jinja", {"date_string": "26 Jul 2024"})]:
+    full = os.path.join(DATA, path)
+    rc, out, _ = recur(["format", full], "")
+    check(out.strip() == "llama3", "%s is the llama3 family, got %r" % (path, out))
+    for label, messages, tools in LLAMA_CONVS:
+        for gen in (True, False):
+            want = jinja_render(full, for_jinja(messages), tools, gen, "<|eot_id|>", extra)
+            # the date header is the caller's (recur cannot know the date), as without tools
+            adapted = [dict(m, content=LLAMA31_HEAD + m["content"]) if m["role"] == "system"
+                       else m for m in messages]
+            have = recur_render(full, adapted, tools, gen)
+            check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
+                  (path, label, gen, show(want), show(have)))
+rc, out, err = recur(["render", os.path.join(DATA, "meta-llama-Llama-3.1-8B-Instruct.jinja"), "1"],
+                     json.dumps({"messages": [SYS, U1, A_CALLS], "tools": [WEATHER, TIME]}))
+check(rc == 1 and "takes one a message" in err, "llama3: two calls in a message refused: %r" % err)
+
 # without tools, a chat renders as recur_chat_apply_template does (chatml: no default system)
 full = os.path.join(DATA, "Qwen-Qwen2.5-7B-Instruct.jinja")
 check(recur_render(full, [SYS, U1], None, True) ==
@@ -217,14 +249,12 @@ def generic_messages(messages, tools):
     return out
 
 
-LLAMA31_HEAD = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
 # (file, eos, extra variables, with a system message only, suffix without generation prompt,
 #  adapt: what recur is given for the template's own system header)
 GENERIC = [
     ("microsoft-Phi-3.5-mini-instruct.jinja", "<|endoftext|>", {}, False, "<|endoftext|>"),
-    # the system header with the date: recur is given the system text as the template
-    # extends it (as test_chat_templates.py does)
-    ("meta-llama-Llama-3.1-8B-Instruct.jinja", "<|eot_id|>", {}, True, ""),
+    ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+     "<\uff5cend\u2581of\u2581sentence\uff5c>", {}, False, ""),
     ("ibm-granite-granite-4.1.jinja", "<|end_of_text|>", {}, False, ""),
 ]
 for path, eos, extra, sys_only, tail in GENERIC:
@@ -236,9 +266,6 @@ for path, eos, extra, sys_only, tail in GENERIC:
             want = jinja_render(full, generic_messages(messages, tools), None, gen, eos, extra)
             if not gen and tail and want.endswith(tail):
                 want = want[:-len(tail)]
-            if "Llama-3.1" in path:
-                messages = [dict(m, content=LLAMA31_HEAD + m["content"])
-                            if m["role"] == "system" else m for m in messages]
             have = recur_render(full, messages, tools, gen)
             check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
                   (path, label, gen, show(want), show(have)))
@@ -293,6 +320,14 @@ PARSE = [
     (PHI, "{\"tool_calls\": []}", "{\"tool_calls\": []}", []),
     (PHI, "Just text {\"a\": 1}", "Just text {\"a\": 1}", []),
 ]
+LLAMA = os.path.join(DATA, "meta-llama-Llama-3.1-8B-Instruct.jinja")
+PARSE += [
+    (LLAMA, "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}", "", [T]),
+    (LLAMA, "Checking. {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Zürich\", "
+            "\"days\": 2}}", "Checking.", [W]),
+    (LLAMA, "{\"name\": \"get_time\", \"parameters\": {\"tz\": ", "{\"name\": \"get_time\", "
+            "\"parameters\": {\"tz\": ", []),
+]
 for tmpl, text, content, calls in PARSE:
     rc, out, err = recur(["parse", tmpl], text)
     got = json.loads(out) if rc == 0 else {"error": err}
@@ -345,6 +380,15 @@ GRAMMARS = [
     (PHI, [WEATHER, TIME], "required", "-", False, [G1], [G2]),
     (PHI, [WEATHER, TIME], "function", "get_weather", True, [G1], [
         "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}]}"]),
+]
+L1 = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Zürich\"}}"
+GRAMMARS += [
+    (LLAMA, [WEATHER, TIME], "auto", "-", True, [L1, "{\"name\":\"get_time\",\"parameters\":"
+                                                  "{\"tz\":\"UTC\"}}"],
+     [L1 + L1, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\"}}",
+      "{\"name\": \"get_time\", \"parameters\": {}}"]),
+    (LLAMA, [WEATHER, TIME], "function", "get_time", False, [
+        "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}"], [L1]),
 ]
 for tmpl, tools, choice, fn, par, good, bad in GRAMMARS:
     g, err = grammar(tmpl, tools, choice, fn, par)
