@@ -765,6 +765,9 @@ RECUR_API const char *recur_model_chat_template(const struct recur_model *model,
  *             text when the chat has none), calls "<tool_call>\n{"name": N, "arguments": A}\n
  *             </tool_call>", results in "<tool_response>\n...\n</tool_response>" inside a user
  *             turn (consecutive results share one). Trigger "<tool_call>".
+ *  "granite"  Granite 4.0 / 4.1 templates: as hermes in Granite's turns and words (the
+ *             templates' "You are a helpful assistant with access to the following tools. ..."
+ *             block, no default system text; each result opens with a new line).
  *  "llama3"   Llama 3.1 / 3.2 / 3.3 templates ("Environment: ipython"): the system turn opens
  *             with "Environment: ipython\n" (the date header is the caller's system text, as
  *             without tools), the tools (JSON, indent 4, each followed by a blank line) after
@@ -805,8 +808,8 @@ struct recur_chat_tool_message {
     const char *name;         /* tool: the function's name (NULL: none) */
 };
 
-/* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "llama3" or
- * "generic"
+/* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "granite",
+ * "llama3" or "generic"
  * (static strings). NULL with the error set when tmpl is NULL or not a template recur knows. */
 RECUR_API const char *recur_chat_tool_format(const char *tmpl);
 /* The text that opens a call in tmpl's family (the lazy grammar's trigger; static). NULL with

@@ -35,6 +35,12 @@ static const struct family families[RTOOLS_N] = {
                        {"<|im_start|>", "<tool_call>",
                         "You may call one or more functions to assist with the user query.", NULL},
                        "<tool_call>"},
+    /* Granite 4.0 / 4.1: <tool_call> as hermes, their own words around the tools (Granite
+     * 3.x's <|tool_call|> lists are not this family) */
+    [RTOOLS_GRANITE] = {"granite",
+                        {"<|start_of_role|>", "<tool_call>",
+                         "You are a helpful assistant with access to the following tools.", NULL},
+                        "<tool_call>"},
     /* Llama 3.1 / 3.2 / 3.3: JSON calls with "parameters", results in "ipython" turns */
     [RTOOLS_LLAMA3] = {"llama3",
                        {"<|start_header_id|>", "ipython", "\"parameters\": ", NULL},
@@ -170,8 +176,34 @@ static cJSON *call_args(const struct recur_chat_tool_message *msg, size_t i, siz
 
 /* ---- hermes (Qwen 2.5 / Qwen 3) ------------------------------------------------------ */
 
+/* The words around the tools and how results open: Qwen's, and Granite 4's (whose user turn
+ * has no new line after its role, so each result opens with one). */
+struct hermes_style {
+    const char *head, *tail;
+    bool result_nl; /* every result opens with "\n" (else all but the first) */
+};
+
+static const struct hermes_style qwen_style = {
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>",
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>",
+    false};
+
+static const struct hermes_style granite_style = {
+    "You are a helpful assistant with access to the following tools. You may call one or more "
+    "tools to assist with the user query.\n\nYou are provided with function signatures within "
+    "<tools></tools> XML tags:\n<tools>",
+    "\n</tools>\n\nFor each tool call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the "
+    "provided list of tools, notify the user that you do not have the ability to fulfill the "
+    "request.",
+    true};
+
 static bool hermes(struct plain *pl, const char *tmpl, const struct recur_chat_tool_message *chat,
-                   size_t n, const cJSON *tools) {
+                   size_t n, const cJSON *tools, const struct hermes_style *st) {
     size_t from = 0;
     if (tools && tools->child) {
         struct pmsg *m = add_msg(pl, "system");
@@ -184,16 +216,12 @@ static bool hermes(struct plain *pl, const char *tmpl, const struct recur_chat_t
             markup(m, QWEN_DEFAULT_SYSTEM);
         }
         if (has_sys || strstr(tmpl, QWEN_DEFAULT_SYSTEM)) markup(m, "\n\n");
-        markup(m, "# Tools\n\nYou may call one or more functions to assist with the user "
-                  "query.\n\nYou are provided with function signatures within <tools></tools> "
-                  "XML tags:\n<tools>");
+        markup(m, st->head);
         for (const cJSON *t = tools->child; t; t = t->next) {
             markup(m, "\n");
             user_json(pl, m, t, -1);
         }
-        markup(m, "\n</tools>\n\nFor each function call, return a json object with function name "
-                  "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-                  "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>");
+        markup(m, st->tail);
     }
     for (size_t i = from; i < n; i++) {
         const struct recur_chat_tool_message *msg = &chat[i];
@@ -201,7 +229,8 @@ static bool hermes(struct plain *pl, const char *tmpl, const struct recur_chat_t
             struct pmsg *m = add_msg(pl, "user");
             if (!m) return false;
             for (; i < n && strcmp(chat[i].role, "tool") == 0; i++) {
-                markup(m, m->text.len ? "\n<tool_response>\n" : "<tool_response>\n");
+                markup(m,
+                       m->text.len || st->result_nl ? "\n<tool_response>\n" : "<tool_response>\n");
                 user_text(pl, m, chat[i].content ? chat[i].content : "");
                 markup(m, "\n</tool_response>");
             }
@@ -462,7 +491,10 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
     }
     switch (rtools_family(tmpl)) {
     case RTOOLS_HERMES:
-        ok = hermes(&pl, tmpl, chat, n_msg, tl);
+        ok = hermes(&pl, tmpl, chat, n_msg, tl, &qwen_style);
+        break;
+    case RTOOLS_GRANITE:
+        ok = hermes(&pl, tmpl, chat, n_msg, tl, &granite_style);
         break;
     case RTOOLS_LLAMA3:
         ok = llama3(&pl, chat, n_msg, tl);

@@ -7,6 +7,7 @@
  * A template's tool family is found from its text by markers, as the chat formats are:
  *   RTOOLS_HERMES   Qwen 2.5 / Qwen 3 (chatml, a "# Tools" system block with <tools>, calls as
  *                   <tool_call>{"name", "arguments"}</tool_call>, results in <tool_response>)
+ *   RTOOLS_GRANITE  Granite 4.0 / 4.1: hermes's calls and results in Granite's turns and words
  *   RTOOLS_LLAMA3   Llama 3.1 / 3.2 / 3.3 (the tools in the first user turn, a call as the
  *                   assistant's {"name", "parameters"}, one a turn; results in ipython turns)
  *   RTOOLS_GENERIC  every other template: recur's own format (documented in recur.h)
@@ -19,7 +20,7 @@
 
 #include "../core/buf.h"
 
-enum rtools_family { RTOOLS_GENERIC, RTOOLS_HERMES, RTOOLS_LLAMA3, RTOOLS_N };
+enum rtools_family { RTOOLS_GENERIC, RTOOLS_HERMES, RTOOLS_LLAMA3, RTOOLS_GRANITE, RTOOLS_N };
 
 enum rtools_family rtools_family(const char *tmpl);
 const char *rtools_family_name(enum rtools_family f);

@@ -124,7 +124,7 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
     rcore_buf_puts(&fns, "\n");
     rcore_buf_add(&b, fns.p, fns.len);
     rcore_buf_puts(&b, "ws ::= \" \"?\nnl ::= \"\\n\"?\n");
-    if (fam == RTOOLS_HERMES) {
+    if (fam == RTOOLS_HERMES || fam == RTOOLS_GRANITE) {
         rcore_buf_puts(&b, "tc ::= \"<tool_call>\" nl \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
                            "ws \"}\" nl \"</tool_call>\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= tc (nl tc)*\n" : "root ::= tc\n");
@@ -289,9 +289,9 @@ struct recur_tool_calls *recur_chat_parse_tool_calls(const char *tmpl, const cha
     struct calls cs = {0};
     const char *rest = NULL;
     if (at)
-        rest = fam == RTOOLS_HERMES   ? parse_hermes(at, end, &cs)
-               : fam == RTOOLS_LLAMA3 ? parse_llama3(at, end, &cs)
-                                      : parse_generic(at, end, &cs);
+        rest = fam == RTOOLS_HERMES || fam == RTOOLS_GRANITE ? parse_hermes(at, end, &cs)
+               : fam == RTOOLS_LLAMA3                        ? parse_llama3(at, end, &cs)
+                                                             : parse_generic(at, end, &cs);
     if (!rest || cs.n == 0) { /* no calls: all is content */
         calls_clear(&cs);
         at = end;

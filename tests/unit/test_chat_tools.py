@@ -4,14 +4,14 @@ the call grammar (tests/unit/tool_render.c).
 Rendering, byte for byte:
   llama3   the real Llama 3.1 and 3.2 templates, the same way (the date header given to recur
            in the system text, as test_chat_templates.py does).
-  hermes   the real Qwen 2.5 and Qwen 3 templates rendered by Jinja2 (Debian's python3-jinja2,
+  hermes   the real Qwen 2.5 and Qwen 3 templates (and granite: Granite 4.0 and 4.1's) rendered by Jinja2 (Debian's python3-jinja2,
            sandboxed, trim_blocks and lstrip_blocks, and transformers' `tojson`:
            json.dumps(x, ensure_ascii=False, indent=indent)), with the tools, assistant calls
            (arguments given to Jinja as objects, to recur as JSON text, as OpenAI sends them)
            and tool results.
   generic  recur's documented format (include/recur.h): the expected messages are built here
            from the documentation's words, then rendered by the real templates of formats
-           without a tool family here (Phi-3.5, Granite 4.1, DeepSeek R1 Distill).
+           without a tool family here (Phi-3.5, Granite 3.3, DeepSeek R1 Distill).
 Parser: hand-written model outputs of each family, with the calls expected written out.
 Grammar: each family's grammar (rgram matcher) accepts the calls the parser reads and rejects
 malformed ones; a named function allows only that one; parallel allows several.
@@ -152,15 +152,18 @@ NO_SYS = [("user, tools, no system", [U1], [WEATHER, TIME]),
 
 # ---- hermes: the real templates ---------------------------------------------------------
 
-HERMES = [("Qwen-Qwen2.5-7B-Instruct.jinja", CONVS + NO_SYS),
-          ("Qwen-Qwen3-0.6B.jinja", CONVS + NO_SYS)]
-for path, convs in HERMES:
+# Granite 4.0 writes a default system message when there is none: with one only
+HERMES = [("Qwen-Qwen2.5-7B-Instruct.jinja", CONVS + NO_SYS, "hermes", "<|im_end|>"),
+          ("Qwen-Qwen3-0.6B.jinja", CONVS + NO_SYS, "hermes", "<|im_end|>"),
+          ("ibm-granite-granite-4.1.jinja", CONVS + NO_SYS, "granite", "<|end_of_text|>"),
+          ("ibm-granite-granite-4.0.jinja", CONVS, "granite", "<|end_of_text|>")]
+for path, convs, family, eos in HERMES:
     full = os.path.join(DATA, path)
     rc, out, _ = recur(["format", full], "")
-    check(out.strip() == "hermes", "%s is the hermes family, got %r" % (path, out))
+    check(out.strip() == family, "%s is the %s family, got %r" % (path, family, out))
     for label, messages, tools in convs:
         for gen in (True, False):
-            want = jinja_render(full, for_jinja(messages), tools, gen, "<|im_end|>")
+            want = jinja_render(full, for_jinja(messages), tools, gen, eos)
             have = recur_render(full, messages, tools, gen)
             check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
                   (path, label, gen, show(want), show(have)))
@@ -255,7 +258,8 @@ GENERIC = [
     ("microsoft-Phi-3.5-mini-instruct.jinja", "<|endoftext|>", {}, False, "<|endoftext|>"),
     ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
      "<\uff5cend\u2581of\u2581sentence\uff5c>", {}, False, ""),
-    ("ibm-granite-granite-4.1.jinja", "<|end_of_text|>", {}, False, ""),
+    # Granite 3.3's own format (an available_tools turn, <|tool_call|> lists) is not done
+    ("ibm-granite-granite-3.3-2B-Instruct.jinja", "<|end_of_text|>", {}, True, ""),
 ]
 for path, eos, extra, sys_only, tail in GENERIC:
     full = os.path.join(DATA, path)
@@ -328,6 +332,9 @@ PARSE += [
     (LLAMA, "{\"name\": \"get_time\", \"parameters\": {\"tz\": ", "{\"name\": \"get_time\", "
             "\"parameters\": {\"tz\": ", []),
 ]
+GRANITE = os.path.join(DATA, "ibm-granite-granite-4.1.jinja")
+PARSE += [(GRANITE, "Sure.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}"
+                    "\n</tool_call>", "Sure.", [T])]
 for tmpl, text, content, calls in PARSE:
     rc, out, err = recur(["parse", tmpl], text)
     got = json.loads(out) if rc == 0 else {"error": err}
@@ -390,6 +397,7 @@ GRAMMARS += [
     (LLAMA, [WEATHER, TIME], "function", "get_time", False, [
         "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}"], [L1]),
 ]
+GRAMMARS += [(GRANITE, [WEATHER, TIME], "required", "-", True, [H1, H1 + "\n" + H2], [G1, L1])]
 for tmpl, tools, choice, fn, par, good, bad in GRAMMARS:
     g, err = grammar(tmpl, tools, choice, fn, par)
     check(g is not None, "grammar %s %s: %s" % (choice, fn, err))
