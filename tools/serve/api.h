@@ -151,6 +151,8 @@ void serve_chat_render(struct parse *p, struct server *s, struct task *t,
  * any other field refused by name. False with p failed. */
 bool serve_chat_tool_fields(struct parse *p, const cJSON *m, int i, const char *role,
                             struct recur_chat_tool_message *out);
+/* p failed with the library's error err, its "tools[i]..." named as the field "tools"[i]. */
+void serve_tools_fail(struct parse *p, const char *err);
 /* The body's "tools" as JSON text (malloc'd), NULL when absent, null or []; p fails when it
  * is not an array. */
 char *serve_tools_text(struct parse *p);

@@ -35,7 +35,11 @@ static char *render_tools(struct parse *p, const char *tmpl,
     const int32_t need =
         recur_chat_apply_template_tools(tmpl, chat, n, tools, add_ass, NULL, 0, NULL, 0, &ns);
     if (need < 0) {
-        serve_fail(p, "the chat template: %s", recur_last_error());
+        const char *err = recur_last_error();
+        if (strncmp(err, "tools", 5) == 0)
+            serve_tools_fail(p, err);
+        else
+            serve_fail(p, "the chat template: %s", err);
         return NULL;
     }
     char *text = malloc((size_t)need + 1);

@@ -110,6 +110,14 @@ bool serve_chat_tool_fields(struct parse *p, const cJSON *m, int i, const char *
 
 /* ---- tools, tool_choice, parallel_tool_calls ---------------------------------------------- */
 
+void serve_tools_fail(struct parse *p, const char *err) {
+    /* the library names "tools[i]...": the request's field is "tools" */
+    if (strncmp(err, "tools", 5) == 0)
+        serve_fail(p, "\"tools\"%s", err + 5);
+    else
+        serve_fail(p, "%s", err);
+}
+
 char *serve_tools_text(struct parse *p) {
     const cJSON *tools = serve_field(p, "tools");
     if (!tools) return NULL;
@@ -169,7 +177,7 @@ void serve_tools_setup(struct parse *p, struct server *s, struct task *t, const 
     bool lazy = false;
     char *g = recur_chat_tools_grammar(tmpl, tools, c, fn, par, &lazy);
     if (!g) {
-        serve_fail(p, "%s", recur_last_error());
+        serve_tools_fail(p, recur_last_error());
         return;
     }
     const char *trig = recur_chat_tool_trigger(tmpl);
