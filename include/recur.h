@@ -768,6 +768,13 @@ RECUR_API const char *recur_model_chat_template(const struct recur_model *model,
  *  "granite"  Granite 4.0 / 4.1 templates: as hermes in Granite's turns and words (the
  *             templates' "You are a helpful assistant with access to the following tools. ..."
  *             block, no default system text; each result opens with a new line).
+ *  "mistral"  Mistral Small 3.2 and Devstral templates ([SYSTEM_PROMPT] with [TOOL_CALLS] and
+ *             [ARGS]): "[AVAILABLE_TOOLS]" + the tools' JSON list + "[/AVAILABLE_TOOLS]" before
+ *             the last user message (Small 3.2) or after the system prompt (Devstral), calls
+ *             "[TOOL_CALLS]" N ("[CALL_ID]" id: Small 3.2) "[ARGS]" A after the text (Small 3.2
+ *             drops the text of a message with calls), results "[TOOL_RESULTS]" (id
+ *             "[TOOL_CONTENT]": Small 3.2) content "[/TOOL_RESULTS]". The call ids are written
+ *             as given (the templates want 9 letters or digits). Trigger "[TOOL_CALLS]".
  *  "llama3"   Llama 3.1 / 3.2 / 3.3 templates ("Environment: ipython"): the system turn opens
  *             with "Environment: ipython\n" (the date header is the caller's system text, as
  *             without tools), the tools (JSON, indent 4, each followed by a blank line) after
@@ -809,7 +816,7 @@ struct recur_chat_tool_message {
 };
 
 /* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "granite",
- * "llama3" or "generic"
+ * "mistral", "llama3" or "generic"
  * (static strings). NULL with the error set when tmpl is NULL or not a template recur knows. */
 RECUR_API const char *recur_chat_tool_format(const char *tmpl);
 /* The text that opens a call in tmpl's family (the lazy grammar's trigger; static). NULL with

@@ -41,6 +41,10 @@ static const struct family families[RTOOLS_N] = {
                         {"<|start_of_role|>", "<tool_call>",
                          "You are a helpful assistant with access to the following tools.", NULL},
                         "<tool_call>"},
+    /* Mistral Small 3.2 (with [CALL_ID]) and Devstral (without) */
+    [RTOOLS_MISTRAL] = {"mistral",
+                        {"[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]", NULL},
+                        "[TOOL_CALLS]"},
     /* Llama 3.1 / 3.2 / 3.3: JSON calls with "parameters", results in "ipython" turns */
     [RTOOLS_LLAMA3] = {"llama3",
                        {"<|start_header_id|>", "ipython", "\"parameters\": ", NULL},
@@ -345,6 +349,73 @@ static bool llama3(struct plain *pl, const struct recur_chat_tool_message *chat,
     return true;
 }
 
+/* ---- mistral (Small 3.2, Devstral) -------------------------------------------------------- */
+
+/* Written between turns (the format's raw role): the tools, the results. */
+static struct pmsg *add_raw(struct plain *pl) {
+    return add_msg(pl, rchat_raw_role);
+}
+
+static bool mistral(struct plain *pl, const char *tmpl, const struct recur_chat_tool_message *chat,
+                    size_t n, const cJSON *tools) {
+    /* Small 3.2 writes call ids and the tools before the last user message; Devstral writes
+       no ids and the tools after the system prompt */
+    const bool ids = strstr(tmpl, "[CALL_ID]") != NULL;
+    const bool with = tools && tools->child;
+    size_t last_user = n;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(chat[i].role, "user") == 0) last_user = i;
+    for (size_t i = 0; i < n; i++) {
+        const struct recur_chat_tool_message *msg = &chat[i];
+        const bool tools_here =
+            with && (ids ? i == last_user : i == (strcmp(chat[0].role, "system") == 0 ? 1 : 0));
+        if (tools_here) {
+            struct pmsg *m = add_raw(pl);
+            if (!m) return false;
+            markup(m, "[AVAILABLE_TOOLS]");
+            user_json(pl, m, tools, -1);
+            markup(m, "[/AVAILABLE_TOOLS]");
+        }
+        if (strcmp(msg->role, "tool") == 0) {
+            struct pmsg *m = add_raw(pl);
+            if (!m) return false;
+            markup(m, "[TOOL_RESULTS]");
+            if (ids) {
+                user_text(pl, m, msg->tool_call_id ? msg->tool_call_id : "");
+                markup(m, "[TOOL_CONTENT]");
+            }
+            user_text(pl, m, msg->content ? msg->content : "");
+            markup(m, "[/TOOL_RESULTS]");
+            continue;
+        }
+        struct pmsg *m = add_msg(pl, msg->role);
+        if (!m) return false;
+        /* Small 3.2 drops the text of a message with calls */
+        if (!(ids && msg->n_tool_calls)) user_text(pl, m, msg->content ? msg->content : "");
+        for (size_t k = 0; k < msg->n_tool_calls; k++) {
+            cJSON *a = call_args(msg, i, k);
+            if (!a) return false;
+            markup(m, "[TOOL_CALLS]");
+            user_text(pl, m, msg->tool_calls[k].name);
+            if (ids) {
+                markup(m, "[CALL_ID]");
+                user_text(pl, m, msg->tool_calls[k].id ? msg->tool_calls[k].id : "");
+            }
+            markup(m, "[ARGS]");
+            user_json(pl, m, a, -1);
+            cJSON_Delete(a);
+        }
+    }
+    if (with && !ids && n == (n > 0 && strcmp(chat[0].role, "system") == 0 ? 1u : 0u)) {
+        struct pmsg *m = add_raw(pl); /* a chat of a system prompt alone */
+        if (!m) return false;
+        markup(m, "[AVAILABLE_TOOLS]");
+        user_json(pl, m, tools, -1);
+        markup(m, "[/AVAILABLE_TOOLS]");
+    }
+    return true;
+}
+
 /* ---- generic ----------------------------------------------------------------------------- */
 
 static const char generic_head[] = "You can call tools. The tools (name, description and the JSON "
@@ -495,6 +566,9 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
         break;
     case RTOOLS_GRANITE:
         ok = hermes(&pl, tmpl, chat, n_msg, tl, &granite_style);
+        break;
+    case RTOOLS_MISTRAL:
+        ok = mistral(&pl, tmpl, chat, n_msg, tl);
         break;
     case RTOOLS_LLAMA3:
         ok = llama3(&pl, chat, n_msg, tl);

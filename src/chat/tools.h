@@ -10,6 +10,9 @@
  *   RTOOLS_GRANITE  Granite 4.0 / 4.1: hermes's calls and results in Granite's turns and words
  *   RTOOLS_LLAMA3   Llama 3.1 / 3.2 / 3.3 (the tools in the first user turn, a call as the
  *                   assistant's {"name", "parameters"}, one a turn; results in ipython turns)
+ *   RTOOLS_MISTRAL  Mistral Small 3.2 / Devstral ([SYSTEM_PROMPT] templates with [ARGS]):
+ *                   [AVAILABLE_TOOLS], calls [TOOL_CALLS]name([CALL_ID]id)[ARGS]{...},
+ *                   results in [TOOL_RESULTS]
  *   RTOOLS_GENERIC  every other template: recur's own format (documented in recur.h)
  */
 #ifndef RECUR_CHAT_TOOLS_H
@@ -20,7 +23,14 @@
 
 #include "../core/buf.h"
 
-enum rtools_family { RTOOLS_GENERIC, RTOOLS_HERMES, RTOOLS_LLAMA3, RTOOLS_GRANITE, RTOOLS_N };
+enum rtools_family {
+    RTOOLS_GENERIC,
+    RTOOLS_HERMES,
+    RTOOLS_LLAMA3,
+    RTOOLS_GRANITE,
+    RTOOLS_MISTRAL,
+    RTOOLS_N
+};
 
 enum rtools_family rtools_family(const char *tmpl);
 const char *rtools_family_name(enum rtools_family f);

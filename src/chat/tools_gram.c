@@ -110,10 +110,13 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         }
         prefix_rules(&b, g, prefix);
         free(g);
-        rcore_buf_printf(&b,
-                         "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"%s\\\"\" ws \":\" ws "
-                         "t%d-root\n",
-                         i, name, fam == RTOOLS_LLAMA3 ? "parameters" : "arguments", i);
+        if (fam == RTOOLS_MISTRAL)
+            rcore_buf_printf(&b, "f%d ::= \"%s\" callid? \"[ARGS]\" t%d-root\n", i, name, i);
+        else
+            rcore_buf_printf(&b,
+                             "f%d ::= \"\\\"%s\\\"\" ws \",\" ws \"\\\"%s\\\"\" ws \":\" ws "
+                             "t%d-root\n",
+                             i, name, fam == RTOOLS_LLAMA3 ? "parameters" : "arguments", i);
         rcore_buf_printf(&fns, "%sf%d", n_alt++ ? " | " : "", i);
     }
     if (!found) {
@@ -128,6 +131,10 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         rcore_buf_puts(&b, "tc ::= \"<tool_call>\" nl \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
                            "ws \"}\" nl \"</tool_call>\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= tc (nl tc)*\n" : "root ::= tc\n");
+    } else if (fam == RTOOLS_MISTRAL) {
+        rcore_buf_puts(&b, "callid ::= \"[CALL_ID]\" [a-zA-Z0-9]{9}\n");
+        rcore_buf_puts(&b, parallel ? "root ::= (\"[TOOL_CALLS]\" fns)+\n"
+                                    : "root ::= \"[TOOL_CALLS]\" fns\n");
     } else if (fam == RTOOLS_LLAMA3) { /* one call a message: parallel is one call */
         rcore_buf_puts(&b, "root ::= \"{\\\"name\\\"\" ws \":\" ws fns ws \"}\"\n");
     } else {
@@ -246,6 +253,40 @@ static const char *parse_hermes(const char *p, const char *end, struct calls *cs
     return p;
 }
 
+/* Mistral: [TOOL_CALLS]name([CALL_ID]id)?[ARGS]{...}, repeated */
+static const char *parse_mistral(const char *p, const char *end, struct calls *cs) {
+    while (starts(p, end, "[TOOL_CALLS]")) {
+        p += strlen("[TOOL_CALLS]");
+        const char *n0 = p;
+        while (p < end && *p != '[') p++;
+        const char *n1 = p;
+        if (starts(p, end, "[CALL_ID]")) {
+            p += strlen("[CALL_ID]");
+            while (p < end && *p != '[') p++;
+        }
+        if (n1 == n0 || !starts(p, end, "[ARGS]")) return NULL;
+        cJSON *args = NULL;
+        const char *q = json_at(p + strlen("[ARGS]"), end, &args);
+        cJSON *o = cJSON_CreateObject();
+        char *name = malloc((size_t)(n1 - n0) + 1);
+        bool ok = q && o && name;
+        if (ok) {
+            memcpy(name, n0, (size_t)(n1 - n0));
+            name[n1 - n0] = '\0';
+            ok = cJSON_AddStringToObject(o, "name", name) &&
+                 cJSON_AddItemToObject(o, "arguments", args);
+            if (ok) args = NULL;
+        }
+        ok = ok && push(cs, o);
+        free(name);
+        cJSON_Delete(args);
+        cJSON_Delete(o);
+        if (!ok) return NULL;
+        p = skip_ws(q, end);
+    }
+    return p;
+}
+
 /* Llama 3: {"name": N, "parameters": A} (or "arguments") */
 static const char *parse_llama3(const char *p, const char *end, struct calls *cs) {
     cJSON *o = NULL;
@@ -291,6 +332,7 @@ struct recur_tool_calls *recur_chat_parse_tool_calls(const char *tmpl, const cha
     if (at)
         rest = fam == RTOOLS_HERMES || fam == RTOOLS_GRANITE ? parse_hermes(at, end, &cs)
                : fam == RTOOLS_LLAMA3                        ? parse_llama3(at, end, &cs)
+               : fam == RTOOLS_MISTRAL                       ? parse_mistral(at, end, &cs)
                                                              : parse_generic(at, end, &cs);
     if (!rest || cs.n == 0) { /* no calls: all is content */
         calls_clear(&cs);

@@ -4,6 +4,7 @@ the call grammar (tests/unit/tool_render.c).
 Rendering, byte for byte:
   llama3   the real Llama 3.1 and 3.2 templates, the same way (the date header given to recur
            in the system text, as test_chat_templates.py does).
+  mistral  the real Mistral Small 3.2 and Devstral templates, the same way.
   hermes   the real Qwen 2.5 and Qwen 3 templates (and granite: Granite 4.0 and 4.1's) rendered by Jinja2 (Debian's python3-jinja2,
            sandboxed, trim_blocks and lstrip_blocks, and transformers' `tojson`:
            json.dumps(x, ensure_ascii=False, indent=indent)), with the tools, assistant calls
@@ -198,6 +199,37 @@ rc, out, err = recur(["render", os.path.join(DATA, "meta-llama-Llama-3.1-8B-Inst
                      json.dumps({"messages": [SYS, U1, A_CALLS], "tools": [WEATHER, TIME]}))
 check(rc == 1 and "takes one a message" in err, "llama3: two calls in a message refused: %r" % err)
 
+# ---- mistral: the real Mistral Small 3.2 and Devstral templates ----------------------------
+
+# Small 3.2 needs call ids of 9 characters; both refuse a chat without a system message
+# (they write a long default one with the date), as test_chat_templates.py does
+M_CALLS = {"role": "assistant", "content": "",
+           "tool_calls": [call("a1B2c3D4e", "get_weather", {"city": "Zürich", "days": 2}),
+                          call("f5G6h7I8j", "get_time", {"tz": "CET"})]}
+M_T1 = dict(T1, tool_call_id="a1B2c3D4e")
+M_T2 = dict(T2, tool_call_id="f5G6h7I8j")
+M_TEXT_CALL = {"role": "assistant", "content": "Let me look.",
+               "tool_calls": [call("k9L0m1N2o", "get_weather", {"city": "Bern"})]}
+M_T3 = dict(T1, tool_call_id="k9L0m1N2o")
+MISTRAL_CONVS = [
+    ("sys+user, one tool", [SYS, U1], [WEATHER]),
+    ("sys+user, three tools", [SYS, U1], [WEATHER, TIME, NOARGS]),
+    ("parallel calls, results, reply, user", [SYS, U1, M_CALLS, M_T1, M_T2, A_FINAL, U2],
+     [WEATHER, TIME]),
+    ("content and a call, result", [SYS, U1, M_TEXT_CALL, M_T3], [WEATHER]),
+]
+for path in ("Mistral-Small-3.2-24B-Instruct-2506.jinja",
+             "unsloth-mistral-Devstral-Small-2507.jinja"):
+    full = os.path.join(DATA, path)
+    rc, out, _ = recur(["format", full], "")
+    check(out.strip() == "mistral", "%s is the mistral family, got %r" % (path, out))
+    for label, messages, tools in MISTRAL_CONVS:
+        for gen in (True, False):
+            want = jinja_render(full, for_jinja(messages), tools, gen, "</s>")
+            have = recur_render(full, messages, tools, gen)
+            check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
+                  (path, label, gen, show(want), show(have)))
+
 # without tools, a chat renders as recur_chat_apply_template does (chatml: no default system)
 full = os.path.join(DATA, "Qwen-Qwen2.5-7B-Instruct.jinja")
 check(recur_render(full, [SYS, U1], None, True) ==
@@ -335,6 +367,13 @@ PARSE += [
 GRANITE = os.path.join(DATA, "ibm-granite-granite-4.1.jinja")
 PARSE += [(GRANITE, "Sure.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}"
                     "\n</tool_call>", "Sure.", [T])]
+MISTRAL = os.path.join(DATA, "Mistral-Small-3.2-24B-Instruct-2506.jinja")
+PARSE += [
+    (MISTRAL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Zürich\", \"days\": 2}", "", [W]),
+    (MISTRAL, "On it.[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Zürich\", "
+              "\"days\": 2}[TOOL_CALLS]get_time[ARGS]{\"tz\": \"CET\"}", "On it.", [W, T]),
+    (MISTRAL, "[TOOL_CALLS]get_time{\"tz\": \"CET\"}", "[TOOL_CALLS]get_time{\"tz\": \"CET\"}", []),
+]
 for tmpl, text, content, calls in PARSE:
     rc, out, err = recur(["parse", tmpl], text)
     got = json.loads(out) if rc == 0 else {"error": err}
@@ -398,6 +437,12 @@ GRAMMARS += [
         "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}"], [L1]),
 ]
 GRAMMARS += [(GRANITE, [WEATHER, TIME], "required", "-", True, [H1, H1 + "\n" + H2], [G1, L1])]
+M1 = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Zürich\"}"
+M2 = "[TOOL_CALLS]get_time[CALL_ID]a1B2c3D4e[ARGS]{\"tz\": \"UTC\"}"
+GRAMMARS += [(MISTRAL, [WEATHER, TIME], "auto", "-", True, [M1, M2, M1 + M2],
+              ["[TOOL_CALLS]get_time[CALL_ID]short[ARGS]{\"tz\": \"UTC\"}",
+               "[TOOL_CALLS]get_weather[ARGS]{}", "[TOOL_CALLS]nope[ARGS]{}"]),
+             (MISTRAL, [WEATHER, TIME], "required", "-", False, [M1], [M1 + M2])]
 for tmpl, tools, choice, fn, par, good, bad in GRAMMARS:
     g, err = grammar(tmpl, tools, choice, fn, par)
     check(g is not None, "grammar %s %s: %s" % (choice, fn, err))
