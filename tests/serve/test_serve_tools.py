@@ -200,11 +200,11 @@ def bad_requests(srv):
     for extra, want in [
         ({"tools": {"a": 1}}, '"tools" must be an array'),
         ({"tools": [{"type": "function", "function": {"description": "x"}}]},
-         "tools[0].function.name"),
+         '"tools"[0].function.name'),
         ({"tools": [WEATHER, WEATHER]}, 'both named "get_weather"'),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
             "type": "object", "properties": {"a": {"type": "string", "format": "email"}}}}}]},
-         "tools[0]"),
+         '"tools"[0]'),
         ({"tools": TOOLS, "tool_choice": "sometimes"}, '"tool_choice" must be'),
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
          '"nope", which is not among'),
@@ -292,6 +292,48 @@ if NODE and os.path.isdir(os.path.join(HERE, "openai", "node_modules")):
           r.stdout[-2000:] + r.stderr[-2000:])
 else:
     skip("the openai client", "no node or tests/serve/openai/node_modules (scripts/setup.sh)")
+srv.stop()
+
+# Mistral Small 3.2: a forced call's id is 9 letters and digits, so that the history with it
+# renders as the real template (which refuses other ids) renders it
+MISTRAL = os.path.join(HERE, "..", "data", "chat-templates",
+                       "Mistral-Small-3.2-24B-Instruct-2506.jinja")
+with open(MISTRAL, encoding="utf-8") as f:
+    srv = serve_util.Server(RECUR, MODEL, "--chat-template", f.read())
+sysmsg = {"role": "system", "content": "You are terse."}
+status, ans, _ = srv.post("/v1/chat/completions", {
+    "messages": [sysmsg] + USER, "tools": TOOLS, "tool_choice": "required",
+    "parallel_tool_calls": False, "max_tokens": 120, "temperature": 0})
+check("mistral: a forced call", status == 200 and
+      ans["choices"][0]["finish_reason"] == "tool_calls", str(ans))
+if status == 200 and ans["choices"][0]["message"].get("tool_calls"):
+    msg = ans["choices"][0]["message"]
+    cid = msg["tool_calls"][0]["id"]
+    check("mistral: the call id is 9 letters and digits", len(cid) == 9 and cid.isalnum(), cid)
+    history = [sysmsg] + USER + [msg, {"role": "tool", "tool_call_id": cid, "content": "sunny"}]
+    status, ans, _ = srv.post("/apply-template", {"messages": history, "tools": TOOLS})
+    prog = r'''
+import json, sys
+import jinja2, jinja2.sandbox
+d = json.load(sys.stdin)
+env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
+env.globals["strftime_now"] = lambda f: "2024-07-26"
+for m in d["messages"]:
+    for c in m.get("tool_calls") or []:
+        c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+t = env.from_string(open(d["path"], encoding="utf-8").read())
+sys.stdout.write(t.render(messages=d["messages"], tools=d["tools"], add_generation_prompt=True,
+                          bos_token="", eos_token="</s>"))
+'''
+    r = subprocess.run(["/usr/bin/python3", "-c", prog], capture_output=True, input=json.dumps(
+        {"messages": history, "tools": TOOLS, "path": MISTRAL}).encode())
+    if r.returncode != 0:
+        skip("mistral history against Jinja2", r.stderr.decode()[-300:])
+    else:
+        check("mistral: /apply-template of the answer's call and its result is Jinja2's",
+              status == 200 and ans.get("prompt") == r.stdout.decode(),
+              "%r\n%r" % (ans.get("prompt") if isinstance(ans, dict) else ans, r.stdout.decode()))
 srv.stop()
 
 srv = serve_util.Server(RECUR, MODEL)  # the shipped model's own template: generic

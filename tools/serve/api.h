@@ -172,9 +172,10 @@ struct recur_tool_calls *serve_tools_parse(const struct server *s, const struct 
  * begin, nor the white space before it. */
 size_t serve_tools_sendable(const struct server *s, const char *text, size_t len);
 /* The calls of tc as OpenAI's tool_calls array (stream: each with its index); ids
- * "call_<task><choice><call>". */
-cJSON *serve_tool_calls_json(const struct task *t, int choice, const struct recur_tool_calls *tc,
-                             bool stream);
+ * "call_<task><choice><call>" (the mistral family: 9 letters and digits, as its templates
+ * want them back). */
+cJSON *serve_tool_calls_json(const struct server *s, const struct task *t, int choice,
+                             const struct recur_tool_calls *tc, bool stream);
 
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);

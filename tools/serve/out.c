@@ -254,7 +254,8 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
                         serve_add_text(m, "content", tc->content, strlen(tc->content));
                     else
                         cJSON_AddNullToObject(m, "content");
-                    cJSON_AddItemToObject(m, "tool_calls", serve_tool_calls_json(t, i, tc, false));
+                    cJSON_AddItemToObject(m, "tool_calls",
+                                          serve_tool_calls_json(s, t, i, tc, false));
                     finish = "tool_calls";
                 } else {
                     serve_add_text(m, "content", c->text, c->len);
@@ -364,7 +365,7 @@ static char *tool_event(struct stream *st, struct task *t, int i, int index, str
     if (tc && tc->n_calls) {
         const size_t n = strlen(tc->content); /* what was sent is a prefix of it */
         if (n > sn->bytes) serve_add_text(d, "content", tc->content + sn->bytes, n - sn->bytes);
-        cJSON_AddItemToObject(d, "tool_calls", serve_tool_calls_json(t, i, tc, true));
+        cJSON_AddItemToObject(d, "tool_calls", serve_tool_calls_json(st->s, t, i, tc, true));
         sn->calls = true;
     } else { /* no calls after all: the rest is content */
         serve_add_text(d, "content", c->text + sn->bytes, c->len - sn->bytes);

@@ -228,16 +228,27 @@ size_t serve_tools_sendable(const struct server *s, const char *text, size_t len
     return end;
 }
 
-cJSON *serve_tool_calls_json(const struct task *t, int choice, const struct recur_tool_calls *tc,
-                             bool stream) {
+cJSON *serve_tool_calls_json(const struct server *s, const struct task *t, int choice,
+                             const struct recur_tool_calls *tc, bool stream) {
+    const char *fam = recur_chat_tool_format(serve_chat_template(s));
+    const bool mistral = fam && strcmp(fam, "mistral") == 0;
     cJSON *arr = cJSON_CreateArray();
     for (size_t k = 0; arr && k < tc->n_calls; k++) {
         cJSON *o = cJSON_CreateObject();
         if (!o) break;
         char id[64];
-        /* unique per answer: the task's id, the choice and the call */
-        snprintf(id, sizeof id, "call_%llx%02x%02x", (unsigned long long)t->id, choice & 0xff,
-                 (unsigned)k & 0xff);
+        /* unique per answer: the task's id, the choice and the call; Mistral's templates want
+           9 letters and digits in a history, so those are 9 base-62 digits of the same */
+        if (mistral) {
+            static const char digits[] =
+                "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+            uint64_t v = (t->id * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)choice << 8) ^ k;
+            for (int d = 0; d < 9; d++, v /= 62) id[d] = digits[v % 62];
+            id[9] = '\0';
+        } else {
+            snprintf(id, sizeof id, "call_%llx%02x%02x", (unsigned long long)t->id, choice & 0xff,
+                     (unsigned)k & 0xff);
+        }
         if (stream) cJSON_AddNumberToObject(o, "index", (double)k);
         cJSON_AddStringToObject(o, "id", id);
         cJSON_AddStringToObject(o, "type", "function");
