@@ -775,6 +775,11 @@ RECUR_API const char *recur_model_chat_template(const struct recur_model *model,
  *             drops the text of a message with calls), results "[TOOL_RESULTS]" (id
  *             "[TOOL_CONTENT]": Small 3.2) content "[/TOOL_RESULTS]". The call ids are written
  *             as given (the templates want 9 letters or digits). Trigger "[TOOL_CALLS]".
+ *  "mistral-nemo"  Mistral Nemo ([INST] blocks): "[AVAILABLE_TOOLS][...][/AVAILABLE_TOOLS]"
+ *             (each function's fields as the template writes them) before the last user
+ *             message's block, calls "[TOOL_CALLS][{"name", "arguments", "id"}, ...]", results
+ *             "[TOOL_RESULTS]{"content": C, "call_id": "ID"}[/TOOL_RESULTS]". Trigger
+ *             "[TOOL_CALLS]".
  *  "llama3"   Llama 3.1 / 3.2 / 3.3 templates ("Environment: ipython"): the system turn opens
  *             with "Environment: ipython\n" (the date header is the caller's system text, as
  *             without tools), the tools (JSON, indent 4, each followed by a blank line) after
@@ -816,7 +821,7 @@ struct recur_chat_tool_message {
 };
 
 /* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "granite",
- * "mistral", "llama3" or "generic"
+ * "mistral", "mistral-nemo", "llama3" or "generic"
  * (static strings). NULL with the error set when tmpl is NULL or not a template recur knows. */
 RECUR_API const char *recur_chat_tool_format(const char *tmpl);
 /* The text that opens a call in tmpl's family (the lazy grammar's trigger; static). NULL with

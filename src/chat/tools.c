@@ -45,6 +45,10 @@ static const struct family families[RTOOLS_N] = {
     [RTOOLS_MISTRAL] = {"mistral",
                         {"[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]", NULL},
                         "[TOOL_CALLS]"},
+    /* Mistral Nemo (mistral-v3-tekken's [INST] blocks) */
+    [RTOOLS_NEMO] = {"mistral-nemo",
+                     {"[AVAILABLE_TOOLS]", "[TOOL_CALLS]", "\"call_id\": ", NULL},
+                     "[TOOL_CALLS]"},
     /* Llama 3.1 / 3.2 / 3.3: JSON calls with "parameters", results in "ipython" turns */
     [RTOOLS_LLAMA3] = {"llama3",
                        {"<|start_header_id|>", "ipython", "\"parameters\": ", NULL},
@@ -416,6 +420,92 @@ static bool mistral(struct plain *pl, const char *tmpl, const struct recur_chat_
     return true;
 }
 
+/* ---- mistral nemo -------------------------------------------------------------------------- */
+
+/* The tools as Nemo's template writes them: each function's fields in order ("return" left
+ * out), a string value quoted as it is (the template does not escape it), others as JSON. */
+static void nemo_tools(struct plain *pl, struct pmsg *m, const cJSON *tools) {
+    markup(m, "[AVAILABLE_TOOLS][");
+    for (const cJSON *t = tools->child; t; t = t->next) {
+        markup(m, "{\"type\": \"function\", \"function\": {");
+        bool first = true;
+        for (const cJSON *f = rtools_function(t)->child; f; f = f->next) {
+            if (strcmp(f->string, "return") == 0) continue;
+            markup(m, first ? "\"" : ", \"");
+            first = false;
+            user_text(pl, m, f->string);
+            markup(m, "\": ");
+            if (cJSON_IsString(f)) {
+                markup(m, "\"");
+                user_text(pl, m, f->valuestring);
+                markup(m, "\"");
+            } else {
+                user_json(pl, m, f, -1);
+            }
+        }
+        markup(m, t->next ? "}}, " : "}}");
+    }
+    markup(m, "][/AVAILABLE_TOOLS]");
+}
+
+static bool nemo(struct plain *pl, const struct recur_chat_tool_message *chat, size_t n,
+                 const cJSON *tools) {
+    /* the tools go before the [INST] block of the last user message: the block opens at the
+       first message after an assistant's or a result */
+    size_t at = n;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(chat[i].role, "user") == 0) at = i;
+    while (at < n && at > 0 &&
+           (strcmp(chat[at - 1].role, "user") == 0 || strcmp(chat[at - 1].role, "system") == 0))
+        at--;
+    for (size_t i = 0; i < n; i++) {
+        const struct recur_chat_tool_message *msg = &chat[i];
+        if (i == at && tools && tools->child) {
+            struct pmsg *m = add_raw(pl);
+            if (!m) return false;
+            nemo_tools(pl, m, tools);
+        }
+        if (strcmp(msg->role, "tool") == 0) {
+            struct pmsg *m = add_raw(pl);
+            if (!m) return false;
+            markup(m, "[TOOL_RESULTS]{\"content\": ");
+            user_text(pl, m, msg->content ? msg->content : "");
+            markup(m, ", \"call_id\": \"");
+            user_text(pl, m, msg->tool_call_id ? msg->tool_call_id : "");
+            markup(m, "\"}[/TOOL_RESULTS]");
+            continue;
+        }
+        /* an assistant message after a result is written as is, with its end: the format
+           would open an [INST] block before it (its block ended with the calls) */
+        const bool after_result =
+            strcmp(msg->role, "assistant") == 0 && i > 0 && strcmp(chat[i - 1].role, "tool") == 0;
+        struct pmsg *m = after_result ? add_raw(pl) : add_msg(pl, msg->role);
+        if (!m) return false;
+        if (msg->n_tool_calls == 0) {
+            user_text(pl, m, msg->content ? msg->content : "");
+            if (after_result) markup(m, "</s>");
+            continue;
+        }
+        markup(m, "[TOOL_CALLS][");
+        for (size_t k = 0; k < msg->n_tool_calls; k++) {
+            cJSON *a = call_args(msg, i, k);
+            if (!a) return false;
+            markup(m, k ? ", {\"name\": " : "{\"name\": ");
+            cJSON *nm = cJSON_CreateString(msg->tool_calls[k].name);
+            if (nm) user_json(pl, m, nm, -1);
+            cJSON_Delete(nm);
+            markup(m, ", \"arguments\": ");
+            user_json(pl, m, a, -1);
+            markup(m, ", \"id\": \"");
+            user_text(pl, m, msg->tool_calls[k].id ? msg->tool_calls[k].id : "");
+            markup(m, "\"}");
+            cJSON_Delete(a);
+        }
+        markup(m, after_result ? "]</s>" : "]");
+    }
+    return true;
+}
+
 /* ---- generic ----------------------------------------------------------------------------- */
 
 static const char generic_head[] = "You can call tools. The tools (name, description and the JSON "
@@ -566,6 +656,9 @@ int32_t recur_chat_apply_template_tools(const char *tmpl,
         break;
     case RTOOLS_GRANITE:
         ok = hermes(&pl, tmpl, chat, n_msg, tl, &granite_style);
+        break;
+    case RTOOLS_NEMO:
+        ok = nemo(&pl, chat, n_msg, tl);
         break;
     case RTOOLS_MISTRAL:
         ok = mistral(&pl, tmpl, chat, n_msg, tl);

@@ -13,6 +13,9 @@
  *   RTOOLS_MISTRAL  Mistral Small 3.2 / Devstral ([SYSTEM_PROMPT] templates with [ARGS]):
  *                   [AVAILABLE_TOOLS], calls [TOOL_CALLS]name([CALL_ID]id)[ARGS]{...},
  *                   results in [TOOL_RESULTS]
+ *   RTOOLS_NEMO     Mistral Nemo ([INST] blocks): [AVAILABLE_TOOLS][...] before the last user
+ *                   block, calls [TOOL_CALLS][{"name", "arguments", "id"}], results
+ *                   [TOOL_RESULTS]{"content", "call_id"}[/TOOL_RESULTS]
  *   RTOOLS_GENERIC  every other template: recur's own format (documented in recur.h)
  */
 #ifndef RECUR_CHAT_TOOLS_H
@@ -29,6 +32,7 @@ enum rtools_family {
     RTOOLS_LLAMA3,
     RTOOLS_GRANITE,
     RTOOLS_MISTRAL,
+    RTOOLS_NEMO,
     RTOOLS_N
 };
 

@@ -131,6 +131,12 @@ char *recur_chat_tools_grammar(const char *tmpl, const char *tools, enum recur_t
         rcore_buf_puts(&b, "tc ::= \"<tool_call>\" nl \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns "
                            "ws \"}\" nl \"</tool_call>\"\n");
         rcore_buf_puts(&b, parallel ? "root ::= tc (nl tc)*\n" : "root ::= tc\n");
+    } else if (fam == RTOOLS_NEMO) {
+        rcore_buf_puts(&b,
+                       "call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws fns ws \",\" ws "
+                       "\"\\\"id\\\"\" ws \":\" ws \"\\\"\" [a-zA-Z0-9]{9} \"\\\"\" ws \"}\"\n");
+        rcore_buf_puts(&b, parallel ? "root ::= \"[TOOL_CALLS][\" call (ws \",\" ws call)* \"]\"\n"
+                                    : "root ::= \"[TOOL_CALLS][\" call \"]\"\n");
     } else if (fam == RTOOLS_MISTRAL) {
         rcore_buf_puts(&b, "callid ::= \"[CALL_ID]\" [a-zA-Z0-9]{9}\n");
         rcore_buf_puts(&b, parallel ? "root ::= (\"[TOOL_CALLS]\" fns)+\n"
@@ -287,6 +293,16 @@ static const char *parse_mistral(const char *p, const char *end, struct calls *c
     return p;
 }
 
+/* Mistral Nemo: [TOOL_CALLS][{"name", "arguments", "id"}, ...] */
+static const char *parse_nemo(const char *p, const char *end, struct calls *cs) {
+    cJSON *list = NULL;
+    const char *q = json_at(p + strlen("[TOOL_CALLS]"), end, &list);
+    bool ok = q && cJSON_IsArray(list) && list->child;
+    for (const cJSON *c = ok ? list->child : NULL; ok && c; c = c->next) ok = push(cs, c);
+    cJSON_Delete(list);
+    return ok ? skip_ws(q, end) : NULL;
+}
+
 /* Llama 3: {"name": N, "parameters": A} (or "arguments") */
 static const char *parse_llama3(const char *p, const char *end, struct calls *cs) {
     cJSON *o = NULL;
@@ -333,6 +349,7 @@ struct recur_tool_calls *recur_chat_parse_tool_calls(const char *tmpl, const cha
         rest = fam == RTOOLS_HERMES || fam == RTOOLS_GRANITE ? parse_hermes(at, end, &cs)
                : fam == RTOOLS_LLAMA3                        ? parse_llama3(at, end, &cs)
                : fam == RTOOLS_MISTRAL                       ? parse_mistral(at, end, &cs)
+               : fam == RTOOLS_NEMO                          ? parse_nemo(at, end, &cs)
                                                              : parse_generic(at, end, &cs);
     if (!rest || cs.n == 0) { /* no calls: all is content */
         calls_clear(&cs);

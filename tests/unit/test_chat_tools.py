@@ -4,7 +4,8 @@ the call grammar (tests/unit/tool_render.c).
 Rendering, byte for byte:
   llama3   the real Llama 3.1 and 3.2 templates, the same way (the date header given to recur
            in the system text, as test_chat_templates.py does).
-  mistral  the real Mistral Small 3.2 and Devstral templates, the same way.
+  mistral  the real Mistral Small 3.2 and Devstral templates, the same way (and
+           mistral-nemo: Mistral Nemo's).
   hermes   the real Qwen 2.5 and Qwen 3 templates (and granite: Granite 4.0 and 4.1's) rendered by Jinja2 (Debian's python3-jinja2,
            sandboxed, trim_blocks and lstrip_blocks, and transformers' `tojson`:
            json.dumps(x, ensure_ascii=False, indent=indent)), with the tools, assistant calls
@@ -230,6 +231,26 @@ for path in ("Mistral-Small-3.2-24B-Instruct-2506.jinja",
             check(have == want, "%s [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
                   (path, label, gen, show(want), show(have)))
 
+# Nemo writes the system message into the last user turn only when that is the last message
+# (recur, as llama.cpp, into the first): with a system message, one user turn only
+NEMO_CONVS = [
+    ("sys+user, one tool", [SYS, U1], [WEATHER]),
+    ("user, three tools", [U1], [WEATHER, TIME, NOARGS]),
+    ("parallel calls, results, reply, user", [U1, M_CALLS, M_T1, M_T2, A_FINAL, U2],
+     [WEATHER, TIME]),
+    ("content and a call, result", [U1, M_TEXT_CALL, M_T3], [WEATHER]),
+    ("a call after a result", [U1, M_TEXT_CALL, M_T3, M_CALLS, M_T1, M_T2], [WEATHER, TIME]),
+]
+full = os.path.join(DATA, "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+rc, out, _ = recur(["format", full], "")
+check(out.strip() == "mistral-nemo", "Nemo is the mistral-nemo family, got %r" % out)
+for label, messages, tools in NEMO_CONVS:
+    for gen in (True, False):
+        want = jinja_render(full, for_jinja(messages), tools, gen, "</s>")
+        have = recur_render(full, messages, tools, gen)
+        check(have == want, "Nemo [%s, gen=%s]:\n  jinja: %s\n  recur: %s" %
+              (label, gen, show(want), show(have)))
+
 # without tools, a chat renders as recur_chat_apply_template does (chatml: no default system)
 full = os.path.join(DATA, "Qwen-Qwen2.5-7B-Instruct.jinja")
 check(recur_render(full, [SYS, U1], None, True) ==
@@ -374,6 +395,13 @@ PARSE += [
               "\"days\": 2}[TOOL_CALLS]get_time[ARGS]{\"tz\": \"CET\"}", "On it.", [W, T]),
     (MISTRAL, "[TOOL_CALLS]get_time{\"tz\": \"CET\"}", "[TOOL_CALLS]get_time{\"tz\": \"CET\"}", []),
 ]
+NEMO = os.path.join(DATA, "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+PARSE += [
+    (NEMO, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\", "
+           "\"days\": 2}, \"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": "
+           "{\"tz\": \"CET\"}, \"id\": \"f5G6h7I8j\"}]", "", [W, T]),
+    (NEMO, "[TOOL_CALLS][{\"name\": \"get_time\"", "[TOOL_CALLS][{\"name\": \"get_time\"", []),
+]
 for tmpl, text, content, calls in PARSE:
     rc, out, err = recur(["parse", tmpl], text)
     got = json.loads(out) if rc == 0 else {"error": err}
@@ -443,6 +471,15 @@ GRAMMARS += [(MISTRAL, [WEATHER, TIME], "auto", "-", True, [M1, M2, M1 + M2],
               ["[TOOL_CALLS]get_time[CALL_ID]short[ARGS]{\"tz\": \"UTC\"}",
                "[TOOL_CALLS]get_weather[ARGS]{}", "[TOOL_CALLS]nope[ARGS]{}"]),
              (MISTRAL, [WEATHER, TIME], "required", "-", False, [M1], [M1 + M2])]
+N1 = ("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\"}, "
+      "\"id\": \"a1B2c3D4e\"}]")
+N2 = ("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bern\"}, \"id\": "
+      "\"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}, \"id\": "
+      "\"f5G6h7I8j\"}]")
+GRAMMARS += [(NEMO, [WEATHER, TIME], "auto", "-", True, [N1, N2],
+              ["[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bern\"}}]",
+               "[TOOL_CALLS][]", N1.replace("a1B2c3D4e", "short")]),
+             (NEMO, [WEATHER, TIME], "required", "-", False, [N1], [N2])]
 for tmpl, tools, choice, fn, par, good, bad in GRAMMARS:
     g, err = grammar(tmpl, tools, choice, fn, par)
     check(g is not None, "grammar %s %s: %s" % (choice, fn, err))

@@ -231,7 +231,7 @@ size_t serve_tools_sendable(const struct server *s, const char *text, size_t len
 cJSON *serve_tool_calls_json(const struct server *s, const struct task *t, int choice,
                              const struct recur_tool_calls *tc, bool stream) {
     const char *fam = recur_chat_tool_format(serve_chat_template(s));
-    const bool mistral = fam && strcmp(fam, "mistral") == 0;
+    const bool mistral = fam && strncmp(fam, "mistral", 7) == 0; /* and mistral-nemo */
     cJSON *arr = cJSON_CreateArray();
     for (size_t k = 0; arr && k < tc->n_calls; k++) {
         cJSON *o = cJSON_CreateObject();
