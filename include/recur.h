@@ -996,11 +996,9 @@ RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_mo
  * error set as recur_sampler_init_grammar, or when triggers is NULL, n_triggers is 0 or a
  * trigger is NULL or empty. A triggered text the grammar rejects makes the next sampling fail
  * (-1, error set). */
-RECUR_API struct recur_sampler *recur_sampler_init_grammar_lazy(const struct recur_model *model,
-                                                                const char *grammar,
-                                                                const char *root,
-                                                                const char *const *triggers,
-                                                                size_t n_triggers);
+RECUR_API struct recur_sampler *
+recur_sampler_init_grammar_lazy(const struct recur_model *model, const char *grammar,
+                                const char *root, const char *const *triggers, size_t n_triggers);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
  * malloc'd NUL-terminated string the caller frees with free(). The keywords taken, listed with
  * their limits in docs/json-schema.md (all that zod 4 and Pydantic write by default, but
