@@ -830,12 +830,16 @@ RECUR_API const char *recur_chat_tool_trigger(const char *tmpl);
 /* As recur_chat_apply_template_spans, for chats with tools: tools is the tools JSON array text
  * (NULL or "[]": none, and a chat without tool messages or calls then renders exactly as
  * recur_chat_apply_template does). The spans cover the texts from the chat and the tools
- * (contents, names, arguments, tools' JSON) so that they are tokenized as plain text; spans
- * may be NULL when n_spans_max is 0. Negative with the error set: as
- * recur_chat_apply_template_spans, tools that are not valid (not a JSON array of {"type":
- * "function", "function": {"name", ...}}, a name missing, not [A-Za-z0-9_.-] or used twice:
- * the message names the tool), a tool message in a chat, an assistant call with a NULL name or
- * arguments that are not a JSON object (the message names the message and the call). */
+ * (contents, names, arguments, tools' JSON) so that they are tokenized as plain text (where
+ * the format trims or moves a content, the whole content is one span); their count goes to
+ * *n_spans (it may pass n_msg: call with n_spans_max 0 first to learn it); spans may be NULL
+ * when n_spans_max is 0. Content may be NULL only on assistant messages. Negative with the
+ * error set: as recur_chat_apply_template_spans, tools that are not valid (not a JSON array of
+ * {"type": "function", "function": {"name", ...}}, a name missing, not [A-Za-z0-9_.-] or used
+ * twice: the message names the tool), an assistant call with a NULL name or arguments that
+ * are not a JSON object (the message names the message and the call), tool_calls NULL with
+ * n_tool_calls > 0; llama3: tools without a user message to carry them, two calls in one
+ * message, a tool result that does not follow an assistant message. */
 RECUR_API int32_t recur_chat_apply_template_tools(const char *tmpl,
                                                   const struct recur_chat_tool_message *chat,
                                                   size_t n_msg, const char *tools, bool add_ass,
