@@ -795,6 +795,140 @@ RECUR_API const char *recur_chat_template_name(const char *tmpl);
  * string or holds a NUL byte, or model is NULL. */
 RECUR_API const char *recur_model_chat_template(const struct recur_model *model, const char *name);
 
+/* ---- tool calls -------------------------------------------------------------------------- */
+
+/*
+ * Tool (function) calls, as OpenAI's chat API and llama.cpp's --jinja tool support: the tools
+ * (OpenAI's "tools" JSON array: [{"type": "function", "function": {"name", "description",
+ * "parameters": JSON schema}}]) are written into the prompt as the template's family writes
+ * them, the model's output is constrained by a grammar of the family's call syntax (applied
+ * lazily for tool_choice auto: only from the family's call opener on, so free text stays
+ * free), and the generated text is parsed back into content and calls.
+ *
+ * Families (recur_chat_tool_format names them), recognised by the template's markers:
+ *  "hermes"   Qwen 2.5 / Qwen 3 templates (chatml with "# Tools ... <tools></tools>"): the tools
+ *             one JSON object a line in the system turn (Qwen 2.5 writes its default system
+ *             text when the chat has none), calls "<tool_call>\n{"name": N, "arguments": A}\n
+ *             </tool_call>", results in "<tool_response>\n...\n</tool_response>" inside a user
+ *             turn (consecutive results share one). Trigger "<tool_call>".
+ *  "granite"  Granite 4.0 / 4.1 templates: as hermes in Granite's turns and words (the
+ *             templates' "You are a helpful assistant with access to the following tools. ..."
+ *             block, no default system text; each result opens with a new line).
+ *  "mistral"  Mistral Small 3.2 and Devstral templates ([SYSTEM_PROMPT] with [TOOL_CALLS] and
+ *             [ARGS]): "[AVAILABLE_TOOLS]" + the tools' JSON list + "[/AVAILABLE_TOOLS]" before
+ *             the last user message (Small 3.2) or after the system prompt (Devstral), calls
+ *             "[TOOL_CALLS]" N ("[CALL_ID]" id: Small 3.2) "[ARGS]" A after the text (Small 3.2
+ *             drops the text of a message with calls), results "[TOOL_RESULTS]" (id
+ *             "[TOOL_CONTENT]": Small 3.2) content "[/TOOL_RESULTS]". The call ids are written
+ *             as given (the templates want 9 letters or digits). Trigger "[TOOL_CALLS]".
+ *  "mistral-nemo"  Mistral Nemo ([INST] blocks): "[AVAILABLE_TOOLS][...][/AVAILABLE_TOOLS]"
+ *             (each function's fields as the template writes them) before the last user
+ *             message's block, calls "[TOOL_CALLS][{"name", "arguments", "id"}, ...]", results
+ *             "[TOOL_RESULTS]{"content": C, "call_id": "ID"}[/TOOL_RESULTS]". Trigger
+ *             "[TOOL_CALLS]".
+ *  "llama3"   Llama 3.1 / 3.2 / 3.3 templates ("Environment: ipython"): the system turn opens
+ *             with "Environment: ipython\n" (the date header is the caller's system text, as
+ *             without tools), the tools (JSON, indent 4, each followed by a blank line) after
+ *             the templates' instructions at the start of the first user message (which is
+ *             trimmed), a call as the assistant's whole text {"name": N, "parameters": A} (one
+ *             call a message; parallel_tool_calls gives one call too), a result as an
+ *             "ipython" turn holding the content as a JSON string (as the templates' tojson of
+ *             a string writes it). Trigger "{\"name\"".
+ *  "generic"  every other template (and builtin names): recur's own format over the
+ *             template's plain turns. The system turn (the first system message, or a new one)
+ *             ends with "\n\n" (when it has text) and:
+ *               You can call tools. The tools (name, description and the JSON schema of the
+ *               arguments):
+ *               <the tools' "function" objects as a JSON list, indent 2>
+ *
+ *               To call tools, answer with only a JSON object: {"tool_calls": [{"name":
+ *               <tool name>, "arguments": <arguments object>}]} (several calls in the list
+ *               to call several tools at once). Otherwise, answer in plain text.
+ *             An assistant message with calls is its content, a new line when there is
+ *             content, then {"tool_calls": [{"name": N, "arguments": A}, ...]}; a tool result
+ *             is a user message {"tool_response": {"tool_call_id": ID, "name": N, "content":
+ *             C}} (fields that are NULL left out). Trigger "{\"tool_calls\"".
+ * JSON is printed as the templates' tojson (Python json.dumps, ensure_ascii false, keys in the
+ * given order).
+ */
+struct recur_tool_call {
+    const char *id;        /* the call's id (NULL: none) */
+    const char *name;      /* the function's name */
+    const char *arguments; /* the arguments: JSON object text */
+};
+
+struct recur_chat_tool_message {
+    const char *role;    /* "system", "user", "assistant" or "tool" */
+    const char *content; /* NUL-terminated text; NULL: none (an assistant message of calls) */
+    const struct recur_tool_call *tool_calls; /* assistant: its calls (NULL when none) */
+    size_t n_tool_calls;
+    const char *tool_call_id; /* tool: the call it answers (NULL: none) */
+    const char *name;         /* tool: the function's name (NULL: none) */
+};
+
+/* The tool-call family of tmpl (a builtin name or a template's text): "hermes", "granite",
+ * "mistral", "mistral-nemo", "llama3" or "generic"
+ * (static strings). NULL with the error set when tmpl is NULL or not a template recur knows. */
+RECUR_API const char *recur_chat_tool_format(const char *tmpl);
+/* The text that opens a call in tmpl's family (the lazy grammar's trigger; static). NULL with
+ * the error set as recur_chat_tool_format. */
+RECUR_API const char *recur_chat_tool_trigger(const char *tmpl);
+/* As recur_chat_apply_template_spans, for chats with tools: tools is the tools JSON array text
+ * (NULL or "[]": none, and a chat without tool messages or calls then renders exactly as
+ * recur_chat_apply_template does). The spans cover the texts from the chat and the tools
+ * (contents, names, arguments, tools' JSON) so that they are tokenized as plain text (where
+ * the format trims or moves a content, the whole content is one span); their count goes to
+ * *n_spans (it may pass n_msg: call with n_spans_max 0 first to learn it); spans may be NULL
+ * when n_spans_max is 0. Content may be NULL only on assistant messages. Negative with the
+ * error set: as recur_chat_apply_template_spans, tools that are not valid (not a JSON array of
+ * {"type": "function", "function": {"name", ...}}, a name missing, not [A-Za-z0-9_.-] or used
+ * twice: the message names the tool), an assistant call with a NULL name or arguments that
+ * are not a JSON object (the message names the message and the call), tool_calls NULL with
+ * n_tool_calls > 0; llama3: tools without a user message to carry them, two calls in one
+ * message, a tool result that does not follow an assistant message. */
+RECUR_API int32_t recur_chat_apply_template_tools(const char *tmpl,
+                                                  const struct recur_chat_tool_message *chat,
+                                                  size_t n_msg, const char *tools, bool add_ass,
+                                                  char *buf, int32_t length,
+                                                  struct recur_text_span *spans,
+                                                  int32_t n_spans_max, int32_t *n_spans);
+
+enum recur_tool_choice {
+    RECUR_TOOL_CHOICE_AUTO,     /* text or calls: the grammar is lazy (from the trigger on) */
+    RECUR_TOOL_CHOICE_REQUIRED, /* calls only, from the first token */
+    RECUR_TOOL_CHOICE_FUNCTION, /* calls of one named function only, from the first token */
+};
+
+/* The GBNF grammar (root "root"; malloc'd, the caller frees it) of tmpl's family's calls of
+ * the tools (JSON array text), each call's arguments constrained by its tool's "parameters"
+ * schema (recur_json_schema_to_grammar; a tool without parameters takes any JSON object):
+ * one call, or with parallel one or more. function: the only tool allowed with
+ * RECUR_TOOL_CHOICE_FUNCTION (NULL otherwise). *lazy is set true for AUTO (apply it with
+ * recur_sampler_init_grammar_lazy and recur_chat_tool_trigger: the grammar starts with the
+ * trigger's text), false otherwise. NULL with the error set: tools invalid (as above), empty,
+ * a parameters schema refused by recur_json_schema_to_grammar (the message names the tool),
+ * function NULL or not among the tools for FUNCTION, or an unknown choice. Tool choice "none"
+ * needs no grammar (the tools are still rendered; the answer is text). */
+RECUR_API char *recur_chat_tools_grammar(const char *tmpl, const char *tools,
+                                         enum recur_tool_choice choice, const char *function,
+                                         bool parallel, bool *lazy);
+
+/* A generated text split into content and calls by recur_chat_parse_tool_calls. */
+struct recur_tool_calls {
+    char *content; /* the text outside the calls (NUL-terminated, maybe empty) */
+    size_t n_calls;
+    struct recur_tool_call *calls; /* id NULL; name and arguments (compact JSON object text) */
+};
+/* Parses text[0 .. len) generated with tmpl's family into a malloc'd result (free it with
+ * recur_tool_calls_free): the calls from the first trigger on, in order; the text before them
+ * is the content (trailing white space removed when calls follow). Text from the trigger on that
+ * is not a complete, valid call (a call cut off by the length limit, bad JSON, a call without
+ * a string name or an object of arguments) stays content with no calls. NULL with the error
+ * set on allocation failure or a tmpl recur does not know. */
+RECUR_API struct recur_tool_calls *recur_chat_parse_tool_calls(const char *tmpl, const char *text,
+                                                               size_t len);
+RECUR_API void recur_tool_calls_free(struct recur_tool_calls *calls); /* NULL is fine */
+
 /* ---- sampling ---------------------------------------------------------------------------- */
 
 /* Samplers turn a row of logits into a token, as llama.cpp's llama_sampler: a sampler filters
@@ -902,6 +1036,19 @@ RECUR_API struct recur_sampler *recur_sampler_init_penalties(int32_t last_n, flo
  * work per token. */
 RECUR_API struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model,
                                                            const char *grammar, const char *root);
+/* As recur_sampler_init_grammar, applied lazily (llama.cpp's lazy grammars): the sampler
+ * constrains nothing until the generated text (the accepted tokens' texts) contains one of
+ * the trigger words (n_triggers NUL-terminated strings, copied); from that trigger's first
+ * byte on, the text is the grammar's (the trigger's own text and whatever followed it in the
+ * same token are fed to the grammar, so the grammar must start with the trigger) and every
+ * later token is constrained. A trigger may be split across tokens. The end-of-sequence token
+ * is free before a trigger. recur_sampler_reset goes back to unconstrained. NULL with the
+ * error set as recur_sampler_init_grammar, or when triggers is NULL, n_triggers is 0 or a
+ * trigger is NULL or empty. A triggered text the grammar rejects makes the next sampling fail
+ * (-1, error set). */
+RECUR_API struct recur_sampler *
+recur_sampler_init_grammar_lazy(const struct recur_model *model, const char *grammar,
+                                const char *root, const char *const *triggers, size_t n_triggers);
 /* A GBNF grammar (root rule "root") for the JSON texts that a JSON schema describes, as a
  * malloc'd NUL-terminated string the caller frees with free(). The keywords taken, listed with
  * their limits in docs/json-schema.md (all that zod 4 and Pydantic write by default, but

@@ -22,6 +22,12 @@ struct gsmpl {
     int32_t n_vocab;
     recur_token eos;
     char *error; /* set when an accepted token broke the grammar: later applies fail */
+    /* lazy: unconstrained until the generated text holds a trigger (see recur.h) */
+    bool lazy, triggered;
+    char **triggers;
+    size_t n_triggers, max_trigger;
+    char *tail; /* the generated text's last bytes not yet triggered (< max_trigger + a token) */
+    size_t n_tail, cap_tail;
 };
 
 static const char *g_name(const struct rsample *smpl) {
@@ -29,9 +35,55 @@ static const char *g_name(const struct rsample *smpl) {
     return "grammar";
 }
 
+/* Lazy, not yet triggered: token's text joins the tail; once a trigger is in it, the grammar
+ * takes the text from the trigger's start. False when nothing was triggered. */
+static bool lazy_accept(struct gsmpl *c, int32_t token, const char **msg) {
+    if (token < 0 || token >= c->n_vocab) return false;
+    const size_t n = c->off[token + 1] - c->off[token];
+    if (c->n_tail + n > c->cap_tail) {
+        size_t cap = (c->n_tail + n) * 2 + 64;
+        char *t = realloc(c->tail, cap);
+        if (!t) {
+            *msg = "grammar: out of memory for the lazy grammar's text";
+            return true;
+        }
+        c->tail = t;
+        c->cap_tail = cap;
+    }
+    memcpy(c->tail + c->n_tail, c->bytes + c->off[token], n);
+    c->n_tail += n;
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < c->n_triggers; k++) {
+        const size_t tl = strlen(c->triggers[k]);
+        for (size_t i = 0; i + tl <= c->n_tail && i < best; i++)
+            if (memcmp(c->tail + i, c->triggers[k], tl) == 0) best = i;
+    }
+    if (best == SIZE_MAX) { /* keep only what a trigger could still start in */
+        const size_t keep = c->max_trigger > 0 ? c->max_trigger - 1 : 0;
+        if (c->n_tail > keep) {
+            memmove(c->tail, c->tail + c->n_tail - keep, keep);
+            c->n_tail = keep;
+        }
+        return false;
+    }
+    c->triggered = true;
+    if (!rgram_state_accept(c->st, c->tail + best, c->n_tail - best)) *msg = rcore_error_get();
+    c->n_tail = 0;
+    return true;
+}
+
 static void g_accept(struct rsample *smpl, int32_t token) {
     struct gsmpl *c = smpl->ctx;
     if (c->error || token == c->eos) return;
+    if (c->lazy && !c->triggered) {
+        const char *msg = NULL;
+        if (lazy_accept(c, token, &msg) && msg) {
+            size_t n = strlen(msg);
+            c->error = malloc(n + 64);
+            if (c->error) snprintf(c->error, n + 64, "%s (token %d was accepted)", msg, token);
+        }
+        return;
+    }
     const char *msg = NULL;
     if (token < 0 || token >= c->n_vocab)
         msg = "grammar: an accepted token is out of the vocabulary";
@@ -53,6 +105,7 @@ static bool g_apply(struct rsample *smpl, struct rsample_candidates *cands) {
         rcore_error_set("%s", c->error);
         return false;
     }
+    if (c->lazy && !c->triggered) return true; /* free until a trigger */
     if (rgram_mask(c->st, c->trie, c->allowed) < 0) return false;
     const bool eos_ok = rgram_state_complete(c->st);
     size_t k = 0;
@@ -77,6 +130,8 @@ static void g_reset(struct rsample *smpl) {
     struct gsmpl *c = smpl->ctx;
     free(c->error);
     c->error = NULL;
+    c->triggered = false;
+    c->n_tail = 0;
     if (!rgram_state_reset(c->st)) {
         const char *m = rcore_error_get();
         c->error = malloc(strlen(m) + 1);
@@ -93,6 +148,9 @@ static void gsmpl_free(struct gsmpl *c) {
     free(c->bytes);
     free(c->off);
     free(c->error);
+    for (size_t i = 0; i < c->n_triggers; i++) free(c->triggers[i]);
+    free(c->triggers);
+    free(c->tail);
     free(c);
 }
 
@@ -153,6 +211,41 @@ struct recur_sampler *recur_sampler_init_grammar(const struct recur_model *model
     return (struct recur_sampler *)(void *)s;
 fail:
     gsmpl_free(c);
+    return NULL;
+}
+
+struct recur_sampler *recur_sampler_init_grammar_lazy(const struct recur_model *model,
+                                                      const char *grammar, const char *root,
+                                                      const char *const *triggers,
+                                                      size_t n_triggers) {
+    API_NEED(model, NULL);
+    API_NEED(grammar, NULL);
+    if (!triggers || n_triggers == 0) {
+        rcore_error_set("sampler init_grammar_lazy: no trigger words");
+        return NULL;
+    }
+    for (size_t i = 0; i < n_triggers; i++)
+        if (!triggers[i] || !triggers[i][0]) {
+            rcore_error_set("sampler init_grammar_lazy: trigger %zu is %s", i,
+                            triggers[i] ? "empty" : "NULL");
+            return NULL;
+        }
+    struct recur_sampler *s = recur_sampler_init_grammar(model, grammar, root);
+    if (!s) return NULL;
+    struct gsmpl *c = ((struct rsample *)(void *)s)->ctx;
+    c->lazy = true;
+    if (!(c->triggers = calloc(n_triggers, sizeof *c->triggers))) goto oom;
+    for (size_t i = 0; i < n_triggers; i++) {
+        const size_t n = strlen(triggers[i]);
+        if (!(c->triggers[i] = malloc(n + 1))) goto oom;
+        c->n_triggers = i + 1;
+        memcpy(c->triggers[i], triggers[i], n + 1);
+        if (n > c->max_trigger) c->max_trigger = n;
+    }
+    return s;
+oom:
+    recur_sampler_free(s);
+    rcore_error_set("sampler init_grammar_lazy: out of memory");
     return NULL;
 }
 

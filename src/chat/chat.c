@@ -375,6 +375,8 @@ static void put_content(struct out *o, const char *s, bool trim) {
     put(o, s, n);
 }
 
+const char rchat_raw_role[] = "raw";
+
 static int role_index(const char *role) {
     int r = 0;
     while (r < N_ROLES && strcmp(role, role_names[r]) != 0) r++;
@@ -414,7 +416,7 @@ int32_t rchat_apply_spans(int i, const struct rchat_msg *msgs, size_t n, bool ad
                             msgs[m].role ? "content" : "role");
             return -1;
         }
-        if (role_index(msgs[m].role) == N_ROLES) {
+        if (msgs[m].role != rchat_raw_role && role_index(msgs[m].role) == N_ROLES) {
             rcore_error_set("chat template %s: message %zu has the role \"%s\"; the format "
                             "knows system, user and assistant",
                             f->name, m, msgs[m].role);
@@ -433,6 +435,10 @@ int32_t rchat_apply_spans(int i, const struct rchat_msg *msgs, size_t n, bool ad
     size_t sys_from = 0;
     bool sys_pending = false;
     for (size_t m = 0; m < n; m++) {
+        if (msgs[m].role == rchat_raw_role) {
+            put_content(&o, msgs[m].content, false);
+            continue;
+        }
         const int r = role_index(msgs[m].role);
         const struct role_fmt *rf = &f->role[r];
         if (f->sys == SYS_MERGE_USER && r == ROLE_SYSTEM) {

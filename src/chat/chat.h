@@ -24,6 +24,11 @@ struct rchat_msg {
     const char *content;
 };
 
+/* A message whose role is this very pointer (not an equal string: callers of the public API
+ * cannot make it) is written as its content alone, with no prefix, suffix or block: tool
+ * markup a format writes between turns (tools.c). */
+extern const char rchat_raw_role[];
+
 /* The format used when a model has no template and none is asked for: "chatml", as llama.cpp. */
 #define RCHAT_DEFAULT "chatml"
 

@@ -507,6 +507,63 @@ static void test_sampler(void) {
     recur_model_free(m);
 }
 
+/* The lazy grammar: free before a trigger (even a trigger's first bytes, and a near miss),
+ * constrained from the trigger on, the trigger split over three tokens; reset frees it. */
+static void test_sampler_lazy(void) {
+    struct recur_model *m = recur_model_load_from_file(model_path, recur_model_default_params());
+    REQUIRE(m);
+    const int32_t nv = recur_model_n_vocab(m);
+    const recur_token eos = recur_token_eos(m);
+    const int32_t lt = find_piece(m, "<", 1), tt = find_piece(m, "t", 1),
+                  gt = find_piece(m, ">", 1), ta = find_piece(m, "a", 1),
+                  tz = find_piece(m, "z", 1), bang = find_piece(m, "!", 1);
+    REQUIRE(lt >= 0 && tt >= 0 && gt >= 0 && ta >= 0 && tz >= 0 && bang >= 0);
+    float *logits = malloc(sizeof(float) * (size_t)nv);
+    REQUIRE(logits);
+    const char *const trig[] = {"<t>"};
+    CHECK(recur_sampler_init_grammar_lazy(m, "root ::= \"<t>\"", NULL, trig, 0) == NULL);
+    CHECK(strstr(recur_last_error(), "no trigger") != NULL);
+    const char *const empty[] = {""};
+    CHECK(recur_sampler_init_grammar_lazy(m, "root ::= \"<t>\"", NULL, empty, 1) == NULL);
+    struct recur_sampler *chain = recur_sampler_chain_init();
+    REQUIRE(chain &&
+            recur_sampler_chain_add(chain, recur_sampler_init_grammar_lazy(
+                                               m, "root ::= \"<t>\" \"a\" \"!\"", NULL, trig, 1)) &&
+            recur_sampler_chain_add(chain, recur_sampler_init_greedy()));
+    for (int round = 0; round < 2; round++) { /* the second after a reset */
+        /* free: z, which the grammar never allows, and a near miss "<z" */
+        for (int32_t i = 0; i < nv; i++) logits[i] = 0.0f;
+        logits[tz] = 50.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == tz);
+        logits[lt] = 60.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == lt);
+        logits[lt] = 0.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == tz); /* "<z": no trigger */
+        /* the trigger over three tokens: still free until its last byte */
+        logits[lt] = 60.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == lt);
+        logits[tt] = 70.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == tt);
+        logits[gt] = 80.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == gt);
+        /* constrained: z, < and EOS are refused, a then ! then EOS */
+        logits[ta] = 10.0f;
+        logits[eos] = 100.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == ta);
+        logits[bang] = 1.0f;
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == bang);
+        CHECK(recur_sampler_sample_logits(chain, logits, nv) == eos);
+        recur_sampler_reset(chain);
+    }
+    /* free before the trigger: EOS too */
+    for (int32_t i = 0; i < nv; i++) logits[i] = 0.0f;
+    logits[eos] = 100.0f;
+    CHECK(recur_sampler_sample_logits(chain, logits, nv) == eos);
+    recur_sampler_free(chain);
+    free(logits);
+    recur_model_free(m);
+}
+
 /* The sampler's own filtering along random walks on the shipped model, against a matcher fed
  * the same tokens: some candidate always survives, end of sequence survives exactly where the
  * parse is complete, and every survivor is a token the matcher accepts. */
@@ -578,6 +635,7 @@ int main(int argc, char **argv) {
     RUN(test_parse_limits);
     RUN(test_step_budget);
     RUN(test_sampler);
+    RUN(test_sampler_lazy);
     RUN(test_sampler_property);
     RUN(test_masks);
     return test_finish("test_grammar");

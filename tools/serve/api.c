@@ -315,7 +315,9 @@ static struct task *clone_task(const struct task *t) {
     c->prompt_logprobs = t->prompt_logprobs;
     c->refs = 1;
     bool ok = true;
+    c->tools = t->tools;
     if (t->grammar) ok = (c->grammar = strdup(t->grammar));
+    if (ok && t->grammar_trigger) ok = (c->grammar_trigger = strdup(t->grammar_trigger));
     for (int i = 0; i < t->n_stop; i++) ok = ok && (c->stop[c->n_stop++] = strdup(t->stop[i]));
     if (ok && t->eot) ok = (c->eot = strdup(t->eot));
     if (ok && t->n_bias > 0) {
@@ -328,6 +330,7 @@ static struct task *clone_task(const struct task *t) {
         c->n_stop = 0;
         free(c->eot);
         free(c->grammar);
+        free(c->grammar_trigger);
         free(c->bias);
         free(c);
         return NULL;
@@ -561,6 +564,7 @@ bool serve_parse_request(struct server *s, const cJSON *body, enum task_api api,
     serve_logit_bias_field(&p, s, t, llama);
     if (t->ignore_eos) ignore_eos_bias(&p, s, t);
     serve_grammar_field(&p, s, t);
+    if (chat) serve_tools_field(&p, s, t);
 
     /* what the answer reports */
     if (llama) {

@@ -145,15 +145,51 @@ void serve_grammar_field(struct parse *p, struct server *s, struct task *t);
 void serve_samplers_field(struct parse *p, struct recur_sampler_params *sp);
 /* Chat: the messages rendered with the template into t->prompt (and t->eot). */
 void serve_chat_prompt(struct parse *p, struct server *s, struct task *t);
-/* chat.c: chat[0 .. n) rendered with the template (add_ass: ending with the generation prompt),
- * then prefill (the start of the answer, tokenized as text; NULL or "": none), into t->prompt,
- * t->prompt_text, t->eot and t->eot_token. */
-void serve_chat_render(struct parse *p, struct server *s, struct task *t,
-                       const struct recur_chat_message *chat, int n, bool add_ass,
-                       const char *prefill);
 /* messages.c: /v1/messages' fields checked (every one in its table) and its system and messages
  * rendered into t's prompt, its stop_sequences into t->stop. */
 void serve_messages_prompt(struct parse *p, struct server *s, struct task *t);
+/* Chat: chat[0 .. n) and the tools (JSON array text, NULL: none) rendered with the template
+ * (add_ass: ending with the generation prompt), then prefill (the start of the answer,
+ * tokenized as text; NULL or "": none), into t->prompt, t->prompt_text, t->eot, t->eot_token
+ * and t->think_open: what /v1/chat/completions (and the endpoints that translate to it:
+ * /v1/responses, /v1/messages) render. p fails naming what is wrong. */
+void serve_chat_render(struct parse *p, struct server *s, struct task *t,
+                       const struct recur_chat_tool_message *chat, size_t n, const char *tools,
+                       bool add_ass, const char *prefill);
+
+/* ---- tool calls (toolcall.c) ------------------------------------------------------------ */
+
+/* Message i's tool fields (role: its role after renaming): tool_call_id and name of a "tool"
+ * message, an assistant's tool_calls (out->tool_calls malloc'd, pointing into m: free it), and
+ * any other field refused by name. False with p failed. */
+bool serve_chat_tool_fields(struct parse *p, const cJSON *m, int i, const char *role,
+                            struct recur_chat_tool_message *out);
+/* p failed with the library's error err, its "tools[i]..." named as the field "tools"[i]. */
+void serve_tools_fail(struct parse *p, const char *err);
+/* The body's "tools" as JSON text (malloc'd), NULL when absent, null or []; p fails when it
+ * is not an array. */
+char *serve_tools_text(struct parse *p);
+/* tools (JSON text, NULL: none), tool_choice and parallel_tool_calls (JSON values, NULL:
+ * absent) into t: the calls' grammar (t->grammar; lazy with t->grammar_trigger for auto) and
+ * t->tools (the answer is parsed into calls). Refuses (p failed, naming it) bad tools, an
+ * unknown tool_choice or function name, a grammar already set. Call after the grammar fields. */
+void serve_tools_setup(struct parse *p, struct server *s, struct task *t, const char *tools,
+                       const cJSON *choice, const cJSON *parallel);
+/* serve_tools_setup with the body's fields. */
+void serve_tools_field(struct parse *p, struct server *s, struct task *t);
+/* A choice's answer text (its content, the reasoning apart) parsed into content and calls
+ * (recur_tool_calls_free it); NULL when t has no tools to parse, or without memory. */
+struct recur_tool_calls *serve_tools_parse(const struct server *s, const struct task *t,
+                                           const char *text, size_t len);
+/* How many bytes of text (len so far) a stream may send as content: not from where a call may
+ * begin, nor the white space before it. */
+size_t serve_tools_sendable(const struct server *s, const char *text, size_t len);
+/* The calls of tc as OpenAI's tool_calls array (stream: each with its index); ids
+ * "call_<task><choice><call>" (the mistral family: 9 letters and digits, as its templates
+ * want them back). */
+cJSON *serve_tool_calls_json(const struct server *s, const struct task *t, int choice,
+                             const struct recur_tool_calls *tc, bool stream);
+
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);
 

@@ -3,19 +3,17 @@
  * the chat template into the task's prompt tokens.
  *
  * messages: [{role, content}], role "system", "developer" (OpenAI's newer name for system
- * instructions: rendered as system), "user" or "assistant"; content a string or an array of
- * {"type": "text", "text": ...} parts, joined as they are. Other roles, part types and message
- * fields (name, tool calls) change what the model would see and are refused by name.
+ * instructions: rendered as system), "user", "assistant", "tool" or "function" (a tool result,
+ * toolcall.c); content a string or an array of {"type": "text", "text": ...} parts, joined as
+ * they are. Assistant tool_calls and the tool fields are read by toolcall.c, with the request's
+ * tools. Other roles, part types and message fields change what the model would see and are
+ * refused by name.
  *
  * The template: --chat-template (s->chat_template), else the model's own
  * (tokenizer.chat_template), else RECUR_CHAT_TEMPLATE_DEFAULT ("chatml"). add_generation_prompt
  * (default true) ends the text with the start of an assistant turn. The template's end-of-turn
  * text (what follows an assistant message, e.g. "<|im_end|>") ends generation like EOS; it is
  * found by rendering a probe chat, so it is right for every format recur knows.
- *
- * serve_chat_render is the part /v1/messages (messages.c) shares: its Anthropic messages are
- * turned into the same recur_chat_message list, and a last assistant message (a prefill) is
- * put after the generation prompt as text, so that the answer continues it.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -27,30 +25,39 @@
 
 #define MAX_MESSAGES 4096
 
-/* Renders chat with tmpl into a malloc'd string; NULL with p failed. */
-/* The chat rendered with the template (malloc'd), and, when spans is not NULL, where its n
- * messages' contents lie in it (room for n, their count into *n_spans). */
-static char *render(struct parse *p, const char *tmpl, const struct recur_chat_message *chat,
-                    size_t n, bool add_ass, struct recur_text_span *spans, int32_t *n_spans) {
+/* The chat rendered with the template and the tools (JSON text, NULL: none) (malloc'd), and,
+ * when spans is not NULL, where the texts from the request lie in it (a malloc'd array into
+ * *spans, their count into *n_spans). NULL with p failed. */
+static char *render_tools(struct parse *p, const char *tmpl,
+                          const struct recur_chat_tool_message *chat, size_t n, const char *tools,
+                          bool add_ass, struct recur_text_span **spans, int32_t *n_spans) {
     int32_t ns = 0;
-    const int32_t room = spans ? (int32_t)n : 0;
     const int32_t need =
-        recur_chat_apply_template_spans(tmpl, chat, n, add_ass, NULL, 0, spans, room, &ns);
+        recur_chat_apply_template_tools(tmpl, chat, n, tools, add_ass, NULL, 0, NULL, 0, &ns);
     if (need < 0) {
-        serve_fail(p, "the chat template: %s", recur_last_error());
+        const char *err = recur_last_error();
+        if (strncmp(err, "tools", 5) == 0)
+            serve_tools_fail(p, err);
+        else
+            serve_fail(p, "the chat template: %s", err);
         return NULL;
     }
     char *text = malloc((size_t)need + 1);
-    if (!text) {
+    struct recur_text_span *sp = spans ? malloc(sizeof *sp * ((size_t)ns + 1)) : NULL;
+    if (!text || (spans && !sp)) {
+        free(text);
+        free(sp);
         serve_fail(p, "out of memory for the rendered chat");
         return NULL;
     }
-    if (recur_chat_apply_template_spans(tmpl, chat, n, add_ass, text, need + 1, spans, room, &ns) !=
-        need) {
+    if (recur_chat_apply_template_tools(tmpl, chat, n, tools, add_ass, text, need + 1, sp,
+                                        sp ? ns : 0, &ns) != need) {
         free(text);
+        free(sp);
         serve_fail(p, "the chat template: %s", recur_last_error());
         return NULL;
     }
+    if (spans) *spans = sp;
     if (n_spans) *n_spans = ns;
     return text;
 }
@@ -60,8 +67,9 @@ static char *render(struct parse *p, const char *tmpl, const struct recur_chat_m
  * then failed). */
 static char *end_of_turn(struct parse *p, const char *tmpl) {
     static const char mark[] = "\x01recur-probe\x01";
-    const struct recur_chat_message probe[] = {{"user", "hi"}, {"assistant", mark}};
-    char *text = render(p, tmpl, probe, 2, false, NULL, NULL);
+    const struct recur_chat_tool_message probe[] = {{.role = "user", .content = "hi"},
+                                                    {.role = "assistant", .content = mark}};
+    char *text = render_tools(p, tmpl, probe, 2, NULL, false, NULL, NULL);
     if (!text) return NULL;
     char *at = strstr(text, mark), *eot = NULL;
     if (at) {
@@ -143,19 +151,14 @@ const char *serve_chat_template(const struct server *s) {
 }
 
 void serve_chat_render(struct parse *p, struct server *s, struct task *t,
-                       const struct recur_chat_message *chat, int n, bool add_ass,
-                       const char *prefill) {
+                       const struct recur_chat_tool_message *chat, size_t n, const char *tools,
+                       bool add_ass, const char *prefill) {
     if (p->bad) return;
-    char *text = NULL;
-    /* one more span: the prefill's */
-    struct recur_text_span *spans = calloc((size_t)n + 1, sizeof *spans);
-    int32_t n_spans = 0;
-    if (!spans) {
-        serve_fail(p, "out of memory");
-        return;
-    }
     const char *tmpl = serve_chat_template(s);
-    if (!(text = render(p, tmpl, chat, (size_t)n, add_ass, spans, &n_spans))) goto done;
+    struct recur_text_span *spans = NULL; /* room for one more: the prefill's (render_tools) */
+    int32_t n_spans = 0;
+    char *text = render_tools(p, tmpl, chat, n, tools, add_ass, &spans, &n_spans);
+    if (!text) return;
     if (prefill && prefill[0]) { /* the answer's start, after the generation prompt, as text */
         const size_t at = strlen(text), add = strlen(prefill);
         const bool fits = at + add <= (size_t)INT32_MAX / 2;
@@ -181,7 +184,7 @@ void serve_chat_render(struct parse *p, struct server *s, struct task *t,
     t->think_open = add_ass && !structured && serve_think_forced_open(text);
     if (p->bad) goto done;
     /* the template's special markers are special tokens where the vocabulary has them; the
-       messages' contents are text, unless the caller trusts them (parse_special_content) */
+       texts from the request are text, unless the caller trusts them (parse_special_content) */
     const cJSON *trust = serve_field(p, "parse_special_content");
     if (trust && !cJSON_IsBool(trust)) {
         serve_fail(p, "\"parse_special_content\" must be true or false");
@@ -248,8 +251,9 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
         return;
     }
     if (rf) t->reasoning = (enum serve_reasoning)serve_reasoning_of(rf->valuestring);
-    struct recur_chat_message *chat = calloc((size_t)n, sizeof *chat);
+    struct recur_chat_tool_message *chat = calloc((size_t)n, sizeof *chat);
     char **owned = calloc((size_t)n, sizeof *owned);
+    char *tools = NULL;
     if (!chat || !owned) {
         serve_fail(p, "out of memory");
         goto done;
@@ -265,32 +269,31 @@ void serve_chat_prompt(struct parse *p, struct server *s, struct task *t) {
             serve_fail(p, "\"messages\"[%d].reasoning_content: %s", i, why_not);
             goto done;
         }
-        for (const cJSON *f = m->child; f; f = f->next)
-            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 &&
-                strcmp(f->string, "reasoning_content") != 0 &&
-                !(strcmp(f->string, "refusal") == 0 && cJSON_IsNull(f))) {
-                serve_fail(p, "\"messages\"[%d].%s is not supported (only role and content)", i,
-                           f->string);
-                goto done;
-            }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         const char *r = cJSON_IsString(role) ? role->valuestring : "";
         if (strcmp(r, "developer") == 0) r = "system";
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
+        if (strcmp(r, "function") == 0) r = "tool"; /* OpenAI's legacy name of a tool result */
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 &&
+            strcmp(r, "tool") != 0) {
             serve_fail(p,
-                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\" or "
-                       "\"assistant\"",
+                       "\"messages\"[%d].role must be \"system\", \"developer\", \"user\", "
+                       "\"assistant\", \"tool\" or \"function\"",
                        i);
             goto done;
         }
         chat[i].role = r;
-        chat[i].content =
-            content_of(p, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &owned[i]);
+        if (!serve_chat_tool_fields(p, m, i, r, &chat[i])) goto done;
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (chat[i].n_tool_calls && (!content || cJSON_IsNull(content))) continue;
+        chat[i].content = content_of(p, content, i, &owned[i]);
         if (!chat[i].content) goto done;
     }
-    serve_chat_render(p, s, t, chat, n, add_ass, NULL);
+    tools = serve_tools_text(p);
+    serve_chat_render(p, s, t, chat, (size_t)n, tools, add_ass, NULL);
 done:
     for (int k = 0; owned && k < n; k++) free(owned[k]);
+    for (int k = 0; chat && k < n; k++) free((void *)chat[k].tool_calls);
     free(owned);
     free(chat);
+    free(tools);
 }

@@ -158,16 +158,16 @@ static const struct field chat_fields[] = {
     {"response_format", F_USED, 0},
     {"grammar", F_USED, 0},
     {"json_schema", F_USED, 0},
-    {"tools", F_OFF_SET, 0},
-    {"tool_choice", F_OFF_SET, 0},
+    {"tools", F_USED, 0}, /* toolcall.c */
+    {"tool_choice", F_USED, 0},
     {"functions", F_OFF_SET, 0},
     {"function_call", F_OFF_SET, 0},
     {"store", F_OFF_SET, 0},
-    {"model", F_HARMLESS, 0},               /* one model is served, whatever the name */
-    {"user", F_HARMLESS, 0},                /* an end-user id for abuse monitoring */
-    {"session_id", F_HARMLESS, 0},          /* routing only: the cache is keyed by content */
-    {"metadata", F_HARMLESS, 0},            /* tags of stored completions (none are stored) */
-    {"parallel_tool_calls", F_HARMLESS, 0}, /* no effect without tools, which are refused */
+    {"model", F_HARMLESS, 0},      /* one model is served, whatever the name */
+    {"user", F_HARMLESS, 0},       /* an end-user id for abuse monitoring */
+    {"session_id", F_HARMLESS, 0}, /* routing only: the cache is keyed by content */
+    {"metadata", F_HARMLESS, 0},   /* tags of stored completions (none are stored) */
+    {"parallel_tool_calls", F_USED, 0},
     OPENAI_HARMLESS,
     {"return_progress", F_USED, 0},
     /* no effect: recur's templates have no reasoning switch (read below) */

@@ -213,7 +213,7 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
         return;
     }
     /* at most one turn per message, and the system one */
-    struct recur_chat_message *chat = calloc((size_t)n + 1, sizeof *chat);
+    struct recur_chat_tool_message *chat = calloc((size_t)n + 1, sizeof *chat);
     struct buf *turns = calloc((size_t)n + 1, sizeof *turns);
     int n_turns = 0;
     if (!chat || !turns) {
@@ -224,7 +224,8 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
     if (sys) {
         content_into(p, sys, "\"system\"", &turns[0]);
         if (p->bad) goto done;
-        chat[n_turns++] = (struct recur_chat_message){"system", turns[0].s ? turns[0].s : ""};
+        chat[n_turns++] = (struct recur_chat_tool_message){.role = "system",
+                                                           .content = turns[0].s ? turns[0].s : ""};
     }
     int i = 0;
     for (const cJSON *m = msgs->child; m; m = m->next, i++) {
@@ -266,7 +267,7 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
     }
     /* a last assistant turn is the start of the answer */
     const bool prefill = strcmp(chat[n_turns - 1].role, "assistant") == 0;
-    serve_chat_render(p, s, t, chat, prefill ? n_turns - 1 : n_turns, true,
+    serve_chat_render(p, s, t, chat, (size_t)(prefill ? n_turns - 1 : n_turns), NULL, true,
                       prefill ? chat[n_turns - 1].content : NULL);
 done:
     for (int k = 0; turns && k <= n; k++) free(turns[k].s);

@@ -251,17 +251,31 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "index", ti * t->n + i);
             const int32_t n_tok = serve_tokens_ready(c, c->len);
+            const char *finish = c->finish_reason ? c->finish_reason : "stop";
             if (r->api == API_CHAT) {
                 cJSON *m = cJSON_AddObjectToObject(o, "message");
                 cJSON_AddStringToObject(m, "role", "assistant");
-                /* the reasoning apart (llama-server's message.reasoning_content, when any) */
+                /* the reasoning apart (llama-server's message.reasoning_content, when any),
+                   then the calls read from the content (toolcall.c) */
                 struct serve_think th;
                 if (!serve_think_whole(&th, t, c)) {
                     serve_think_free(&th);
                     cJSON_Delete(j);
                     return NULL;
                 }
-                serve_add_text(m, "content", th.content.s, th.content.len);
+                struct recur_tool_calls *tc = serve_tools_parse(s, t, th.content.s, th.content.len);
+                if (tc && tc->n_calls) {
+                    if (tc->content[0])
+                        serve_add_text(m, "content", tc->content, strlen(tc->content));
+                    else
+                        cJSON_AddNullToObject(m, "content");
+                    cJSON_AddItemToObject(m, "tool_calls",
+                                          serve_tool_calls_json(s, t, i, tc, false));
+                    finish = "tool_calls";
+                } else {
+                    serve_add_text(m, "content", th.content.s, th.content.len);
+                }
+                recur_tool_calls_free(tc);
                 if (th.reasoning.len)
                     serve_add_text(m, "reasoning_content", th.reasoning.s, th.reasoning.len);
                 serve_think_free(&th);
@@ -288,8 +302,7 @@ static cJSON *final_json(const struct server *s, struct serve_parts *a,
                 else
                     cJSON_AddNullToObject(o, "logprobs");
             }
-            cJSON_AddStringToObject(o, "finish_reason",
-                                    c->finish_reason ? c->finish_reason : "stop");
+            cJSON_AddStringToObject(o, "finish_reason", finish);
             cJSON_AddItemToArray(arr, o);
         }
     }
@@ -316,6 +329,8 @@ struct sent {
     bool started;   /* chat: the role chunk; echo: the prompt */
     bool finished;  /* the finish_reason (OpenAI) or the final object (/completion) */
     struct serve_think_stream think; /* chat: the text split into reasoning and content */
+    bool calls;     /* chat with tools: the calls were sent (finish_reason "tool_calls") */
+    bool tail_sent; /* chat with tools: the text after the last content sent, and the calls */
 };
 
 struct stream {
@@ -347,6 +362,60 @@ static cJSON *chunk(const struct stream *st, int index, cJSON **root) {
     cJSON_AddItemToArray(arr, o);
     if (st->r->include_usage) cJSON_AddNullToObject(*root, "usage");
     return o;
+}
+
+/* Chat with tools, choice i finished: the rest of its text (through the reasoning splitter)
+ * and its calls, read from the whole content, in one delta, then the finish chunk
+ * ("tool_calls" when there were calls). */
+static char *tool_event(struct stream *st, struct task *t, int i, int index, struct sent *sn) {
+    const struct choice *c = &t->choice[i];
+    cJSON *root = NULL, *o = chunk(st, index, &root);
+    if (!sn->tail_sent) {
+        sn->tail_sent = true;
+        const size_t content_sent = sn->think.sent_content;
+        const char *rs, *cs;
+        size_t nr, nc;
+        const size_t from = sn->bytes < c->len ? sn->bytes : c->len;
+        if (!serve_think_stream_step(&sn->think, t, c->text ? c->text + from : "", c->len - from,
+                                     true, &rs, &nr, &cs, &nc)) {
+            cJSON_Delete(root);
+            st->done_sent = true;
+            return event(cJSON_Parse("{\"error\": {\"message\": \"out of memory\", \"type\": "
+                                     "\"server_error\", \"code\": 500}}"));
+        }
+        sn->bytes = c->len;
+        sn->tokens = c->n_out;
+        const struct serve_text *content = &sn->think.th.content;
+        struct recur_tool_calls *tc = serve_tools_parse(st->s, t, content->s, content->len);
+        if (nr || nc || (tc && tc->n_calls)) {
+            cJSON *d = cJSON_AddObjectToObject(o, "delta");
+            if (nr) serve_add_text(d, "reasoning_content", rs, nr);
+            if (tc && tc->n_calls) {
+                const size_t n = strlen(tc->content); /* what was sent is a prefix of it */
+                if (n > content_sent)
+                    serve_add_text(d, "content", tc->content + content_sent, n - content_sent);
+                cJSON_AddItemToObject(d, "tool_calls",
+                                      serve_tool_calls_json(st->s, t, i, tc, true));
+                sn->calls = true;
+            } else if (nc) { /* no calls after all: the rest is content */
+                serve_add_text(d, "content", cs, nc);
+            }
+            recur_tool_calls_free(tc);
+            cJSON_AddNullToObject(o, "logprobs");
+            cJSON_AddNullToObject(o, "finish_reason");
+            return event(root);
+        }
+        recur_tool_calls_free(tc);
+    }
+    sn->finished = true;
+    cJSON_AddObjectToObject(o, "delta");
+    cJSON_AddNullToObject(o, "logprobs");
+    cJSON_AddStringToObject(o, "finish_reason",
+                            sn->calls          ? "tool_calls"
+                            : c->finish_reason ? c->finish_reason
+                                               : "stop");
+    add_timings(root, timings_of(t, c->n_out));
+    return event(root);
 }
 
 /* The next event of choice i of task t (index: its place in the answer), NULL: none yet. */
@@ -404,6 +473,11 @@ again:;
         if (end > sn->bytes || per_token) break;
     }
     if (upto == avail && c->finished && c->text) end = c->len;
+    if (r->api == API_CHAT && t->tools) { /* toolcall.c: no content from where a call begins */
+        if (c->finished && !sn->finished) return tool_event(st, t, i, index, sn);
+        const size_t ok = serve_tools_sendable(s, c->text, c->len);
+        if (end > ok) end = ok > sn->bytes ? ok : sn->bytes;
+    }
     if (!per_token && end == sn->bytes) upto = from; /* nothing to say for them yet */
     bool more = end > sn->bytes || upto > from;
     const char *piece_at = c->text ? c->text + sn->bytes : "";

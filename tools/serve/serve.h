@@ -119,6 +119,9 @@ struct task {
                               (the prefix cache is then not restored from) */
     char *grammar;         /* GBNF text every choice's output follows (root rule "root"),
                               from grammar, json_schema or response_format; NULL: none */
+    char *grammar_trigger; /* the grammar is lazy from this text on (tool calls, auto);
+                              NULL: from the first token */
+    bool tools;            /* chat: the answer is parsed into tool calls (toolcall.c) */
     char *eot;             /* a chat template's end-of-turn text: ends a choice like a stop
                               string, not reported as one; NULL: none */
     recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read
