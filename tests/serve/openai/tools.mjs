@@ -36,7 +36,7 @@ check("the call: get_time with a tz of the enum", call?.type === "function" && c
       args && ["UTC", "CET"].includes(args.tz), JSON.stringify(call));
 check("content null", msg.content === null, JSON.stringify(msg.content));
 
-const stream = client.beta.chat.completions.stream(body);
+const stream = client.chat.completions.stream(body);
 const final = await stream.finalChatCompletion();
 const smsg = final.choices[0].message;
 check("streamed: the same call", smsg.tool_calls?.length === 1 &&

@@ -17,7 +17,7 @@
 
 #include "../core/core.h"
 #include "../grammar/grammar.h"
-#include "chat.h"
+#include "../chat/chat.h"
 
 static bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||

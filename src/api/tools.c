@@ -17,7 +17,7 @@
 #include "recur.h"
 
 #include "../core/core.h"
-#include "chat.h"
+#include "../chat/chat.h"
 
 /* ---- families ------------------------------------------------------------------------ */
 
