@@ -51,6 +51,11 @@ for name in "${arch_models[@]}"; do
     mkdir -p "$d"
     quantized=false
     case "$name" in q*) quantized=true ;; esac
+    # the greedy comparison needs a prompt whose continuation has no near tie: f32-falcon's
+    # top-2 gap on the common one is 7e-4 (a skip), on this one 2.9e-2
+    prompt="Hello world, this is a test of"
+    [ "$name" = f32-falcon ] && prompt="Once upon a time, there was"
+    longer="$prompt the emergency broadcast system"
 
     # ---- greedy: recur run, the C API, the reference ----------------------------------------
     "$recur" run -m "$m" -p "$prompt" -n $n_gen --temp 0 -t 1 >"$d/run.txt" 2>"$d/run.err"
