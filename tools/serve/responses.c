@@ -44,6 +44,7 @@ void serve_responses_req_free(struct serve_responses_req *q) {
     if (!q) return;
     cJSON_Delete(q->echo);
     cJSON_Delete(q->conv);
+    serve_think_stream_free(&q->think);
     free(q);
 }
 
@@ -251,8 +252,98 @@ static void add_message(struct parse *p, cJSON *msgs, const char *role, char *co
     free(content);
 }
 
+/* A reasoning item of input: an earlier answer's thought, sent back by a client that keeps the
+ * conversation itself ({type: "reasoning", id, summary: [summary_text parts], content:
+ * [reasoning_text parts], encrypted_content, status}). Checked; true when it holds a reasoning
+ * (some text). The thought is never rendered: take_reasoning checks that leaving it out is
+ * what the chat template does. */
+static bool reasoning_input(struct parse *p, const cJSON *m, int i) {
+    bool any = false;
+    for (const cJSON *f = m->child; f && !p->bad; f = f->next) {
+        const char *k = f->string;
+        if (strcmp(k, "type") == 0 || strcmp(k, "id") == 0 || strcmp(k, "status") == 0) continue;
+        if (strcmp(k, "encrypted_content") == 0) {
+            if (!cJSON_IsNull(f) && !cJSON_IsString(f))
+                serve_fail(p, "\"input\"[%d].encrypted_content must be a string or null", i);
+            any = any || (cJSON_IsString(f) && f->valuestring[0]);
+            continue;
+        }
+        const bool summary = strcmp(k, "summary") == 0;
+        if (!summary && strcmp(k, "content") != 0) {
+            serve_fail(p,
+                       "\"input\"[%d].%.40s is not supported (a reasoning item has summary, "
+                       "content and encrypted_content)",
+                       i, k);
+            return false;
+        }
+        if (cJSON_IsNull(f) && !summary) continue;
+        if (!cJSON_IsArray(f)) {
+            serve_fail(p, "\"input\"[%d].%s must be an array of %s parts", i, k,
+                       summary ? "summary_text" : "reasoning_text");
+            return false;
+        }
+        int n = 0;
+        for (const cJSON *part = f->child; part; part = part->next, n++) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+            const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+            if (!cJSON_IsString(type) ||
+                strcmp(type->valuestring, summary ? "summary_text" : "reasoning_text") != 0 ||
+                !cJSON_IsString(text) || cJSON_GetArraySize(part) != 2) {
+                serve_fail(p, "\"input\"[%d].%s[%d] must be {\"type\": \"%s\", \"text\": string}",
+                           i, k, n, summary ? "summary_text" : "reasoning_text");
+                return false;
+            }
+            any = any || text->valuestring[0];
+        }
+    }
+    return any && !p->bad;
+}
+
+/* The reasoning item input[i] left out of the prompt, as chat leaves out a past
+ * reasoning_content: only where the template would drop it too (serve_think_history), with
+ * the messages after it (own: it precedes the assistant message just added, whose reasoning
+ * it is); else refused, as recur's formats do not render a reasoning. */
+static void take_reasoning(struct parse *p, const char *tmpl, cJSON *msgs, int i, bool own) {
+    if (p->bad) return;
+    cJSON *probe = NULL, *m = own ? cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1) : NULL;
+    if (!m) { /* alone: an assistant turn of its own, before what follows */
+        probe = m = cJSON_CreateObject();
+        if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) {
+            cJSON_Delete(probe);
+            serve_fail(p, "out of memory");
+            return;
+        }
+    }
+    if (!cJSON_AddStringToObject(m, "reasoning_content", "(reasoning)")) {
+        cJSON_Delete(probe);
+        serve_fail(p, "out of memory");
+        return;
+    }
+    /* the check reads the messages after this one: those of the input still to come are not
+       there yet, so it runs once the input is read (check_reasonings) */
+    cJSON_AddNumberToObject(m, "recur_input_index", i);
+    if (probe) {
+        const char *why = serve_think_history(tmpl, probe);
+        if (why) serve_fail(p, "\"input\"[%d] (a reasoning item): %s", i, why);
+        cJSON_Delete(probe);
+    }
+}
+
+/* The reasonings of the assistant messages (take_reasoning) checked against the template with
+ * the whole chat after them, then left out. */
+static void check_reasonings(struct parse *p, const char *tmpl, cJSON *msgs) {
+    for (cJSON *m = msgs ? msgs->child : NULL; m && !p->bad; m = m->next) {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(m, "recur_input_index");
+        if (!at) continue;
+        const char *why = serve_think_history(tmpl, m);
+        if (why) serve_fail(p, "\"input\"[%d] (a reasoning item): %s", at->valueint, why);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "reasoning_content");
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "recur_input_index");
+    }
+}
+
 /* input into msgs: a string is one user message; a list, message items. */
-static void input_messages(struct parse *p, cJSON *msgs) {
+static void input_messages(struct parse *p, const char *tmpl, cJSON *msgs) {
     const cJSON *in = serve_field(p, "input");
     if (p->bad) return;
     if (!in) {
@@ -267,12 +358,20 @@ static void input_messages(struct parse *p, cJSON *msgs) {
         serve_fail(p, "\"input\" must be a string or a non-empty array of message items");
         return;
     }
-    int i = 0;
+    int i = 0, pending = -1; /* pending: a reasoning item's index, its message not read yet */
     for (const cJSON *m = in->child; m && !p->bad; m = m->next, i++) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
         if (!cJSON_IsObject(m)) {
             serve_fail(p, "\"input\"[%d] must be a message item {role, content}", i);
             return;
+        }
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "reasoning") == 0) {
+            if (reasoning_input(p, m, i)) pending = i;
+            continue;
+        }
+        if (pending >= 0) { /* a reasoning item not followed by the assistant's message */
+            take_reasoning(p, tmpl, msgs, pending, false);
+            pending = -1;
         }
         if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "message") == 0)) {
             serve_fail(p,
@@ -309,7 +408,11 @@ static void input_messages(struct parse *p, cJSON *msgs) {
         }
         char *text = content_text(p, content, i);
         if (text) add_message(p, msgs, r, text);
+        if (pending >= 0) /* the reasoning before this message is its own */
+            take_reasoning(p, tmpl, msgs, pending, strcmp(r, "assistant") == 0);
+        pending = -1;
     }
+    if (pending >= 0) take_reasoning(p, tmpl, msgs, pending, false);
 }
 
 /* text: {format: {type: text | json_object | json_schema, ...}, verbosity} into chat's
@@ -434,12 +537,14 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
             if (!cJSON_AddItemToArray(msgs, cJSON_Duplicate(m, true)))
                 serve_fail(p, "out of memory");
     }
-    input_messages(p, msgs);
+    input_messages(p, serve_chat_template(s), msgs);
+    check_reasonings(p, serve_chat_template(s), msgs);
     text_field(p, chat, &format); /* input_tokens too: the same body is checked the same way */
     struct serve_responses_req *q = NULL;
     if (!p->bad && !count) {
         q = calloc(1, sizeof *q);
-        if (!q || !new_id(q->id, "resp_") || !new_id(q->msg_id, "msg_")) {
+        if (!q || !new_id(q->id, "resp_") || !new_id(q->msg_id, "msg_") ||
+            !new_id(q->rs_id, "rs_")) {
             serve_fail(p, "out of memory or no random numbers for the response's id");
         } else {
             q->created_at = (double)time(NULL);
@@ -537,7 +642,12 @@ enum MHD_Result serve_responses_create(struct server *s, struct MHD_Connection *
         return answered;
     }
     r->api = API_RESPONSES;
-    for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->api = API_RESPONSES;
+    for (int i = 0; i < r->n_tasks; i++) {
+        r->tasks[i]->api = API_RESPONSES;
+        /* the reasoning has its own output item: deepseek-legacy's tagged stream is chat's */
+        if (r->tasks[i]->reasoning == SERVE_REASONING_DEEPSEEK_LEGACY)
+            r->tasks[i]->reasoning = SERVE_REASONING_DEEPSEEK;
+    }
     r->resp = q;
     return serve_answer(s, conn, r, rq->cont);
 }
