@@ -512,6 +512,7 @@ static cJSON *ev_block(const char *name, int index) {
 
 /* content_block_start of a thinking block (index 0) or of the text block (after it). */
 static bool block_start(struct buf *b, struct serve_request *r, bool thinking) {
+    const bool first = !r->msg_think_open && !r->msg_text_open; /* a ping after it, as Anthropic */
     cJSON *j = ev_block("content_block_start", thinking            ? 0
                                                : r->msg_think_open ? 1
                                                                    : 0),
@@ -523,7 +524,8 @@ static bool block_start(struct buf *b, struct serve_request *r, bool thinking) {
         r->msg_think_open = true;
     else
         r->msg_text_open = true;
-    return add_event(b, "content_block_start", j);
+    return add_event(b, "content_block_start", j) &&
+           (!first || add_event(b, "ping", ev_new("ping")));
 }
 
 /* A delta of the thinking block (thinking_delta, signature_delta) or of the text block. */
@@ -614,7 +616,7 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
         add_usage(m, t, 0);
         cJSON *start = ev_new("message_start");
         cJSON_AddItemToObject(start, "message", m);
-        ok = add_event(&b, "message_start", start) && add_event(&b, "ping", ev_new("ping"));
+        ok = add_event(&b, "message_start", start);
     } else {
         ok = block_events(&b, r, t, c);
         if (ok && !b.len) return NULL;
