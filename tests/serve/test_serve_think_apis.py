@@ -21,7 +21,9 @@ nothing.
 import http.client
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 RECUR, MODEL = sys.argv[1:3]
 from serve_util import check, counts
@@ -198,6 +200,28 @@ messages(srv, "forced open, thinking adaptive, omitted", ref, {"messages": MSGS}
 messages(srv, "forced open, thinking disabled", ref, {"messages": MSGS}, {"type": "disabled"},
          shown=False)
 messages(srv, "forced open, system", ref_sys, {"system": "Be brief.", "messages": MSGS})
+
+# the official clients: the openai package's reasoning items, the Anthropic SDK's thinking blocks
+HERE = os.path.dirname(os.path.abspath(__file__))
+ref_sdk = chat_ref(srv, MSGS, max_tokens=16)
+fd, exp_path = tempfile.mkstemp(prefix="recur-think-expected-", suffix=".json")
+with os.fdopen(fd, "w") as f:
+    json.dump({"input": USER, "max": 16, "reasoning": ref_sdk["reasoning"],
+               "content": ref_sdk["content"]}, f)
+for name, pkg, script, url in [
+        ("the openai package", os.path.join("openai", "node_modules", "openai"),
+         os.path.join("openai", "reasoning.mjs"), "http://127.0.0.1:%d/v1" % srv.port),
+        ("the @anthropic-ai/sdk client", os.path.join("anthropic", "node_modules", "@anthropic-ai",
+                                                      "sdk"),
+         os.path.join("anthropic", "thinking.mjs"), "http://127.0.0.1:%d" % srv.port)]:
+    if not os.path.isdir(os.path.join(HERE, pkg)):
+        check("%s is installed (the set-up runs npm ci)" % name, False)
+        continue
+    r = subprocess.run(["node", os.path.join(HERE, script), url, exp_path], capture_output=True,
+                       text=True, timeout=120)
+    check("%s: %s" % (name, r.stdout.strip()), r.returncode == 0, r.stderr[-3000:] + r.stdout)
+    print("%s: %s" % (name, r.stdout.strip()))
+os.unlink(exp_path)
 
 # previous_response_id: the stored answer is its content, not its thought (chat's history)
 hist = MSGS + [{"role": "assistant", "content": ref["content"]},
