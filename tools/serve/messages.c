@@ -7,11 +7,11 @@
  * Anthropic requires it; 0 reads the prompt and answers no text), messages, system,
  * stop_sequences, temperature (0..1, as Anthropic's), top_p, top_k, stream, metadata (a user
  * id: no effect), service_tier ("auto", "standard_only": recur serves one tier), cache_control
- * (recur's prefix cache works without being asked). Refused by name: tools and tool_choice
- * beyond "none" (an empty tools list, and tool_choice auto or none without tools, change
- * nothing), thinking other than disabled (no reasoning is separated here), every content block
- * but text (image, document, tool_use, tool_result, thinking ...: named in the message), and
- * any field not listed.
+ * (recur's prefix cache works without being asked), thinking (thinking_field). Refused by
+ * name: tools and tool_choice beyond "none" (an empty tools list, and tool_choice auto or none
+ * without tools, change nothing), every content block but text and an assistant's thinking
+ * blocks (image, document, tool_use, tool_result ...: named in the message), and any field
+ * not listed.
  *
  * messages: user and assistant turns; content a string or a list of text blocks, joined as
  * they are. Consecutive messages of one role are one turn, as Anthropic combines them: their
@@ -29,7 +29,10 @@
  * message_start (the message with empty content, sent once the prompt is read so that its
  * usage is known), content_block_start, ping, content_block_delta (text_delta), content_block_stop,
  * message_delta ({stop_reason, stop_sequence}, usage.output_tokens), message_stop; a failure
- * is an "error" event. Errors: {"type": "error", "error": {"type", "message"}} with the status.
+ * is an "error" event. A model's thought (split by reasoning.c) is a thinking block before the
+ * text block, {type: "thinking", thinking, signature: ""}, streamed at index 0 (thinking_delta,
+ * one signature_delta) with the text block at index 1. Errors: {"type": "error", "error": {"type",
+ * "message"}} with the status.
  */
 #include <cjson/cJSON.h>
 #include <math.h>

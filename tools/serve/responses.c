@@ -6,12 +6,12 @@
  * events (facts: OpenAI's API reference and the openai npm package's type definitions).
  *
  * The request: input (a string: one user message; or message items {type?: "message", role,
- * content: a string or input_text / output_text parts}); instructions (a system message put
- * first, not carried over by previous_response_id, as OpenAI); roles user, assistant, system,
- * developer (= system, as OpenAI maps it). max_output_tokens, temperature, top_p, stream and
- * text.format (text, json_object, json_schema: the grammar of chat's response_format) are
- * honoured; the fields that cannot change the output are accepted and echoed; the others
- * (tools, background, include of logprobs, conversation, ...) are refused by name (table
+ * content: a string or input_text / output_text parts}, and reasoning items, below); instructions
+ * (a system message put first, not carried over by previous_response_id, as OpenAI); roles user,
+ * assistant, system, developer (= system, as OpenAI maps it). max_output_tokens, temperature,
+ * top_p, stream and text.format (text, json_object, json_schema: the grammar of chat's
+ * response_format) are honoured; the fields that cannot change the output are accepted and echoed;
+ * the others (tools, background, include of logprobs, conversation, ...) are refused by name (table
  * below).
  *
  * previous_response_id: every finished response (unless store is false) keeps its
@@ -26,7 +26,11 @@
  *
  * reasoning.effort is accepted at every OpenAI level and changes nothing: recur's chat
  * templates are builtin ones without a reasoning switch, and no reasoning phase is budgeted
- * (as chat's reasoning_effort, fields.c); output_tokens_details.reasoning_tokens is 0.
+ * (as chat's reasoning_effort, fields.c). A model's thought is split from its answer by the
+ * server's --reasoning-format (no request field: OpenAI's API has none) and answered as a
+ * reasoning item (responses_out.c). Reasoning items in input (a client sending back the
+ * previous output) are left out of the prompt where the template leaves out a past reasoning
+ * (serve_think_history), refused where it would write one.
  */
 #include <cjson/cJSON.h>
 #include <math.h>

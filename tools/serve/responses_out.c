@@ -5,7 +5,14 @@
  * response.content_part.added, response.output_text.delta (one per token that released text),
  * response.output_text.done, response.content_part.done, response.output_item.done, then
  * response.completed or response.incomplete (the length ended it); response.failed when the
- * task failed. A finished response is kept (responses_store.c) unless store was false.
+ * task failed. A finished response is kept (responses_store.c) unless store was false, its
+ * answer without its thought.
+ *
+ * A reasoning model's thought (split by reasoning.c as chat's reasoning_content) is a
+ * reasoning item before the message, {type: "reasoning", id: "rs_...", summary: [], content:
+ * [{type: "reasoning_text", text}], status}, streamed as its own item at output_index 0 with
+ * response.reasoning_text.delta / .done (OpenAI's events for an open-weight model's raw
+ * thought); the message follows at output_index 1 (0 when there was no thought).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
