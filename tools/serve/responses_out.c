@@ -80,8 +80,8 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
     const struct choice *c = &t->choice[0];
     const bool ended = strcmp(status, "in_progress") != 0 && strcmp(status, "failed") != 0;
     /* the output: the reasoning apart (the server's --reasoning-format), then the answer */
-    struct serve_think th;
-    if (!serve_think_whole(&th, t, c)) {
+    struct serve_think th = {0}; /* split once the text is all there */
+    if (ended && !serve_think_whole(&th, t, c)) {
         serve_think_free(&th);
         return NULL;
     }
