@@ -257,6 +257,14 @@ without_rs = [m for m in with_rs if m is not RS]
 got, plain = input_tokens(srv, {"input": with_rs}), input_tokens(srv, {"input": without_rs})
 check("input: a reasoning item is left out (DeepSeek-R1 drops a past thought)",
       got[0] == 200 and got == plain, (got, plain))
+alone = [{"role": "user", "content": "Q1"}, RS, dict(RS, id="rs_2"),
+         {"role": "user", "content": "Q2"}]
+as_chat = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": ""},
+           {"role": "user", "content": "Q2"}]
+got, plain = input_tokens(srv, {"input": alone}), input_tokens(srv, {"input": as_chat})
+check("input: reasoning items with no message: an assistant turn with no text, as chat holds it",
+      got[0] == 200 and got == plain and got != input_tokens(srv, {"input": [alone[0], alone[3]]}),
+      (got, plain))
 th = [{"role": "user", "content": "Q1"},
       {"role": "assistant", "content": [{"type": "thinking", "thinking": "R1", "signature": ""},
                                         {"type": "redacted_thinking", "data": "xyz"},
@@ -286,6 +294,26 @@ check("Nemotron 3: the same input without it is accepted", st == 200, e)
 st, e = count_tokens(srv, th)
 check("Nemotron 3: a thinking block of the history is refused", st == 400 and
       "\"messages\"[1].content[0] (a thinking block)" in str(e), e)
+check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
+
+# ---- Qwen3: a past reasoning is dropped before the last user message, written after it ------
+qwen3 = os.path.join(TEMPLATES, "Qwen-Qwen3-0.6B.jinja")
+srv = serve_util.Server(RECUR, MODEL, "--chat-template", open(qwen3).read())
+got, plain = input_tokens(srv, {"input": with_rs}), input_tokens(srv, {"input": without_rs})
+check("Qwen3: a reasoning item before the last user message is left out",
+      got[0] == 200 and got == plain, (got, plain))
+st, e = input_tokens(srv, {"input": with_rs[:3]})
+check("Qwen3: a reasoning item of the last turn is refused", st == 400 and
+      "\"input\"[1] (a reasoning item)" in str(e), e)
+st, e = input_tokens(srv, {"input": with_rs[:2]})
+check("Qwen3: a reasoning item alone at the end is refused", st == 400 and
+      "\"input\"[1] (a reasoning item)" in str(e), e)
+got, plain = count_tokens(srv, th), count_tokens(srv, plain_th)
+check("Qwen3: a thinking block before the last user message is left out",
+      got[0] == 200 and got == plain, (got, plain))
+st, e = count_tokens(srv, th[:2])
+check("Qwen3: a thinking block in the last assistant turn (a prefill) is refused",
+      st == 400 and "\"messages\"[1].content[0] (a thinking block)" in str(e), e)
 check("the server exits cleanly", srv.stop() == 0, srv.log[-5:])
 
 # ---- no thought opened (the model's chatml): nothing is reasoning --------------------------

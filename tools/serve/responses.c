@@ -304,37 +304,24 @@ static bool reasoning_input(struct parse *p, const cJSON *m, int i) {
 }
 
 /* The reasoning item input[i] left out of the prompt, as chat leaves out a past
- * reasoning_content: only where the template would drop it too (serve_think_history), with
- * the messages after it (own: it precedes the assistant message just added, whose reasoning
- * it is); else refused, as recur's formats do not render a reasoning. */
-static void take_reasoning(struct parse *p, const char *tmpl, cJSON *msgs, int i, bool own) {
+ * reasoning_content: marked on its assistant message (own: the one just added, whose thought it
+ * is; else a new one with an empty content, as chat holds an answer that was all thought) and
+ * checked by check_reasonings once the whole chat is read (text: the item has some; an empty
+ * one leaves nothing out). */
+static void take_reasoning(struct parse *p, cJSON *msgs, int i, bool own, bool text) {
     if (p->bad) return;
-    cJSON *probe = NULL, *m = own ? cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1) : NULL;
-    if (!m) { /* alone: an assistant turn of its own, before what follows */
-        probe = m = cJSON_CreateObject();
-        if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) {
-            cJSON_Delete(probe);
-            serve_fail(p, "out of memory");
-            return;
-        }
-    }
-    if (!cJSON_AddStringToObject(m, "reasoning_content", "(reasoning)")) {
-        cJSON_Delete(probe);
+    if (!own) add_message(p, msgs, "assistant", strdup(""));
+    if (!text) return; /* no thought to leave out */
+    cJSON *m = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    if (p->bad || !m || !cJSON_AddStringToObject(m, "reasoning_content", "(reasoning)") ||
+        !cJSON_AddNumberToObject(m, "recur_input_index", i))
         serve_fail(p, "out of memory");
-        return;
-    }
-    /* the check reads the messages after this one: those of the input still to come are not
-       there yet, so it runs once the input is read (check_reasonings) */
-    cJSON_AddNumberToObject(m, "recur_input_index", i);
-    if (probe) {
-        const char *why = serve_think_history(tmpl, probe);
-        if (why) serve_fail(p, "\"input\"[%d] (a reasoning item): %s", i, why);
-        cJSON_Delete(probe);
-    }
 }
 
 /* The reasonings of the assistant messages (take_reasoning) checked against the template with
- * the whole chat after them, then left out. */
+ * the messages after them (serve_think_history: left out where the template leaves out a past
+ * reasoning, refused where it would write one, as recur's formats render none), then left
+ * out. */
 static void check_reasonings(struct parse *p, const char *tmpl, cJSON *msgs) {
     for (cJSON *m = msgs ? msgs->child : NULL; m && !p->bad; m = m->next) {
         const cJSON *at = cJSON_GetObjectItemCaseSensitive(m, "recur_input_index");
@@ -347,7 +334,7 @@ static void check_reasonings(struct parse *p, const char *tmpl, cJSON *msgs) {
 }
 
 /* input into msgs: a string is one user message; a list, message items. */
-static void input_messages(struct parse *p, const char *tmpl, cJSON *msgs) {
+static void input_messages(struct parse *p, cJSON *msgs) {
     const cJSON *in = serve_field(p, "input");
     if (p->bad) return;
     if (!in) {
@@ -362,7 +349,9 @@ static void input_messages(struct parse *p, const char *tmpl, cJSON *msgs) {
         serve_fail(p, "\"input\" must be a string or a non-empty array of message items");
         return;
     }
-    int i = 0, pending = -1; /* pending: a reasoning item's index, its message not read yet */
+    /* pending: a reasoning item's index, its message not read yet; pending_text: it has text */
+    int i = 0, pending = -1;
+    bool pending_text = false;
     for (const cJSON *m = in->child; m && !p->bad; m = m->next, i++) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
         if (!cJSON_IsObject(m)) {
@@ -370,12 +359,12 @@ static void input_messages(struct parse *p, const char *tmpl, cJSON *msgs) {
             return;
         }
         if (cJSON_IsString(type) && strcmp(type->valuestring, "reasoning") == 0) {
-            if (reasoning_input(p, m, i)) pending = i;
+            /* several in a row are one turn's (its thought in parts) */
+            const bool text = reasoning_input(p, m, i);
+            if (p->bad) return;
+            if (pending < 0) pending = i;
+            pending_text = pending_text || text;
             continue;
-        }
-        if (pending >= 0) { /* a reasoning item not followed by the assistant's message */
-            take_reasoning(p, tmpl, msgs, pending, false);
-            pending = -1;
         }
         if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "message") == 0)) {
             serve_fail(p,
@@ -410,13 +399,19 @@ static void input_messages(struct parse *p, const char *tmpl, cJSON *msgs) {
             serve_fail(p, "\"input\"[%d].content is required", i);
             return;
         }
+        const bool assistant = strcmp(r, "assistant") == 0;
+        if (pending >= 0 && !assistant) { /* a thought with no answer: a turn of its own */
+            take_reasoning(p, msgs, pending, false, pending_text);
+            pending = -1;
+        }
         char *text = content_text(p, content, i);
         if (text) add_message(p, msgs, r, text);
-        if (pending >= 0) /* the reasoning before this message is its own */
-            take_reasoning(p, tmpl, msgs, pending, strcmp(r, "assistant") == 0);
+        if (pending >= 0) /* the reasoning of this answer */
+            take_reasoning(p, msgs, pending, true, pending_text);
         pending = -1;
+        pending_text = false;
     }
-    if (pending >= 0) take_reasoning(p, tmpl, msgs, pending, false);
+    if (pending >= 0) take_reasoning(p, msgs, pending, false, pending_text);
 }
 
 /* text: {format: {type: text | json_object | json_schema, ...}, verbosity} into chat's
@@ -541,7 +536,7 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
             if (!cJSON_AddItemToArray(msgs, cJSON_Duplicate(m, true)))
                 serve_fail(p, "out of memory");
     }
-    input_messages(p, serve_chat_template(s), msgs);
+    input_messages(p, msgs);
     check_reasonings(p, serve_chat_template(s), msgs);
     text_field(p, chat, &format); /* input_tokens too: the same body is checked the same way */
     struct serve_responses_req *q = NULL;
