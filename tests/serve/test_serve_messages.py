@@ -221,7 +221,19 @@ REFUSED = [
     ("temperature above 1", {"temperature": 1.5}, "temperature"),
     ("tools", {"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "tools"),
     ("tool_choice any", {"tool_choice": {"type": "any"}}, "tool_choice"),
-    ("thinking enabled", {"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
+    # recur has no reasoning budget: one that could bind (below max_tokens) is refused
+    ("thinking budget below max_tokens", {"thinking": {"type": "enabled", "budget_tokens": 4}},
+     "budget_tokens"),
+    ("thinking without budget_tokens", {"thinking": {"type": "enabled"}}, "budget_tokens"),
+    ("thinking display summarized", {"thinking": {"type": "adaptive", "display": "summarized"}},
+     "display"),
+    ("thinking of another type", {"thinking": {"type": "sometimes"}}, "thinking"),
+    ("a thinking block in a user message", {"messages": [{"role": "user", "content": [
+        {"type": "thinking", "thinking": "x", "signature": ""}]}]}, "thinking"),
+    ("a thinking block's unknown field", {"messages": [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "x", "signature": "", "extra": 1}]},
+        {"role": "user", "content": "b"}]}, "extra"),
     ("an unknown field", {"frobnicate": 1}, "frobnicate"),
     ("a field of OpenAI's", {"seed": 1}, "seed"),
     ("image block", {"messages": [{"role": "user", "content": [{"type": "image", "source": {
@@ -251,6 +263,11 @@ for name, change, word in REFUSED:
           "%d %s" % (st, e))
 ACCEPTED = [("an empty tools list", {"tools": []}), ("tool_choice auto", {"tool_choice": {"type": "auto"}}),
             ("thinking disabled", {"thinking": {"type": "disabled"}}),
+            ("thinking enabled, a budget that cannot bind",
+             {"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+            ("thinking adaptive", {"thinking": {"type": "adaptive"}}),
+            ("thinking adaptive, display omitted",
+             {"thinking": {"type": "adaptive", "display": "omitted"}}),
             ("metadata", {"metadata": {"user_id": "u-1"}}), ("service_tier auto", {"service_tier": "auto"}),
             ("top_p, top_k", {"top_p": 0.9, "top_k": 5})]
 for name, change in ACCEPTED:

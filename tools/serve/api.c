@@ -644,6 +644,7 @@ void serve_request_free(struct server *s, struct serve_request *r) {
     cJSON_Delete(r->settings);
     serve_responses_req_free(r->resp);
     r->resp = NULL;
+    serve_think_stream_free(&r->msg_think);
     r->response_fields = r->settings = NULL;
 }
 

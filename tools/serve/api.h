@@ -77,8 +77,10 @@ struct serve_request {
     int32_t over_ctx;       /* a refused prompt's tokens when it did not fit -c (0: none):
                                llama-server's exceed_context_size_error */
     int msg_phase;          /* /v1/messages' stream: the events sent so far (messages.c) */
-    size_t msg_bytes;       /* and the text bytes */
-    struct serve_park park; /* the connection, while it waits for the tasks */
+    size_t msg_bytes;       /* and the text bytes (fed to msg_think) */
+    struct serve_think_stream msg_think;                /* the text split into thinking and text */
+    bool msg_think_open, msg_think_done, msg_text_open; /* the blocks started and stopped */
+    struct serve_park park;           /* the connection, while it waits for the tasks */
     struct serve_responses_req *resp; /* /v1/responses: its settings and stream (owned) */
 };
 

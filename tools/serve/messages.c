@@ -7,11 +7,11 @@
  * Anthropic requires it; 0 reads the prompt and answers no text), messages, system,
  * stop_sequences, temperature (0..1, as Anthropic's), top_p, top_k, stream, metadata (a user
  * id: no effect), service_tier ("auto", "standard_only": recur serves one tier), cache_control
- * (recur's prefix cache works without being asked). Refused by name: tools and tool_choice
- * beyond "none" (an empty tools list, and tool_choice auto or none without tools, change
- * nothing), thinking other than disabled (no reasoning is separated here), every content block
- * but text (image, document, tool_use, tool_result, thinking ...: named in the message), and
- * any field not listed.
+ * (recur's prefix cache works without being asked), thinking (thinking_field). Refused by
+ * name: tools and tool_choice beyond "none" (an empty tools list, and tool_choice auto or none
+ * without tools, change nothing), every content block but text and an assistant's thinking
+ * blocks (image, document, tool_use, tool_result ...: named in the message), and any field
+ * not listed.
  *
  * messages: user and assistant turns; content a string or a list of text blocks, joined as
  * they are. Consecutive messages of one role are one turn, as Anthropic combines them: their
@@ -29,9 +29,13 @@
  * message_start (the message with empty content, sent once the prompt is read so that its
  * usage is known), content_block_start, ping, content_block_delta (text_delta), content_block_stop,
  * message_delta ({stop_reason, stop_sequence}, usage.output_tokens), message_stop; a failure
- * is an "error" event. Errors: {"type": "error", "error": {"type", "message"}} with the status.
+ * is an "error" event. A model's thought (split by reasoning.c) is a thinking block before the
+ * text block, {type: "thinking", thinking, signature: ""}, streamed at index 0 (thinking_delta,
+ * one signature_delta) with the text block at index 1. Errors: {"type": "error", "error": {"type",
+ * "message"}} with the status.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,10 +79,31 @@ static bool buf_add(struct buf *b, const char *text) {
     return true;
 }
 
+/* A thinking block of an assistant turn sent back ({type: "thinking", thinking, signature} or
+ * {type: "redacted_thinking", data}): checked; whether the template may leave it out is
+ * decided with the whole chat (past_thinking). */
+static void thinking_block(struct parse *p, const cJSON *blk, const char *what, int k) {
+    const bool redacted = strcmp(cJSON_GetObjectItemCaseSensitive(blk, "type")->valuestring,
+                                 "redacted_thinking") == 0;
+    for (const cJSON *f = blk->child; f && !p->bad; f = f->next) {
+        const bool known =
+            strcmp(f->string, "type") == 0 || strcmp(f->string, "cache_control") == 0 ||
+            (redacted ? strcmp(f->string, "data") == 0
+                      : strcmp(f->string, "thinking") == 0 || strcmp(f->string, "signature") == 0);
+        if (!known)
+            serve_fail(p, "%s[%d].%.40s is not supported by recur", what, k, f->string);
+        else if (strcmp(f->string, "type") != 0 && strcmp(f->string, "cache_control") != 0 &&
+                 !cJSON_IsString(f))
+            serve_fail(p, "%s[%d].%s must be a string", what, k, f->string);
+    }
+}
+
 /* A content (what names it in messages): a string, or a list of text blocks, appended to b. A
- * block is {type: "text", text, cache_control?, citations: null?}; other types are refused by
- * name. */
-static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b) {
+ * block is {type: "text", text, cache_control?, citations: null?}; with thinking (an assistant
+ * turn's), thinking blocks too, left out of b, *thinking the first one's index (-1: none);
+ * other types are refused by name. */
+static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b,
+                         int *thinking) {
     if (cJSON_IsString(c)) {
         if (!buf_add(b, c->valuestring)) serve_fail(p, "out of memory");
         return;
@@ -92,6 +117,16 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
         if (!cJSON_IsObject(blk) || !cJSON_IsString(type)) {
             serve_fail(p, "%s[%d] must be a content block {\"type\": ...}", what, k);
+            return;
+        }
+        if (thinking && (strcmp(type->valuestring, "thinking") == 0 ||
+                         strcmp(type->valuestring, "redacted_thinking") == 0)) {
+            thinking_block(p, blk, what, k);
+            if (*thinking < 0) *thinking = k;
+            continue;
+        }
+        if (!thinking && strcmp(type->valuestring, "thinking") == 0) {
+            serve_fail(p, "%s[%d]: a thinking block belongs to an assistant message", what, k);
             return;
         }
         if (strcmp(type->valuestring, "text") != 0) {
@@ -121,8 +156,69 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
     }
 }
 
+/* thinking: Anthropic's extended thinking, as recur can honour it. The reasoning is separated
+ * as --reasoning-format says (deepseek-legacy as deepseek: a thinking block is the place for
+ * it); absent, a reasoning comes as a thinking block, as llama-server answers. enabled and
+ * adaptive ask for the thinking blocks: refused when the server separates none (format none).
+ * recur cannot end a thought early (no reasoning budget), so a budget_tokens below max_tokens,
+ * which could bind, is refused; one of max_tokens or more cannot. display "omitted" sends the
+ * block with an empty thinking; "summarized" is refused (recur writes no summary). disabled:
+ * a model that thinks anyway (a template that opens the thought) has its reasoning separated
+ * and left out of the answer, which holds the text after it only. */
+static void thinking_field(struct parse *p, const struct server *s, struct task *t) {
+    t->reasoning =
+        s->reasoning == SERVE_REASONING_DEEPSEEK_LEGACY ? SERVE_REASONING_DEEPSEEK : s->reasoning;
+    const cJSON *think = serve_field(p, "thinking");
+    if (!think) return;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(think, "type");
+    const char *ty = cJSON_IsString(type) ? type->valuestring : "";
+    if (!cJSON_IsObject(think) || (strcmp(ty, "disabled") != 0 && strcmp(ty, "enabled") != 0 &&
+                                   strcmp(ty, "adaptive") != 0)) {
+        serve_fail(p, "\"thinking\" must be {\"type\": \"enabled\", \"budget_tokens\"}, "
+                      "{\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+        return;
+    }
+    const bool on = strcmp(ty, "disabled") != 0, budget = strcmp(ty, "enabled") == 0;
+    for (const cJSON *f = think->child; f; f = f->next)
+        if (strcmp(f->string, "type") != 0 && !(on && strcmp(f->string, "display") == 0) &&
+            !(budget && strcmp(f->string, "budget_tokens") == 0)) {
+            serve_fail(p, "\"thinking\".%.40s is not supported with type \"%s\"", f->string, ty);
+            return;
+        }
+    t->think_drop = !on;
+    if (!on) return;
+    if (t->reasoning == SERVE_REASONING_NONE) {
+        serve_fail(p,
+                   "\"thinking\" of type \"%s\" needs the reasoning separated, and this server "
+                   "runs with --reasoning-format none (the thought stays in the text)",
+                   ty);
+        return;
+    }
+    const cJSON *display = cJSON_GetObjectItemCaseSensitive(think, "display");
+    if (display && !cJSON_IsNull(display) &&
+        !(cJSON_IsString(display) && strcmp(display->valuestring, "omitted") == 0)) {
+        serve_fail(p, "\"thinking\".display: only \"omitted\" (or none: the whole thinking) is "
+                      "supported; recur writes no summary of a thought");
+        return;
+    }
+    t->think_omit = display && cJSON_IsString(display);
+    if (!budget) return;
+    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(think, "budget_tokens");
+    const cJSON *mt = serve_field(p, "max_tokens");
+    if (!cJSON_IsNumber(bt) || bt->valuedouble < 0 || bt->valuedouble != floor(bt->valuedouble)) {
+        serve_fail(p, "\"thinking\".budget_tokens is required: an integer");
+        return;
+    }
+    if (cJSON_IsNumber(mt) && bt->valuedouble < mt->valuedouble)
+        serve_fail(p,
+                   "\"thinking\".budget_tokens %.0f is below max_tokens %.0f: recur has no "
+                   "reasoning budget to end a thought early; give budget_tokens >= max_tokens "
+                   "or {\"type\": \"adaptive\"}",
+                   bt->valuedouble, mt->valuedouble);
+}
+
 /* tools, tool_choice, thinking: what recur cannot honour is refused by name. */
-static void feature_fields(struct parse *p) {
+static void feature_fields(struct parse *p, const struct server *s, struct task *t) {
     const cJSON *tools = serve_field(p, "tools");
     if (tools && !(cJSON_IsArray(tools) && !tools->child)) {
         serve_fail(p, "\"tools\" is not supported by recur's /v1/messages yet: only an empty "
@@ -139,16 +235,8 @@ static void feature_fields(struct parse *p) {
             return;
         }
     }
-    const cJSON *think = serve_field(p, "thinking");
-    if (think) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(think, "type");
-        if (!cJSON_IsObject(think) || !cJSON_IsString(type) ||
-            strcmp(type->valuestring, "disabled") != 0) {
-            serve_fail(p, "\"thinking\" is not supported by recur: only {\"type\": \"disabled\"} "
-                          "is accepted");
-            return;
-        }
-    }
+    thinking_field(p, s, t);
+    if (p->bad) return;
     const cJSON *meta = serve_field(p, "metadata");
     if (meta && !cJSON_IsObject(meta)) serve_fail(p, "\"metadata\" must be an object");
     const cJSON *tier = serve_field(p, "service_tier");
@@ -191,6 +279,21 @@ static void limit_fields(struct parse *p, struct task *t) {
     }
 }
 
+/* The thinking blocks of the assistant turns sent back (hist: the messages as chat's history,
+ * a thinking as reasoning_content): left out of the prompt where the template leaves out a past
+ * reasoning, which is every builtin format (serve_think_history); refused where it would
+ * write them, as recur's formats do not render a reasoning. */
+static void past_thinking(struct parse *p, const char *tmpl, const cJSON *hist) {
+    int i = 0;
+    for (const cJSON *m = hist->child; m && !p->bad; m = m->next, i++) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(m, "block");
+        const char *why = k ? serve_think_history(tmpl, m) : NULL;
+        if (why)
+            serve_fail(p, "\"messages\"[%d].content[%d] (a thinking block): %s", i, k->valueint,
+                       why);
+    }
+}
+
 void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
     if (p->bad) return;
     char msg[160];
@@ -198,7 +301,7 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
         serve_fail(p, "%s (/v1/messages)", msg);
         return;
     }
-    feature_fields(p);
+    feature_fields(p, s, t);
     limit_fields(p, t);
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->body, "messages");
     if (p->bad) return;
@@ -216,13 +319,14 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
     struct recur_chat_tool_message *chat = calloc((size_t)n + 1, sizeof *chat);
     struct buf *turns = calloc((size_t)n + 1, sizeof *turns);
     int n_turns = 0;
-    if (!chat || !turns) {
+    cJSON *hist = cJSON_CreateArray();
+    if (!chat || !turns || !hist) {
         serve_fail(p, "out of memory");
         goto done;
     }
     const cJSON *sys = serve_field(p, "system");
     if (sys) {
-        content_into(p, sys, "\"system\"", &turns[0]);
+        content_into(p, sys, "\"system\"", &turns[0], NULL);
         if (p->bad) goto done;
         chat[n_turns++] = (struct recur_chat_tool_message){.role = "system",
                                                            .content = turns[0].s ? turns[0].s : ""};
@@ -257,19 +361,37 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
         if (!same) chat[n_turns++].role = r;
         char where[64];
         snprintf(where, sizeof where, "%s.content", what);
-        content_into(p, content, where, b);
+        const size_t from = b->len;
+        int thinking = -1;
+        content_into(p, content, where, b, strcmp(r, "assistant") == 0 ? &thinking : NULL);
         if (p->bad) goto done;
         if (!buf_add(b, "")) { /* an empty content still makes a string */
             serve_fail(p, "out of memory");
             goto done;
         }
         chat[n_turns - 1].content = b->s;
+        /* the message as chat's history would hold it, its thinking as reasoning_content */
+        cJSON *h = cJSON_CreateObject();
+        if (h && !cJSON_AddItemToArray(hist, h)) {
+            cJSON_Delete(h);
+            h = NULL;
+        }
+        if (!h || !cJSON_AddStringToObject(h, "role", r) ||
+            !cJSON_AddStringToObject(h, "content", b->s + from) ||
+            (thinking >= 0 && (!cJSON_AddStringToObject(h, "reasoning_content", "(thinking)") ||
+                               !cJSON_AddNumberToObject(h, "block", thinking)))) {
+            serve_fail(p, "out of memory");
+            goto done;
+        }
     }
+    past_thinking(p, serve_chat_template(s), hist);
+    if (p->bad) goto done;
     /* a last assistant turn is the start of the answer */
     const bool prefill = strcmp(chat[n_turns - 1].role, "assistant") == 0;
     serve_chat_render(p, s, t, chat, (size_t)(prefill ? n_turns - 1 : n_turns), NULL, true,
                       prefill ? chat[n_turns - 1].content : NULL);
 done:
+    cJSON_Delete(hist);
     for (int k = 0; turns && k <= n; k++) free(turns[k].s);
     free(turns);
     free(chat);
@@ -321,14 +443,32 @@ static void add_usage(cJSON *j, const struct task *t, int32_t output_tokens) {
     cJSON_AddNumberToObject(u, "output_tokens", output_tokens);
 }
 
+/* A thinking block: the thought (empty with display "omitted") and its signature, "" (recur
+ * signs nothing; a client sends the block back as it came, and recur leaves it out). */
+static cJSON *thinking_json(const struct task *t, const char *text, size_t len) {
+    cJSON *block = cJSON_CreateObject();
+    cJSON_AddStringToObject(block, "type", "thinking");
+    serve_add_text(block, "thinking", text, t->think_omit ? 0 : len);
+    cJSON_AddStringToObject(block, "signature", "");
+    return block;
+}
+
 cJSON *serve_messages_json(const struct server *s, const struct serve_request *r) {
     const struct task *t = r->tasks[0];
     const struct choice *c = &t->choice[0];
-    cJSON *j = message(s, t);
+    struct serve_think th; /* the reasoning apart (thinking_field) */
+    if (!serve_think_whole(&th, t, c)) {
+        serve_think_free(&th);
+        return NULL;
+    }
+    cJSON *j = message(s, t), *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    if (th.reasoning.len && !t->think_drop)
+        cJSON_AddItemToArray(content, thinking_json(t, th.reasoning.s, th.reasoning.len));
     cJSON *block = cJSON_CreateObject();
     cJSON_AddStringToObject(block, "type", "text");
-    serve_add_text(block, "text", c->text, c->len);
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "content"), block);
+    serve_add_text(block, "text", th.content.s, th.content.len);
+    cJSON_AddItemToArray(content, block);
+    serve_think_free(&th);
     add_stop(j, t, c);
     add_usage(j, t, c->n_out);
     return j;
@@ -342,13 +482,6 @@ enum { PH_START, PH_TEXT, PH_DONE };
 static cJSON *ev_new(const char *name) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "type", name);
-    return j;
-}
-
-/* An event made by ev_new(name) with its index 0 (a content block's). */
-static cJSON *ev_block(const char *name) {
-    cJSON *j = ev_new(name);
-    cJSON_AddNumberToObject(j, "index", 0);
     return j;
 }
 
@@ -372,6 +505,89 @@ static size_t ready_bytes(const struct choice *c, size_t sent) {
     if (n_out == 0) return sent;
     const size_t e = c->released[n_out - 1] < c->len ? c->released[n_out - 1] : c->len;
     return e > sent ? e : sent;
+}
+
+/* An event made by ev_new(name) with a content block's index. */
+static cJSON *ev_block(const char *name, int index) {
+    cJSON *j = ev_new(name);
+    cJSON_AddNumberToObject(j, "index", index);
+    return j;
+}
+
+/* content_block_start of a thinking block (index 0) or of the text block (after it). */
+static bool block_start(struct buf *b, struct serve_request *r, bool thinking) {
+    const bool first = !r->msg_think_open && !r->msg_text_open; /* a ping after it, as Anthropic */
+    cJSON *j = ev_block("content_block_start", thinking            ? 0
+                                               : r->msg_think_open ? 1
+                                                                   : 0),
+          *cb = cJSON_AddObjectToObject(j, "content_block");
+    cJSON_AddStringToObject(cb, "type", thinking ? "thinking" : "text");
+    cJSON_AddStringToObject(cb, thinking ? "thinking" : "text", "");
+    if (thinking) cJSON_AddStringToObject(cb, "signature", "");
+    if (thinking)
+        r->msg_think_open = true;
+    else
+        r->msg_text_open = true;
+    return add_event(b, "content_block_start", j) &&
+           (!first || add_event(b, "ping", ev_new("ping")));
+}
+
+/* A delta of the thinking block (thinking_delta, signature_delta) or of the text block. */
+static bool block_delta(struct buf *b, struct serve_request *r, const char *type, const char *field,
+                        const char *text, size_t len) {
+    const bool thinking = strcmp(type, "text_delta") != 0;
+    cJSON *j = ev_block("content_block_delta", thinking            ? 0
+                                               : r->msg_think_open ? 1
+                                                                   : 0),
+          *delta = cJSON_AddObjectToObject(j, "delta");
+    cJSON_AddStringToObject(delta, "type", type);
+    serve_add_text(delta, field, text, len);
+    return add_event(b, "content_block_delta", j);
+}
+
+/* The events of the text the tokens released since the last call, split into the thinking and
+ * the text blocks (each started by its first text; the text block at the latest by the end),
+ * then the ends once the answer is finished: nothing (b empty) while no token released text. */
+static bool block_events(struct buf *b, struct serve_request *r, const struct task *t,
+                         const struct choice *c) {
+    bool ok = true;
+    for (;;) {
+        const size_t to = ready_bytes(c, r->msg_bytes);
+        const bool fin = to <= r->msg_bytes && c->finished;
+        if (to <= r->msg_bytes && !fin) return true;
+        const char *rs, *cs;
+        size_t nr, nc;
+        ok = serve_think_stream_step(&r->msg_think, t, c->text + r->msg_bytes, to - r->msg_bytes,
+                                     fin, &rs, &nr, &cs, &nc);
+        r->msg_bytes = to;
+        if (ok && nr && !t->think_drop) { /* the thought comes first, before any text */
+            if (!r->msg_think_open) ok = block_start(b, r, true);
+            if (ok && !t->think_omit) ok = block_delta(b, r, "thinking_delta", "thinking", rs, nr);
+        }
+        if (ok && (nc || fin)) {
+            if (r->msg_think_open && !r->msg_think_done) { /* the thought ended */
+                r->msg_think_done = true;
+                ok = block_delta(b, r, "signature_delta", "signature", "", 0) &&
+                     add_event(b, "content_block_stop", ev_block("content_block_stop", 0));
+            }
+            if (ok && !r->msg_text_open) ok = block_start(b, r, false);
+        }
+        if (ok && nc) ok = block_delta(b, r, "text_delta", "text", cs, nc);
+        if (ok && fin) {
+            r->msg_phase = PH_DONE;
+            cJSON *md = ev_new("message_delta"), *delta = cJSON_AddObjectToObject(md, "delta");
+            add_stop(delta, t, c);
+            cJSON_AddNumberToObject(cJSON_AddObjectToObject(md, "usage"), "output_tokens",
+                                    c->n_out);
+            ok = add_event(b, "content_block_stop",
+                           ev_block("content_block_stop", r->msg_think_open ? 1 : 0)) &&
+                 add_event(b, "message_delta", md) &&
+                 add_event(b, "message_stop", ev_new("message_stop"));
+        }
+        /* a token whose text the splitter holds (the start of a tag) sent nothing: look at the
+           next ones now (returning nothing would wait for a token that may never come) */
+        if (!ok || b->len || fin) return ok;
+    }
 }
 
 char *serve_messages_events(const struct server *s, struct serve_request *r, bool *end) {
@@ -404,33 +620,10 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
         add_usage(m, t, 0);
         cJSON *start = ev_new("message_start");
         cJSON_AddItemToObject(start, "message", m);
-        cJSON *block = ev_block("content_block_start"),
-              *cb = cJSON_AddObjectToObject(block, "content_block");
-        cJSON_AddStringToObject(cb, "type", "text");
-        cJSON_AddStringToObject(cb, "text", "");
-        ok = add_event(&b, "message_start", start) && add_event(&b, "content_block_start", block) &&
-             add_event(&b, "ping", ev_new("ping"));
+        ok = add_event(&b, "message_start", start);
     } else {
-        const size_t to = ready_bytes(c, r->msg_bytes);
-        if (to > r->msg_bytes) {
-            cJSON *d = ev_block("content_block_delta"),
-                  *delta = cJSON_AddObjectToObject(d, "delta");
-            cJSON_AddStringToObject(delta, "type", "text_delta");
-            serve_add_text(delta, "text", c->text + r->msg_bytes, to - r->msg_bytes);
-            r->msg_bytes = to;
-            ok = add_event(&b, "content_block_delta", d);
-        } else if (c->finished) {
-            r->msg_phase = PH_DONE;
-            cJSON *md = ev_new("message_delta"), *delta = cJSON_AddObjectToObject(md, "delta");
-            add_stop(delta, t, c);
-            cJSON_AddNumberToObject(cJSON_AddObjectToObject(md, "usage"), "output_tokens",
-                                    c->n_out);
-            ok = add_event(&b, "content_block_stop", ev_block("content_block_stop")) &&
-                 add_event(&b, "message_delta", md) &&
-                 add_event(&b, "message_stop", ev_new("message_stop"));
-        } else {
-            return NULL;
-        }
+        ok = block_events(&b, r, t, c);
+        if (ok && !b.len) return NULL;
     }
     if (!ok) { /* without memory the stream ends there */
         free(b.s);

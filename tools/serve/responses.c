@@ -6,12 +6,12 @@
  * events (facts: OpenAI's API reference and the openai npm package's type definitions).
  *
  * The request: input (a string: one user message; or message items {type?: "message", role,
- * content: a string or input_text / output_text parts}); instructions (a system message put
- * first, not carried over by previous_response_id, as OpenAI); roles user, assistant, system,
- * developer (= system, as OpenAI maps it). max_output_tokens, temperature, top_p, stream and
- * text.format (text, json_object, json_schema: the grammar of chat's response_format) are
- * honoured; the fields that cannot change the output are accepted and echoed; the others
- * (tools, background, include of logprobs, conversation, ...) are refused by name (table
+ * content: a string or input_text / output_text parts}, and reasoning items, below); instructions
+ * (a system message put first, not carried over by previous_response_id, as OpenAI); roles user,
+ * assistant, system, developer (= system, as OpenAI maps it). max_output_tokens, temperature,
+ * top_p, stream and text.format (text, json_object, json_schema: the grammar of chat's
+ * response_format) are honoured; the fields that cannot change the output are accepted and echoed;
+ * the others (tools, background, include of logprobs, conversation, ...) are refused by name (table
  * below).
  *
  * previous_response_id: every finished response (unless store is false) keeps its
@@ -26,7 +26,11 @@
  *
  * reasoning.effort is accepted at every OpenAI level and changes nothing: recur's chat
  * templates are builtin ones without a reasoning switch, and no reasoning phase is budgeted
- * (as chat's reasoning_effort, fields.c); output_tokens_details.reasoning_tokens is 0.
+ * (as chat's reasoning_effort, fields.c). A model's thought is split from its answer by the
+ * server's --reasoning-format (no request field: OpenAI's API has none) and answered as a
+ * reasoning item (responses_out.c). Reasoning items in input (a client sending back the
+ * previous output) are left out of the prompt where the template leaves out a past reasoning
+ * (serve_think_history), refused where it would write one.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -44,6 +48,7 @@ void serve_responses_req_free(struct serve_responses_req *q) {
     if (!q) return;
     cJSON_Delete(q->echo);
     cJSON_Delete(q->conv);
+    serve_think_stream_free(&q->think);
     free(q);
 }
 
@@ -251,6 +256,83 @@ static void add_message(struct parse *p, cJSON *msgs, const char *role, char *co
     free(content);
 }
 
+/* A reasoning item of input: an earlier answer's thought, sent back by a client that keeps the
+ * conversation itself ({type: "reasoning", id, summary: [summary_text parts], content:
+ * [reasoning_text parts], encrypted_content, status}). Checked; true when it holds a reasoning
+ * (some text). The thought is never rendered: take_reasoning checks that leaving it out is
+ * what the chat template does. */
+static bool reasoning_input(struct parse *p, const cJSON *m, int i) {
+    bool any = false;
+    for (const cJSON *f = m->child; f && !p->bad; f = f->next) {
+        const char *k = f->string;
+        if (strcmp(k, "type") == 0 || strcmp(k, "id") == 0 || strcmp(k, "status") == 0) continue;
+        if (strcmp(k, "encrypted_content") == 0) {
+            if (!cJSON_IsNull(f) && !cJSON_IsString(f))
+                serve_fail(p, "\"input\"[%d].encrypted_content must be a string or null", i);
+            any = any || (cJSON_IsString(f) && f->valuestring[0]);
+            continue;
+        }
+        const bool summary = strcmp(k, "summary") == 0;
+        if (!summary && strcmp(k, "content") != 0) {
+            serve_fail(p,
+                       "\"input\"[%d].%.40s is not supported (a reasoning item has summary, "
+                       "content and encrypted_content)",
+                       i, k);
+            return false;
+        }
+        if (cJSON_IsNull(f) && !summary) continue;
+        if (!cJSON_IsArray(f)) {
+            serve_fail(p, "\"input\"[%d].%s must be an array of %s parts", i, k,
+                       summary ? "summary_text" : "reasoning_text");
+            return false;
+        }
+        int n = 0;
+        for (const cJSON *part = f->child; part; part = part->next, n++) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+            const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+            if (!cJSON_IsString(type) ||
+                strcmp(type->valuestring, summary ? "summary_text" : "reasoning_text") != 0 ||
+                !cJSON_IsString(text) || cJSON_GetArraySize(part) != 2) {
+                serve_fail(p, "\"input\"[%d].%s[%d] must be {\"type\": \"%s\", \"text\": string}",
+                           i, k, n, summary ? "summary_text" : "reasoning_text");
+                return false;
+            }
+            any = any || text->valuestring[0];
+        }
+    }
+    return any && !p->bad;
+}
+
+/* The reasoning item input[i] left out of the prompt, as chat leaves out a past
+ * reasoning_content: marked on its assistant message (own: the one just added, whose thought it
+ * is; else a new one with an empty content, as chat holds an answer that was all thought) and
+ * checked by check_reasonings once the whole chat is read (text: the item has some; an empty
+ * one leaves nothing out). */
+static void take_reasoning(struct parse *p, cJSON *msgs, int i, bool own, bool text) {
+    if (p->bad) return;
+    if (!own) add_message(p, msgs, "assistant", strdup(""));
+    if (!text) return; /* no thought to leave out */
+    cJSON *m = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    if (p->bad || !m || !cJSON_AddStringToObject(m, "reasoning_content", "(reasoning)") ||
+        !cJSON_AddNumberToObject(m, "recur_input_index", i))
+        serve_fail(p, "out of memory");
+}
+
+/* The reasonings of the assistant messages (take_reasoning) checked against the template with
+ * the messages after them (serve_think_history: left out where the template leaves out a past
+ * reasoning, refused where it would write one, as recur's formats render none), then left
+ * out. */
+static void check_reasonings(struct parse *p, const char *tmpl, cJSON *msgs) {
+    for (cJSON *m = msgs ? msgs->child : NULL; m && !p->bad; m = m->next) {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(m, "recur_input_index");
+        if (!at) continue;
+        const char *why = serve_think_history(tmpl, m);
+        if (why) serve_fail(p, "\"input\"[%d] (a reasoning item): %s", at->valueint, why);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "reasoning_content");
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "recur_input_index");
+    }
+}
+
 /* input into msgs: a string is one user message; a list, message items. */
 static void input_messages(struct parse *p, cJSON *msgs) {
     const cJSON *in = serve_field(p, "input");
@@ -267,12 +349,22 @@ static void input_messages(struct parse *p, cJSON *msgs) {
         serve_fail(p, "\"input\" must be a string or a non-empty array of message items");
         return;
     }
-    int i = 0;
+    /* pending: a reasoning item's index, its message not read yet; pending_text: it has text */
+    int i = 0, pending = -1;
+    bool pending_text = false;
     for (const cJSON *m = in->child; m && !p->bad; m = m->next, i++) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
         if (!cJSON_IsObject(m)) {
             serve_fail(p, "\"input\"[%d] must be a message item {role, content}", i);
             return;
+        }
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "reasoning") == 0) {
+            /* several in a row are one turn's (its thought in parts) */
+            const bool text = reasoning_input(p, m, i);
+            if (p->bad) return;
+            if (pending < 0) pending = i;
+            pending_text = pending_text || text;
+            continue;
         }
         if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "message") == 0)) {
             serve_fail(p,
@@ -307,9 +399,19 @@ static void input_messages(struct parse *p, cJSON *msgs) {
             serve_fail(p, "\"input\"[%d].content is required", i);
             return;
         }
+        const bool assistant = strcmp(r, "assistant") == 0;
+        if (pending >= 0 && !assistant) { /* a thought with no answer: a turn of its own */
+            take_reasoning(p, msgs, pending, false, pending_text);
+            pending = -1;
+        }
         char *text = content_text(p, content, i);
         if (text) add_message(p, msgs, r, text);
+        if (pending >= 0) /* the reasoning of this answer */
+            take_reasoning(p, msgs, pending, true, pending_text);
+        pending = -1;
+        pending_text = false;
     }
+    if (pending >= 0) take_reasoning(p, msgs, pending, false, pending_text);
 }
 
 /* text: {format: {type: text | json_object | json_schema, ...}, verbosity} into chat's
@@ -435,11 +537,13 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
                 serve_fail(p, "out of memory");
     }
     input_messages(p, msgs);
+    check_reasonings(p, serve_chat_template(s), msgs);
     text_field(p, chat, &format); /* input_tokens too: the same body is checked the same way */
     struct serve_responses_req *q = NULL;
     if (!p->bad && !count) {
         q = calloc(1, sizeof *q);
-        if (!q || !new_id(q->id, "resp_") || !new_id(q->msg_id, "msg_")) {
+        if (!q || !new_id(q->id, "resp_") || !new_id(q->msg_id, "msg_") ||
+            !new_id(q->rs_id, "rs_")) {
             serve_fail(p, "out of memory or no random numbers for the response's id");
         } else {
             q->created_at = (double)time(NULL);
@@ -537,7 +641,12 @@ enum MHD_Result serve_responses_create(struct server *s, struct MHD_Connection *
         return answered;
     }
     r->api = API_RESPONSES;
-    for (int i = 0; i < r->n_tasks; i++) r->tasks[i]->api = API_RESPONSES;
+    for (int i = 0; i < r->n_tasks; i++) {
+        r->tasks[i]->api = API_RESPONSES;
+        /* the reasoning has its own output item: deepseek-legacy's tagged stream is chat's */
+        if (r->tasks[i]->reasoning == SERVE_REASONING_DEEPSEEK_LEGACY)
+            r->tasks[i]->reasoning = SERVE_REASONING_DEEPSEEK;
+    }
     r->resp = q;
     return serve_answer(s, conn, r, rq->cont);
 }

@@ -9,19 +9,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "reasoning.h"
+
 /* A request's Responses settings and its stream's position (serve_request.resp). */
 struct serve_responses_req {
-    char id[48], msg_id[48];
+    char id[48], msg_id[48], rs_id[48]; /* the response's, its message's, its reasoning's */
     double created_at;
     cJSON *echo; /* the settings the response object repeats, in its order */
     cJSON *conv; /* the conversation so far: stored messages + the new input */
     bool store;  /* kept for previous_response_id and GET */
     /* the stream */
     int seq;      /* sequence_number of the next event */
-    int phase;    /* events sent: 0 none, 1..4 the opening ones, 5 the text done */
-    size_t bytes; /* text sent */
+    int phase;    /* events sent: 0 none, 1 created, 2 in_progress (then the items), 3 the items
+                     done */
+    size_t bytes; /* raw text fed to the splitter */
     int32_t tokens;
     bool done;
+    /* the output items as streamed: the text split into reasoning and answer (reasoning.h); the
+       reasoning item (output_index 0) is opened by the first reasoning text, the message (after
+       it) by the first answer text or the end */
+    struct serve_think_stream think;
+    bool rs_open, rs_done, msg_open;
 };
 
 /* A copy (malloc'd) of what id's entry in tenant's partition keeps: its conversation (conv,

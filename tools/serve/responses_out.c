@@ -5,7 +5,14 @@
  * response.content_part.added, response.output_text.delta (one per token that released text),
  * response.output_text.done, response.content_part.done, response.output_item.done, then
  * response.completed or response.incomplete (the length ended it); response.failed when the
- * task failed. A finished response is kept (responses_store.c) unless store was false.
+ * task failed. A finished response is kept (responses_store.c) unless store was false, its
+ * answer without its thought.
+ *
+ * A reasoning model's thought (split by reasoning.c as chat's reasoning_content) is a
+ * reasoning item before the message, {type: "reasoning", id: "rs_...", summary: [], content:
+ * [{type: "reasoning_text", text}], status}, streamed as its own item at output_index 0 with
+ * response.reasoning_text.delta / .done (OpenAI's events for an open-weight model's raw
+ * thought); the message follows at output_index 1 (0 when there was no thought).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -17,9 +24,9 @@
 #include "api.h"
 #include "responses.h"
 
-/* The message item: its text so far (text NULL: none yet, content []). */
+/* The message item: its text (with_text false: none yet, content []). */
 static cJSON *message_item(const struct serve_responses_req *q, const char *status,
-                           const struct choice *c, bool with_text) {
+                           const char *text, size_t len, bool with_text) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", q->msg_id);
     cJSON_AddStringToObject(m, "type", "message");
@@ -28,7 +35,7 @@ static cJSON *message_item(const struct serve_responses_req *q, const char *stat
     if (with_text) {
         cJSON *part = cJSON_CreateObject();
         cJSON_AddStringToObject(part, "type", "output_text");
-        serve_add_text(part, "text", c->text, c->len);
+        serve_add_text(part, "text", text, len);
         cJSON_AddArrayToObject(part, "annotations");
         cJSON_AddArrayToObject(part, "logprobs");
         cJSON_AddItemToArray(content, part);
@@ -37,17 +44,47 @@ static cJSON *message_item(const struct serve_responses_req *q, const char *stat
     return m;
 }
 
+/* The reasoning item (OpenAI's for an open-weight model's raw thought, gpt-oss): its text as
+ * one reasoning_text part (with_text false: none yet), no summary (recur writes none). */
+static cJSON *reasoning_item(const struct serve_responses_req *q, const char *status,
+                             const char *text, size_t len, bool with_text) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", q->rs_id);
+    cJSON_AddStringToObject(m, "type", "reasoning");
+    cJSON_AddArrayToObject(m, "summary");
+    cJSON *content = cJSON_AddArrayToObject(m, "content");
+    if (with_text) {
+        cJSON *part = cJSON_CreateObject();
+        cJSON_AddStringToObject(part, "type", "reasoning_text");
+        serve_add_text(part, "text", text, len);
+        cJSON_AddItemToArray(content, part);
+    }
+    cJSON_AddStringToObject(m, "status", status);
+    return m;
+}
+
 static bool incomplete(const struct choice *c) {
     return c->finish_reason && strcmp(c->finish_reason, "length") == 0;
 }
 
+/* A reasoning cut by the length (no answer after it) is incomplete; one that ended, complete. */
+static const char *reasoning_status(const struct choice *c, size_t content_len) {
+    return incomplete(c) && content_len == 0 ? "incomplete" : "completed";
+}
+
 /* The response object: status "in_progress" (no output, no usage), "completed", "incomplete"
- * or "failed" (error). */
+ * or "failed" (error). NULL without memory. */
 static cJSON *response_json(const struct serve_request *r, const char *status, const char *error) {
     const struct serve_responses_req *q = r->resp;
     const struct task *t = r->tasks[0];
     const struct choice *c = &t->choice[0];
     const bool ended = strcmp(status, "in_progress") != 0 && strcmp(status, "failed") != 0;
+    /* the output: the reasoning apart (the server's --reasoning-format), then the answer */
+    struct serve_think th = {0}; /* split once the text is all there */
+    if (ended && !serve_think_whole(&th, t, c)) {
+        serve_think_free(&th);
+        return NULL;
+    }
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "id", q->id);
     cJSON_AddStringToObject(j, "object", "response");
@@ -74,7 +111,13 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
         cJSON_AddItemToObject(j, e->string, cJSON_Duplicate(e, true));
         if (strcmp(e->string, "model") == 0) { /* output after model, as OpenAI orders it */
             cJSON *output = cJSON_AddArrayToObject(j, "output");
-            if (ended) cJSON_AddItemToArray(output, message_item(q, status, c, true));
+            if (ended && th.reasoning.len)
+                cJSON_AddItemToArray(output,
+                                     reasoning_item(q, reasoning_status(c, th.content.len),
+                                                    th.reasoning.s, th.reasoning.len, true));
+            if (ended)
+                cJSON_AddItemToArray(output,
+                                     message_item(q, status, th.content.s, th.content.len, true));
         }
     }
     if (ended) {
@@ -84,10 +127,11 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
                                 t->n_cached);
         cJSON_AddNumberToObject(u, "output_tokens", c->n_out);
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"),
-                                "reasoning_tokens", 0);
+                                "reasoning_tokens", serve_think_tokens(t, c));
         cJSON_AddNumberToObject(u, "total_tokens", t->n_prompt + c->n_out);
     }
     if (!ended) cJSON_AddNullToObject(j, "usage");
+    serve_think_free(&th);
     return j;
 }
 
@@ -96,12 +140,21 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
     const struct serve_responses_req *q = r->resp;
     const struct choice *c = &r->tasks[0]->choice[0];
     if (!q->store || !s->responses) return;
-    cJSON *conv = cJSON_Duplicate(q->conv, true), *m = cJSON_CreateObject();
+    /* the answer without its reasoning, as a chat client sends an assistant turn back: the next
+       prompt renders the past reasoning as chat's history does (most templates drop it) */
+    struct serve_think th;
+    const bool split = serve_think_whole(&th, r->tasks[0], c);
+    cJSON *conv = cJSON_Duplicate(q->conv, true), *m = split ? cJSON_CreateObject() : NULL;
     if (m) {
         cJSON_AddStringToObject(m, "role", "assistant");
-        serve_add_text(m, "content", c->text, c->len);
+        serve_add_text(m, "content", th.content.s, th.content.len);
     }
-    if (conv && m && cJSON_AddItemToArray(conv, m)) m = NULL;
+    serve_think_free(&th);
+    if (!m) { /* no memory: a conversation without its answer is not kept */
+        cJSON_Delete(conv);
+        return;
+    }
+    if (conv && cJSON_AddItemToArray(conv, m)) m = NULL;
     cJSON_Delete(m);
     char *ct = conv ? cJSON_PrintUnformatted(conv) : NULL;
     cJSON_Delete(conv);
@@ -116,8 +169,15 @@ cJSON *serve_responses_final(const struct server *s, const struct serve_request 
     return j;
 }
 
-/* "event: TYPE\ndata: JSON\n\n" of j (taken over), with its type and sequence number. */
-static char *sse(struct serve_responses_req *q, const char *type, cJSON *j) {
+/* A growing text: the events one call sends. */
+struct evbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+};
+
+/* Appends "event: TYPE\ndata: JSON\n\n" of j (taken over), with its type and sequence number. */
+static void sse(struct serve_responses_req *q, struct evbuf *b, const char *type, cJSON *j) {
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "type", type);
     cJSON_AddNumberToObject(out, "sequence_number", q->seq++);
@@ -129,63 +189,90 @@ static char *sse(struct serve_responses_req *q, const char *type, cJSON *j) {
     cJSON_Delete(j);
     char *body = cJSON_PrintUnformatted(out);
     cJSON_Delete(out);
-    if (!body) return NULL;
-    const size_t n = strlen(body) + strlen(type) + 20;
-    char *ev = malloc(n);
-    if (ev) snprintf(ev, n, "event: %s\ndata: %s\n\n", type, body);
+    const size_t n = body ? strlen(body) + strlen(type) + 20 : 0;
+    if (body && b->len + n > b->cap) {
+        const size_t cap = 2 * (b->len + n);
+        char *g = realloc(b->s, cap);
+        if (g) {
+            b->s = g;
+            b->cap = cap;
+        }
+    }
+    if (!body || b->len + n > b->cap)
+        b->oom = true;
+    else
+        b->len += (size_t)snprintf(b->s + b->len, n, "event: %s\ndata: %s\n\n", type, body);
     free(body);
-    return ev;
 }
 
-/* The fields that place an event in the message's one text part. */
-static cJSON *at_part(const struct serve_responses_req *q) {
+/* The fields that place an event in an item's one part: the reasoning item's or the
+ * message's. */
+static cJSON *at_part(const struct serve_responses_req *q, bool reasoning) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "item_id", q->msg_id);
-    cJSON_AddNumberToObject(j, "output_index", 0);
+    cJSON_AddStringToObject(j, "item_id", reasoning ? q->rs_id : q->msg_id);
+    cJSON_AddNumberToObject(j, "output_index", !reasoning && q->rs_open ? 1 : 0);
     cJSON_AddNumberToObject(j, "content_index", 0);
     return j;
 }
 
-char *serve_responses_event(struct server *s, struct serve_request *r, bool *end) {
-    struct serve_responses_req *q = r->resp;
-    struct task *t = r->tasks[0];
-    struct choice *c = &t->choice[0];
-    *end = q->done;
-    if (q->done) return NULL;
-    cJSON *j;
-    if (t->state == TASK_FAILED) {
-        q->done = true;
-        const char *why = t->error[0] ? t->error : "the request failed";
-        j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "failed", why));
-        return sse(q, "response.failed", j);
-    }
-    switch (q->phase) {
-    case 0:
-    case 1:
-        j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "in_progress", NULL));
-        return sse(q, q->phase++ == 0 ? "response.created" : "response.in_progress", j);
-    case 2:
-        q->phase++;
-        j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item", message_item(q, "in_progress", c, false));
-        return sse(q, "response.output_item.added", j);
-    case 3: {
-        q->phase++;
-        j = at_part(q);
-        cJSON *part = cJSON_AddObjectToObject(j, "part");
-        cJSON_AddStringToObject(part, "type", "output_text");
-        cJSON_AddStringToObject(part, "text", "");
+/* The part of an item: reasoning_text or output_text, its text so far. */
+static cJSON *part_json(bool reasoning, const char *text, size_t len) {
+    cJSON *part = cJSON_CreateObject();
+    cJSON_AddStringToObject(part, "type", reasoning ? "reasoning_text" : "output_text");
+    serve_add_text(part, "text", text, len);
+    if (!reasoning) {
         cJSON_AddArrayToObject(part, "annotations");
         cJSON_AddArrayToObject(part, "logprobs");
-        return sse(q, "response.content_part.added", j);
     }
-    case 4: {
-        /* the text a token released, one delta per token that released some (what is held
-           back, the start of a stop string or of a character, comes with a later one) */
-        if (t->state == TASK_QUEUED) return NULL;
+    return part;
+}
+
+/* output_item.added and content_part.added of the reasoning item or the message. */
+static void open_item(struct serve_responses_req *q, struct evbuf *b, bool reasoning) {
+    if (reasoning)
+        q->rs_open = true;
+    else
+        q->msg_open = true;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "output_index", !reasoning && q->rs_open ? 1 : 0);
+    cJSON_AddItemToObject(j, "item",
+                          reasoning ? reasoning_item(q, "in_progress", NULL, 0, false)
+                                    : message_item(q, "in_progress", NULL, 0, false));
+    sse(q, b, "response.output_item.added", j);
+    j = at_part(q, reasoning);
+    cJSON_AddItemToObject(j, "part", part_json(reasoning, "", 0));
+    sse(q, b, "response.content_part.added", j);
+}
+
+/* The text's done event, content_part.done and output_item.done of an item (status its). */
+static void close_item(struct serve_responses_req *q, struct evbuf *b, bool reasoning,
+                       const char *status) {
+    const struct serve_text *x = reasoning ? &q->think.th.reasoning : &q->think.th.content;
+    const char *text = x->s ? x->s : "";
+    if (reasoning) q->rs_done = true;
+    cJSON *j = at_part(q, reasoning);
+    serve_add_text(j, "text", text, x->len);
+    if (!reasoning) cJSON_AddArrayToObject(j, "logprobs");
+    sse(q, b, reasoning ? "response.reasoning_text.done" : "response.output_text.done", j);
+    j = at_part(q, reasoning);
+    cJSON_AddItemToObject(j, "part", part_json(reasoning, text, x->len));
+    sse(q, b, "response.content_part.done", j);
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "output_index", !reasoning && q->rs_open ? 1 : 0);
+    cJSON_AddItemToObject(j, "item",
+                          reasoning ? reasoning_item(q, status, text, x->len, true)
+                                    : message_item(q, status, text, x->len, true));
+    sse(q, b, "response.output_item.done", j);
+}
+
+/* The items' events for the text the tokens released since the last call (split into reasoning
+ * and answer), and their ends once the task is done; nothing (b empty) while no token released
+ * text. */
+static void item_events(struct serve_responses_req *q, struct evbuf *b, const struct task *t,
+                        const struct choice *c) {
+    for (;;) {
+        /* the text a token released, a token at a time (what is held back, the start of a stop
+           string or of a character, comes with a later one) */
         const int32_t avail = c->n_out == 0 ? 0
                               : c->finished ? serve_tokens_ready(c, c->len)
                                             : c->n_out;
@@ -199,42 +286,76 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         }
         if (upto == avail && c->finished && c->text) stop = c->len;
         q->tokens = upto;
-        if (stop > q->bytes) {
-            j = at_part(q);
-            serve_add_text(j, "delta", c->text + q->bytes, stop - q->bytes);
-            cJSON_AddArrayToObject(j, "logprobs");
-            q->bytes = stop;
-            return sse(q, "response.output_text.delta", j);
+        const bool fin = stop <= q->bytes && t->state == TASK_DONE;
+        if (stop <= q->bytes && !fin) return;
+        const char *rs, *cs;
+        size_t nr, nc;
+        const bool ok = serve_think_stream_step(&q->think, t, c->text + q->bytes, stop - q->bytes,
+                                                fin, &rs, &nr, &cs, &nc);
+        q->bytes = stop;
+        if (!ok) {
+            b->oom = true;
+            return;
         }
-        if (t->state != TASK_DONE) return NULL;
-        q->phase++;
-        j = at_part(q);
-        serve_add_text(j, "text", c->text, c->len);
-        cJSON_AddArrayToObject(j, "logprobs");
-        return sse(q, "response.output_text.done", j);
+        if (nr) { /* a reasoning comes first, before any answer text */
+            if (!q->rs_open) open_item(q, b, true);
+            cJSON *j = at_part(q, true);
+            serve_add_text(j, "delta", rs, nr);
+            sse(q, b, "response.reasoning_text.delta", j);
+        }
+        if (nc || fin) {
+            if (q->rs_open && !q->rs_done)
+                close_item(q, b, true, reasoning_status(c, q->think.th.content.len));
+            if (!q->msg_open) open_item(q, b, false);
+        }
+        if (nc) {
+            cJSON *j = at_part(q, false);
+            serve_add_text(j, "delta", cs, nc);
+            cJSON_AddArrayToObject(j, "logprobs");
+            sse(q, b, "response.output_text.delta", j);
+        }
+        if (fin) {
+            close_item(q, b, false, incomplete(c) ? "incomplete" : "completed");
+            q->phase = 3;
+        }
+        /* a token whose text the splitter holds (the start of a tag) sent nothing: look at the
+           next ones now (returning nothing would wait for a token that may never come) */
+        if (b->len || b->oom || fin) return;
     }
-    case 5: {
-        q->phase++;
-        j = at_part(q);
-        cJSON *item = message_item(q, "completed", c, true);
-        cJSON *part = cJSON_DetachItemFromArray(cJSON_GetObjectItem(item, "content"), 0);
-        cJSON_Delete(item);
-        cJSON_AddItemToObject(j, "part", part);
-        return sse(q, "response.content_part.done", j);
-    }
-    case 6:
-        q->phase++;
-        j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item",
-                              message_item(q, incomplete(c) ? "incomplete" : "completed", c, true));
-        return sse(q, "response.output_item.done", j);
-    default: {
+}
+
+char *serve_responses_event(struct server *s, struct serve_request *r, bool *end) {
+    struct serve_responses_req *q = r->resp;
+    struct task *t = r->tasks[0];
+    struct choice *c = &t->choice[0];
+    struct evbuf b = {0};
+    *end = q->done;
+    if (q->done) return NULL;
+    if (t->state == TASK_FAILED) {
+        q->done = true;
+        const char *why = t->error[0] ? t->error : "the request failed";
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddItemToObject(j, "response", response_json(r, "failed", why));
+        sse(q, &b, "response.failed", j);
+    } else if (q->phase < 2) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddItemToObject(j, "response", response_json(r, "in_progress", NULL));
+        sse(q, &b, q->phase++ == 0 ? "response.created" : "response.in_progress", j);
+    } else if (q->phase == 2) {
+        if (t->state == TASK_QUEUED) return NULL;
+        item_events(q, &b, t, c);
+    } else {
         q->done = true;
         cJSON *resp = serve_responses_final(s, r);
-        j = cJSON_CreateObject();
+        cJSON *j = cJSON_CreateObject();
         cJSON_AddItemToObject(j, "response", resp);
-        return sse(q, incomplete(c) ? "response.incomplete" : "response.completed", j);
+        sse(q, &b, incomplete(c) ? "response.incomplete" : "response.completed", j);
     }
+    if (b.oom) { /* without memory the stream ends there */
+        free(b.s);
+        q->done = true;
+        *end = true;
+        return NULL;
     }
+    return b.s;
 }

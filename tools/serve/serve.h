@@ -130,6 +130,9 @@ struct task {
        server's; and whether the prompt ends inside an opened "<think>" (set by the chat parser) */
     enum serve_reasoning reasoning;
     bool think_open;
+    /* /v1/messages' thinking (messages.c): disabled drops the separated reasoning from the
+       answer; display "omitted" sends its block with an empty text */
+    bool think_drop, think_omit;
     struct recur_logit_bias *bias; /* copied into the samplers */
     int32_t n_bias;
     char *prompt_text;       /* the prompt's tokens as text (echo), NULL when not needed */
