@@ -18,10 +18,14 @@ struct serve_responses_req {
     bool store;  /* kept for previous_response_id and GET */
     /* the stream */
     int seq;      /* sequence_number of the next event */
-    int phase;    /* events sent: 0 none, 1..4 the opening ones, 5 the text done */
+    int phase;    /* events sent: 0 none, 1..4 the opening ones, 5 the text done, 7 calls */
     size_t bytes; /* text sent */
     int32_t tokens;
     bool done;
+    /* with tools (api_tools.c): the calls' items follow the message */
+    bool no_msg; /* the model only called: no message item */
+    size_t call; /* the call whose events are being sent */
+    int call_ev; /* its events sent (0..3) */
 };
 
 /* A copy (malloc'd) of what id's entry in tenant's partition keeps: its conversation (conv,

@@ -17,9 +17,16 @@
 #include "api.h"
 #include "responses.h"
 
-/* The message item: its text so far (text NULL: none yet, content []). */
+/* The answer's text: the choice's, or with calls the text before them (tc: serve_api_calls). */
+static const char *answer_text(const struct choice *c, const struct recur_tool_calls *tc,
+                               size_t *len) {
+    *len = tc ? strlen(tc->content) : c->len;
+    return tc ? tc->content : c->text;
+}
+
+/* The message item: its text so far (with_text false: none yet, content []). */
 static cJSON *message_item(const struct serve_responses_req *q, const char *status,
-                           const struct choice *c, bool with_text) {
+                           const char *text, size_t len, bool with_text) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", q->msg_id);
     cJSON_AddStringToObject(m, "type", "message");
@@ -28,7 +35,7 @@ static cJSON *message_item(const struct serve_responses_req *q, const char *stat
     if (with_text) {
         cJSON *part = cJSON_CreateObject();
         cJSON_AddStringToObject(part, "type", "output_text");
-        serve_add_text(part, "text", c->text, c->len);
+        serve_add_text(part, "text", text, len);
         cJSON_AddArrayToObject(part, "annotations");
         cJSON_AddArrayToObject(part, "logprobs");
         cJSON_AddItemToArray(content, part);
@@ -43,7 +50,8 @@ static bool incomplete(const struct choice *c) {
 
 /* The response object: status "in_progress" (no output, no usage), "completed", "incomplete"
  * or "failed" (error). */
-static cJSON *response_json(const struct serve_request *r, const char *status, const char *error) {
+static cJSON *response_json(const struct server *s, const struct serve_request *r,
+                            const char *status, const char *error) {
     const struct serve_responses_req *q = r->resp;
     const struct task *t = r->tasks[0];
     const struct choice *c = &t->choice[0];
@@ -74,7 +82,15 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
         cJSON_AddItemToObject(j, e->string, cJSON_Duplicate(e, true));
         if (strcmp(e->string, "model") == 0) { /* output after model, as OpenAI orders it */
             cJSON *output = cJSON_AddArrayToObject(j, "output");
-            if (ended) cJSON_AddItemToArray(output, message_item(q, status, c, true));
+            /* the message (left out when the model only called), then the calls */
+            struct recur_tool_calls *tc = ended ? serve_api_calls(s, t, c) : NULL;
+            size_t len;
+            const char *text = answer_text(c, tc, &len);
+            if (ended && (!tc || len))
+                cJSON_AddItemToArray(output, message_item(q, status, text, len, true));
+            for (size_t k = 0; tc && k < tc->n_calls; k++)
+                cJSON_AddItemToArray(output, serve_responses_call_item(s, t, tc, k, true));
+            recur_tool_calls_free(tc);
         }
     }
     if (ended) {
@@ -96,11 +112,10 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
     const struct serve_responses_req *q = r->resp;
     const struct choice *c = &r->tasks[0]->choice[0];
     if (!q->store || !s->responses) return;
-    cJSON *conv = cJSON_Duplicate(q->conv, true), *m = cJSON_CreateObject();
-    if (m) {
-        cJSON_AddStringToObject(m, "role", "assistant");
-        serve_add_text(m, "content", c->text, c->len);
-    }
+    /* the answer as chat's assistant message: with its calls (api_tools.c), which the next
+       input's function_call_output items answer */
+    cJSON *conv = cJSON_Duplicate(q->conv, true),
+          *m = serve_api_assistant_message(s, r->tasks[0], c);
     if (conv && m && cJSON_AddItemToArray(conv, m)) m = NULL;
     cJSON_Delete(m);
     char *ct = conv ? cJSON_PrintUnformatted(conv) : NULL;
@@ -111,7 +126,7 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
 
 cJSON *serve_responses_final(const struct server *s, const struct serve_request *r) {
     const struct choice *c = &r->tasks[0]->choice[0];
-    cJSON *j = response_json(r, incomplete(c) ? "incomplete" : "completed", NULL);
+    cJSON *j = response_json(s, r, incomplete(c) ? "incomplete" : "completed", NULL);
     if (j) keep(s, r, j);
     return j;
 }
@@ -146,10 +161,49 @@ static cJSON *at_part(const struct serve_responses_req *q) {
     return j;
 }
 
-char *serve_responses_event(struct server *s, struct serve_request *r, bool *end) {
+/* With tools, after the message: call q->call's four events (output_item.added,
+ * function_call_arguments.delta with the whole arguments, .done, output_item.done); NULL when
+ * every call is sent. */
+static char *call_event(const struct server *s, struct serve_responses_req *q, const struct task *t,
+                        const struct recur_tool_calls *tc) {
+    if (!tc || q->call >= tc->n_calls) return NULL;
+    const size_t k = q->call;
+    const double index = (double)((q->no_msg ? 0 : 1) + k);
+    cJSON *item = serve_responses_call_item(s, t, tc, k, q->call_ev != 0);
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(item, "id"));
+    cJSON *j = cJSON_CreateObject();
+    const char *type;
+    if (q->call_ev == 0 || q->call_ev == 3) {
+        type = q->call_ev == 0 ? "response.output_item.added" : "response.output_item.done";
+        cJSON_AddNumberToObject(j, "output_index", index);
+        cJSON_AddItemToObject(j, "item", item);
+        item = NULL;
+    } else {
+        const bool delta = q->call_ev == 1;
+        type = delta ? "response.function_call_arguments.delta"
+                     : "response.function_call_arguments.done";
+        cJSON_AddStringToObject(j, "item_id", id ? id : "");
+        cJSON_AddNumberToObject(j, "output_index", index);
+        cJSON_AddStringToObject(j, delta ? "delta" : "arguments", tc->calls[k].arguments);
+    }
+    cJSON_Delete(item);
+    if (++q->call_ev == 4) {
+        q->call_ev = 0;
+        q->call++;
+    }
+    return sse(q, type, j);
+}
+
+/* The next event; tc: the finished answer's calls (NULL: none, or not finished), limit: the
+ * text that may be sent (with tools, not from where a call may begin; finished, the text
+ * before the calls). */
+static char *next_event(struct server *s, struct serve_request *r, bool *end,
+                        const struct recur_tool_calls *tc, size_t limit) {
     struct serve_responses_req *q = r->resp;
     struct task *t = r->tasks[0];
     struct choice *c = &t->choice[0];
+    size_t len;
+    const char *text = answer_text(c, tc, &len);
     *end = q->done;
     if (q->done) return NULL;
     cJSON *j;
@@ -157,20 +211,29 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         q->done = true;
         const char *why = t->error[0] ? t->error : "the request failed";
         j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "failed", why));
+        cJSON_AddItemToObject(j, "response", response_json(s, r, "failed", why));
         return sse(q, "response.failed", j);
     }
     switch (q->phase) {
     case 0:
     case 1:
         j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "in_progress", NULL));
+        cJSON_AddItemToObject(j, "response", response_json(s, r, "in_progress", NULL));
         return sse(q, q->phase++ == 0 ? "response.created" : "response.in_progress", j);
     case 2:
+        /* with tools the message waits for its first text: a model that only calls has none */
+        if (t->tools && limit == 0) {
+            if (!c->finished) return NULL;
+            if (tc) {
+                q->no_msg = true;
+                q->phase = 7;
+                return next_event(s, r, end, tc, limit);
+            }
+        }
         q->phase++;
         j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item", message_item(q, "in_progress", c, false));
+        cJSON_AddItemToObject(j, "item", message_item(q, "in_progress", NULL, 0, false));
         return sse(q, "response.output_item.added", j);
     case 3: {
         q->phase++;
@@ -198,6 +261,7 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
             if (stop > q->bytes) break;
         }
         if (upto == avail && c->finished && c->text) stop = c->len;
+        if (stop > limit) stop = limit > q->bytes ? limit : q->bytes;
         q->tokens = upto;
         if (stop > q->bytes) {
             j = at_part(q);
@@ -209,14 +273,14 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         if (t->state != TASK_DONE) return NULL;
         q->phase++;
         j = at_part(q);
-        serve_add_text(j, "text", c->text, c->len);
+        serve_add_text(j, "text", text, len);
         cJSON_AddArrayToObject(j, "logprobs");
         return sse(q, "response.output_text.done", j);
     }
     case 5: {
         q->phase++;
         j = at_part(q);
-        cJSON *item = message_item(q, "completed", c, true);
+        cJSON *item = message_item(q, "completed", text, len, true);
         cJSON *part = cJSON_DetachItemFromArray(cJSON_GetObjectItem(item, "content"), 0);
         cJSON_Delete(item);
         cJSON_AddItemToObject(j, "part", part);
@@ -226,10 +290,13 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         q->phase++;
         j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "output_index", 0);
-        cJSON_AddItemToObject(j, "item",
-                              message_item(q, incomplete(c) ? "incomplete" : "completed", c, true));
+        cJSON_AddItemToObject(
+            j, "item",
+            message_item(q, incomplete(c) ? "incomplete" : "completed", text, len, true));
         return sse(q, "response.output_item.done", j);
     default: {
+        char *ev = call_event(s, q, t, tc);
+        if (ev) return ev;
         q->done = true;
         cJSON *resp = serve_responses_final(s, r);
         j = cJSON_CreateObject();
@@ -237,4 +304,20 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         return sse(q, incomplete(c) ? "response.incomplete" : "response.completed", j);
     }
     }
+}
+
+char *serve_responses_event(struct server *s, struct serve_request *r, bool *end) {
+    const struct task *t = r->tasks[0];
+    const struct choice *c = &t->choice[0];
+    struct recur_tool_calls *tc = NULL;
+    size_t limit = c->len;
+    if (t->tools && c->finished) {
+        tc = serve_api_calls(s, t, c);
+        if (tc) limit = strlen(tc->content);
+    } else if (t->tools) {
+        limit = serve_tools_sendable(s, c->text, c->len);
+    }
+    char *ev = next_event(s, r, end, tc, limit);
+    recur_tool_calls_free(tc);
+    return ev;
 }
