@@ -78,6 +78,7 @@ struct serve_request {
                                llama-server's exceed_context_size_error */
     int msg_phase;          /* /v1/messages' stream: the events sent so far (messages.c) */
     size_t msg_bytes;       /* and the text bytes */
+    bool msg_open;          /* and its text block was started (with tools, at the first text) */
     struct serve_park park; /* the connection, while it waits for the tasks */
     struct serve_responses_req *resp; /* /v1/responses: its settings and stream (owned) */
 };

@@ -75,12 +75,76 @@ static bool buf_add(struct buf *b, const char *text) {
     return true;
 }
 
-/* A content (what names it in messages): a string, or a list of text blocks, appended to b. A
- * block is {type: "text", text, cache_control?, citations: null?}; other types are refused by
- * name. */
-static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b) {
+/* The chat being built: its entries, each one's text, an assistant turn's calls (realloc'd),
+ * the calls' arguments texts. */
+struct turns {
+    struct recur_chat_tool_message *chat;
+    struct buf *text;
+    struct recur_tool_call **calls;
+    char **args;
+    int n, n_args;
+};
+
+/* The turn that takes role's next content: the last one when it is role's, else a new one. */
+static struct buf *turn_of(struct turns *tt, const char *role) {
+    if (!tt->n || strcmp(tt->chat[tt->n - 1].role, role) != 0) tt->chat[tt->n++].role = role;
+    return &tt->text[tt->n - 1];
+}
+
+/* A tool_use block (assistant) or tool_result block (user) into the turns (api_tools.c reads
+ * them): a call of the assistant turn, or a tool message. */
+static void tool_block(struct parse *p, const cJSON *blk, const char *what, const char *role,
+                       struct turns *tt) {
+    const bool use =
+        strcmp(cJSON_GetObjectItemCaseSensitive(blk, "type")->valuestring, "tool_use") == 0;
+    if (strcmp(role, use ? "assistant" : "user") != 0) {
+        serve_fail(p, "%s: a %s block belongs in %s message", what,
+                   use ? "tool_use" : "tool_result", use ? "an assistant" : "a user");
+        return;
+    }
+    if (use) {
+        struct recur_tool_call call;
+        if (!serve_messages_tool_use(p, blk, what, &call, &tt->args[tt->n_args])) return;
+        tt->n_args++;
+        turn_of(tt, role);
+        struct recur_chat_tool_message *m = &tt->chat[tt->n - 1];
+        struct recur_tool_call *v =
+            realloc(tt->calls[tt->n - 1], sizeof *v * (m->n_tool_calls + 1));
+        if (!v) {
+            serve_fail(p, "out of memory");
+            return;
+        }
+        v[m->n_tool_calls++] = call;
+        tt->calls[tt->n - 1] = v;
+        m->tool_calls = v;
+        return;
+    }
+    const char *id = NULL;
+    char *text = serve_messages_tool_result(p, blk, what, &id);
+    if (!text) return;
+    /* a tool message of its own, named as the call it answers */
+    tt->chat[tt->n] = (struct recur_chat_tool_message){.role = "tool", .tool_call_id = id};
+    for (int i = tt->n - 1; i >= 0 && !tt->chat[tt->n].name; i--)
+        for (size_t k = 0; k < tt->chat[i].n_tool_calls; k++)
+            if (strcmp(tt->chat[i].tool_calls[k].id, id) == 0)
+                tt->chat[tt->n].name = tt->chat[i].tool_calls[k].name;
+    const bool ok = buf_add(&tt->text[tt->n], text);
+    free(text);
+    if (!ok) {
+        serve_fail(p, "out of memory");
+        return;
+    }
+    tt->chat[tt->n].content = tt->text[tt->n].s;
+    tt->n++;
+}
+
+/* A content (what names it in messages): a string, or a list of blocks, into role's turn (tt
+ * NULL: into b, the system's). A block is {type: "text", text, cache_control?, citations:
+ * null?}, or with tt tool_use / tool_result; other types are refused by name. */
+static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b,
+                         const char *role, struct turns *tt) {
     if (cJSON_IsString(c)) {
-        if (!buf_add(b, c->valuestring)) serve_fail(p, "out of memory");
+        if (!buf_add(tt ? turn_of(tt, role) : b, c->valuestring)) serve_fail(p, "out of memory");
         return;
     }
     if (!cJSON_IsArray(c)) {
@@ -94,11 +158,29 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
             serve_fail(p, "%s[%d] must be a content block {\"type\": ...}", what, k);
             return;
         }
+        char at[80];
+        snprintf(at, sizeof at, "%s[%d]", what, k);
+        if (tt && (strcmp(type->valuestring, "tool_use") == 0 ||
+                   strcmp(type->valuestring, "tool_result") == 0)) {
+            tool_block(p, blk, at, role, tt);
+            continue;
+        }
         if (strcmp(type->valuestring, "text") != 0) {
             serve_fail(p,
                        "%s[%d]: content blocks of type \"%.40s\" are not supported by recur "
-                       "(text blocks only)",
-                       what, k, type->valuestring);
+                       "(text%s blocks only)",
+                       what, k, type->valuestring, tt ? ", tool_use and tool_result" : "");
+            return;
+        }
+        /* the formats write an assistant's text before its calls: text after one is refused
+           rather than moved */
+        if (tt && strcmp(role, "assistant") == 0 && tt->n &&
+            strcmp(tt->chat[tt->n - 1].role, "assistant") == 0 &&
+            tt->chat[tt->n - 1].n_tool_calls) {
+            serve_fail(p,
+                       "%s: a text block after a tool_use block of the same turn is not "
+                       "supported (the chat formats write the text before the calls)",
+                       at);
             return;
         }
         for (const cJSON *f = blk->child; f; f = f->next) {
@@ -117,28 +199,13 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
             serve_fail(p, "%s[%d].text must be a string", what, k);
             return;
         }
-        if (!buf_add(b, text->valuestring)) serve_fail(p, "out of memory");
+        if (!buf_add(tt ? turn_of(tt, role) : b, text->valuestring)) serve_fail(p, "out of memory");
     }
 }
 
-/* tools, tool_choice, thinking: what recur cannot honour is refused by name. */
+/* thinking, metadata, service_tier: what recur cannot honour is refused by name (tools and
+ * tool_choice: api_tools.c). */
 static void feature_fields(struct parse *p) {
-    const cJSON *tools = serve_field(p, "tools");
-    if (tools && !(cJSON_IsArray(tools) && !tools->child)) {
-        serve_fail(p, "\"tools\" is not supported by recur's /v1/messages yet: only an empty "
-                      "list is accepted");
-        return;
-    }
-    const cJSON *choice = serve_field(p, "tool_choice");
-    if (choice) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
-        const char *v = cJSON_IsString(type) ? type->valuestring : "";
-        if (!cJSON_IsObject(choice) || (strcmp(v, "auto") != 0 && strcmp(v, "none") != 0)) {
-            serve_fail(p, "\"tool_choice\" is not supported by recur: without tools only "
-                          "{\"type\": \"auto\"} or {\"type\": \"none\"} is accepted");
-            return;
-        }
-    }
     const cJSON *think = serve_field(p, "thinking");
     if (think) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(think, "type");
@@ -212,20 +279,29 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
         serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
         return;
     }
-    /* at most one turn per message, and the system one */
-    struct recur_chat_tool_message *chat = calloc((size_t)n + 1, sizeof *chat);
-    struct buf *turns = calloc((size_t)n + 1, sizeof *turns);
-    int n_turns = 0;
-    if (!chat || !turns) {
+    /* at most one entry per block (a tool_result is one), one per message, and the system */
+    int cap = 2;
+    for (const cJSON *m = msgs->child; m; m = m->next) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        cap += 1 + (cJSON_IsArray(c) ? cJSON_GetArraySize(c) : 0);
+    }
+    struct turns tt = {calloc((size_t)cap, sizeof *tt.chat),
+                       calloc((size_t)cap, sizeof *tt.text),
+                       calloc((size_t)cap, sizeof *tt.calls),
+                       calloc((size_t)cap, sizeof *tt.args),
+                       0,
+                       0};
+    char *tools = NULL;
+    if (!tt.chat || !tt.text || !tt.calls || !tt.args) {
         serve_fail(p, "out of memory");
         goto done;
     }
     const cJSON *sys = serve_field(p, "system");
     if (sys) {
-        content_into(p, sys, "\"system\"", &turns[0]);
+        content_into(p, sys, "\"system\"", &tt.text[0], "system", NULL);
         if (p->bad) goto done;
-        chat[n_turns++] = (struct recur_chat_tool_message){.role = "system",
-                                                           .content = turns[0].s ? turns[0].s : ""};
+        tt.chat[tt.n++] = (struct recur_chat_tool_message){
+            .role = "system", .content = tt.text[0].s ? tt.text[0].s : ""};
     }
     int i = 0;
     for (const cJSON *m = msgs->child; m; m = m->next, i++) {
@@ -251,28 +327,44 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
             serve_fail(p, "%s.content is required", what);
             goto done;
         }
-        /* a new turn, or the previous one continued (Anthropic combines them) */
-        const bool same = n_turns > 0 && strcmp(chat[n_turns - 1].role, r) == 0;
-        struct buf *b = &turns[same ? n_turns - 1 : n_turns];
-        if (!same) chat[n_turns++].role = r;
+        /* into the turn of its role (Anthropic combines consecutive messages of one role),
+           tool results into tool messages (tool_block) */
         char where[64];
         snprintf(where, sizeof where, "%s.content", what);
-        content_into(p, content, where, b);
+        const int before = tt.n;
+        content_into(p, content, where, NULL, r, &tt);
         if (p->bad) goto done;
-        if (!buf_add(b, "")) { /* an empty content still makes a string */
+        if (tt.n == before) turn_of(&tt, r); /* an empty content still makes a turn */
+    }
+    /* a turn's text as its content ("" when it has no text, unless it is an assistant's calls) */
+    for (int k = 0; k < tt.n; k++) {
+        if (tt.chat[k].content || (tt.chat[k].n_tool_calls && !tt.text[k].s)) continue;
+        if (!buf_add(&tt.text[k], "")) {
             serve_fail(p, "out of memory");
             goto done;
         }
-        chat[n_turns - 1].content = b->s;
+        tt.chat[k].content = tt.text[k].s;
     }
     /* a last assistant turn is the start of the answer */
-    const bool prefill = strcmp(chat[n_turns - 1].role, "assistant") == 0;
-    serve_chat_render(p, s, t, chat, (size_t)(prefill ? n_turns - 1 : n_turns), NULL, true,
-                      prefill ? chat[n_turns - 1].content : NULL);
+    const bool prefill = strcmp(tt.chat[tt.n - 1].role, "assistant") == 0;
+    if (prefill && tt.chat[tt.n - 1].n_tool_calls) {
+        serve_fail(p, "the last message's tool_use blocks need their tool_result blocks in a "
+                      "user message after it (an answer cannot continue from calls)");
+        goto done;
+    }
+    tools = serve_messages_tools(p);
+    serve_chat_render(p, s, t, tt.chat, (size_t)(prefill ? tt.n - 1 : tt.n), tools, true,
+                      prefill ? tt.chat[tt.n - 1].content : NULL);
+    serve_messages_tool_choice(p, s, t, tools);
 done:
-    for (int k = 0; turns && k <= n; k++) free(turns[k].s);
-    free(turns);
-    free(chat);
+    for (int k = 0; tt.text && k < cap; k++) free(tt.text[k].s);
+    for (int k = 0; tt.calls && k < cap; k++) free(tt.calls[k]);
+    for (int k = 0; tt.args && k < tt.n_args; k++) free(tt.args[k]);
+    free(tt.text);
+    free(tt.calls);
+    free(tt.args);
+    free(tt.chat);
+    free(tools);
 }
 
 /* ---- the answers ------------------------------------------------------------------------- */
@@ -291,8 +383,9 @@ static const char *stop_reason(const struct task *t, const struct choice *c) {
     }
 }
 
-static void add_stop(cJSON *j, const struct task *t, const struct choice *c) {
-    cJSON_AddStringToObject(j, "stop_reason", stop_reason(t, c));
+/* calls: the answer ends in tool calls (stop_reason "tool_use") */
+static void add_stop(cJSON *j, const struct task *t, const struct choice *c, bool calls) {
+    cJSON_AddStringToObject(j, "stop_reason", calls ? "tool_use" : stop_reason(t, c));
     if (c->stop_kind == STOP_WORD && c->stop_word >= 0 && c->stop_word < t->n_stop)
         cJSON_AddStringToObject(j, "stop_sequence", t->stop[c->stop_word]);
     else
@@ -324,12 +417,22 @@ static void add_usage(cJSON *j, const struct task *t, int32_t output_tokens) {
 cJSON *serve_messages_json(const struct server *s, const struct serve_request *r) {
     const struct task *t = r->tasks[0];
     const struct choice *c = &t->choice[0];
-    cJSON *j = message(s, t);
-    cJSON *block = cJSON_CreateObject();
-    cJSON_AddStringToObject(block, "type", "text");
-    serve_add_text(block, "text", c->text, c->len);
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "content"), block);
-    add_stop(j, t, c);
+    cJSON *j = message(s, t), *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    /* the text (before the calls; left out when the model only called), then tool_use blocks */
+    struct recur_tool_calls *tc = serve_api_calls(s, t, c);
+    if (!tc || tc->content[0]) {
+        cJSON *block = cJSON_CreateObject();
+        cJSON_AddStringToObject(block, "type", "text");
+        if (tc)
+            cJSON_AddStringToObject(block, "text", tc->content);
+        else
+            serve_add_text(block, "text", c->text, c->len);
+        cJSON_AddItemToArray(content, block);
+    }
+    for (size_t k = 0; tc && k < tc->n_calls; k++)
+        cJSON_AddItemToArray(content, serve_messages_tool_use_block(s, t, tc, k, false));
+    add_stop(j, t, c, tc != NULL);
+    recur_tool_calls_free(tc);
     add_usage(j, t, c->n_out);
     return j;
 }
@@ -345,11 +448,39 @@ static cJSON *ev_new(const char *name) {
     return j;
 }
 
-/* An event made by ev_new(name) with its index 0 (a content block's). */
-static cJSON *ev_block(const char *name) {
+/* An event made by ev_new(name) with its index (a content block's). */
+static cJSON *ev_block_at(const char *name, int index) {
     cJSON *j = ev_new(name);
-    cJSON_AddNumberToObject(j, "index", 0);
+    cJSON_AddNumberToObject(j, "index", index);
     return j;
+}
+
+static cJSON *ev_block(const char *name) {
+    return ev_block_at(name, 0);
+}
+
+/* content_block_start of the text block, at index 0. */
+static cJSON *text_start(void) {
+    cJSON *block = ev_block("content_block_start"),
+          *cb = cJSON_AddObjectToObject(block, "content_block");
+    cJSON_AddStringToObject(cb, "type", "text");
+    cJSON_AddStringToObject(cb, "text", "");
+    return block;
+}
+
+static bool add_event(struct buf *b, const char *name, cJSON *j);
+
+/* With tools: call k's block, at index at: content_block_start (tool_use, input {}), one
+ * input_json_delta with the whole arguments, content_block_stop. */
+static bool call_events(struct buf *b, const struct server *s, const struct task *t,
+                        const struct recur_tool_calls *tc, size_t k, int at) {
+    cJSON *start = ev_block_at("content_block_start", at);
+    cJSON_AddItemToObject(start, "content_block", serve_messages_tool_use_block(s, t, tc, k, true));
+    cJSON *d = ev_block_at("content_block_delta", at), *delta = cJSON_AddObjectToObject(d, "delta");
+    cJSON_AddStringToObject(delta, "type", "input_json_delta");
+    cJSON_AddStringToObject(delta, "partial_json", tc->calls[k].arguments);
+    return add_event(b, "content_block_start", start) && add_event(b, "content_block_delta", d) &&
+           add_event(b, "content_block_stop", ev_block_at("content_block_stop", at));
 }
 
 /* Appends "event: NAME\ndata: JSON\n\n" (j freed) to b; false without memory. */
@@ -404,33 +535,48 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
         add_usage(m, t, 0);
         cJSON *start = ev_new("message_start");
         cJSON_AddItemToObject(start, "message", m);
-        cJSON *block = ev_block("content_block_start"),
-              *cb = cJSON_AddObjectToObject(block, "content_block");
-        cJSON_AddStringToObject(cb, "type", "text");
-        cJSON_AddStringToObject(cb, "text", "");
-        ok = add_event(&b, "message_start", start) && add_event(&b, "content_block_start", block) &&
+        /* with tools the text block waits for its first text: a model that only calls has
+           none */
+        r->msg_open = !t->tools;
+        ok = add_event(&b, "message_start", start) &&
+             (t->tools || add_event(&b, "content_block_start", text_start())) &&
              add_event(&b, "ping", ev_new("ping"));
     } else {
-        const size_t to = ready_bytes(c, r->msg_bytes);
+        size_t to = ready_bytes(c, r->msg_bytes);
+        struct recur_tool_calls *tc = NULL; /* the finished answer's calls (api_tools.c) */
+        if (t->tools && c->finished) {
+            if ((tc = serve_api_calls(s, t, c))) to = strlen(tc->content);
+        } else if (t->tools) { /* not from where a call may begin */
+            const size_t lim = serve_tools_sendable(s, c->text, c->len);
+            if (to > lim) to = lim > r->msg_bytes ? lim : r->msg_bytes;
+        }
         if (to > r->msg_bytes) {
+            if (!r->msg_open) ok = add_event(&b, "content_block_start", text_start());
+            r->msg_open = true;
             cJSON *d = ev_block("content_block_delta"),
                   *delta = cJSON_AddObjectToObject(d, "delta");
             cJSON_AddStringToObject(delta, "type", "text_delta");
             serve_add_text(delta, "text", c->text + r->msg_bytes, to - r->msg_bytes);
             r->msg_bytes = to;
-            ok = add_event(&b, "content_block_delta", d);
+            ok = ok && add_event(&b, "content_block_delta", d);
         } else if (c->finished) {
             r->msg_phase = PH_DONE;
+            if (!tc && !r->msg_open) /* an empty answer still has its text block */
+                ok = add_event(&b, "content_block_start", text_start());
+            if (!tc || r->msg_open)
+                ok = ok && add_event(&b, "content_block_stop", ev_block("content_block_stop"));
+            for (size_t k = 0; ok && tc && k < tc->n_calls; k++)
+                ok = call_events(&b, s, t, tc, k, (int)k + (r->msg_open ? 1 : 0));
             cJSON *md = ev_new("message_delta"), *delta = cJSON_AddObjectToObject(md, "delta");
-            add_stop(delta, t, c);
+            add_stop(delta, t, c, tc != NULL);
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(md, "usage"), "output_tokens",
                                     c->n_out);
-            ok = add_event(&b, "content_block_stop", ev_block("content_block_stop")) &&
-                 add_event(&b, "message_delta", md) &&
+            if (!ok) cJSON_Delete(md);
+            ok = ok && add_event(&b, "message_delta", md) &&
                  add_event(&b, "message_stop", ev_new("message_stop"));
-        } else {
-            return NULL;
         }
+        recur_tool_calls_free(tc);
+        if (ok && !b.s) return NULL; /* nothing yet */
     }
     if (!ok) { /* without memory the stream ends there */
         free(b.s);
