@@ -264,11 +264,18 @@ bool serve_responses_tool_item(struct parse *p, cJSON *msgs, const cJSON *m, int
             return true;
         }
         const char *name = call_name(msgs, id);
+        if (!name) { /* as OpenAI: a result answers a call of the conversation */
+            free(text);
+            serve_fail(p, "\"input\"[%d].call_id \"%.64s\": no function_call with that call_id "
+                          "comes before it",
+                       i, id);
+            return true;
+        }
         msg = cJSON_CreateObject();
         if (msg) {
             cJSON_AddStringToObject(msg, "role", "tool");
             cJSON_AddStringToObject(msg, "tool_call_id", id);
-            if (name) cJSON_AddStringToObject(msg, "name", name);
+            cJSON_AddStringToObject(msg, "name", name);
             cJSON_AddStringToObject(msg, "content", text);
         }
         free(text);

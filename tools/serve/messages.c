@@ -128,6 +128,12 @@ static void tool_block(struct parse *p, const cJSON *blk, const char *what, cons
         for (size_t k = 0; k < tt->chat[i].n_tool_calls; k++)
             if (strcmp(tt->chat[i].tool_calls[k].id, id) == 0)
                 tt->chat[tt->n].name = tt->chat[i].tool_calls[k].name;
+    if (!tt->chat[tt->n].name) { /* as Anthropic: a result answers a call before it */
+        free(text);
+        serve_fail(p, "%s.tool_use_id \"%.64s\": no tool_use block with that id comes before it",
+                   what, id);
+        return;
+    }
     const bool ok = buf_add(&tt->text[tt->n], text);
     free(text);
     if (!ok) {
