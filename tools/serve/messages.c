@@ -7,18 +7,18 @@
  * Anthropic requires it; 0 reads the prompt and answers no text), messages, system,
  * stop_sequences, temperature (0..1, as Anthropic's), top_p, top_k, stream, metadata (a user
  * id: no effect), service_tier ("auto", "standard_only": recur serves one tier), cache_control
- * (recur's prefix cache works without being asked). Refused by name: tools and tool_choice
- * beyond "none" (an empty tools list, and tool_choice auto or none without tools, change
- * nothing), thinking other than disabled (no reasoning is separated here), every content block
- * but text (image, document, tool_use, tool_result, thinking ...: named in the message), and
- * any field not listed.
+ * (recur's prefix cache works without being asked), tools and tool_choice (api_tools.c).
+ * Refused by name: thinking other than disabled (no reasoning is separated here), every content
+ * block but text, tool_use (assistant) and tool_result (user) (image, document, thinking ...:
+ * named in the message), and any field not listed.
  *
  * messages: user and assistant turns; content a string or a list of text blocks, joined as
  * they are. Consecutive messages of one role are one turn, as Anthropic combines them: their
  * blocks joined as one list. A last assistant message is a prefill: the chat is rendered up to
  * its generation prompt, the prefill follows as text, and the answer continues it (its text is
  * not repeated in the answer). system: a string or a list of text blocks, rendered as the
- * system message.
+ * system message. A tool_use block is a call of its assistant turn; a tool_result block is a
+ * tool message of its own, before the text of its user turn.
  *
  * The answer: {id: "msg_<n>", type: "message", role: "assistant", model, content: [{type:
  * "text", text}], stop_reason: "end_turn" | "max_tokens" | "stop_sequence" |
@@ -29,7 +29,10 @@
  * message_start (the message with empty content, sent once the prompt is read so that its
  * usage is known), content_block_start, ping, content_block_delta (text_delta), content_block_stop,
  * message_delta ({stop_reason, stop_sequence}, usage.output_tokens), message_stop; a failure
- * is an "error" event. Errors: {"type": "error", "error": {"type", "message"}} with the status.
+ * is an "error" event. With tools, the answer's calls are tool_use blocks after the text (which
+ * is left out when there is none; streamed, its block starts at its first text), each streamed
+ * as content_block_start (input {}), one input_json_delta, content_block_stop; stop_reason
+ * "tool_use". Errors: {"type": "error", "error": {"type", "message"}} with the status.
  */
 #include <cjson/cJSON.h>
 #include <microhttpd.h>

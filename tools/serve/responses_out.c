@@ -5,7 +5,10 @@
  * response.content_part.added, response.output_text.delta (one per token that released text),
  * response.output_text.done, response.content_part.done, response.output_item.done, then
  * response.completed or response.incomplete (the length ended it); response.failed when the
- * task failed. A finished response is kept (responses_store.c) unless store was false.
+ * task failed. A finished response is kept (responses_store.c) unless store was false. With
+ * tools, the calls are function_call items after the message (left out when the model only
+ * called; streamed, it opens at its first text), each streamed as response.output_item.added,
+ * response.function_call_arguments.delta (the whole arguments), .done, output_item.done.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
