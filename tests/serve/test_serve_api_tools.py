@@ -186,6 +186,32 @@ def responses(label, srv):
           r2["usage"]["input_tokens_details"]["cached_tokens"] > 0 and
           r2["output"][0]["type"] == "message", json.dumps(r2)[:600])
 
+    # an assistant message with text, then its call: one chat message with content and calls
+    said = [{"type": "message", "role": "user", "content": ASK},
+            {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "Let me look."}]},
+            {"type": "function_call", "call_id": "call_9", "name": "get_time",
+             "arguments": "{\"tz\":\"UTC\"}"},
+            {"type": "function_call_output", "call_id": "call_9", "output": [
+                {"type": "input_text", "text": "12:"}, {"type": "input_text", "text": "00"}]}]
+    said_chat = [{"role": "user", "content": ASK},
+                 {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                     {"id": "call_9", "type": "function", "function": {
+                         "name": "get_time", "arguments": "{\"tz\":\"UTC\"}"}}]},
+                 {"role": "tool", "tool_call_id": "call_9", "name": "get_time", "content": "12:00"}]
+    s1, a1, _ = srv.post("/v1/responses/input_tokens", {"input": said, "tools": RESP_TOOLS})
+    s2, a2, _ = srv.post("/v1/chat/completions/input_tokens",
+                         {"messages": said_chat, "tools": CHAT_TOOLS})
+    check(label + " responses: text and a call in one assistant turn, as chat's", s1 == s2 == 200
+          and a1["input_tokens"] == a2["input_tokens"], "%s %s" % (a1, a2))
+    # tool_choice none: the tools are in the prompt, the answer is text
+    s1, n_none, _ = srv.post("/v1/responses/input_tokens", dict(base, tool_choice="none"))
+    s2, n_bare, _ = srv.post("/v1/responses/input_tokens", {"input": ASK})
+    status, rn, _ = srv.post("/v1/responses", dict(base, tool_choice="none", max_output_tokens=8))
+    check(label + " responses: tool_choice none answers text with the tools in the prompt",
+          status == 200 and rn["output"][0]["type"] == "message" and len(rn["output"]) == 1 and
+          n_none["input_tokens"] > n_bare["input_tokens"] + 50, json.dumps(rn)[:400])
+
     for extra, want_msg in [
         ({"tools": [{"type": "web_search"}]}, '"web_search"'),
         ({"tools": [{"type": "file_search", "vector_store_ids": ["x"]}]}, '"file_search"'),
@@ -281,6 +307,25 @@ def messages(label, srv):
           m2["usage"]["cache_read_input_tokens"] == n_chat["input_tokens"], json.dumps(m2)[:600])
 
     use = {"type": "tool_use", "id": "toolu_1", "name": "get_time", "input": {"tz": "UTC"}}
+    # text then a call in one assistant turn, the result with text after it
+    said = user + [{"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, use]},
+                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                 "content": [{"type": "text", "text": "12:00"}]},
+                                                {"type": "text", "text": "Thanks."}]}]
+    said_chat = user + [{"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"id": "toolu_1", "type": "function", "function": {"name": "get_time",
+                                                           "arguments": "{\"tz\":\"UTC\"}"}}]},
+        {"role": "tool", "tool_call_id": "toolu_1", "name": "get_time", "content": "12:00"},
+        {"role": "user", "content": "Thanks."}]
+    s1, a1, _ = srv.post("/v1/messages/count_tokens", {"messages": said, "tools": ANT_TOOLS})
+    s2, a2, _ = srv.post("/v1/chat/completions/input_tokens",
+                         {"messages": said_chat, "tools": CHAT_TOOLS})
+    check(label + " messages: text and a call in one turn, as chat's", s1 == s2 == 200 and
+          a1["input_tokens"] == a2["input_tokens"], "%s %s" % (a1, a2))
+    status, mn, _ = srv.post("/v1/messages", dict(base, tool_choice={"type": "none"}, max_tokens=8))
+    check(label + " messages: tool_choice none answers text", status == 200 and
+          [b["type"] for b in mn["content"]] == ["text"] and mn["stop_reason"] != "tool_use",
+          json.dumps(mn)[:400])
     for extra, want_msg in [
         ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
          '"web_search_20250305"'),
@@ -293,6 +338,8 @@ def messages(label, srv):
          '"messages"[1].content[0].input'),
         ({"messages": user + [{"role": "assistant", "content": [use]}]}, "tool_result"),
         ({"messages": [{"role": "user", "content": [use]}]}, "assistant message"),
+        ({"messages": user + [{"role": "assistant", "content": [use, {"type": "text", "text": "x"}]},
+                              {"role": "user", "content": "y"}]}, '"messages"[1].content[1]'),
         ({"messages": user + [{"role": "assistant", "content": [use]}, {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x", "is_error": True}]}]},
          '"messages"[2].content[0].is_error'),
