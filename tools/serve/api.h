@@ -201,18 +201,20 @@ void serve_responses_tools(struct parse *p, cJSON *chat);
  * msgs as its tool_calls, or one made) or a function_call_output (a tool message): true (p
  * failed when it is wrong); false: another type, not read. */
 bool serve_responses_tool_item(struct parse *p, cJSON *msgs, const cJSON *m, int i);
-/* Choice c's calls (recur_tool_calls_free them), NULL when t has no tools or the text has no
- * call (or without memory). */
+/* The calls in an answer's text[0 .. len) (its content: where the reasoning is split apart, the
+ * text after it, as chat's) (recur_tool_calls_free them), NULL when t has no tools or the text
+ * has no call (or without memory). */
 struct recur_tool_calls *serve_api_calls(const struct server *s, const struct task *t,
-                                         const struct choice *c);
+                                         const char *text, size_t len);
 /* Call k of tc as a Responses function_call output item (done: completed with its arguments;
  * else in_progress with ""); ids fc_ and call_ from chat's call ids. */
 cJSON *serve_responses_call_item(const struct server *s, const struct task *t,
                                  const struct recur_tool_calls *tc, size_t k, bool done);
-/* Choice c as the chat history's assistant message {role, content, tool_calls?} (what a
- * previous_response_id conversation keeps); NULL without memory. */
-cJSON *serve_api_assistant_message(const struct server *s, const struct task *t,
-                                   const struct choice *c);
+/* An answer's text (its content, as serve_api_calls) as the chat history's assistant message
+ * {role, content, tool_calls?} (what a previous_response_id conversation keeps); NULL without
+ * memory. */
+cJSON *serve_api_assistant_message(const struct server *s, const struct task *t, const char *text,
+                                   size_t len);
 /* Anthropic's tools as chat's tools JSON text (malloc'd; NULL: none, or p failed). */
 char *serve_messages_tools(struct parse *p);
 /* Anthropic's tool_choice with tools (chat's JSON text, NULL: none) into t (serve_tools_setup). */

@@ -266,8 +266,9 @@ bool serve_responses_tool_item(struct parse *p, cJSON *msgs, const cJSON *m, int
         const char *name = call_name(msgs, id);
         if (!name) { /* as OpenAI: a result answers a call of the conversation */
             free(text);
-            serve_fail(p, "\"input\"[%d].call_id \"%.64s\": no function_call with that call_id "
-                          "comes before it",
+            serve_fail(p,
+                       "\"input\"[%d].call_id \"%.64s\": no function_call with that call_id "
+                       "comes before it",
                        i, id);
             return true;
         }
@@ -291,8 +292,8 @@ bool serve_responses_tool_item(struct parse *p, cJSON *msgs, const cJSON *m, int
 /* ---- /v1/responses: the answer ------------------------------------------------------------ */
 
 struct recur_tool_calls *serve_api_calls(const struct server *s, const struct task *t,
-                                         const struct choice *c) {
-    struct recur_tool_calls *tc = serve_tools_parse(s, t, c->text, c->len);
+                                         const char *text, size_t len) {
+    struct recur_tool_calls *tc = serve_tools_parse(s, t, text, len);
     if (tc && !tc->n_calls) {
         recur_tool_calls_free(tc);
         tc = NULL;
@@ -321,14 +322,14 @@ cJSON *serve_responses_call_item(const struct server *s, const struct task *t,
     return j;
 }
 
-cJSON *serve_api_assistant_message(const struct server *s, const struct task *t,
-                                   const struct choice *c) {
+cJSON *serve_api_assistant_message(const struct server *s, const struct task *t, const char *text,
+                                   size_t len) {
     cJSON *m = cJSON_CreateObject();
     if (!m) return NULL;
     cJSON_AddStringToObject(m, "role", "assistant");
-    struct recur_tool_calls *tc = serve_api_calls(s, t, c);
+    struct recur_tool_calls *tc = serve_api_calls(s, t, text, len);
     if (!tc) {
-        serve_add_text(m, "content", c->text, c->len);
+        serve_add_text(m, "content", text, len);
         return m;
     }
     if (tc->content[0])

@@ -428,7 +428,7 @@ cJSON *serve_messages_json(const struct server *s, const struct serve_request *r
     const struct choice *c = &t->choice[0];
     cJSON *j = message(s, t), *content = cJSON_GetObjectItemCaseSensitive(j, "content");
     /* the text (before the calls; left out when the model only called), then tool_use blocks */
-    struct recur_tool_calls *tc = serve_api_calls(s, t, c);
+    struct recur_tool_calls *tc = serve_api_calls(s, t, c->text, c->len);
     if (!tc || tc->content[0]) {
         cJSON *block = cJSON_CreateObject();
         cJSON_AddStringToObject(block, "type", "text");
@@ -554,7 +554,7 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
         size_t to = ready_bytes(c, r->msg_bytes);
         struct recur_tool_calls *tc = NULL; /* the finished answer's calls (api_tools.c) */
         if (t->tools && c->finished) {
-            if ((tc = serve_api_calls(s, t, c))) to = strlen(tc->content);
+            if ((tc = serve_api_calls(s, t, c->text, c->len))) to = strlen(tc->content);
         } else if (t->tools) { /* not from where a call may begin */
             const size_t lim = serve_tools_sendable(s, c->text, c->len);
             if (to > lim) to = lim > r->msg_bytes ? lim : r->msg_bytes;

@@ -86,7 +86,7 @@ static cJSON *response_json(const struct server *s, const struct serve_request *
         if (strcmp(e->string, "model") == 0) { /* output after model, as OpenAI orders it */
             cJSON *output = cJSON_AddArrayToObject(j, "output");
             /* the message (left out when the model only called), then the calls */
-            struct recur_tool_calls *tc = ended ? serve_api_calls(s, t, c) : NULL;
+            struct recur_tool_calls *tc = ended ? serve_api_calls(s, t, c->text, c->len) : NULL;
             size_t len;
             const char *text = answer_text(c, tc, &len);
             if (ended && (!tc || len))
@@ -118,7 +118,7 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
     /* the answer as chat's assistant message: with its calls (api_tools.c), which the next
        input's function_call_output items answer */
     cJSON *conv = cJSON_Duplicate(q->conv, true),
-          *m = serve_api_assistant_message(s, r->tasks[0], c);
+          *m = serve_api_assistant_message(s, r->tasks[0], c->text, c->len);
     if (conv && m && cJSON_AddItemToArray(conv, m)) m = NULL;
     cJSON_Delete(m);
     char *ct = conv ? cJSON_PrintUnformatted(conv) : NULL;
@@ -315,7 +315,7 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
     struct recur_tool_calls *tc = NULL;
     size_t limit = c->len;
     if (t->tools && c->finished) {
-        tc = serve_api_calls(s, t, c);
+        tc = serve_api_calls(s, t, c->text, c->len);
         if (tc) limit = strlen(tc->content);
     } else if (t->tools) {
         limit = serve_tools_sendable(s, c->text, c->len);
