@@ -219,7 +219,8 @@ check("message_delta: stop and output tokens", md["delta"] == {"stop_reason": m[
 REFUSED = [
     ("max_tokens missing", {"max_tokens": None}, "max_tokens"),
     ("temperature above 1", {"temperature": 1.5}, "temperature"),
-    ("tools", {"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "tools"),
+    ("a server tool", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+     "web_search_20250305"),
     ("tool_choice any", {"tool_choice": {"type": "any"}}, "tool_choice"),
     # recur has no reasoning budget: one that could bind (below max_tokens) is refused
     ("thinking budget below max_tokens", {"thinking": {"type": "enabled", "budget_tokens": 4}},
@@ -241,7 +242,7 @@ REFUSED = [
     ("document block", {"messages": [{"role": "user", "content": [{"type": "document"}]}]},
      "document"),
     ("tool_result block", {"messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "x", "content": "1"}]}]}, "tool_result"),
+        {"type": "tool_result", "tool_use_id": "x", "content": "1"}]}]}, "tool_use_id \"x\""),
     ("a system role in messages", {"messages": [{"role": "system", "content": "x"}]}, "role"),
     ("a message field", {"messages": [{"role": "user", "content": "x", "name": "n"}]}, "name"),
     ("empty messages", {"messages": []}, "messages"),

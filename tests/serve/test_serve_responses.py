@@ -195,7 +195,7 @@ check("the final response's usage equals the whole answer's", last["usage"]["out
 
 # ---- refused and accepted fields -------------------------------------------------------------
 refused = [
-    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "\"tools\""),
+    ({"tools": [{"type": "web_search"}]}, "\"web_search\""),
     ({"tool_choice": "required"}, "\"tool_choice\""),
     ({"tool_choice": {"type": "function", "name": "f"}}, "\"tool_choice\""),
     ({"background": True}, "\"background\""),
@@ -224,7 +224,7 @@ refused = [
     ({"input": None}, "\"input\" is required"),
     ({"input": []}, "\"input\""),
     ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
-     "\"function_call_output\""),
+     "\"input\"[0].call_id \"c\""),
     ({"input": [{"role": "tool", "content": "x"}]}, "\"input\"[0].role"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
      "\"input_image\""),

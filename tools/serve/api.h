@@ -78,6 +78,7 @@ struct serve_request {
                                llama-server's exceed_context_size_error */
     int msg_phase;          /* /v1/messages' stream: the events sent so far (messages.c) */
     size_t msg_bytes;       /* and the text bytes (fed to msg_think) */
+    size_t msg_sent;        /* and the answer's bytes sent (with tools, short of a call) */
     struct serve_think_stream msg_think;                /* the text split into thinking and text */
     bool msg_think_open, msg_think_done, msg_text_open; /* the blocks started and stopped */
     struct serve_park park;           /* the connection, while it waits for the tasks */
@@ -191,6 +192,47 @@ size_t serve_tools_sendable(const struct server *s, const char *text, size_t len
  * want them back). */
 cJSON *serve_tool_calls_json(const struct server *s, const struct task *t, int choice,
                              const struct recur_tool_calls *tc, bool stream);
+
+/* ---- tool calls on /v1/responses and /v1/messages (api_tools.c) ------------------------- */
+
+/* Responses' tools (flat function tools), tool_choice and parallel_tool_calls into chat's
+ * fields (added to the chat body, which toolcall.c then checks); other tool types are refused
+ * by name. */
+void serve_responses_tools(struct parse *p, cJSON *chat);
+/* Input item m (index i) when it is a function_call (joined to the assistant message last in
+ * msgs as its tool_calls, or one made) or a function_call_output (a tool message): true (p
+ * failed when it is wrong); false: another type, not read. */
+bool serve_responses_tool_item(struct parse *p, cJSON *msgs, const cJSON *m, int i);
+/* The calls in an answer's text[0 .. len) (its content: where the reasoning is split apart, the
+ * text after it, as chat's) (recur_tool_calls_free them), NULL when t has no tools or the text
+ * has no call (or without memory). */
+struct recur_tool_calls *serve_api_calls(const struct server *s, const struct task *t,
+                                         const char *text, size_t len);
+/* Call k of tc as a Responses function_call output item (done: completed with its arguments;
+ * else in_progress with ""); ids fc_ and call_ from chat's call ids. */
+cJSON *serve_responses_call_item(const struct server *s, const struct task *t,
+                                 const struct recur_tool_calls *tc, size_t k, bool done);
+/* An answer's text (its content, as serve_api_calls) as the chat history's assistant message
+ * {role, content, tool_calls?} (what a previous_response_id conversation keeps); NULL without
+ * memory. */
+cJSON *serve_api_assistant_message(const struct server *s, const struct task *t, const char *text,
+                                   size_t len);
+/* Anthropic's tools as chat's tools JSON text (malloc'd; NULL: none, or p failed). */
+char *serve_messages_tools(struct parse *p);
+/* Anthropic's tool_choice with tools (chat's JSON text, NULL: none) into t (serve_tools_setup). */
+void serve_messages_tool_choice(struct parse *p, struct server *s, struct task *t,
+                                const char *tools);
+/* A tool_use block (what names it) into *out, its input's JSON text malloc'd into *args (free
+ * it); false with p failed. */
+bool serve_messages_tool_use(struct parse *p, const cJSON *blk, const char *what,
+                             struct recur_tool_call *out, char **args);
+/* A tool_result block's content text (malloc'd) and its tool_use_id into *id; NULL with p
+ * failed. */
+char *serve_messages_tool_result(struct parse *p, const cJSON *blk, const char *what,
+                                 const char **id);
+/* Call k of tc as a tool_use content block (empty: input {}, as a stream's start has it). */
+cJSON *serve_messages_tool_use_block(const struct server *s, const struct task *t,
+                                     const struct recur_tool_calls *tc, size_t k, bool empty);
 
 /* The chat template in use: --chat-template, else the model's own, else the default (chatml). */
 const char *serve_chat_template(const struct server *s);

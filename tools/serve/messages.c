@@ -7,18 +7,18 @@
  * Anthropic requires it; 0 reads the prompt and answers no text), messages, system,
  * stop_sequences, temperature (0..1, as Anthropic's), top_p, top_k, stream, metadata (a user
  * id: no effect), service_tier ("auto", "standard_only": recur serves one tier), cache_control
- * (recur's prefix cache works without being asked), thinking (thinking_field). Refused by
- * name: tools and tool_choice beyond "none" (an empty tools list, and tool_choice auto or none
- * without tools, change nothing), every content block but text and an assistant's thinking
- * blocks (image, document, tool_use, tool_result ...: named in the message), and any field
- * not listed.
+ * (recur's prefix cache works without being asked), thinking (thinking_field), tools and
+ * tool_choice (api_tools.c). Refused by name: every content block but text, an assistant's
+ * thinking and tool_use blocks and a user's tool_result blocks (image, document, ...: named in
+ * the message), and any field not listed.
  *
  * messages: user and assistant turns; content a string or a list of text blocks, joined as
  * they are. Consecutive messages of one role are one turn, as Anthropic combines them: their
  * blocks joined as one list. A last assistant message is a prefill: the chat is rendered up to
  * its generation prompt, the prefill follows as text, and the answer continues it (its text is
  * not repeated in the answer). system: a string or a list of text blocks, rendered as the
- * system message.
+ * system message. A tool_use block is a call of its assistant turn; a tool_result block is a
+ * tool message of its own, before the text of its user turn.
  *
  * The answer: {id: "msg_<n>", type: "message", role: "assistant", model, content: [{type:
  * "text", text}], stop_reason: "end_turn" | "max_tokens" | "stop_sequence" |
@@ -31,7 +31,11 @@
  * message_delta ({stop_reason, stop_sequence}, usage.output_tokens), message_stop; a failure
  * is an "error" event. A model's thought (split by reasoning.c) is a thinking block before the
  * text block, {type: "thinking", thinking, signature: ""}, streamed at index 0 (thinking_delta,
- * one signature_delta) with the text block at index 1. Errors: {"type": "error", "error": {"type",
+ * one signature_delta) with the text block at index 1. With tools, the answer's calls (parsed
+ * from the text after the thought, as chat's) are tool_use blocks after the text block (which is
+ * left out when the model only called; streamed, it starts at its first text that cannot begin
+ * a call), each streamed as content_block_start (input {}), one input_json_delta,
+ * content_block_stop; stop_reason "tool_use". Errors: {"type": "error", "error": {"type",
  * "message"}} with the status.
  */
 #include <cjson/cJSON.h>
@@ -98,14 +102,84 @@ static void thinking_block(struct parse *p, const cJSON *blk, const char *what, 
     }
 }
 
-/* A content (what names it in messages): a string, or a list of text blocks, appended to b. A
- * block is {type: "text", text, cache_control?, citations: null?}; with thinking (an assistant
- * turn's), thinking blocks too, left out of b, *thinking the first one's index (-1: none);
- * other types are refused by name. */
+/* The chat being built: its entries, each one's text, an assistant turn's calls (realloc'd),
+ * the calls' arguments texts. */
+struct turns {
+    struct recur_chat_tool_message *chat;
+    struct buf *text;
+    struct recur_tool_call **calls;
+    char **args;
+    int n, n_args;
+};
+
+/* The turn that takes role's next content: the last one when it is role's, else a new one. */
+static struct buf *turn_of(struct turns *tt, const char *role) {
+    if (!tt->n || strcmp(tt->chat[tt->n - 1].role, role) != 0) tt->chat[tt->n++].role = role;
+    return &tt->text[tt->n - 1];
+}
+
+/* A tool_use block (assistant) or tool_result block (user) into the turns (api_tools.c reads
+ * them): a call of the assistant turn, or a tool message. */
+static void tool_block(struct parse *p, const cJSON *blk, const char *what, const char *role,
+                       struct turns *tt) {
+    const bool use =
+        strcmp(cJSON_GetObjectItemCaseSensitive(blk, "type")->valuestring, "tool_use") == 0;
+    if (strcmp(role, use ? "assistant" : "user") != 0) {
+        serve_fail(p, "%s: a %s block belongs in %s message", what,
+                   use ? "tool_use" : "tool_result", use ? "an assistant" : "a user");
+        return;
+    }
+    if (use) {
+        struct recur_tool_call call;
+        if (!serve_messages_tool_use(p, blk, what, &call, &tt->args[tt->n_args])) return;
+        tt->n_args++;
+        turn_of(tt, role);
+        struct recur_chat_tool_message *m = &tt->chat[tt->n - 1];
+        struct recur_tool_call *v =
+            realloc(tt->calls[tt->n - 1], sizeof *v * (m->n_tool_calls + 1));
+        if (!v) {
+            serve_fail(p, "out of memory");
+            return;
+        }
+        v[m->n_tool_calls++] = call;
+        tt->calls[tt->n - 1] = v;
+        m->tool_calls = v;
+        return;
+    }
+    const char *id = NULL;
+    char *text = serve_messages_tool_result(p, blk, what, &id);
+    if (!text) return;
+    /* a tool message of its own, named as the call it answers */
+    tt->chat[tt->n] = (struct recur_chat_tool_message){.role = "tool", .tool_call_id = id};
+    for (int i = tt->n - 1; i >= 0 && !tt->chat[tt->n].name; i--)
+        for (size_t k = 0; k < tt->chat[i].n_tool_calls; k++)
+            if (strcmp(tt->chat[i].tool_calls[k].id, id) == 0)
+                tt->chat[tt->n].name = tt->chat[i].tool_calls[k].name;
+    if (!tt->chat[tt->n].name) { /* as Anthropic: a result answers a call before it */
+        free(text);
+        serve_fail(p, "%s.tool_use_id \"%.64s\": no tool_use block with that id comes before it",
+                   what, id);
+        return;
+    }
+    const bool ok = buf_add(&tt->text[tt->n], text);
+    free(text);
+    if (!ok) {
+        serve_fail(p, "out of memory");
+        return;
+    }
+    tt->chat[tt->n].content = tt->text[tt->n].s;
+    tt->n++;
+}
+
+/* A content (what names it in messages): a string, or a list of blocks, into role's turn (tt
+ * NULL: into b, the system's). A block is {type: "text", text, cache_control?, citations:
+ * null?}; with tt, tool_use (assistant) and tool_result (user) blocks; with thinking (an
+ * assistant turn's), thinking blocks too, left out of the text, *thinking the first one's index
+ * (-1: none); other types are refused by name. */
 static void content_into(struct parse *p, const cJSON *c, const char *what, struct buf *b,
-                         int *thinking) {
+                         const char *role, struct turns *tt, int *thinking) {
     if (cJSON_IsString(c)) {
-        if (!buf_add(b, c->valuestring)) serve_fail(p, "out of memory");
+        if (!buf_add(tt ? turn_of(tt, role) : b, c->valuestring)) serve_fail(p, "out of memory");
         return;
     }
     if (!cJSON_IsArray(c)) {
@@ -129,11 +203,30 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
             serve_fail(p, "%s[%d]: a thinking block belongs to an assistant message", what, k);
             return;
         }
+        char at[80];
+        snprintf(at, sizeof at, "%s[%d]", what, k);
+        if (tt && (strcmp(type->valuestring, "tool_use") == 0 ||
+                   strcmp(type->valuestring, "tool_result") == 0)) {
+            tool_block(p, blk, at, role, tt);
+            continue;
+        }
         if (strcmp(type->valuestring, "text") != 0) {
             serve_fail(p,
                        "%s[%d]: content blocks of type \"%.40s\" are not supported by recur "
-                       "(text blocks only)",
-                       what, k, type->valuestring);
+                       "(text%s blocks only)",
+                       what, k, type->valuestring,
+                       tt ? (thinking ? ", thinking, tool_use" : ", tool_result") : "");
+            return;
+        }
+        /* the formats write an assistant's text before its calls: text after one is refused
+           rather than moved */
+        if (tt && strcmp(role, "assistant") == 0 && tt->n &&
+            strcmp(tt->chat[tt->n - 1].role, "assistant") == 0 &&
+            tt->chat[tt->n - 1].n_tool_calls) {
+            serve_fail(p,
+                       "%s: a text block after a tool_use block of the same turn is not "
+                       "supported (the chat formats write the text before the calls)",
+                       at);
             return;
         }
         for (const cJSON *f = blk->child; f; f = f->next) {
@@ -152,7 +245,7 @@ static void content_into(struct parse *p, const cJSON *c, const char *what, stru
             serve_fail(p, "%s[%d].text must be a string", what, k);
             return;
         }
-        if (!buf_add(b, text->valuestring)) serve_fail(p, "out of memory");
+        if (!buf_add(tt ? turn_of(tt, role) : b, text->valuestring)) serve_fail(p, "out of memory");
     }
 }
 
@@ -217,24 +310,9 @@ static void thinking_field(struct parse *p, const struct server *s, struct task 
                    bt->valuedouble, mt->valuedouble);
 }
 
-/* tools, tool_choice, thinking: what recur cannot honour is refused by name. */
+/* thinking, metadata, service_tier: what recur cannot honour is refused by name (tools and
+ * tool_choice: api_tools.c). */
 static void feature_fields(struct parse *p, const struct server *s, struct task *t) {
-    const cJSON *tools = serve_field(p, "tools");
-    if (tools && !(cJSON_IsArray(tools) && !tools->child)) {
-        serve_fail(p, "\"tools\" is not supported by recur's /v1/messages yet: only an empty "
-                      "list is accepted");
-        return;
-    }
-    const cJSON *choice = serve_field(p, "tool_choice");
-    if (choice) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
-        const char *v = cJSON_IsString(type) ? type->valuestring : "";
-        if (!cJSON_IsObject(choice) || (strcmp(v, "auto") != 0 && strcmp(v, "none") != 0)) {
-            serve_fail(p, "\"tool_choice\" is not supported by recur: without tools only "
-                          "{\"type\": \"auto\"} or {\"type\": \"none\"} is accepted");
-            return;
-        }
-    }
     thinking_field(p, s, t);
     if (p->bad) return;
     const cJSON *meta = serve_field(p, "metadata");
@@ -284,14 +362,38 @@ static void limit_fields(struct parse *p, struct task *t) {
  * reasoning, which is every builtin format (serve_think_history); refused where it would
  * write them, as recur's formats do not render a reasoning. */
 static void past_thinking(struct parse *p, const char *tmpl, const cJSON *hist) {
-    int i = 0;
-    for (const cJSON *m = hist->child; m && !p->bad; m = m->next, i++) {
+    for (const cJSON *m = hist->child; m && !p->bad; m = m->next) {
+        const cJSON *i = cJSON_GetObjectItemCaseSensitive(m, "message");
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(m, "block");
         const char *why = k ? serve_think_history(tmpl, m) : NULL;
         if (why)
-            serve_fail(p, "\"messages\"[%d].content[%d] (a thinking block): %s", i, k->valueint,
-                       why);
+            serve_fail(p, "\"messages\"[%d].content[%d] (a thinking block): %s", i->valueint,
+                       k->valueint, why);
     }
+}
+
+/* The chat's entries as chat's history holds them ({role, content}), an assistant turn's first
+ * thinking block (think[k]: its message's index, then the block's; -1: none) as
+ * reasoning_content, for past_thinking; NULL without memory. */
+static cJSON *history(const struct turns *tt, const int *think) {
+    cJSON *hist = cJSON_CreateArray();
+    for (int k = 0; hist && k < tt->n; k++) {
+        cJSON *h = cJSON_CreateObject();
+        if (h && !cJSON_AddItemToArray(hist, h)) {
+            cJSON_Delete(h);
+            h = NULL;
+        }
+        if (!h || !cJSON_AddStringToObject(h, "role", tt->chat[k].role) ||
+            !cJSON_AddStringToObject(h, "content",
+                                     tt->chat[k].content ? tt->chat[k].content : "") ||
+            (think[2 * k] >= 0 && (!cJSON_AddStringToObject(h, "reasoning_content", "(thinking)") ||
+                                   !cJSON_AddNumberToObject(h, "message", think[2 * k]) ||
+                                   !cJSON_AddNumberToObject(h, "block", think[2 * k + 1])))) {
+            cJSON_Delete(hist);
+            return NULL;
+        }
+    }
+    return hist;
 }
 
 void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
@@ -315,21 +417,32 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
         serve_fail(p, "\"messages\" has %d messages, at most %d are accepted", n, MAX_MESSAGES);
         return;
     }
-    /* at most one turn per message, and the system one */
-    struct recur_chat_tool_message *chat = calloc((size_t)n + 1, sizeof *chat);
-    struct buf *turns = calloc((size_t)n + 1, sizeof *turns);
-    int n_turns = 0;
-    cJSON *hist = cJSON_CreateArray();
-    if (!chat || !turns || !hist) {
+    /* at most one entry per block (a tool_result is one), one per message, and the system */
+    int cap = 2;
+    for (const cJSON *m = msgs->child; m; m = m->next) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        cap += 1 + (cJSON_IsArray(c) ? cJSON_GetArraySize(c) : 0);
+    }
+    struct turns tt = {calloc((size_t)cap, sizeof *tt.chat),
+                       calloc((size_t)cap, sizeof *tt.text),
+                       calloc((size_t)cap, sizeof *tt.calls),
+                       calloc((size_t)cap, sizeof *tt.args),
+                       0,
+                       0};
+    int *think = malloc(2 * (size_t)cap * sizeof *think); /* history's */
+    char *tools = NULL;
+    cJSON *hist = NULL;
+    if (!tt.chat || !tt.text || !tt.calls || !tt.args || !think) {
         serve_fail(p, "out of memory");
         goto done;
     }
+    for (int k = 0; k < 2 * cap; k++) think[k] = -1;
     const cJSON *sys = serve_field(p, "system");
     if (sys) {
-        content_into(p, sys, "\"system\"", &turns[0], NULL);
+        content_into(p, sys, "\"system\"", &tt.text[0], "system", NULL, NULL);
         if (p->bad) goto done;
-        chat[n_turns++] = (struct recur_chat_tool_message){.role = "system",
-                                                           .content = turns[0].s ? turns[0].s : ""};
+        tt.chat[tt.n++] = (struct recur_chat_tool_message){
+            .role = "system", .content = tt.text[0].s ? tt.text[0].s : ""};
     }
     int i = 0;
     for (const cJSON *m = msgs->child; m; m = m->next, i++) {
@@ -355,46 +468,58 @@ void serve_messages_prompt(struct parse *p, struct server *s, struct task *t) {
             serve_fail(p, "%s.content is required", what);
             goto done;
         }
-        /* a new turn, or the previous one continued (Anthropic combines them) */
-        const bool same = n_turns > 0 && strcmp(chat[n_turns - 1].role, r) == 0;
-        struct buf *b = &turns[same ? n_turns - 1 : n_turns];
-        if (!same) chat[n_turns++].role = r;
+        /* into the turn of its role (Anthropic combines consecutive messages of one role),
+           tool results into tool messages (tool_block) */
         char where[64];
         snprintf(where, sizeof where, "%s.content", what);
-        const size_t from = b->len;
+        const int before = tt.n;
         int thinking = -1;
-        content_into(p, content, where, b, strcmp(r, "assistant") == 0 ? &thinking : NULL);
+        content_into(p, content, where, NULL, r, &tt,
+                     strcmp(r, "assistant") == 0 ? &thinking : NULL);
         if (p->bad) goto done;
-        if (!buf_add(b, "")) { /* an empty content still makes a string */
+        if (tt.n == before) turn_of(&tt, r);              /* an empty content still makes a turn */
+        if (thinking >= 0 && think[2 * (tt.n - 1)] < 0) { /* the turn's first thinking block */
+            think[2 * (tt.n - 1)] = i;
+            think[2 * (tt.n - 1) + 1] = thinking;
+        }
+    }
+    /* a turn's text as its content ("" when it has no text, unless it is an assistant's calls) */
+    for (int k = 0; k < tt.n; k++) {
+        if (tt.chat[k].content || (tt.chat[k].n_tool_calls && !tt.text[k].s)) continue;
+        if (!buf_add(&tt.text[k], "")) {
             serve_fail(p, "out of memory");
             goto done;
         }
-        chat[n_turns - 1].content = b->s;
-        /* the message as chat's history would hold it, its thinking as reasoning_content */
-        cJSON *h = cJSON_CreateObject();
-        if (h && !cJSON_AddItemToArray(hist, h)) {
-            cJSON_Delete(h);
-            h = NULL;
-        }
-        if (!h || !cJSON_AddStringToObject(h, "role", r) ||
-            !cJSON_AddStringToObject(h, "content", b->s + from) ||
-            (thinking >= 0 && (!cJSON_AddStringToObject(h, "reasoning_content", "(thinking)") ||
-                               !cJSON_AddNumberToObject(h, "block", thinking)))) {
-            serve_fail(p, "out of memory");
-            goto done;
-        }
+        tt.chat[k].content = tt.text[k].s;
+    }
+    if (!(hist = history(&tt, think))) {
+        serve_fail(p, "out of memory");
+        goto done;
     }
     past_thinking(p, serve_chat_template(s), hist);
     if (p->bad) goto done;
     /* a last assistant turn is the start of the answer */
-    const bool prefill = strcmp(chat[n_turns - 1].role, "assistant") == 0;
-    serve_chat_render(p, s, t, chat, (size_t)(prefill ? n_turns - 1 : n_turns), NULL, true,
-                      prefill ? chat[n_turns - 1].content : NULL);
+    const bool prefill = strcmp(tt.chat[tt.n - 1].role, "assistant") == 0;
+    if (prefill && tt.chat[tt.n - 1].n_tool_calls) {
+        serve_fail(p, "the last message's tool_use blocks need their tool_result blocks in a "
+                      "user message after it (an answer cannot continue from calls)");
+        goto done;
+    }
+    tools = serve_messages_tools(p);
+    serve_chat_render(p, s, t, tt.chat, (size_t)(prefill ? tt.n - 1 : tt.n), tools, true,
+                      prefill ? tt.chat[tt.n - 1].content : NULL);
+    serve_messages_tool_choice(p, s, t, tools);
 done:
     cJSON_Delete(hist);
-    for (int k = 0; turns && k <= n; k++) free(turns[k].s);
-    free(turns);
-    free(chat);
+    free(think);
+    for (int k = 0; tt.text && k < cap; k++) free(tt.text[k].s);
+    for (int k = 0; tt.calls && k < cap; k++) free(tt.calls[k]);
+    for (int k = 0; tt.args && k < tt.n_args; k++) free(tt.args[k]);
+    free(tt.text);
+    free(tt.calls);
+    free(tt.args);
+    free(tt.chat);
+    free(tools);
 }
 
 /* ---- the answers ------------------------------------------------------------------------- */
@@ -413,8 +538,9 @@ static const char *stop_reason(const struct task *t, const struct choice *c) {
     }
 }
 
-static void add_stop(cJSON *j, const struct task *t, const struct choice *c) {
-    cJSON_AddStringToObject(j, "stop_reason", stop_reason(t, c));
+/* calls: the answer ends in tool calls (stop_reason "tool_use") */
+static void add_stop(cJSON *j, const struct task *t, const struct choice *c, bool calls) {
+    cJSON_AddStringToObject(j, "stop_reason", calls ? "tool_use" : stop_reason(t, c));
     if (c->stop_kind == STOP_WORD && c->stop_word >= 0 && c->stop_word < t->n_stop)
         cJSON_AddStringToObject(j, "stop_sequence", t->stop[c->stop_word]);
     else
@@ -464,12 +590,22 @@ cJSON *serve_messages_json(const struct server *s, const struct serve_request *r
     cJSON *j = message(s, t), *content = cJSON_GetObjectItemCaseSensitive(j, "content");
     if (th.reasoning.len && !t->think_drop)
         cJSON_AddItemToArray(content, thinking_json(t, th.reasoning.s, th.reasoning.len));
-    cJSON *block = cJSON_CreateObject();
-    cJSON_AddStringToObject(block, "type", "text");
-    serve_add_text(block, "text", th.content.s, th.content.len);
-    cJSON_AddItemToArray(content, block);
+    /* the text (before the calls; left out when the model only called), then tool_use blocks */
+    struct recur_tool_calls *tc = serve_api_calls(s, t, th.content.s, th.content.len);
+    if (!tc || tc->content[0]) {
+        cJSON *block = cJSON_CreateObject();
+        cJSON_AddStringToObject(block, "type", "text");
+        if (tc)
+            cJSON_AddStringToObject(block, "text", tc->content);
+        else
+            serve_add_text(block, "text", th.content.s, th.content.len);
+        cJSON_AddItemToArray(content, block);
+    }
+    for (size_t k = 0; tc && k < tc->n_calls; k++)
+        cJSON_AddItemToArray(content, serve_messages_tool_use_block(s, t, tc, k, false));
+    add_stop(j, t, c, tc != NULL);
+    recur_tool_calls_free(tc);
     serve_think_free(&th);
-    add_stop(j, t, c);
     add_usage(j, t, c->n_out);
     return j;
 }
@@ -545,11 +681,32 @@ static bool block_delta(struct buf *b, struct serve_request *r, const char *type
     return add_event(b, "content_block_delta", j);
 }
 
+/* With tools: call k's block, at index at: content_block_start (tool_use, input {}), one
+ * input_json_delta with the whole arguments, content_block_stop; the ping after it when it is
+ * the first block. */
+static bool call_events(struct buf *b, const struct server *s, const struct task *t,
+                        const struct recur_tool_calls *tc, size_t k, int at, bool first) {
+    cJSON *start = ev_block("content_block_start", at);
+    cJSON_AddItemToObject(start, "content_block", serve_messages_tool_use_block(s, t, tc, k, true));
+    cJSON *d = ev_block("content_block_delta", at), *delta = cJSON_AddObjectToObject(d, "delta");
+    cJSON_AddStringToObject(delta, "type", "input_json_delta");
+    cJSON_AddStringToObject(delta, "partial_json", tc->calls[k].arguments);
+    if (!add_event(b, "content_block_start", start)) {
+        cJSON_Delete(d);
+        return false;
+    }
+    return (!first || add_event(b, "ping", ev_new("ping"))) &&
+           add_event(b, "content_block_delta", d) &&
+           add_event(b, "content_block_stop", ev_block("content_block_stop", at));
+}
+
 /* The events of the text the tokens released since the last call, split into the thinking and
- * the text blocks (each started by its first text; the text block at the latest by the end),
- * then the ends once the answer is finished: nothing (b empty) while no token released text. */
-static bool block_events(struct buf *b, struct serve_request *r, const struct task *t,
-                         const struct choice *c) {
+ * the text blocks (each started by its first text; the text block at the latest by the end,
+ * unless the model only called), then the ends once the answer is finished: nothing (b empty)
+ * while no token released text. With tools, the text stops where a call may begin, and the
+ * calls' blocks follow the text block at the end. */
+static bool block_events(struct buf *b, const struct server *s, struct serve_request *r,
+                         const struct task *t, const struct choice *c) {
     bool ok = true;
     for (;;) {
         const size_t to = ready_bytes(c, r->msg_bytes);
@@ -564,26 +721,45 @@ static bool block_events(struct buf *b, struct serve_request *r, const struct ta
             if (!r->msg_think_open) ok = block_start(b, r, true);
             if (ok && !t->think_omit) ok = block_delta(b, r, "thinking_delta", "thinking", rs, nr);
         }
+        (void)cs;
+        /* the answer's text that may be sent: with tools, not from where a call may begin;
+           finished, the text before the calls (tc) */
+        const struct serve_text *x = &r->msg_think.th.content;
+        struct recur_tool_calls *tc = ok && fin ? serve_api_calls(s, t, x->s, x->len) : NULL;
+        const size_t limit = tc                 ? strlen(tc->content)
+                             : t->tools && !fin ? serve_tools_sendable(s, x->s, x->len)
+                                                : x->len;
         if (ok && (nc || fin)) {
             if (r->msg_think_open && !r->msg_think_done) { /* the thought ended */
                 r->msg_think_done = true;
                 ok = block_delta(b, r, "signature_delta", "signature", "", 0) &&
                      add_event(b, "content_block_stop", ev_block("content_block_stop", 0));
             }
-            if (ok && !r->msg_text_open) ok = block_start(b, r, false);
+            /* the text block, unless the model only called */
+            if (ok && !r->msg_text_open && (limit > r->msg_sent || (fin && !(tc && limit == 0))))
+                ok = block_start(b, r, false);
         }
-        if (ok && nc) ok = block_delta(b, r, "text_delta", "text", cs, nc);
+        if (ok && limit > r->msg_sent) {
+            ok = block_delta(b, r, "text_delta", "text", x->s + r->msg_sent, limit - r->msg_sent);
+            r->msg_sent = limit;
+        }
         if (ok && fin) {
             r->msg_phase = PH_DONE;
+            const int blocks = (r->msg_think_open ? 1 : 0) + (r->msg_text_open ? 1 : 0);
+            if (r->msg_text_open)
+                ok = add_event(b, "content_block_stop",
+                               ev_block("content_block_stop", r->msg_think_open ? 1 : 0));
+            for (size_t k = 0; ok && tc && k < tc->n_calls; k++)
+                ok = call_events(b, s, t, tc, k, blocks + (int)k, blocks == 0 && k == 0);
             cJSON *md = ev_new("message_delta"), *delta = cJSON_AddObjectToObject(md, "delta");
-            add_stop(delta, t, c);
+            add_stop(delta, t, c, tc != NULL);
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(md, "usage"), "output_tokens",
                                     c->n_out);
-            ok = add_event(b, "content_block_stop",
-                           ev_block("content_block_stop", r->msg_think_open ? 1 : 0)) &&
-                 add_event(b, "message_delta", md) &&
+            if (!ok) cJSON_Delete(md);
+            ok = ok && add_event(b, "message_delta", md) &&
                  add_event(b, "message_stop", ev_new("message_stop"));
         }
+        recur_tool_calls_free(tc);
         /* a token whose text the splitter holds (the start of a tag) sent nothing: look at the
            next ones now (returning nothing would wait for a token that may never come) */
         if (!ok || b->len || fin) return ok;
@@ -622,7 +798,7 @@ char *serve_messages_events(const struct server *s, struct serve_request *r, boo
         cJSON_AddItemToObject(start, "message", m);
         ok = add_event(&b, "message_start", start);
     } else {
-        ok = block_events(&b, r, t, c);
+        ok = block_events(&b, s, r, t, c);
         if (ok && !b.len) return NULL;
     }
     if (!ok) { /* without memory the stream ends there */

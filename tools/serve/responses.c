@@ -10,9 +10,10 @@
  * (a system message put first, not carried over by previous_response_id, as OpenAI); roles user,
  * assistant, system, developer (= system, as OpenAI maps it). max_output_tokens, temperature,
  * top_p, stream and text.format (text, json_object, json_schema: the grammar of chat's
- * response_format) are honoured; the fields that cannot change the output are accepted and echoed;
- * the others (tools, background, include of logprobs, conversation, ...) are refused by name (table
- * below).
+ * response_format) are honoured, and tools, tool_choice, parallel_tool_calls with the
+ * function_call and function_call_output items (api_tools.c); the fields that cannot change the
+ * output are accepted and echoed; the others (background, include of logprobs, conversation, ...)
+ * are refused by name (table below).
  *
  * previous_response_id: every finished response (unless store is false) keeps its
  * conversation, the input messages and the answer, in a store bounded by bytes (LRU) and
@@ -97,8 +98,8 @@ static const struct {
     {"safety_identifier", R_HARMLESS, NULL},      /* the same */
     {"prompt_cache_key", R_HARMLESS, NULL},       /* routing: recur's cache is keyed by content */
     {"prompt_cache_retention", R_HARMLESS, NULL}, /* recur's cache keeps what room allows */
-    {"parallel_tool_calls", R_HARMLESS, NULL},    /* no effect without tools, which are refused */
-    {"max_tool_calls", R_HARMLESS, NULL},         /* the same */
+    {"parallel_tool_calls", R_USED, NULL},
+    {"max_tool_calls", R_HARMLESS, NULL}, /* built-in tools' calls: recur has none */
     {"background", R_OFF, "recur answers while the connection is open (no background jobs)"},
     {"conversation", R_OFF, "recur keeps no conversation objects; use previous_response_id"},
     {"prompt", R_OFF, "recur has no stored prompt templates"},
@@ -131,19 +132,10 @@ static void one_of(struct parse *p, const cJSON *f, const char *name, const char
     serve_fail(p, "%s must be one of %s", name, list);
 }
 
-/* The fields checked for what recur can honour (see the table): tools, tool_choice,
- * reasoning, include, truncation, service_tier, top_logprobs, stream_options, store,
- * metadata. */
+/* The fields checked for what recur can honour (see the table; tools, tool_choice and
+ * parallel_tool_calls: api_tools.c): reasoning, include, truncation, service_tier, top_logprobs,
+ * stream_options, store, metadata. */
 static void check_options(struct parse *p) {
-    const cJSON *tools = serve_field(p, "tools"), *tc = serve_field(p, "tool_choice");
-    if (!p->bad && tools && (!cJSON_IsArray(tools) || tools->child))
-        serve_fail(p, "\"tools\" is not supported by recur /v1/responses yet (only an empty "
-                      "list): no tool calls are parsed from the model's output");
-    if (!p->bad && tc &&
-        !(cJSON_IsString(tc) &&
-          (strcmp(tc->valuestring, "none") == 0 || strcmp(tc->valuestring, "auto") == 0)))
-        serve_fail(p, "\"tool_choice\": only \"none\" or \"auto\" (with no tools) is supported: "
-                      "recur /v1/responses has no tool calls");
     const cJSON *rs = serve_field(p, "reasoning");
     if (!p->bad && rs && !cJSON_IsObject(rs)) serve_fail(p, "\"reasoning\" must be an object");
     for (const cJSON *k = rs ? rs->child : NULL; k && !p->bad; k = k->next) {
@@ -366,10 +358,19 @@ static void input_messages(struct parse *p, cJSON *msgs) {
             pending_text = pending_text || text;
             continue;
         }
+        if (cJSON_IsString(type) && (strcmp(type->valuestring, "function_call") == 0 ||
+                                     strcmp(type->valuestring, "function_call_output") == 0)) {
+            /* a thought before calls is the calling turn's (an assistant message of calls only,
+               which the function_call joins) */
+            if (pending >= 0) take_reasoning(p, msgs, pending, false, pending_text);
+            pending = -1;
+            pending_text = false;
+        }
+        if (serve_responses_tool_item(p, msgs, m, i)) continue; /* calls and their results */
         if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "message") == 0)) {
             serve_fail(p,
-                       "\"input\"[%d]: items of type %s%.40s%s are not supported (messages "
-                       "only)",
+                       "\"input\"[%d]: items of type %s%.40s%s are not supported (message, "
+                       "reasoning, function_call and function_call_output only)",
                        i, cJSON_IsString(type) ? "\"" : "",
                        cJSON_IsString(type) ? type->valuestring : "(not a string)",
                        cJSON_IsString(type) ? "\"" : "");
@@ -538,7 +539,8 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
     }
     input_messages(p, msgs);
     check_reasonings(p, serve_chat_template(s), msgs);
-    text_field(p, chat, &format); /* input_tokens too: the same body is checked the same way */
+    serve_responses_tools(p, chat); /* api_tools.c */
+    text_field(p, chat, &format);   /* input_tokens too: the same body is checked the same way */
     struct serve_responses_req *q = NULL;
     if (!p->bad && !count) {
         q = calloc(1, sizeof *q);
@@ -581,7 +583,7 @@ static cJSON *translate(struct parse *p, struct server *s, uint64_t tenant,
             cJSON_AddItemToObject(tx, "format", fmt);
             cJSON_AddStringToObject(tx, "verbosity", "medium");
             echo_field(e, b, "tool_choice", cJSON_CreateString("auto"));
-            cJSON_AddArrayToObject(e, "tools");
+            echo_field(e, b, "tools", cJSON_CreateArray());
             cJSON_AddNumberToObject(e, "top_logprobs", 0);
             echo_field(e, b, "top_p", cJSON_CreateNumber(1));
             cJSON_AddStringToObject(e, "truncation", "disabled");

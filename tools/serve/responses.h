@@ -27,9 +27,11 @@ struct serve_responses_req {
     bool done;
     /* the output items as streamed: the text split into reasoning and answer (reasoning.h); the
        reasoning item (output_index 0) is opened by the first reasoning text, the message (after
-       it) by the first answer text or the end */
+       it) by the first answer text or the end; with tools, by the first text that cannot begin a
+       call, and left out when the model only called (its calls' items follow) */
     struct serve_think_stream think;
     bool rs_open, rs_done, msg_open;
+    size_t sent; /* the answer's bytes sent (with tools, short of where a call may begin) */
 };
 
 /* A copy (malloc'd) of what id's entry in tenant's partition keeps: its conversation (conv,

@@ -13,6 +13,12 @@
  * [{type: "reasoning_text", text}], status}, streamed as its own item at output_index 0 with
  * response.reasoning_text.delta / .done (OpenAI's events for an open-weight model's raw
  * thought); the message follows at output_index 1 (0 when there was no thought).
+ *
+ * With tools, the calls in the answer (api_tools.c, parsed from the text after the thought, as
+ * chat's) are function_call items after the message, which is left out when the model only
+ * called. Streamed, the message opens at its first text that cannot begin a call, and each
+ * call is response.output_item.added, response.function_call_arguments.delta (the whole
+ * arguments), .done and response.output_item.done, once the answer is finished.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -74,7 +80,8 @@ static const char *reasoning_status(const struct choice *c, size_t content_len) 
 
 /* The response object: status "in_progress" (no output, no usage), "completed", "incomplete"
  * or "failed" (error). NULL without memory. */
-static cJSON *response_json(const struct serve_request *r, const char *status, const char *error) {
+static cJSON *response_json(const struct server *s, const struct serve_request *r,
+                            const char *status, const char *error) {
     const struct serve_responses_req *q = r->resp;
     const struct task *t = r->tasks[0];
     const struct choice *c = &t->choice[0];
@@ -115,9 +122,16 @@ static cJSON *response_json(const struct serve_request *r, const char *status, c
                 cJSON_AddItemToArray(output,
                                      reasoning_item(q, reasoning_status(c, th.content.len),
                                                     th.reasoning.s, th.reasoning.len, true));
-            if (ended)
-                cJSON_AddItemToArray(output,
-                                     message_item(q, status, th.content.s, th.content.len, true));
+            /* the message (left out when the model only called), then the calls */
+            struct recur_tool_calls *tc =
+                ended ? serve_api_calls(s, t, th.content.s, th.content.len) : NULL;
+            const char *text = tc ? tc->content : th.content.s;
+            const size_t len = tc ? strlen(tc->content) : th.content.len;
+            if (ended && (!tc || len))
+                cJSON_AddItemToArray(output, message_item(q, status, text, len, true));
+            for (size_t k = 0; tc && k < tc->n_calls; k++)
+                cJSON_AddItemToArray(output, serve_responses_call_item(s, t, tc, k, true));
+            recur_tool_calls_free(tc);
         }
     }
     if (ended) {
@@ -141,14 +155,13 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
     const struct choice *c = &r->tasks[0]->choice[0];
     if (!q->store || !s->responses) return;
     /* the answer without its reasoning, as a chat client sends an assistant turn back: the next
-       prompt renders the past reasoning as chat's history does (most templates drop it) */
+       prompt renders the past reasoning as chat's history does (most templates drop it); with
+       its calls (api_tools.c), which the next input's function_call_output items answer */
     struct serve_think th;
     const bool split = serve_think_whole(&th, r->tasks[0], c);
-    cJSON *conv = cJSON_Duplicate(q->conv, true), *m = split ? cJSON_CreateObject() : NULL;
-    if (m) {
-        cJSON_AddStringToObject(m, "role", "assistant");
-        serve_add_text(m, "content", th.content.s, th.content.len);
-    }
+    cJSON *conv = cJSON_Duplicate(q->conv, true),
+          *m = split ? serve_api_assistant_message(s, r->tasks[0], th.content.s, th.content.len)
+                     : NULL;
     serve_think_free(&th);
     if (!m) { /* no memory: a conversation without its answer is not kept */
         cJSON_Delete(conv);
@@ -164,7 +177,7 @@ static void keep(const struct server *s, const struct serve_request *r, const cJ
 
 cJSON *serve_responses_final(const struct server *s, const struct serve_request *r) {
     const struct choice *c = &r->tasks[0]->choice[0];
-    cJSON *j = response_json(r, incomplete(c) ? "incomplete" : "completed", NULL);
+    cJSON *j = response_json(s, r, incomplete(c) ? "incomplete" : "completed", NULL);
     if (j) keep(s, r, j);
     return j;
 }
@@ -246,30 +259,58 @@ static void open_item(struct serve_responses_req *q, struct evbuf *b, bool reaso
 
 /* The text's done event, content_part.done and output_item.done of an item (status its). */
 static void close_item(struct serve_responses_req *q, struct evbuf *b, bool reasoning,
-                       const char *status) {
+                       const char *status, size_t len) {
     const struct serve_text *x = reasoning ? &q->think.th.reasoning : &q->think.th.content;
     const char *text = x->s ? x->s : "";
     if (reasoning) q->rs_done = true;
     cJSON *j = at_part(q, reasoning);
-    serve_add_text(j, "text", text, x->len);
+    serve_add_text(j, "text", text, len);
     if (!reasoning) cJSON_AddArrayToObject(j, "logprobs");
     sse(q, b, reasoning ? "response.reasoning_text.done" : "response.output_text.done", j);
     j = at_part(q, reasoning);
-    cJSON_AddItemToObject(j, "part", part_json(reasoning, text, x->len));
+    cJSON_AddItemToObject(j, "part", part_json(reasoning, text, len));
     sse(q, b, "response.content_part.done", j);
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "output_index", !reasoning && q->rs_open ? 1 : 0);
     cJSON_AddItemToObject(j, "item",
-                          reasoning ? reasoning_item(q, status, text, x->len, true)
-                                    : message_item(q, status, text, x->len, true));
+                          reasoning ? reasoning_item(q, status, text, len, true)
+                                    : message_item(q, status, text, len, true));
+    sse(q, b, "response.output_item.done", j);
+}
+
+/* Call k of tc's events, after the message (and the reasoning): output_item.added (the item
+ * in_progress, arguments ""), function_call_arguments.delta with the whole arguments, .done,
+ * output_item.done. */
+static void call_events(const struct server *s, struct serve_responses_req *q, struct evbuf *b,
+                        const struct task *t, const struct recur_tool_calls *tc, size_t k) {
+    const double index = (double)((q->rs_open ? 1 : 0) + (q->msg_open ? 1 : 0) + k);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "output_index", index);
+    cJSON_AddItemToObject(j, "item", serve_responses_call_item(s, t, tc, k, false));
+    sse(q, b, "response.output_item.added", j);
+    cJSON *item = serve_responses_call_item(s, t, tc, k, true);
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(item, "id"));
+    for (int done = 0; done < 2; done++) {
+        j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "item_id", id ? id : "");
+        cJSON_AddNumberToObject(j, "output_index", index);
+        cJSON_AddStringToObject(j, done ? "arguments" : "delta", tc->calls[k].arguments);
+        sse(q, b,
+            done ? "response.function_call_arguments.done"
+                 : "response.function_call_arguments.delta",
+            j);
+    }
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "output_index", index);
+    cJSON_AddItemToObject(j, "item", item);
     sse(q, b, "response.output_item.done", j);
 }
 
 /* The items' events for the text the tokens released since the last call (split into reasoning
  * and answer), and their ends once the task is done; nothing (b empty) while no token released
  * text. */
-static void item_events(struct serve_responses_req *q, struct evbuf *b, const struct task *t,
-                        const struct choice *c) {
+static void item_events(const struct server *s, struct serve_responses_req *q, struct evbuf *b,
+                        const struct task *t, const struct choice *c) {
     for (;;) {
         /* the text a token released, a token at a time (what is held back, the start of a stop
            string or of a character, comes with a later one) */
@@ -297,25 +338,39 @@ static void item_events(struct serve_responses_req *q, struct evbuf *b, const st
             b->oom = true;
             return;
         }
+        (void)cs;
         if (nr) { /* a reasoning comes first, before any answer text */
             if (!q->rs_open) open_item(q, b, true);
             cJSON *j = at_part(q, true);
             serve_add_text(j, "delta", rs, nr);
             sse(q, b, "response.reasoning_text.delta", j);
         }
+        /* the answer's text that may be sent: with tools, not from where a call may begin;
+           finished, the text before the calls (tc) */
+        const struct serve_text *x = &q->think.th.content;
+        struct recur_tool_calls *tc = fin ? serve_api_calls(s, t, x->s, x->len) : NULL;
+        const size_t limit = tc                 ? strlen(tc->content)
+                             : t->tools && !fin ? serve_tools_sendable(s, x->s, x->len)
+                                                : x->len;
         if (nc || fin) {
             if (q->rs_open && !q->rs_done)
-                close_item(q, b, true, reasoning_status(c, q->think.th.content.len));
-            if (!q->msg_open) open_item(q, b, false);
+                close_item(q, b, true, reasoning_status(c, x->len), q->think.th.reasoning.len);
+            /* the message, unless the model only called */
+            if (!q->msg_open && (limit > q->sent || (fin && !(tc && limit == 0))))
+                open_item(q, b, false);
         }
-        if (nc) {
+        if (limit > q->sent) {
             cJSON *j = at_part(q, false);
-            serve_add_text(j, "delta", cs, nc);
+            serve_add_text(j, "delta", x->s + q->sent, limit - q->sent);
             cJSON_AddArrayToObject(j, "logprobs");
             sse(q, b, "response.output_text.delta", j);
+            q->sent = limit;
         }
         if (fin) {
-            close_item(q, b, false, incomplete(c) ? "incomplete" : "completed");
+            if (q->msg_open)
+                close_item(q, b, false, incomplete(c) ? "incomplete" : "completed", limit);
+            for (size_t k = 0; tc && k < tc->n_calls; k++) call_events(s, q, b, t, tc, k);
+            recur_tool_calls_free(tc);
             q->phase = 3;
         }
         /* a token whose text the splitter holds (the start of a tag) sent nothing: look at the
@@ -335,15 +390,15 @@ char *serve_responses_event(struct server *s, struct serve_request *r, bool *end
         q->done = true;
         const char *why = t->error[0] ? t->error : "the request failed";
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "failed", why));
+        cJSON_AddItemToObject(j, "response", response_json(s, r, "failed", why));
         sse(q, &b, "response.failed", j);
     } else if (q->phase < 2) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddItemToObject(j, "response", response_json(r, "in_progress", NULL));
+        cJSON_AddItemToObject(j, "response", response_json(s, r, "in_progress", NULL));
         sse(q, &b, q->phase++ == 0 ? "response.created" : "response.in_progress", j);
     } else if (q->phase == 2) {
         if (t->state == TASK_QUEUED) return NULL;
-        item_events(q, &b, t, c);
+        item_events(s, q, &b, t, c);
     } else {
         q->done = true;
         cJSON *resp = serve_responses_final(s, r);

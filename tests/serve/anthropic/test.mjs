@@ -89,6 +89,31 @@ if (stopAt) {
 const n = await client.messages.countTokens({ model: "recur", messages: [{ role: "user", content: USER }] });
 check("countTokens", n.input_tokens === want.count, JSON.stringify(n));
 
+// tools: a named tool forced, its tool_use block, the tool_result turn; streamed the same
+const tools = [{ name: "get_time", description: "The time in a zone.",
+                 input_schema: { type: "object", properties: { tz: { type: "string", enum: ["UTC", "CET"] } }, required: ["tz"] } }];
+const ask = { role: "user", content: "What time is it in Paris?" };
+const tbody = { model: "recur", max_tokens: 120, temperature: 0, tools, messages: [ask],
+                tool_choice: { type: "tool", name: "get_time", disable_parallel_tool_use: true } };
+const tm = await client.messages.create(tbody);
+const use = tm.content[0];
+check("tools: one tool_use block, stop_reason tool_use", tm.content.length === 1 && use.type === "tool_use" &&
+      /^toolu_/.test(use.id) && use.name === "get_time" && ["UTC", "CET"].includes(use.input.tz) &&
+      tm.stop_reason === "tool_use", JSON.stringify(tm));
+const ts = client.messages.stream(tbody);
+let partial = "";
+ts.on("inputJson", (d) => { partial += d; });
+const tf = await ts.finalMessage();
+check("tools streamed: the same call, input_json_delta joined", tf.content.length === 1 && tf.content[0].type === "tool_use" &&
+      tf.content[0].name === use.name && JSON.stringify(tf.content[0].input) === JSON.stringify(use.input) &&
+      JSON.stringify(JSON.parse(partial)) === JSON.stringify(use.input) && tf.stop_reason === "tool_use",
+      JSON.stringify([tf, partial]));
+const t2 = await client.messages.create({ model: "recur", max_tokens: 8, temperature: 0, tools, messages: [ask,
+  { role: "assistant", content: tm.content },
+  { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "12:00" }] }] });
+check("tools: the tool_result turn answers text", t2.content[0].type === "text" && t2.stop_reason !== "tool_use" &&
+      t2.usage.cache_read_input_tokens > 0, JSON.stringify(t2));
+
 // errors
 try {
   await client.messages.create({ ...base, temperature: 1.5 });

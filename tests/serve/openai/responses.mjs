@@ -8,7 +8,7 @@
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText, Output } from "ai";
+import { generateText, streamText, Output, tool } from "ai";
 import { z } from "zod";
 
 const [baseURL, apiKey] = process.argv.slice(2);
@@ -127,6 +127,32 @@ try { bagValue = JSON.parse(bag.output_text); } catch { /* checked below */ }
 check("a record and a tuple: the output follows the schema", bag.status === "completed" && bagValue !== null &&
       Bag.safeParse(bagValue).success, J([bag.status, bag.output_text]));
 
+// ---- tools: a named function forced, its function_call item, the result's turn ------------
+const fn = { name: "get_time", description: "The time in a zone.",
+             parameters: { type: "object", properties: { tz: { type: "string", enum: ["UTC", "CET"] } }, required: ["tz"], additionalProperties: false } };
+const ask = "What time is it in Paris?";
+const tr = await client.responses.create({ model: "recur", input: ask, tools: [{ type: "function", ...fn, strict: true }],
+                                          tool_choice: { type: "function", name: "get_time" }, parallel_tool_calls: false,
+                                          max_output_tokens: 120, temperature: 0 });
+const call = tr.output[0];
+let callArgs = null;
+try { callArgs = JSON.parse(call.arguments); } catch { /* checked below */ }
+check("tools: one function_call item", tr.output.length === 1 && call.type === "function_call" && /^fc_/.test(call.id) &&
+      /^call_/.test(call.call_id) && call.name === "get_time" && call.status === "completed" && tr.output_text === "", J(tr.output));
+check("tools: the arguments follow the schema", callArgs !== null && ["UTC", "CET"].includes(callArgs.tz) &&
+      Object.keys(callArgs).length === 1, call.arguments);
+const tcc = await client.chat.completions.create({ model: "recur", messages: [{ role: "user", content: ask }],
+                                                   tools: [{ type: "function", function: fn }], parallel_tool_calls: false,
+                                                   tool_choice: { type: "function", function: { name: "get_time" } },
+                                                   max_completion_tokens: 120, temperature: 0 });
+check("tools: the call equals chat's", tcc.choices[0].message.tool_calls?.[0]?.function.arguments === call.arguments,
+      J([tcc.choices[0].message, call]));
+const tr2 = await client.responses.create({ model: "recur", previous_response_id: tr.id, max_output_tokens: 12, temperature: 0,
+                                           input: [{ type: "function_call_output", call_id: call.call_id, output: "12:00" }],
+                                           tools: [{ type: "function", ...fn, strict: true }] });
+check("tools: the result's turn answers text, its start from the cache", tr2.output[0].type === "message" &&
+      tr2.usage.input_tokens_details.cached_tokens > 0, J([tr2.output, tr2.usage]));
+
 // ---- the Vercel AI SDK -------------------------------------------------------------------
 const provider = createOpenAI({ baseURL, apiKey });
 const g = await generateText({ model: provider("recur"), prompt: question, maxOutputTokens: 24, temperature: 0 });
@@ -140,6 +166,12 @@ const Num = z.object({ n: z.number().int(), word: z.string().max(10) });
 const o = await generateText({ model: provider("recur"), prompt: "A number and a word.", maxOutputTokens: 120, temperature: 0,
                                output: Output.object({ schema: Num }) });
 check("AI SDK Output.object with z.number().int()", Num.safeParse(o.output).success, J(o.text));
+
+const tg = await generateText({ model: provider("recur"), prompt: ask, maxOutputTokens: 120, temperature: 0,
+                                tools: { get_time: tool({ description: fn.description, inputSchema: z.object({ tz: z.enum(["UTC", "CET"]) }) }) },
+                                toolChoice: { type: "tool", toolName: "get_time" } });
+check("AI SDK generateText with a tool(): the call", tg.toolCalls.length === 1 && tg.toolCalls[0].toolName === "get_time" &&
+      ["UTC", "CET"].includes(tg.toolCalls[0].input.tz) && tg.finishReason === "tool-calls", J([tg.toolCalls, tg.finishReason]));
 
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
