@@ -12,7 +12,8 @@ recur), finish_reason is "tool_calls", content null; the streamed deltas put tog
 same calls. "none" and "auto" answer (auto: text, or calls when the model writes the opener).
 The history with calls and results renders (/apply-template) as Jinja2 renders the real
 template (python3-jinja2, when /usr/bin/python3 has it). Bad tools are 400s naming what is
-wrong. With NODE and tests/serve/openai/node_modules, the official openai client runs
+wrong. With a template that opens the thought (DeepSeek-R1's), a call that must be made waits
+for the thought's end. With NODE and tests/serve/openai/node_modules, the official openai client runs
 tests/serve/openai/tools.mjs against the server.
 """
 
@@ -338,5 +339,30 @@ srv.stop()
 
 srv = serve_util.Server(RECUR, MODEL)  # the shipped model's own template: generic
 run("generic", srv)
+srv.stop()
+
+# A template whose generation prompt opens the thought (DeepSeek-R1's): a call that must be made
+# comes after the thought, so the grammar waits for "</think>". The shipped model never writes
+# it, so the answer is a free thought, as with tool_choice "none" (greedy: the same text), and no
+# call; a grammar from the first token would have written the call inside the thought.
+srv = serve_util.Server(RECUR, MODEL, "--chat-template", "deepseek-r1")
+ans = {}
+for choice in ["none", "required", {"type": "function", "function": {"name": "get_time"}}]:
+    status, a, _ = srv.post("/v1/chat/completions", {
+        "messages": USER, "tools": TOOLS, "tool_choice": choice, "max_tokens": 40,
+        "temperature": 0})
+    ans[json.dumps(choice)] = a["choices"][0] if status == 200 else a
+free = ans['"none"']
+check("opened thought, none: the answer is a thought (the reference)",
+      "message" in free and free["message"].get("reasoning_content") and
+      not free["message"].get("content"), str(free)[:400])
+for k, a in ans.items():
+    if k == '"none"':
+        continue
+    m = a.get("message", {})
+    check("opened thought, tool_choice %s: the thought is free (none's text), no call inside it"
+          % k, m.get("reasoning_content") == free.get("message", {}).get("reasoning_content") and
+          "tool_calls" not in (m.get("reasoning_content") or "") and not m.get("tool_calls"),
+          str(a)[:400])
 srv.stop()
 sys.exit(counts.exit_status())

@@ -318,6 +318,7 @@ static struct task *clone_task(const struct task *t) {
     c->tools = t->tools;
     if (t->grammar) ok = (c->grammar = strdup(t->grammar));
     if (ok && t->grammar_trigger) ok = (c->grammar_trigger = strdup(t->grammar_trigger));
+    c->grammar_root = t->grammar_root;
     for (int i = 0; i < t->n_stop; i++) ok = ok && (c->stop[c->n_stop++] = strdup(t->stop[i]));
     if (ok && t->eot) ok = (c->eot = strdup(t->eot));
     if (ok && t->n_bias > 0) {

@@ -363,9 +363,10 @@ static void append_token(struct server *s, struct task *t, struct choice *c, rec
 /* Puts a grammar sampler of t's grammar in front of c's chain; false with t->error set. */
 static bool add_grammar(struct server *s, struct task *t, struct choice *c) {
     const char *const trig[] = {t->grammar_trigger};
+    const char *root = t->grammar_root ? t->grammar_root : "root";
     struct recur_sampler *g =
-        t->grammar_trigger ? recur_sampler_init_grammar_lazy(s->model, t->grammar, "root", trig, 1)
-                           : recur_sampler_init_grammar(s->model, t->grammar, "root");
+        t->grammar_trigger ? recur_sampler_init_grammar_lazy(s->model, t->grammar, root, trig, 1)
+                           : recur_sampler_init_grammar(s->model, t->grammar, root);
     struct recur_sampler *outer = g ? recur_sampler_chain_init() : NULL;
     if (!outer || !recur_sampler_chain_add(outer, g)) {
         snprintf(t->error, sizeof t->error, "grammar: %s", recur_last_error());

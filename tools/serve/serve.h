@@ -121,6 +121,7 @@ struct task {
                               from grammar, json_schema or response_format; NULL: none */
     char *grammar_trigger; /* the grammar is lazy from this text on (tool calls, auto);
                               NULL: from the first token */
+    const char *grammar_root; /* its root rule (static text); NULL: "root" */
     bool tools;            /* chat: the answer is parsed into tool calls (toolcall.c) */
     char *eot;             /* a chat template's end-of-turn text: ends a choice like a stop
                               string, not reported as one; NULL: none */

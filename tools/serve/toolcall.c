@@ -183,8 +183,28 @@ void serve_tools_setup(struct parse *p, struct server *s, struct task *t, const 
         return;
     }
     const char *trig = recur_chat_tool_trigger(tmpl);
+    /* a prompt that opened the thought (t->think_open: DeepSeek-R1's distills, Nemotron): a call
+       the answer must make comes after the thought, so the grammar waits for its end, as
+       llama.cpp's grammars for a thinking_forced_open template do; from the first token it
+       would write the call inside the thought, which is reasoning, and no call would be made */
+    static const char after_think[] = "\nrecur-after-think ::= \"</think>\" [ \\t\\n]* root\n";
+    if (!lazy && t->think_open) {
+        const size_t n = strlen(g);
+        char *w = realloc(g, n + sizeof after_think);
+        if (!w) {
+            free(g);
+            serve_fail(p, "out of memory");
+            return;
+        }
+        memcpy(w + n, after_think, sizeof after_think);
+        g = w;
+        t->grammar_root = "recur-after-think";
+        trig = "</think>";
+        lazy = true;
+    }
     /* checked here, so that a schema the grammar cannot take is a 400 */
-    struct recur_sampler *check = recur_sampler_init_grammar(s->model, g, "root");
+    struct recur_sampler *check =
+        recur_sampler_init_grammar(s->model, g, t->grammar_root ? t->grammar_root : "root");
     if (!check) {
         serve_fail(p, "\"tools\": the calls' grammar: %s", recur_last_error());
         free(g);
