@@ -111,22 +111,22 @@ struct task {
     double t_queued;
     /* what the answer needs the scheduler to record (set by the HTTP side, then read-only) */
     enum task_api api;
-    bool logprobs;         /* record each generated token's log-probability */
-    int32_t n_top;         /* and this many most likely alternatives (0 .. SERVE_MAX_PROBS) */
-    int32_t n_post;        /* post-sampling probabilities of this many candidates (0: none; at
-                              most SERVE_MAX_PROBS) */
-    bool prompt_logprobs;  /* echo with logprobs: every prompt position's logits are asked for
-                              (the prefix cache is then not restored from) */
-    char *grammar;         /* GBNF text every choice's output follows (root rule "root"),
-                              from grammar, json_schema or response_format; NULL: none */
-    char *grammar_trigger; /* the grammar is lazy from this text on (tool calls, auto);
-                              NULL: from the first token */
+    bool logprobs;            /* record each generated token's log-probability */
+    int32_t n_top;            /* and this many most likely alternatives (0 .. SERVE_MAX_PROBS) */
+    int32_t n_post;           /* post-sampling probabilities of this many candidates (0: none; at
+                                 most SERVE_MAX_PROBS) */
+    bool prompt_logprobs;     /* echo with logprobs: every prompt position's logits are asked for
+                                 (the prefix cache is then not restored from) */
+    char *grammar;            /* GBNF text every choice's output follows (root: grammar_root),
+                                 from grammar, json_schema or response_format; NULL: none */
+    char *grammar_trigger;    /* the grammar is lazy from this text on (tool calls, auto);
+                                 NULL: from the first token */
     const char *grammar_root; /* its root rule (static text); NULL: "root" */
-    bool tools;            /* chat: the answer is parsed into tool calls (toolcall.c) */
-    char *eot;             /* a chat template's end-of-turn text: ends a choice like a stop
-                              string, not reported as one; NULL: none */
-    recur_token eot_token; /* the same as one token of the vocabulary, -1: none (0 is read
-                              as none too: tasks are calloc'd; set by the chat parser) */
+    bool tools;               /* chat: the answer is parsed into tool calls (toolcall.c) */
+    char *eot;                /* a chat template's end-of-turn text: ends a choice like a stop
+                                 string, not reported as one; NULL: none */
+    recur_token eot_token;    /* the same as one token of the vocabulary, -1: none (0 is read
+                                 as none too: tasks are calloc'd; set by the chat parser) */
     /* chat: how the output's reasoning is separated (reasoning.h): reasoning_format, else the
        server's; and whether the prompt ends inside an opened "<think>" (set by the chat parser) */
     enum serve_reasoning reasoning;
