@@ -75,15 +75,19 @@ class Server:
         return (first, text, usage["prompt_tokens"],
                 usage["prompt_tokens_details"]["cached_tokens"])
 
-    def store_queued(self):
-        """Entries waiting for the second tier's writer (/metrics), None when not served."""
+    def metric(self, name):
+        """A value of /metrics, None when not served."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         conn.request("GET", "/metrics")
         resp = conn.getresponse()
         text = resp.read().decode()
         conn.close()
-        m = re.search(r"^recur_prefix_store_queued (\S+)$", text, re.M)
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
         return float(m.group(1)) if resp.status == 200 and m else None
+
+    def store_queued(self):
+        """Entries waiting for the second tier's writer, None when not served."""
+        return self.metric("recur_prefix_store_queued")
 
     def stop(self):
         self.proc.terminate()
@@ -139,6 +143,8 @@ def main():
             held = held_after(srv, msgs, text)
             msgs.append({"role": "assistant", "content": text})
         last = msgs[:-1]
+        cache_mb = srv.metric("recur_prefix_cache_bytes")
+        cache_entries = srv.metric("recur_prefix_cache_entries")
         # 2. regenerate the last answer: the same prompt again
         row("regenerate the last answer", srv, last, [srv.tokens(last)], a.reply)
         # 3. the last user message with its last words changed
@@ -205,6 +211,10 @@ def main():
     warm = [r for r in ROWS if r[0] == "turn %d" % a.turns][0][5]
     print("\nturn %d: %.0f ms with reuse, %.0f ms cold: %.1fx sooner"
           % (a.turns, warm, cold, cold / warm))
+    if cache_mb is not None:
+        print("the prefix cache after turn %d: %.1f MB in %s entries"
+              % (a.turns, cache_mb / 1e6, "%.0f" % cache_entries if cache_entries is not None
+                 else "?"))
 
 
 if __name__ == "__main__":

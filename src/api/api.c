@@ -415,6 +415,8 @@ struct recur_context *recur_init_from_model(struct recur_model *model,
             recur_free(ctx);
             return NULL;
         }
+        /* a hybrid's entries of one conversation share its attention rows */
+        if (rmem_attn(ctx->mem)) rpfx_share_extra(ctx->prefix);
     }
     return ctx;
 }

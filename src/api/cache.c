@@ -186,14 +186,21 @@ static bool entry_read(struct recur_context *ctx, const void *blob, size_t len, 
 /* Stores (tenant, tokens[0..n)) -> state, with seq's attention rows of its first n tokens. An
  * entry already held (a checkpoint stored by an earlier request of the same conversation) is
  * the same state: it is only marked used, not copied again (a hybrid's grow with the
- * conversation, and a request stores every checkpoint its sequence keeps). */
+ * conversation, and a request stores every checkpoint its sequence keeps). A hybrid's
+ * checkpoint (not fresh: stored after the sequence's whole prompt, whose rows begin with its
+ * own) borrows those rows in the first tier (rpfx_share_extra) instead of holding a copy; the
+ * second tier's entries stand alone, each with its rows. */
 static int put_entry(struct recur_context *ctx, uint64_t tenant, recur_seq_id seq,
                      const recur_token *tokens, int32_t n, const float *state, bool fresh) {
     if (!fresh && rpfx_touch(ctx->prefix, tenant, tokens, n)) return 0;
+    const bool borrow = !fresh && rmem_attn(ctx->mem);
+    int r = borrow ? rpfx_put(ctx->prefix, tenant, tokens, n, state, NULL, 0) : 0;
+    if (r < 0) return -1;
+    if (r == 1 && !ctx->store.put) return 1;
     const void *rows;
     size_t bytes;
     if (!attn_rows(ctx, seq, n, &rows, &bytes)) return -1;
-    const int r = rpfx_put(ctx->prefix, tenant, tokens, n, state, rows, bytes);
+    if (r == 0) r = rpfx_put(ctx->prefix, tenant, tokens, n, state, rows, bytes);
     if (r >= 0) store_put(ctx, tenant, tokens, n, state, rows, bytes);
     return r;
 }
@@ -236,8 +243,9 @@ int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t te
     const float *state = NULL;
     const void *rows = NULL;
     size_t rows_bytes = 0;
-    int32_t n =
-        rpfx_find(ctx->prefix, tenant, tokens, n_tokens, n_tokens - 1, &state, &rows, &rows_bytes);
+    int32_t rows_n = 0; /* the tokens the rows are of: more than n when they are borrowed */
+    int32_t n = rpfx_find(ctx->prefix, tenant, tokens, n_tokens, n_tokens - 1, &state, &rows,
+                          &rows_bytes, &rows_n);
     if (n < 0) return n;
     /* the second tier, for a longer prefix than the first has */
     if (ctx->store.get && n_tokens - 1 > n) {
@@ -256,6 +264,7 @@ int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t te
                 state = ctx->block;
                 rows = bytes ? ctx->attn_buf : NULL;
                 rows_bytes = bytes;
+                rows_n = got;
                 n = got;
                 ctx->store_hits++;
             } else {
@@ -274,7 +283,11 @@ int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t te
     }
     struct rio_reader r;
     rio_reader_buffer(&r, rows, rows_bytes);
-    return rmem_seq_set_state_hybrid(ctx->mem, seq, state, n - 1, &r) ? n : -1;
+    /* borrowed rows run past the entry: cut to its n tokens */
+    return (rows_n > n ? rmem_seq_set_state_hybrid_upto
+                       : rmem_seq_set_state_hybrid)(ctx->mem, seq, state, n - 1, &r)
+               ? n
+               : -1;
 }
 
 int32_t recur_prefix_cache_store(struct recur_context *ctx, recur_seq_id seq,

@@ -398,8 +398,33 @@ bool rmem_kv_state_read(struct rmem_kv *kv, struct rio_reader *r, int32_t seq) {
     return rmem_kv_state_read_ending(kv, r, seq, INT32_MIN);
 }
 
-bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
-                               int32_t last_pos) {
+/* A one-sequence stream read aside, cut to its tokens at positions up to last_pos (a prefix of
+ * the stream: its first pages, the last one's rows in use shortened; the rows read stay in the
+ * buffers, unused). Its pages must be listed in table order, as rmem_kv_state_write writes one
+ * sequence. */
+static bool cut_pending(const struct rmem_kv *kv, struct pending *p, int32_t last_pos) {
+    if (p->n_seqs != 1) return true;
+    uint32_t c = 0;
+    while (c < p->n[0] && p->pos[c] <= last_pos) c++;
+    if (c == p->n[0]) return true;
+    const uint32_t np = rmem_kv_pages_for(kv, c);
+    for (uint32_t j = 0; j < p->n_tab; j++)
+        if (p->tab[j] != j) {
+            rcore_error_set("attention state: page %u of the sequence is page %u of the stream; "
+                            "a stream cut to its first tokens lists them in order",
+                            j, p->tab[j]);
+            return false;
+        }
+    p->n[0] = p->total = c;
+    p->n_tab = p->n_pages = np;
+    if (np) p->used[np - 1] = c - (np - 1) * kv->page_rows;
+    p->rows = 0;
+    for (uint32_t i = 0; i < np; i++) p->rows += p->used[i];
+    return true;
+}
+
+static bool read_stream(struct rmem_kv *kv, struct rio_reader *r, int32_t seq, int32_t last_pos,
+                        bool cut) {
     if (seq >= 0 && (uint32_t)seq >= kv->n_seq_max) {
         rcore_error_set("kv state read: sequence id %d is out of range 0..%u", seq,
                         kv->n_seq_max - 1);
@@ -419,6 +444,7 @@ bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t
             ok = false;
         }
     }
+    if (ok && cut) ok = cut_pending(kv, &p, last_pos);
     if (ok && last_pos != INT32_MIN) {
         const int32_t have = p.n_seqs == 1 && p.n[0] > 0 ? p.pos[p.n[0] - 1] : -1;
         if (p.n_seqs > 1 || have != last_pos) {
@@ -435,4 +461,18 @@ bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t
     ok = ok && apply(kv, seq, &p);
     pending_free(kv, &p);
     return ok;
+}
+
+bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
+                               int32_t last_pos) {
+    return read_stream(kv, r, seq, last_pos, false);
+}
+
+bool rmem_kv_state_read_upto(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
+                             int32_t last_pos) {
+    if (seq < 0) {
+        rcore_error_set("kv state read: a stream cut to a position is one sequence's");
+        return false;
+    }
+    return read_stream(kv, r, seq, last_pos, true);
 }

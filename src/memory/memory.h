@@ -190,6 +190,10 @@ bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int
  * not fit. */
 bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
                                struct rio_reader *attn);
+/* The same, but attn's rows may go on past pos (rmem_kv_state_read_upto): those after it are
+ * left out. */
+bool rmem_seq_set_state_hybrid_upto(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                                    struct rio_reader *attn);
 
 /* ---- batches ----------------------------------------------------------------------------- */
 
@@ -469,6 +473,10 @@ size_t rmem_kv_state_size_prefix(const struct rmem_kv *kv, int32_t seq, uint32_t
  * last_pos (-1: it holds none; INT32_MIN: any), checked before anything changes. */
 bool rmem_kv_state_read_ending(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
                                int32_t last_pos);
+/* The same, but the stream's rows may go on past last_pos: the tokens after it are left out (a
+ * prefix cache entry restored from the rows of a longer one that begins with it). */
+bool rmem_kv_state_read_upto(struct rmem_kv *kv, struct rio_reader *r, int32_t seq,
+                             int32_t last_pos);
 
 /* XXH64 over the page counts, every sequence's table, positions and rows. */
 uint64_t rmem_kv_fingerprint(const struct rmem_kv *kv);

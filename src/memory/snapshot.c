@@ -397,7 +397,7 @@ static int32_t own_cell(const struct rmem *mem, int32_t seq) {
 }
 
 static bool set_state(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
-                      struct rio_reader *attn) {
+                      struct rio_reader *attn, bool upto) {
     struct rmem_meta *m = &mem->meta;
     if (seq < 0 || (uint32_t)seq >= mem->n_seq_max || pos < 0) {
         rcore_error_set("set state: sequence %d or position %d out of range", seq, pos);
@@ -413,7 +413,9 @@ static bool set_state(struct rmem *mem, int32_t seq, const float *src, int32_t p
     /* the cell first, then the attention rows (all or nothing): nothing fails after them */
     const int32_t own = own_cell(mem, seq);
     if (own < 0) return false;
-    if (attn && !rmem_kv_state_read_ending(mem->kv, attn, seq, pos)) return false;
+    if (attn &&
+        !(upto ? rmem_kv_state_read_upto : rmem_kv_state_read_ending)(mem->kv, attn, seq, pos))
+        return false;
     if (m->tail[seq] != own) { /* a free cell: seq leaves the one it shared */
         if (m->tail[seq] >= 0) rmem_cell_del(m, seq);
         rmem_cell_add(m, own, seq);
@@ -427,7 +429,7 @@ static bool set_state(struct rmem *mem, int32_t seq, const float *src, int32_t p
 }
 
 bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int32_t pos) {
-    return set_state(mem, seq, src, pos, NULL);
+    return set_state(mem, seq, src, pos, NULL, false);
 }
 
 bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
@@ -436,7 +438,16 @@ bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, 
         rcore_error_set("set state: sequence %d: no attention rows given", seq);
         return false;
     }
-    return set_state(mem, seq, src, pos, attn);
+    return set_state(mem, seq, src, pos, attn, false);
+}
+
+bool rmem_seq_set_state_hybrid_upto(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                                    struct rio_reader *attn) {
+    if (!attn) {
+        rcore_error_set("set state: sequence %d: no attention rows given", seq);
+        return false;
+    }
+    return set_state(mem, seq, src, pos, attn, true);
 }
 
 /* ---- the snapshot section of state streams (memory_state.c) --------------------------------- */

@@ -6,8 +6,10 @@
 
 #include "../core/core.h"
 
-#define MAGIC   0x58465052u /* "RPFX" */
-#define VERSION 3u /* 3 added each entry's extra bytes, 2 its tenant; 1 is read as tenant 0 */
+#define MAGIC 0x58465052u /* "RPFX" */
+/* 4: an entry may borrow its extra bytes (none of its own, in a cache that shares them); 3 added
+   each entry's extra bytes, 2 its tenant; 1 is read as tenant 0 */
+#define VERSION 4u
 
 struct entry {
     uint64_t tenant; /* only lookups of the same tenant find it */
@@ -15,7 +17,7 @@ struct entry {
     int32_t n;
     int32_t *tokens;
     float *state;
-    uint8_t *extra; /* extra_bytes of the caller's (NULL when 0) */
+    uint8_t *extra; /* extra_bytes of the caller's (NULL when 0: with share, it borrows) */
     size_t extra_bytes;
     uint64_t used; /* clock of the last put or hit: the smallest goes first */
 };
@@ -26,6 +28,7 @@ struct rpfx {
     uint32_t n, cap;
     uint64_t clock;
     uint64_t hash_mask;
+    bool share; /* rpfx_share_extra: an entry's extra bytes hold its prefixes' */
     struct rpfx_stats stats;
 };
 
@@ -76,6 +79,44 @@ static void remove_at(struct rpfx *c, uint32_t i) {
     c->stats.n_entries = c->n;
 }
 
+/* Whether entry e borrows its extra bytes (rpfx_share_extra). */
+static bool borrows(const struct rpfx *c, const struct entry *e) {
+    return c->share && !e->extra_bytes;
+}
+
+/* The shortest of tenant's entries (other than skip) with extra bytes of its own whose tokens
+ * begin with tokens[0..n): the one whose extra bytes hold those of the prefix; -1 when none. */
+static int64_t lender_of(const struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
+                         int64_t skip) {
+    int64_t best = -1;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const struct entry *d = &c->e[i];
+        if ((int64_t)i == skip || !d->extra_bytes || d->tenant != tenant || d->n < n ||
+            (best >= 0 && d->n >= c->e[best].n) ||
+            memcmp(d->tokens, tokens, (size_t)n * sizeof(int32_t)) != 0)
+            continue;
+        best = i;
+    }
+    return best;
+}
+
+/* Removes entry i as an eviction; when it lent its extra bytes, the entries left with no lender
+ * go too (they could not be restored). */
+static void evict(struct rpfx *c, uint32_t i) {
+    const bool lent = c->share && c->e[i].extra_bytes;
+    remove_at(c, i);
+    c->stats.evictions++;
+    for (uint32_t j = 0; lent && j < c->n;) {
+        const struct entry *e = &c->e[j];
+        if (borrows(c, e) && lender_of(c, e->tenant, e->tokens, e->n, -1) < 0) {
+            remove_at(c, j); /* the last entry moved into j: look at j again */
+            c->stats.evictions++;
+        } else {
+            j++;
+        }
+    }
+}
+
 /* Index of tenant's entry holding exactly tokens[0..n), or -1. */
 static int64_t find_exact(const struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
                           uint64_t hash) {
@@ -96,6 +137,16 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, 
     if (need > c->max_bytes) return 0;
     const uint64_t hash = hash_tokens(c, tokens, n);
     const int64_t old = find_exact(c, tenant, tokens, n, hash);
+    int64_t lender = -1;
+    if (c->share && !extra_bytes) {
+        lender = lender_of(c, tenant, tokens, n, -1);
+        if (lender < 0) return 0; /* nothing holds its extra bytes */
+        if (lender == old) {      /* it holds them itself: they stay, the state is the newer one */
+            memcpy(c->e[old].state, state, c->state_floats * sizeof(float));
+            c->e[old].used = ++c->clock;
+            return 1;
+        }
+    }
     struct entry e = {tenant,
                       hash,
                       n,
@@ -124,19 +175,36 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, 
     memcpy(e.tokens, tokens, (size_t)n * sizeof(int32_t));
     memcpy(e.state, state, c->state_floats * sizeof(float));
     if (extra_bytes) memcpy(e.extra, extra, extra_bytes);
-    /* the same prefix stored again: its newer state replaces the old entry */
-    if (old >= 0) remove_at(c, (uint32_t)old);
-    while (c->stats.bytes + need > c->max_bytes) { /* least recently used first */
-        uint32_t lru = 0;
-        for (uint32_t i = 1; i < c->n; i++)
-            if (c->e[i].used < c->e[lru].used) lru = i;
-        remove_at(c, lru);
-        c->stats.evictions++;
+    /* the same prefix stored again: its newer state replaces the old entry (whose borrowers
+       the new one lends to: the same tokens) */
+    if (old >= 0) {
+        remove_at(c, (uint32_t)old);
+        if (lender == (int64_t)c->n) lender = old; /* the last entry moved into old's place */
     }
     e.used = ++c->clock;
     c->e[c->n++] = e;
     c->stats.bytes += need;
     c->stats.n_entries = c->n;
+    if (lender >= 0) c->e[lender].used = ++c->clock; /* a lender outlives its borrowers */
+    /* with share, the entries this one's extra bytes hold the prefixes of give up their own */
+    for (uint32_t i = 0; c->share && extra_bytes && i + 1 < c->n; i++) {
+        struct entry *p = &c->e[i];
+        if (!p->extra_bytes || p->tenant != tenant || p->n >= n ||
+            memcmp(p->tokens, tokens, (size_t)p->n * sizeof(int32_t)) != 0)
+            continue;
+        c->stats.bytes -= p->extra_bytes;
+        free(p->extra);
+        p->extra = NULL;
+        p->extra_bytes = 0;
+    }
+    /* the least recently used first, never the one just stored (the newest of all, and it fits
+       the budget alone) */
+    while (c->stats.bytes > c->max_bytes) {
+        uint32_t lru = 0;
+        for (uint32_t i = 1; i < c->n; i++)
+            if (c->e[i].used < c->e[lru].used) lru = i;
+        evict(c, lru);
+    }
     return 1;
 }
 
@@ -149,12 +217,14 @@ bool rpfx_touch(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t 
 }
 
 int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n,
-                  int32_t max_len, const float **state, const void **extra, size_t *extra_bytes) {
+                  int32_t max_len, const float **state, const void **extra, size_t *extra_bytes,
+                  int32_t *extra_n) {
     *state = NULL;
     if (extra) *extra = NULL;
     if (extra_bytes) *extra_bytes = 0;
+    if (extra_n) *extra_n = 0;
     if (max_len > n) max_len = n;
-    int64_t best = -1;
+    int64_t best = -1, lender = -1;
     if (max_len >= 1 && c->n > 0) {
         /* the hash of every prefix up to max_len, in one streaming pass */
         uint64_t *h = malloc((size_t)max_len * sizeof *h);
@@ -168,13 +238,19 @@ int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_
             XXH64_update(&st, &tokens[i], sizeof(int32_t));
             h[i] = XXH64_digest(&st) & c->hash_mask;
         }
-        for (uint32_t i = 0; i < c->n; i++) {
-            const struct entry *e = &c->e[i];
-            if (e->n > max_len || (best >= 0 && e->n <= c->e[best].n) || e->tenant != tenant ||
-                h[e->n - 1] != e->hash)
-                continue;
-            /* equal hashes are not equal tokens: compare them all */
-            if (memcmp(e->tokens, tokens, (size_t)e->n * sizeof(int32_t)) == 0) best = i;
+        /* the longest; one that borrows from no entry (never left so: evict) is passed over */
+        for (int32_t bound = max_len;; bound = c->e[best].n - 1, best = -1) {
+            for (uint32_t i = 0; i < c->n; i++) {
+                const struct entry *e = &c->e[i];
+                if (e->n > bound || (best >= 0 && e->n <= c->e[best].n) || e->tenant != tenant ||
+                    h[e->n - 1] != e->hash)
+                    continue;
+                /* equal hashes are not equal tokens: compare them all */
+                if (memcmp(e->tokens, tokens, (size_t)e->n * sizeof(int32_t)) == 0) best = i;
+            }
+            if (best < 0 || !borrows(c, &c->e[best])) break;
+            lender = lender_of(c, tenant, tokens, c->e[best].n, best);
+            if (lender >= 0) break;
         }
         free(h);
     }
@@ -186,13 +262,38 @@ int32_t rpfx_find(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_
     c->stats.hits++;
     c->stats.tokens_reused += (uint64_t)c->e[best].n;
     *state = c->e[best].state;
-    if (extra) *extra = c->e[best].extra;
-    if (extra_bytes) *extra_bytes = c->e[best].extra_bytes;
+    const struct entry *x = lender >= 0 ? &c->e[lender] : &c->e[best];
+    if (lender >= 0) c->e[lender].used = ++c->clock; /* a lender outlives its borrowers */
+    if (extra) *extra = x->extra;
+    if (extra_bytes) *extra_bytes = x->extra_bytes;
+    if (extra_n) *extra_n = x->extra_bytes ? x->n : 0;
     return c->e[best].n;
+}
+
+void rpfx_share_extra(struct rpfx *c) {
+    c->share = true;
 }
 
 void rpfx_get_stats(const struct rpfx *c, struct rpfx_stats *out) {
     *out = c->stats;
+}
+
+bool rpfx_check(const struct rpfx *c) {
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const struct entry *e = &c->e[i];
+        bytes += rpfx_entry_bytes(c, e->n, e->extra_bytes);
+        if (borrows(c, e) && lender_of(c, e->tenant, e->tokens, e->n, i) < 0) {
+            rcore_error_set("prefix cache: entry %u (%d tokens) borrows from no entry", i, e->n);
+            return false;
+        }
+    }
+    if (bytes != c->stats.bytes || bytes > c->max_bytes || c->stats.n_entries != c->n) {
+        rcore_error_set("prefix cache: %zu bytes counted, the entries hold %zu, the budget is %zu",
+                        c->stats.bytes, bytes, c->max_bytes);
+        return false;
+    }
+    return true;
 }
 
 void rpfx_debug_hash_mask(struct rpfx *c, uint64_t mask) {
@@ -315,10 +416,19 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
             ok = false;
         }
     }
-    for (uint32_t i = 0; ok && i < n; i++)
-        if (rpfx_put(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n, tmp[i].state, tmp[i].extra,
-                     tmp[i].extra_bytes) < 0)
-            ok = false;
+    /* with share, the entries with extra bytes first: the others borrow theirs (one whose
+       lender the stream lacks is not stored); then the stream's order of use again */
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (uint32_t i = 0; ok && i < n; i++)
+            if ((pass == 0) == (!c->share || tmp[i].extra_bytes > 0) &&
+                rpfx_put(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n, tmp[i].state, tmp[i].extra,
+                         tmp[i].extra_bytes) < 0)
+                ok = false;
+    for (uint32_t i = 0; ok && c->share && i < n; i++) {
+        const int64_t at = find_exact(c, tmp[i].tenant, tmp[i].tokens, tmp[i].n,
+                                      hash_tokens(c, tmp[i].tokens, tmp[i].n));
+        if (at >= 0) c->e[at].used = ++c->clock;
+    }
     for (uint32_t i = 0; tmp && i < got && i < n; i++) entry_free(&tmp[i]);
     free(tmp);
     if (!ok) rcore_error_prefix("prefix cache");

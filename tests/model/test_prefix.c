@@ -45,37 +45,39 @@ static void test_store(void) {
     const float *got;
     struct rpfx *c = rpfx_create(1 << 20, SF);
     REQUIRE(c);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 0 && got == NULL); /* empty */
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL, NULL) == 0 && got == NULL); /* empty */
     state_for(st, 10);
     CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1);
     state_for(st, 20);
     CHECK(rpfx_put(c, 0, a, 6, st, NULL, 0) == 1);
     state_for(st, 30);
     CHECK(rpfx_put(c, 0, b, 4, st, NULL, 0) == 1);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20); /* the longest */
-    CHECK(rpfx_find(c, 0, a, 8, 5, &got, NULL, NULL) == 3 && got[0] == 10); /* within max_len */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 6); /* a prefix of its own length */
-    CHECK(rpfx_find(c, 0, b, 3, 3, &got, NULL, NULL) == 0); /* b's entry is longer than that */
-    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL, NULL) == 6 && got[0] == 20); /* the longest */
+    CHECK(rpfx_find(c, 0, a, 8, 5, &got, NULL, NULL, NULL) == 3 &&
+          got[0] == 10);                                          /* within max_len */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL, NULL) == 6); /* a prefix of its own length */
+    CHECK(rpfx_find(c, 0, b, 3, 3, &got, NULL, NULL, NULL) ==
+          0); /* b's entry is longer than that */
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL, NULL) == 4 && got[0] == 30);
     const int32_t d[] = {1, 2, 3, 7};
-    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL) == 3); /* diverges after 3 */
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL, NULL) == 3); /* diverges after 3 */
     state_for(st, 40);
     CHECK(rpfx_put(c, 0, a, 3, st, NULL, 0) == 1); /* the same prefix again: replaced, not added */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 3, 0) + rpfx_entry_bytes(c, 6, 0) +
                                              rpfx_entry_bytes(c, 4, 0));
-    CHECK(rpfx_find(c, 0, a, 4, 4, &got, NULL, NULL) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 4, 4, &got, NULL, NULL, NULL) == 3 && got[0] == 40);
     rpfx_get_stats(c, &s);
     CHECK(s.hits == 6 && s.misses == 2 && s.tokens_reused == 6 + 3 + 6 + 4 + 3 + 3);
 
     /* every hash equal: the tokens decide, never a wrong state */
     rpfx_debug_hash_mask(c, 0);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20);
-    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
-    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL) == 3 && got[0] == 40);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, NULL, NULL, NULL) == 6 && got[0] == 20);
+    CHECK(rpfx_find(c, 0, b, 4, 4, &got, NULL, NULL, NULL) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c, 0, d, 4, 4, &got, NULL, NULL, NULL) == 3 && got[0] == 40);
     const int32_t e[] = {5, 5, 5, 5, 5, 5};
-    CHECK(rpfx_find(c, 0, e, 6, 6, &got, NULL, NULL) == 0);
+    CHECK(rpfx_find(c, 0, e, 6, 6, &got, NULL, NULL, NULL) == 0);
     rpfx_debug_hash_mask(c, ~(uint64_t)0);
 
     /* streams: round trip; a corrupt or foreign stream changes nothing */
@@ -83,8 +85,8 @@ static void test_store(void) {
     struct rio_writer w;
     struct rio_reader r;
     struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
-    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, NULL, NULL) == 6 && got[0] == 20 && got[4] == 24);
-    CHECK(rpfx_find(c2, 0, b, 4, 4, &got, NULL, NULL) == 4 && got[0] == 30);
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, NULL, NULL, NULL) == 6 && got[0] == 20 && got[4] == 24);
+    CHECK(rpfx_find(c2, 0, b, 4, 4, &got, NULL, NULL, NULL) == 4 && got[0] == 30);
     buf[w.n_done / 2] ^= 0x10;
     struct rpfx *c3 = rpfx_create(1 << 20, SF);
     REQUIRE(c3);
@@ -109,13 +111,13 @@ static void test_store(void) {
     REQUIRE(small);
     const int32_t p[4][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
     for (int i = 0; i < 3; i++) CHECK(rpfx_put(small, 0, p[i], 4, st, NULL, 0) == 1);
-    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) ==
+    CHECK(rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL, NULL) ==
           4); /* 0 is now the most recent: 1 goes */
     CHECK(rpfx_put(small, 0, p[3], 4, st, NULL, 0) == 1);
     rpfx_get_stats(small, &s);
     CHECK(s.n_entries == 3 && s.evictions == 1 && s.bytes <= s.max_bytes);
-    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got, NULL, NULL) == 0 &&
-          rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL) == 4);
+    CHECK(rpfx_find(small, 0, p[1], 4, 4, &got, NULL, NULL, NULL) == 0 &&
+          rpfx_find(small, 0, p[0], 4, 4, &got, NULL, NULL, NULL) == 4);
     const int32_t big[64] = {0}; /* one entry larger than the whole budget: refused */
     CHECK(rpfx_entry_bytes(small, 64, 0) > s.max_bytes &&
           rpfx_put(small, 0, big, 64, st, NULL, 0) == 0);
@@ -141,25 +143,25 @@ static void test_tenants(void) {
     REQUIRE(c);
     state_for(st, 10);
     CHECK(rpfx_put(c, 7, a, 4, st, NULL, 0) == 1);
-    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 0 &&
-          got == NULL);                                     /* another tenant: a miss */
-    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL) == 0); /* nor tenant 0 */
-    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL, NULL) == 0 &&
+          got == NULL);                                           /* another tenant: a miss */
+    CHECK(rpfx_find(c, 0, a, 6, 6, &got, NULL, NULL, NULL) == 0); /* nor tenant 0 */
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL, NULL) == 4 && got[0] == 10);
     state_for(st, 20);
     CHECK(rpfx_put(c, 8, a, 4, st, NULL, 0) == 1); /* the same tokens, tenant 8: a second entry */
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 2);
-    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
-    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c, 7, a, 6, 6, &got, NULL, NULL, NULL) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c, 8, a, 6, 6, &got, NULL, NULL, NULL) == 4 && got[0] == 20);
 
     uint8_t buf[4096];
     struct rio_writer w;
     struct rio_reader r;
     struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
-    CHECK(rpfx_find(c2, 7, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 10);
-    CHECK(rpfx_find(c2, 8, a, 6, 6, &got, NULL, NULL) == 4 && got[0] == 20);
-    CHECK(rpfx_find(c2, 9, a, 6, 6, &got, NULL, NULL) == 0);
+    CHECK(rpfx_find(c2, 7, a, 6, 6, &got, NULL, NULL, NULL) == 4 && got[0] == 10);
+    CHECK(rpfx_find(c2, 8, a, 6, 6, &got, NULL, NULL, NULL) == 4 && got[0] == 20);
+    CHECK(rpfx_find(c2, 9, a, 6, 6, &got, NULL, NULL, NULL) == 0);
 
     /* a version 1 stream, written by hand: magic, version, floats, one entry, digest */
     rio_writer_buffer(&w, buf, sizeof buf);
@@ -178,8 +180,8 @@ static void test_tenants(void) {
     REQUIRE(c3);
     rio_reader_buffer(&r, buf, w.n_done);
     CHECK(rpfx_read(c3, &r));
-    CHECK(rpfx_find(c3, 0, a, 6, 6, &got, NULL, NULL) == 3 && got[0] == 30);
-    CHECK(rpfx_find(c3, 7, a, 6, 6, &got, NULL, NULL) == 0);
+    CHECK(rpfx_find(c3, 0, a, 6, 6, &got, NULL, NULL, NULL) == 3 && got[0] == 30);
+    CHECK(rpfx_find(c3, 7, a, 6, 6, &got, NULL, NULL, NULL) == 0);
     rpfx_free(c3);
     rpfx_free(c2);
     rpfx_free(c);
@@ -206,10 +208,11 @@ static void test_extra(void) {
     const float *got;
     const void *xg;
     size_t xn;
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn) == 4 && xn == 100 &&
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn, NULL) == 4 && xn == 100 &&
           memcmp(xg, x + 1, 100) == 0);
-    CHECK(rpfx_find(c, 0, a, 8, 3, &got, &xg, &xn) == 3 && xn == 0 && xg == NULL);
-    CHECK(rpfx_find(c, 0, a, 8, 2, &got, &xg, &xn) == 2 && xn == 100 && memcmp(xg, x, 100) == 0);
+    CHECK(rpfx_find(c, 0, a, 8, 3, &got, &xg, &xn, NULL) == 3 && xn == 0 && xg == NULL);
+    CHECK(rpfx_find(c, 0, a, 8, 2, &got, &xg, &xn, NULL) == 2 && xn == 100 &&
+          memcmp(xg, x, 100) == 0);
     struct rpfx_stats s;
     rpfx_get_stats(c, &s);
     CHECK(s.bytes ==
@@ -219,20 +222,21 @@ static void test_extra(void) {
     rpfx_get_stats(c, &s);
     CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 2, 150) + rpfx_entry_bytes(c, 4, 100) +
                                              rpfx_entry_bytes(c, 3, 0));
-    CHECK(rpfx_find(c, 0, a, 2, 2, &got, &xg, &xn) == 2 && xn == 150 &&
+    CHECK(rpfx_find(c, 0, a, 2, 2, &got, &xg, &xn, NULL) == 2 && xn == 150 &&
           memcmp(xg, x + 2, 150) == 0);
     /* a stream keeps them */
     uint8_t buf[8192];
     struct rio_writer w;
     struct rpfx *c2 = through_stream(c, buf, sizeof buf, &w);
-    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, &xg, &xn) == 4 && xn == 100 &&
+    CHECK(rpfx_find(c2, 0, a, 8, 8, &got, &xg, &xn, NULL) == 4 && xn == 100 &&
           memcmp(xg, x + 1, 100) == 0);
-    CHECK(rpfx_find(c2, 0, a, 3, 3, &got, &xg, &xn) == 3 && xn == 0);
+    CHECK(rpfx_find(c2, 0, a, 3, 3, &got, &xg, &xn, NULL) == 3 && xn == 0);
     /* a large entry evicts by bytes: 400 extra bytes push out more than one small entry */
     CHECK(rpfx_put(c, 0, a, 5, st, x, 400) == 1);
     rpfx_get_stats(c, &s);
     CHECK(s.bytes <= s.max_bytes && s.evictions >= 2 && s.n_entries <= 2);
-    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn) == 5 && xn == 400 && memcmp(xg, x, 400) == 0);
+    CHECK(rpfx_find(c, 0, a, 8, 8, &got, &xg, &xn, NULL) == 5 && xn == 400 &&
+          memcmp(xg, x, 400) == 0);
     /* larger than the whole budget: refused, nothing changed */
     CHECK(rpfx_put(c, 0, a, 6, st, x, budget) == 0);
     struct rpfx_stats s2;
@@ -244,6 +248,146 @@ static void test_extra(void) {
           !rpfx_touch(c, 0, a, 0));
     rpfx_free(c2);
     rpfx_free(c);
+}
+
+/* Shared extra bytes (rpfx_share_extra): each token has R bytes of "rows", so the extra bytes
+ * of n tokens are their rows end to end and any prefix's are their first bytes. */
+enum { R = 8 };
+
+static void rows_of(const int32_t *t, int32_t n, uint8_t *out) {
+    for (int32_t i = 0; i < n; i++)
+        for (int j = 0; j < R; j++) out[i * R + j] = (uint8_t)(t[i] * 31 + j * 7 + i);
+}
+
+/* A state that names its prefix: a hash of tokens[0..n). */
+static float state_of(const int32_t *t, int32_t n) {
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)t[i]) * 16777619u;
+    return (float)(h % 100000);
+}
+
+/* find in a share cache, checked: the state is the prefix's, the bytes hold the prefix's rows
+ * (at least n tokens of them); the length found (0: none). */
+static int32_t find_checked(struct rpfx *c, uint64_t tenant, const int32_t *t, int32_t n,
+                            int32_t max_len) {
+    const float *st;
+    const void *x;
+    size_t xb;
+    int32_t xn;
+    const int32_t got = rpfx_find(c, tenant, t, n, max_len, &st, &x, &xb, &xn);
+    if (got <= 0) return got;
+    uint8_t want[64 * R];
+    rows_of(t, got, want);
+    CHECK(st[0] == state_of(t, got));
+    CHECK(xn >= got && xb == (size_t)xn * R && x && memcmp(x, want, (size_t)got * R) == 0);
+    return got;
+}
+
+static void test_share(void) {
+    const int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8}, b[] = {1, 2, 9, 9, 9};
+    uint8_t rows[64 * R];
+    float st[SF];
+    struct rpfx *c = rpfx_create(1 << 20, SF);
+    REQUIRE(c);
+    rpfx_share_extra(c);
+    struct rpfx_stats s;
+#define PUT(T, N, WITH)                                                                            \
+    (state_for(st, state_of(T, N)), rows_of(T, N, rows),                                           \
+     rpfx_put(c, 0, T, N, st, (WITH) ? rows : NULL, (WITH) ? (size_t)(N)*R : 0))
+    CHECK(PUT(a, 2, true) == 1);
+    CHECK(PUT(a, 3, false) == 0); /* a[0..2)'s rows are not a[0..3)'s: no lender */
+    CHECK(find_checked(c, 0, a, 8, 8) == 2);
+    /* a longer entry takes the shorter one's bytes: they are its own first bytes */
+    CHECK(PUT(a, 5, true) == 1);
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 2 && s.bytes == rpfx_entry_bytes(c, 2, 0) + rpfx_entry_bytes(c, 5, 5 * R));
+    CHECK(PUT(a, 3, false) == 1); /* now it borrows from a[0..5) */
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 3 && s.bytes == rpfx_entry_bytes(c, 2, 0) + rpfx_entry_bytes(c, 3, 0) +
+                                             rpfx_entry_bytes(c, 5, 5 * R));
+    CHECK(find_checked(c, 0, a, 8, 8) == 5);
+    CHECK(find_checked(c, 0, a, 8, 4) == 3);
+    CHECK(find_checked(c, 0, a, 8, 2) == 2);
+    CHECK(find_checked(c, 0, b, 5, 5) == 2); /* b shares a's first two tokens */
+    CHECK(PUT(b, 4, false) == 0);            /* nothing holds b[0..4)'s rows: not stored */
+    CHECK(PUT(b, 4, true) == 1);             /* b[0..2) keeps borrowing (from a[0..5)) */
+    CHECK(find_checked(c, 1, a, 8, 8) == 0); /* another tenant sees none of it */
+    CHECK(PUT(a, 5, false) == 1);            /* a lender stored again without bytes keeps them */
+    CHECK(find_checked(c, 0, a, 8, 8) == 5);
+    /* a stream keeps who borrows (version 4), read back lenders first */
+    uint8_t buf[8192];
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, sizeof buf);
+    CHECK(rpfx_write(c, &w));
+    struct rpfx *c2 = rpfx_create(1 << 20, SF);
+    REQUIRE(c2);
+    rpfx_share_extra(c2);
+    struct rio_reader r;
+    rio_reader_buffer(&r, buf, w.n_done);
+    CHECK(rpfx_read(c2, &r));
+    struct rpfx_stats s2;
+    rpfx_get_stats(c, &s);
+    rpfx_get_stats(c2, &s2);
+    CHECK(s2.n_entries == s.n_entries && s2.bytes == s.bytes);
+    for (int32_t m = 1; m <= 8; m++)
+        CHECK(find_checked(c2, 0, a, 8, m) == find_checked(c, 0, a, 8, m));
+    CHECK(find_checked(c2, 0, b, 5, 5) == 4);
+    rpfx_free(c2);
+    rpfx_free(c);
+
+    /* a conversation stored a turn at a time (each turn with its rows): one copy of the rows in
+       all, where each entry holding its own would take them O(n^2) */
+    int32_t conv[64];
+    for (int i = 0; i < 64; i++) conv[i] = 100 + i * 3;
+    c = rpfx_create(1 << 20, SF);
+    REQUIRE(c);
+    rpfx_share_extra(c);
+    size_t want = 0;
+    for (int32_t n = 8; n <= 64; n += 8) {
+        CHECK(PUT(conv, n, true) == 1);
+        want += rpfx_entry_bytes(c, n, n == 64 ? 64 * R : 0);
+    }
+    rpfx_get_stats(c, &s);
+    CHECK(s.n_entries == 8 && s.bytes == want && rpfx_check(c));
+    for (int32_t n = 8; n <= 64; n += 8) CHECK(find_checked(c, 0, conv, 64, n) == n);
+    rpfx_free(c);
+
+    /* random operations on tokens of two values (prefixes shared often), two tenants, a budget
+       of a few entries: every find is right (find_checked), an entry just stored is found, and
+       rpfx_check holds (bytes counted, within the budget, no borrower without a lender) */
+    struct rpfx *probe = rpfx_create(1 << 20, SF);
+    REQUIRE(probe);
+    const size_t unit = rpfx_entry_bytes(probe, 6, 6 * R);
+    rpfx_free(probe);
+    uint64_t seed = 12345;
+#define RND()                                                                                      \
+    (seed = seed * 6364136223846793005ull + 1442695040888963407ull, (uint32_t)(seed >> 33))
+    for (int round = 0; round < 40; round++) {
+        c = rpfx_create(5 * unit, SF);
+        REQUIRE(c);
+        rpfx_share_extra(c);
+        for (int op = 0; op < 300; op++) {
+            int32_t t[12];
+            const int32_t n = 1 + (int32_t)(RND() % 12);
+            for (int32_t i = 0; i < n; i++) t[i] = (int32_t)(RND() % 2);
+            const uint64_t tenant = RND() % 4 == 0;
+            const uint32_t kind = RND() % 3;
+            if (kind < 2) {
+                state_for(st, state_of(t, n));
+                rows_of(t, n, rows);
+                const int put = rpfx_put(c, tenant, t, n, st, kind == 0 ? rows : NULL,
+                                         kind == 0 ? (size_t)n * R : 0);
+                CHECK(put >= 0 && (kind == 1 || put == 1));
+                if (put == 1) CHECK(find_checked(c, tenant, t, n, n) == n);
+            } else {
+                find_checked(c, tenant, t, n, (int32_t)(RND() % 13));
+            }
+            CHECK(rpfx_check(c));
+        }
+        rpfx_free(c);
+    }
+#undef RND
+#undef PUT
 }
 
 /* ---- through the API ----------------------------------------------------------------------- */
@@ -513,6 +657,7 @@ int main(int argc, char **argv) {
     RUN(test_store);
     RUN(test_tenants);
     RUN(test_extra);
+    RUN(test_share);
     RUN(test_reuse);
     RUN(test_budget);
     RUN(test_second_tier);

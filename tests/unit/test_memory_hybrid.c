@@ -279,6 +279,48 @@ static void step_set_state(struct rmem *mem, long *sets) {
     free(buf);
 }
 
+/* The prefix cache's path for an entry that borrows the rows of a longer one: a stream of all
+ * of src's rows set into dst up to the position of its m-th token
+ * (rmem_seq_set_state_hybrid_upto): dst holds the first m rows. A position before the first
+ * token leaves no rows to end there: refused, nothing changed. */
+static void step_set_upto(struct rmem *mem, long *sets) {
+    const int32_t src = (int32_t)rnd(N_SEQ), dst = (int32_t)rnd(N_SEQ);
+    const struct ref_seq *r = &ref[src];
+    if (r->n == 0) return;
+    struct rmem_kv *kv = rmem_attn(mem);
+    float block[64];
+    REQUIRE(rmem_snap_block_bytes(mem) <= sizeof block);
+    CHECK(rmem_seq_state_f32(mem, src, block));
+    const uint32_t m = 1 + rnd(r->n);
+    const bool before = rnd(8) == 0 && r->pos[0] > 0;
+    const int32_t last = before ? r->pos[0] - 1 : r->pos[m - 1];
+    const size_t size = rmem_kv_state_size_prefix(kv, src, r->n);
+    CHECK(size > 0);
+    uint8_t *buf = malloc(size);
+    REQUIRE(buf);
+    struct rio_writer w;
+    rio_writer_buffer(&w, buf, size);
+    CHECK(rmem_kv_state_write_prefix(kv, &w, src, r->n));
+    struct rio_reader rd;
+    rio_reader_buffer(&rd, buf, size);
+    const uint64_t fp = rmem_fingerprint(mem);
+    const bool ok = rmem_seq_set_state_hybrid_upto(mem, dst, block, last, &rd);
+    if (ok) {
+        CHECK(!before);
+        const struct ref_seq keep = *r;
+        ref[dst] = keep;
+        /* equal positions (a shift can make them) all end at last */
+        uint32_t n = m;
+        while (n < keep.n && keep.pos[n] == last) n++;
+        ref[dst].n = n;
+        ++*sets;
+    } else {
+        CHECK(rmem_fingerprint(mem) == fp);
+        if (!before) CHECK_ERR("free"); /* the only other reason: no cell or pages */
+    }
+    free(buf);
+}
+
 static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int steps) {
     memset(ref, 0, sizeof ref);
     struct rmem *mem = make(n_cells, page_rows, n_pages);
@@ -309,9 +351,12 @@ static void run(uint32_t n_cells, uint32_t page_rows, uint32_t n_pages, int step
         } else if (op < 90) {
             step_state(mem, n_cells, page_rows, n_pages, &streams);
             what = "state streams";
-        } else if (op < 92) {
+        } else if (op < 91) {
             step_set_state(mem, &sets);
             what = "set state";
+        } else if (op < 92) {
+            step_set_upto(mem, &sets);
+            what = "set state up to a position";
         } else if (op < 93) {
             rmem_clear(mem, rnd(2));
             memset(ref, 0, sizeof ref);
