@@ -4,6 +4,10 @@
  *
  *   attention of the normed input h (n_embd), for a token at position p of its sequence:
  *     q = wq . h, k = wk . h, v = wv . h          heads of head_dim values
+ *     q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm
+ *                                                 (when the file has attn_q_norm and attn_k_norm:
+ *                                                 each head on its own with one weight of head_dim
+ *                                                 (Qwen3's form), or the whole vector (OLMo2's))
  *     q, k = rope(q, p), rope(k, p)               (when the model has RoPE)
  *     the cache appends k and v to the sequence's rows
  *     o_h = sum_j softmax_j(scale q_h . k_j) v_j  over the sequence's rows up to p, query head
@@ -22,6 +26,42 @@
 
 #include "../core/core.h"
 
+/* Layer il's norm of q or k (what: "q" or "k", the other "k" or "q"), over heads of hd values
+ * or the whole vector of `whole` values: *norm and *span set (NULL, 0 when the file has
+ * neither norm). The two come as a pair, as llama.cpp's loaders take them. */
+static bool load_qk_norm(struct rmodel *m, int32_t il, const char *what, const char *other,
+                         int64_t hd, int64_t whole, const float **norm, uint32_t *span) {
+    char name[96], pair[96];
+    snprintf(name, sizeof name, "blk.%d.attn_%s_norm.weight", (int)il, what);
+    snprintf(pair, sizeof pair, "blk.%d.attn_%s_norm.weight", (int)il, other);
+    const struct rgguf_tensor *t = rgguf_find_tensor(m->gguf, name);
+    const bool paired = rgguf_find_tensor(m->gguf, pair) != NULL;
+    *norm = NULL;
+    *span = 0;
+    if (!t && !paired) return true;
+    if (!t || !paired) {
+        rcore_error_set("tensor %s without %s: the Q and K norms come as a pair", t ? name : pair,
+                        t ? pair : name);
+        return false;
+    }
+    /* its first dimension says the form; rmodel_small_f32 checks the rest are 1 */
+    const int64_t n = t->ne[0];
+    if (n != hd && n != whole) {
+        char shape[96];
+        size_t k = 0;
+        for (uint32_t d = 0; d < t->n_dims && k < sizeof shape; d++)
+            k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", d ? ", " : "",
+                                  (long long)t->ne[d]);
+        rcore_error_set("tensor %s has shape {%s}: a %s norm is {%lld} (each head) or {%lld} "
+                        "(the whole vector)",
+                        name, shape, what, (long long)hd, (long long)whole);
+        return false;
+    }
+    const int64_t ne[1] = {n};
+    *span = (uint32_t)n;
+    return (*norm = rmodel_small_f32(m, name, 1, ne)) != NULL;
+}
+
 bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_layer *A) {
     const struct rhybrid_hparams *hp = &m->hyb;
     const int64_t E = m->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
@@ -30,14 +70,12 @@ bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_l
 #define TNAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
     /* what these families' files do not have, and this code does not apply: refused rather
        than left out of the sums */
-    static const char *const unused[] = {
-        "attn_qkv.weight",  "attn_q.bias",        "attn_k.bias",       "attn_v.bias",
-        "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight"};
+    static const char *const unused[] = {"attn_qkv.weight", "attn_q.bias", "attn_k.bias",
+                                         "attn_v.bias", "attn_output.bias"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
         snprintf(name, sizeof name, "blk.%d.%s", (int)il, unused[i]);
         if (rgguf_find_tensor(m->gguf, name)) {
-            rcore_error_set("tensor %s: attention with biases, Q/K norms or a fused QKV is not "
-                            "supported",
+            rcore_error_set("tensor %s: attention with biases or a fused QKV is not supported",
                             name);
             return false;
         }
@@ -46,7 +84,9 @@ bool rattn_load(struct rmodel *m, int32_t il, uint32_t n_head_kv, struct rattn_l
     if (!rmodel_matrix(m, TNAME("attn_q.weight"), E, dq, &A->wq) ||
         !rmodel_matrix(m, TNAME("attn_k.weight"), E, dkv, &A->wk) ||
         !rmodel_matrix(m, TNAME("attn_v.weight"), E, dkv, &A->wv) ||
-        !rmodel_matrix(m, TNAME("attn_output.weight"), dq, E, &A->wo))
+        !rmodel_matrix(m, TNAME("attn_output.weight"), dq, E, &A->wo) ||
+        !load_qk_norm(m, il, "q", "k", hd, dq, &A->q_norm, &A->q_norm_n) ||
+        !load_qk_norm(m, il, "k", "q", hd, dkv, &A->k_norm, &A->k_norm_n))
         return false;
 #undef TNAME
     return true;
@@ -130,6 +170,28 @@ void rmodel_attn_rotate(void *user, uint32_t il, uint32_t type, void *rows, uint
     }
 }
 
+struct qk_norm_ctx {
+    enum rops_isa isa;
+    float eps;
+    const struct rattn_layer *A;
+    float *q, *k;
+    int64_t dq, dkv; /* each token's q and k values */
+};
+
+/* rmsnorm of each span of q_norm_n values of q (and k_norm_n of k) times its norm weight, in
+ * place, for tokens t0..t1. */
+static void qk_norm_tokens(const void *arg, int64_t t0, int64_t t1) {
+    const struct qk_norm_ctx *c = arg;
+    const struct rattn_layer *A = c->A;
+    for (int64_t t = t0; t < t1; t++) {
+        float *q = c->q + t * c->dq, *k = c->k + t * c->dkv;
+        for (int64_t i = 0; i < c->dq; i += A->q_norm_n)
+            rops_rmsnorm(c->isa, q + i, A->q_norm, A->q_norm_n, c->eps, q + i);
+        for (int64_t i = 0; i < c->dkv; i += A->k_norm_n)
+            rops_rmsnorm(c->isa, k + i, A->k_norm, A->k_norm_n, c->eps, k + i);
+    }
+}
+
 void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t il,
                    const struct rattn_layer *A, const struct rmodel_io *io,
                    const struct rhybrid_ws *w, float *out) {
@@ -141,6 +203,12 @@ void rattn_forward(const struct rmodel *m, const struct rops_exec *ex, int32_t i
     const struct rops_matjob jobs[3] = {
         {&A->wq, w->hn, n, w->q}, {&A->wk, w->hn, n, w->k}, {&A->wv, w->hn, n, w->v}};
     rops_matmul_batch(ex, jobs, 3);
+    if (A->q_norm) {
+        /* before RoPE, as llama.cpp's graphs apply them; per token, so every batch shape
+           (prompts, many sequences, one decoded token) takes this one place */
+        const struct qk_norm_ctx c = {ex->isa, m->norm_eps, A, w->q, w->k, dq, dkv};
+        rmodel_for_tokens(ex, n, 2 * (dq + dkv), qk_norm_tokens, &c);
+    }
     if (hp->rope) {
         rope(ex, hp, w->q, n, H, dq, ub->pos);
         rope(ex, hp, w->k, n, Hkv, dkv, ub->pos);

@@ -69,6 +69,11 @@ struct rattn_layer {
     struct rops_mat wk, wv; /* n_embd -> n_head_kv * head_dim */
     struct rops_mat wo;     /* n_head * head_dim -> n_embd */
     uint32_t n_head_kv;     /* 0: the layer has no attention */
+    /* the RMS norms of q and k before RoPE (attn_q_norm, attn_k_norm: both or neither; NULL:
+       none), each over spans of q_norm_n / k_norm_n values: head_dim (each head, one weight
+       for all) or the whole projected vector */
+    const float *q_norm, *k_norm;
+    uint32_t q_norm_n, k_norm_n;
 };
 
 struct rffn_layer {

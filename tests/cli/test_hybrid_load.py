@@ -70,12 +70,36 @@ refused("rope.scaling.finetuned missing", write("norope.gguf", tr.granite_bytes(
 biased = dict(g)
 biased["blk.1.attn_q.bias"] = np.zeros(tr.HPG["n_embd"])
 refused("an attention bias", write("bias.gguf", tr.granite_bytes(tr.HPG, biased)),
-        "tensor blk.1.attn_q.bias: attention with biases, Q/K norms or a fused QKV is not "
-        "supported")
-normed = dict(g)
-normed["blk.1.attn_k_norm.weight"] = np.ones(tr.HPG["n_embd"] // tr.HPG["n_head"])
-refused("a K norm", write("knorm.gguf", tr.granite_bytes(tr.HPG, normed)),
-        "tensor blk.1.attn_k_norm.weight: attention with biases, Q/K norms")
+        "tensor blk.1.attn_q.bias: attention with biases or a fused QKV is not supported")
+# Q/K norms: a pair of {head_dim} (each head) or of the whole vectors loads; one alone, or a
+# shape of neither form, is refused naming the tensor (their effect on the logits is
+# test_model_ref's, on make_models.sh's *-qk models)
+hd = tr.HPG["n_embd"] // tr.HPG["n_head"]
+qn, kn = "blk.1.attn_q_norm.weight", "blk.1.attn_k_norm.weight"
+for form, nq, nk in (("each head", hd, hd),
+                     ("the whole vector", tr.HPG["n_head"] * hd, tr.HPG["n_head_kv"] * hd)):
+    both = dict(g, **{qn: np.ones(nq), kn: np.ones(nk)})
+    rc, err = run(write("qk.gguf", tr.granite_bytes(tr.HPG, both)))
+    check("Q/K norms of %s load up to the missing vocabulary" % form,
+          rc == 1 and "key tokenizer.ggml.model is missing" in err, err[-300:])
+refused("a K norm without a Q norm", write("knorm.gguf", tr.granite_bytes(
+    tr.HPG, dict(g, **{kn: np.ones(hd)}))),
+    "tensor blk.1.attn_k_norm.weight without blk.1.attn_q_norm.weight: the Q and K norms come "
+    "as a pair")
+refused("a Q norm without a K norm", write("qnorm.gguf", tr.granite_bytes(
+    tr.HPG, dict(g, **{qn: np.ones(hd)}))),
+    "tensor blk.1.attn_q_norm.weight without blk.1.attn_k_norm.weight")
+refused("a K norm of neither form", write("kshape.gguf", tr.granite_bytes(
+    tr.HPG, dict(g, **{qn: np.ones(hd), kn: np.ones(hd + 1)}))),
+    "tensor blk.1.attn_k_norm.weight has shape {%d}: a k norm is {%d} (each head) or {%d} "
+    "(the whole vector)" % (hd + 1, hd, tr.HPG["n_head_kv"] * hd))
+# K's whole-vector size for Q (Q's is n_head * head_dim)
+refused("a Q norm of K's size", write("qshape.gguf", tr.granite_bytes(
+    tr.HPG, dict(g, **{qn: np.ones(tr.HPG["n_head_kv"] * hd), kn: np.ones(hd)}))),
+    "tensor blk.1.attn_q_norm.weight has shape {%d}" % (tr.HPG["n_head_kv"] * hd))
+refused("a Q norm of two dimensions", write("q2d.gguf", tr.granite_bytes(
+    tr.HPG, dict(g, **{qn: np.ones((tr.HPG["n_head"], hd)), kn: np.ones(hd)}))),
+    "tensor blk.1.attn_q_norm.weight has shape")
 # 3 K/V heads for 4 query heads
 hp3 = dict(tr.HPG, n_head_kv=3)
 refused("K/V heads that do not divide the heads", write("kv3.gguf", tr.granite_bytes(

@@ -1213,4 +1213,86 @@ EOF
     grep -v '^python:' "$tmp/py"
 fi
 
+# ---- --qk-norm (the three hybrids) -----------------------------------------------------------
+# attn_q_norm.weight and attn_k_norm.weight in every attention layer and nowhere else: f32,
+# {head_dim} (head) or the whole q and k vectors (vector), near 1 but not 1; every other tensor
+# the same as without the flag (each is drawn from its own name's generator)
+qg=(--arch granitehybrid --embd 32 --layers 4 --vocab 300 --state 8 --seed 31 --attn-layers 1,2)
+mk qk-g "${qg[@]}"
+mk qk-g-head "${qg[@]}" --qk-norm head
+grep -qF "q/k norms per head" "$tmp/out" && ok || bad "mkmodel --qk-norm head: summary: $(cat "$tmp/out")"
+qf=(--arch falcon-h1 --embd 32 --layers 2 --vocab 300 --state 8 --seed 32 --attn-heads 4
+    --attn-kv-heads 2 --attn-head-dim 6)
+mk qk-f "${qf[@]}"
+mk qk-f-vector "${qf[@]}" --qk-norm vector
+qn=(--arch nemotron_h --embd 32 --layers 4 --vocab 300 --state 8 --seed 33 --pattern 'M*-*'
+    --attn-heads 2 --attn-kv-heads 1)
+mk qk-n "${qn[@]}"
+mk qk-n-head "${qn[@]}" --qk-norm head
+expect 2 "--qk-norm is for --arch granitehybrid or falcon-h1 or nemotron_h, not mamba" \
+    "${m[@]}" "${base[@]}" --qk-norm head
+expect 2 "--qk-norm is for --arch granitehybrid or falcon-h1 or nemotron_h, not rwkv7" \
+    "${m[@]}" --arch rwkv7 --embd 32 --layers 2 --vocab 300 --seed 1 --qk-norm head
+expect 2 "--qk-norm: unknown form 'each' (known: head, vector)" "${m[@]}" "${qg[@]}" --qk-norm each
+expect 2 "--qk-norm needs a value" "${m[@]}" "${qg[@]}" --qk-norm
+grep -qF -- "--qk-norm" "$tmp/help" && ok || bad "mkmodel --help does not list --qk-norm"
+if "$pyn" -c "import numpy" 2>/dev/null; then
+    # NAME PLAIN (the same without the flag) FORM ATTENTION-LAYERS HEADS KV-HEADS HEAD-DIM
+    "$pyn" - "$here/../ref" "$tmp" "qk-g-head qk-g head 1,2 2 1 16" \
+        "qk-f-vector qk-f vector 0,1 4 2 6" "qk-n-head qk-n head 1,3 2 1 16" <<'EOF' >"$tmp/py" 2>&1
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gguf_reader import GGUFFile
+
+passed = failed = 0
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+for spec in sys.argv[3:]:
+    name, plain, form, layers, H, Hkv, hd = spec.split()
+    layers = [int(i) for i in layers.split(",")]
+    H, Hkv, hd = int(H), int(Hkv), int(hd)
+    g = GGUFFile("%s/%s.gguf" % (sys.argv[2], name))
+    o = GGUFFile("%s/%s.gguf" % (sys.argv[2], plain))
+    want = {}
+    for i in layers:
+        want["blk.%d.attn_q_norm.weight" % i] = hd if form == "head" else H * hd
+        want["blk.%d.attn_k_norm.weight" % i] = hd if form == "head" else Hkv * hd
+    extra = sorted(set(g.tensors) - set(o.tensors))
+    check(extra == sorted(want), "%s: the tensors beyond %s's are %r, %r expected" % (
+        name, plain, extra, sorted(want)))
+    for n, size in want.items():
+        info = g.tensors.get(n)
+        check(info is not None and list(info.ne) == [size] and info.ggml_type == 0,
+              "%s: %s is %r type %r, [%d] f32 expected" % (
+                  name, n, info and list(info.ne), info and info.ggml_type, size))
+        if info is not None:
+            x = g.tensor(n)
+            check(abs(float(np.mean(x)) - 1) < 0.1 and 0.02 < float(np.std(x)) < 0.3,
+                  "%s: %s is not near 1 (mean %g, std %g)" % (name, n, np.mean(x), np.std(x)))
+    for n in o.tensors:
+        check(np.array_equal(g.tensor(n), o.tensor(n)), "%s: %s differs from %s's" % (
+            name, n, plain))
+print("python: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
+EOF
+    status=$?
+    py=$(grep -o 'python: [0-9]* passed, [0-9]* failed' "$tmp/py")
+    if [ -n "$py" ]; then
+        set -- $py
+        passed=$((passed + $2))
+        failed=$((failed + $4))
+        [ "$status" -eq 0 ] || [ "$4" -gt 0 ] || bad "qk-norm python checks: exit $status after '$py'"
+    else
+        bad "qk-norm python checks did not finish (exit $status)"
+    fi
+    grep -v '^python:' "$tmp/py"
+fi
+
 finish test_mkmodel

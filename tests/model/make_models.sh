@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the random-weight Mamba-1, Mamba-2, RWKV-6 and RWKV-7 models the model tests run on (a ctest fixture).
+# Writes the random-weight Mamba-1, Mamba-2, RWKV-6, RWKV-7 and hybrid models the model tests run on (a ctest fixture).
 #   make_models.sh RECUR_BIN OUT_DIR
 # The file name says the weight type, which sets the tolerance against the reference.
 set -euo pipefail
@@ -54,6 +54,19 @@ mkr f16-nemotron --arch nemotron_h --embd 64 --layers 5 --vocab 400 --state 8 --
     --type f16 --pattern 'M*-M*' --attn-heads 4 --attn-kv-heads 1 --attn-head-dim 32
 mkr f32-falcon --arch falcon-h1 --embd 64 --layers 3 --vocab 512 --state 16 --seed 18 \
     --type f32 --ssm-norm --heads 4 --attn-heads 4 --attn-kv-heads 2 --rope-base 10000
+# Q/K RMS norms (attn_q_norm, attn_k_norm; llama.cpp's Qwen3 and OLMo2 forms) in the attention
+# layers: each head on its own on Granite (no RoPE) and on Falcon-H1, whose RoPE comes after the
+# norm (their weights differ between a rotated pair, so the order shows), and the whole vector
+# on Nemotron-H
+mkr f32-granite-qk --arch granitehybrid --embd 64 --layers 4 --vocab 512 --state 16 --seed 20 \
+    --type f32 --heads 4 --groups 2 --attn-layers 1,2 --embd-scale 2 --residual-scale 0.5 \
+    --logit-scale 3 --qk-norm head
+mkr f32-falcon-qk --arch falcon-h1 --embd 64 --layers 3 --vocab 512 --state 16 --seed 21 \
+    --type f32 --ssm-norm --heads 4 --attn-heads 4 --attn-kv-heads 2 --rope-base 10000 \
+    --qk-norm head
+mkr f32-nemotron-qk --arch nemotron_h --embd 64 --layers 5 --vocab 400 --state 8 --seed 22 \
+    --type f32 --pattern 'M*-M*' --attn-heads 4 --attn-kv-heads 1 --attn-head-dim 32 \
+    --qk-norm vector
 # quantized by recur quantize (ggml's q8_0 / q4_0 blocks; the reference dequantizes them itself);
 # the shapes are whole 32-value blocks, so that every matrix is converted
 quantize() {

@@ -20,6 +20,17 @@ attention.scale is 1/sqrt(head_dim). The attention is GQA with head_dim = n_embd
 causal, with no positional encoding: Granite 4.0-H writes rope.scaling.finetuned = false, and
 llama.cpp applies RoPE when that key is true or missing, which this reference refuses.
 
+When the file has blk.i.attn_q_norm.weight and attn_k_norm.weight (none of the three families'
+checkpoints does; recur takes them, docs/hybrid.md), q and k are RMS-normed after their
+projections and before RoPE, with the model's eps:
+
+    q_h = q_h / sqrt(mean(q_h^2) + eps) * q_norm      for each head h, q_norm of head_dim
+    q   = q   / sqrt(mean(q^2)   + eps) * q_norm      q_norm of n_head * head_dim: all of q
+    (and k the same with k_norm, n_head_kv heads)
+
+as llama.cpp's Qwen3 (each head) and OLMo2 (the whole vector) graphs apply them. This module's
+attention_step is the one of nemotron_ref and falcon_h1_ref too.
+
 The state of a sequence is, per layer, a Mamba-2 state (conv window and SSM state) or the K
 and V rows of every past token (an attention cache that grows with the sequence).
 
@@ -49,6 +60,40 @@ class AttentionLayer:
         self.wk = matrix(p + "attn_k.weight", (n_head_kv * hd, m.n_embd))
         self.wv = matrix(p + "attn_v.weight", (n_head_kv * hd, m.n_embd))
         self.wo = matrix(p + "attn_output.weight", (m.n_embd, m.n_head * hd))
+        # the RMS norms of q and k before RoPE (llama.cpp's attn_q_norm / attn_k_norm), as a
+        # pair or not at all; each weight is (head_dim,), every head normed on its own with it
+        # (Qwen3's form), or the whole vector's size, one norm over all of it (OLMo2's)
+        names = [p + "attn_q_norm.weight", p + "attn_k_norm.weight"]
+        have = [n in get.tensors for n in names]
+        self.q_norm = self.k_norm = None
+        if any(have):
+            if not all(have):
+                raise ModelError("tensor %s without %s: the Q and K norms come as a pair"
+                                 % ((names[0], names[1]) if have[0] else (names[1], names[0])))
+            self.q_norm = qk_norm_weight(get, names[0], hd, m.n_head * hd)
+            self.k_norm = qk_norm_weight(get, names[1], hd, n_head_kv * hd)
+
+
+def qk_norm_weight(get, name, hd, whole):
+    """The weight of a Q or K norm: (hd,) or (whole,), any other shape refused."""
+    t = get(name, (None,))
+    if t.shape[0] not in (hd, whole):
+        raise ModelError("tensor %s has numpy shape %s: a Q/K norm is (%d,) or (%d,)"
+                         % (name, t.shape, hd, whole))
+    return np.asarray(t, dtype=np.float64)
+
+
+def qk_normed(v, weight, eps):
+    """v (heads, head_dim) through a Q/K norm: with a (head_dim,) weight each head (row) is
+    divided by the root of its own mean square plus eps, then scaled by the weight; with a
+    weight of every value, the mean square is over all of v at once."""
+    if weight is None:
+        return v
+    if weight.shape[0] == v.shape[1]:
+        ms = np.mean(v * v, axis=1, keepdims=True)      # (heads, 1): each head's own
+        return v / np.sqrt(ms + eps) * weight
+    flat = v.reshape(-1)
+    return (flat / np.sqrt(np.mean(flat * flat) + eps) * weight).reshape(v.shape)
 
 
 class FFN:
@@ -188,13 +233,16 @@ def softmax(s):
 
 def attention_step(m, layer, cache, h, rope=None):
     """Causal GQA attention of the newest token (normed input h, n_embd) over every token so
-    far, itself included; appends its K and V rows to cache. Returns attn_output . o.
+    far, itself included; appends its K and V rows to cache. Returns attn_output . o. q and k
+    go through the layer's Q/K norms (qk_normed) when it has them, then rope.
     rope(v, pos): the positional rotation of the (heads, head_dim) rows of q and k at position
     pos (the token's index in the sequence); None for none (Granite)."""
     H, Hkv, hd = m.n_head, layer.n_head_kv, m.head_dim
     pos = len(cache.k)
     q = (layer.wq @ h).reshape(H, hd)                   # (H, hd)
     k = (layer.wk @ h).reshape(Hkv, hd)                 # (Hkv, hd)
+    q = qk_normed(q, layer.q_norm, m.eps)               # before RoPE, as llama.cpp's graphs
+    k = qk_normed(k, layer.k_norm, m.eps)
     if rope is not None:
         q, k = rope(q, pos), rope(k, pos)
     cache.k.append(k)                                   # (Hkv, hd) per token

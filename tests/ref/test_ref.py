@@ -1004,13 +1004,31 @@ def unrolled_mamba2_mixer(w, p, Di, N, Hs, G, K, eps, h1, h2):
     return out
 
 
-def unrolled_attention(w, p, H, Hkv, hd, att, h1, h2, rope=None):
+def unrolled_qk_norm(w, name, hd, n_heads, eps, vec):
+    """vec through the Q/K norm `name` when w has it: a weight of hd values norms each head's
+    slice on its own, one of the whole vector's size norms all of vec at once."""
+    if name not in w:
+        return vec
+    g = list(w[name])
+    if len(g) == hd:
+        out = []
+        for i in range(n_heads):
+            out += _rms(vec[i * hd:(i + 1) * hd], g, eps)
+        return out
+    return _rms(vec, g, eps)
+
+
+def unrolled_attention(w, p, H, Hkv, hd, att, h1, h2, rope=None, eps=1e-5):
     """Causal GQA attention of layer prefix p for the first two tokens: token 1 sees only
     itself (its output is its own V row per head), token 2 weighs V1 and V2 by the softmax of
-    q2.k1 and q2.k2 times att, query head h reading K/V head h // (H / Hkv). rope(vec, pos):
+    q2.k1 and q2.k2 times att, query head h reading K/V head h // (H / Hkv). q and k go through
+    the layer's Q/K norms (unrolled_qk_norm, epsilon eps) when it has them, then rope(vec, pos):
     the rotation of one head's q or k values at position pos (None: none)."""
     q2 = _matvec(w[p + "attn_q.weight"], h2)  # token 1 attends only to itself: q1 is not needed
     k1, k2 = _matvec(w[p + "attn_k.weight"], h1), _matvec(w[p + "attn_k.weight"], h2)
+    q2 = unrolled_qk_norm(w, p + "attn_q_norm.weight", hd, H, eps, q2)
+    k1 = unrolled_qk_norm(w, p + "attn_k_norm.weight", hd, Hkv, eps, k1)
+    k2 = unrolled_qk_norm(w, p + "attn_k_norm.weight", hd, Hkv, eps, k2)
     v1, v2 = _matvec(w[p + "attn_v.weight"], h1), _matvec(w[p + "attn_v.weight"], h2)
     o1, o2 = [0.0] * (H * hd), [0.0] * (H * hd)
 
@@ -1057,7 +1075,7 @@ def unrolled_mixers(w, hp, eps, att):
                                      hp["d_conv"], eps, h1, h2)
 
     def attention(p, h1, h2):
-        return unrolled_attention(w, p, H, hp["n_head_kv"], hd, att, h1, h2)
+        return unrolled_attention(w, p, H, hp["n_head_kv"], hd, att, h1, h2, eps=eps)
     return (lambda v, g: _rms(v, g, eps)), _silu, _matvec, mamba2, attention
 
 
@@ -1082,7 +1100,7 @@ def granite_unrolled_two_tokens(w, hp, eps, scales, t1, t2):
         p = "blk.%d." % i
         h1, h2 = _rms(x1, w[p + "attn_norm.weight"], eps), _rms(x2, w[p + "attn_norm.weight"], eps)
         if kind == "a":
-            a1, a2 = unrolled_attention(w, p, H, Hkv, hd, att, h1, h2)
+            a1, a2 = unrolled_attention(w, p, H, Hkv, hd, att, h1, h2, eps=eps)
         else:
             a1, a2 = unrolled_mamba2_mixer(w, p, 2 * E, N, Hs, G, K, eps, h1, h2)
         x1 = [x1[j] + rs * a1[j] for j in range(E)]
@@ -1176,6 +1194,29 @@ class GraniteTests(TempDirCase):
         np.testing.assert_array_equal(np.array(rows), mr.run_sequence(m, [3, 1, 4, 1, 5]))
         np.testing.assert_array_equal(mr.run_sequence(m, [4, 1, 5])[0],
                                       mr.run_sequence(m, [4])[0])
+
+    def test_qk_norms(self):
+        """Q/K norms of each head and of the whole vector against the unrolled computation;
+        each changes the logits; one without the other, or a third size, is refused."""
+        w = granite_weights(np.random.default_rng(70), **HPG)
+        base = mr.run_sequence(self.load(HPG, w)[0], [4, 7])
+        hd, rng = HPG["n_embd"] // HPG["n_head"], np.random.default_rng(71)
+        for nq, nk in ((hd, hd), (HPG["n_head"] * hd, HPG["n_head_kv"] * hd)):
+            normed = dict(w, **{"blk.1.attn_q_norm.weight": rng.uniform(0.5, 1.5, nq),
+                                "blk.1.attn_k_norm.weight": rng.uniform(0.5, 1.5, nk)})
+            m, dec = self.load(HPG, normed)
+            got = mr.run_sequence(m, [4, 7])
+            np.testing.assert_allclose(
+                got, granite_unrolled_two_tokens(dec, HPG, m.eps, SCALES, 4, 7),
+                rtol=1e-12, atol=1e-12)
+            # token 2 only, through its one softmax weight under Granite's scales: 3e-4 for
+            # heads of 2 values, far above the match's 1e-12
+            self.assertGreater(rel_err(got, base), 1e-4, (nq, nk))
+        with self.assertRaisesRegex(mr.ModelError, r"attn_k_norm\.weight without"):
+            self.load(HPG, dict(w, **{"blk.1.attn_k_norm.weight": np.ones(hd)}))
+        with self.assertRaisesRegex(mr.ModelError, r"attn_q_norm\.weight has numpy shape"):
+            self.load(HPG, dict(w, **{"blk.1.attn_q_norm.weight": np.ones(hd + 1),
+                                      "blk.1.attn_k_norm.weight": np.ones(hd)}))
 
     def test_bad_models(self):
         w = granite_weights(np.random.default_rng(69), **HPG)
@@ -1282,7 +1323,7 @@ def falcon_h1_unrolled_two_tokens(w, hp, eps, rope_base, t1, t2, attention=True,
         if attention:
             branches.append(unrolled_attention(w, p, hp["n_head"], hp["n_head_kv"], hd,
                                                1.0 / math.sqrt(hd), h1, h2,
-                                               unrolled_neox_rope(rope_base)))
+                                               unrolled_neox_rope(rope_base), eps))
         if mamba:
             branches.append(unrolled_mamba2_mixer(w, p, hp["d_inner"], hp["d_state"],
                                                   hp["n_ssm_head"], hp["n_group"], hp["d_conv"],
@@ -1349,6 +1390,41 @@ class FalconH1Tests(TempDirCase):
             self.assertGreater(rel_err(mr.run_sequence(m, [4, 7])[1], got[1]), 1e-3)
         finally:
             fr.rope_neox = keep
+
+    def test_qk_norms_before_rope(self):
+        """Q/K norms of each head and of the whole vector, then RoPE, against the unrolled
+        computation; the other order (RoPE, then the norm) gives other logits."""
+        w = falcon_h1_weights(np.random.default_rng(86), **HPF)
+        hd, rng = HPF["head_dim"], np.random.default_rng(87)
+        for nq, nk in ((hd, hd), (HPF["n_head"] * hd, HPF["n_head_kv"] * hd)):
+            normed = dict(w)
+            for i in range(HPF["n_layer"]):
+                normed["blk.%d.attn_q_norm.weight" % i] = rng.uniform(0.5, 1.5, nq)
+                normed["blk.%d.attn_k_norm.weight" % i] = rng.uniform(0.5, 1.5, nk)
+            m, dec = self.load(HPF, normed, rope_base=10.0)
+            np.testing.assert_allclose(
+                mr.run_sequence(m, [4, 7]),
+                falcon_h1_unrolled_two_tokens(dec, HPF, m.eps, 10.0, 4, 7),
+                rtol=1e-12, atol=1e-12)
+        # one weight for q and k of each head, so that "RoPE, then the norm" is a rope function
+        g = rng.uniform(0.5, 1.5, hd)
+        normed = dict(w)
+        for i in range(HPF["n_layer"]):
+            normed["blk.%d.attn_q_norm.weight" % i] = normed["blk.%d.attn_k_norm.weight" % i] = g
+        m, _ = self.load(HPF, normed, rope_base=10.0)
+        got = mr.run_sequence(m, [4, 7])
+        import falcon_h1_ref as fr
+        import granite_ref as gref
+        keep = fr.rope_neox
+        try:
+            for a in m.attns:
+                a.q_norm = a.k_norm = None
+            fr.rope_neox = lambda v, pos, base: gref.qk_normed(keep(v, pos, base), g, m.eps)
+            other = mr.run_sequence(m, [4, 7])
+        finally:
+            fr.rope_neox = keep
+        np.testing.assert_allclose(other[0], got[0], rtol=1e-12)  # position 0: no rotation
+        self.assertGreater(rel_err(other[1], got[1]), 1e-3)
 
     def test_rope_is_neox_pairs(self):
         """rope_neox against closed forms: pairs (i, i + n/2), angle pos * base^(-2i/n)."""

@@ -173,7 +173,8 @@ static bool add_attention(struct rgguf_writer *w, const struct mk *m, uint32_t l
     return add_tensor(w, m, NAME("attn_q.weight"), wt, embd, q, INIT_NORMAL, qk) &&
            add_tensor(w, m, NAME("attn_k.weight"), wt, embd, kv, INIT_NORMAL, qk) &&
            add_tensor(w, m, NAME("attn_v.weight"), wt, embd, kv, INIT_NORMAL, LIN(embd)) &&
-           add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q));
+           add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q)) &&
+           mk_add_qk_norm(w, m, l, hd);
 #undef NAME
 }
 
@@ -201,18 +202,18 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
 #undef LIN
 
 static void summary(const struct mk *m) {
-    printf("wrote %s: falcon-h1, layers %u, embd %u, ff %u, attention heads %u/%u of %u, rope "
+    printf("wrote %s: falcon-h1, layers %u, embd %u, ff %u, attention heads %u/%u of %u%s, rope "
            "base %g, inner %u, state %u, conv %u, ssm heads %u, groups %u%s, vocab %u, %s%s, "
            "seed %llu\n",
            m->out, m->n_layer, m->n_embd, m->n_ff, m->n_attn_head, m->n_attn_kv_head,
-           m->attn_head_dim, (double)m->rope_base, m->d_inner, m->d_state, m->d_conv, m->n_head,
-           m->n_group, m->ssm_norm ? ", ssm_norm" : "", m->n_vocab, rgguf_type_name(m->wtype),
-           m->tied ? ", tied" : "", (unsigned long long)m->seed);
+           m->attn_head_dim, mk_qk_norm_words(m), (double)m->rope_base, m->d_inner, m->d_state,
+           m->d_conv, m->n_head, m->n_group, m->ssm_norm ? ", ssm_norm" : "", m->n_vocab,
+           rgguf_type_name(m->wtype), m->tied ? ", tied" : "", (unsigned long long)m->seed);
 }
 
 static const enum flag_id falcon_h1_only[] = {
-    F_STATE, F_TIED,       F_INNER,         F_CONV,          F_HEADS,     F_GROUPS,
-    F_FF,    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_ATTN_HEAD_DIM, F_ROPE_BASE, F_SSM_NORM};
+    F_STATE,      F_TIED,          F_INNER,         F_CONV,      F_HEADS,    F_GROUPS, F_FF,
+    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_ATTN_HEAD_DIM, F_ROPE_BASE, F_SSM_NORM, F_QK_NORM};
 static const struct mk_arch archs[] = {{"falcon-h1", "Falcon-H1", 0}};
 
 const struct mk_family mk_family_falcon_h1 = {

@@ -266,7 +266,8 @@ static bool add_attention(struct rgguf_writer *w, const struct mk *m, uint32_t l
     return add_tensor(w, m, NAME("attn_q.weight"), wt, embd, q, INIT_NORMAL, qk) &&
            add_tensor(w, m, NAME("attn_k.weight"), wt, embd, kv, INIT_NORMAL, qk) &&
            add_tensor(w, m, NAME("attn_v.weight"), wt, embd, kv, INIT_NORMAL, LIN(embd)) &&
-           add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q));
+           add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q)) &&
+           mk_add_qk_norm(w, m, l, head_dim);
 #undef NAME
 }
 
@@ -296,18 +297,18 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
 
 static void summary(const struct mk *m) {
     printf("wrote %s: granitehybrid, layers %u (attention: %s), embd %u, ff %u, attention heads "
-           "%u/%u, inner %u, state %u, conv %u, ssm heads %u, groups %u, vocab %u, %s%s, seed "
+           "%u/%u%s, inner %u, state %u, conv %u, ssm heads %u, groups %u, vocab %u, %s%s, seed "
            "%llu\n",
            m->out, m->n_layer, m->attn_layers ? m->attn_layers : "the odd layers", m->n_embd,
-           m->n_ff, m->n_attn_head, m->n_attn_kv_head, m->d_inner, m->d_state, m->d_conv, m->n_head,
-           m->n_group, m->n_vocab, rgguf_type_name(m->wtype), m->tied ? ", tied" : "",
-           (unsigned long long)m->seed);
+           m->n_ff, m->n_attn_head, m->n_attn_kv_head, mk_qk_norm_words(m), m->d_inner, m->d_state,
+           m->d_conv, m->n_head, m->n_group, m->n_vocab, rgguf_type_name(m->wtype),
+           m->tied ? ", tied" : "", (unsigned long long)m->seed);
 }
 
 static const enum flag_id granite_only[] = {
     F_STATE,       F_TIED,       F_CONV,          F_HEADS,      F_GROUPS,         F_FF,
     F_ATTN_LAYERS, F_ATTN_HEADS, F_ATTN_KV_HEADS, F_EMBD_SCALE, F_RESIDUAL_SCALE, F_ATTN_SCALE,
-    F_LOGIT_SCALE};
+    F_LOGIT_SCALE, F_QK_NORM};
 static const struct mk_arch archs[] = {{"granitehybrid", "Granite 4.0-H", 0}};
 
 const struct mk_family mk_family_granite = {

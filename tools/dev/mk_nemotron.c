@@ -195,7 +195,8 @@ static bool add_layer(struct rgguf_writer *w, const struct mk *m, uint32_t l) {
         return add_tensor(w, m, NAME("attn_q.weight"), wt, embd, q, INIT_NORMAL, qk) &&
                add_tensor(w, m, NAME("attn_k.weight"), wt, embd, kv, INIT_NORMAL, qk) &&
                add_tensor(w, m, NAME("attn_v.weight"), wt, embd, kv, INIT_NORMAL, LIN(embd)) &&
-               add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q));
+               add_tensor(w, m, NAME("attn_output.weight"), wt, q, embd, INIT_NORMAL, LIN(q)) &&
+               mk_add_qk_norm(w, m, l, hd);
     default: /* MLP: relu(x)^2 of N(0, 1) has mean square 3/2, hence the down scale */
         return add_tensor(w, m, NAME("ffn_up.weight"), wt, embd, ff, INIT_NORMAL, LIN(embd)) &&
                add_tensor(w, m, NAME("ffn_down.weight"), wt, ff, embd, INIT_NORMAL,
@@ -217,17 +218,17 @@ static bool add_tensors(struct rgguf_writer *w, const struct mk *m) {
 
 static void summary(const struct mk *m) {
     printf("wrote %s: nemotron_h, layers %u (pattern %s), embd %u, ff %u, attention heads %u/%u "
-           "of %u, inner %u, state %u, conv %u, ssm heads %u, groups %u, vocab %u, %s%s, seed "
+           "of %u%s, inner %u, state %u, conv %u, ssm heads %u, groups %u, vocab %u, %s%s, seed "
            "%llu\n",
            m->out, m->n_layer, m->pattern ? m->pattern : "M*- repeated", m->n_embd, m->n_ff,
-           m->n_attn_head, m->n_attn_kv_head, m->attn_head_dim, m->d_inner, m->d_state, m->d_conv,
-           m->n_head, m->n_group, m->n_vocab, rgguf_type_name(m->wtype), m->tied ? ", tied" : "",
-           (unsigned long long)m->seed);
+           m->n_attn_head, m->n_attn_kv_head, m->attn_head_dim, mk_qk_norm_words(m), m->d_inner,
+           m->d_state, m->d_conv, m->n_head, m->n_group, m->n_vocab, rgguf_type_name(m->wtype),
+           m->tied ? ", tied" : "", (unsigned long long)m->seed);
 }
 
 static const enum flag_id nemotron_only[] = {
-    F_STATE, F_TIED,       F_INNER,         F_CONV,          F_HEADS,  F_GROUPS,
-    F_FF,    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_ATTN_HEAD_DIM, F_PATTERN};
+    F_STATE, F_TIED,       F_INNER,         F_CONV,          F_HEADS,   F_GROUPS,
+    F_FF,    F_ATTN_HEADS, F_ATTN_KV_HEADS, F_ATTN_HEAD_DIM, F_PATTERN, F_QK_NORM};
 static const struct mk_arch archs[] = {{"nemotron_h", "Nemotron-H", 0}};
 
 const struct mk_family mk_family_nemotron = {

@@ -123,6 +123,11 @@ static const struct flag flags[F_COUNT] = {
     [F_ATTN_HEAD_DIM] = {"--attn-head-dim", "N",
                          "falcon-h1, nemotron_h: attention head_dim, key_length = value_length "
                          "(default embd/attn-heads)"},
+    [F_QK_NORM] = {"--qk-norm", "FORM",
+                   "granitehybrid, falcon-h1, nemotron_h: RMS norms of q and k before RoPE in "
+                   "every attention layer (attn_q_norm, attn_k_norm, f32 near 1): head (one "
+                   "weight of head_dim for every head, as Qwen3) or vector (the whole projected "
+                   "vector, as OLMo2); default none"},
     [F_HELP] = {"--help", NULL, "show this help"},
 };
 
@@ -413,6 +418,17 @@ static int parse_args(int argc, char **argv, struct mk *m) {
     m->chat_template_file = given[F_CHAT_TEMPLATE];
     m->pre = given[F_PRE];
     if (given[F_FIM] && !parse_fim(given[F_FIM], m)) return TOOL_USAGE;
+    /* only the hybrid families take it (their tables), so it reaches no other */
+    m->qk_norm = MK_QK_NONE;
+    if (given[F_QK_NORM]) {
+        if (strcmp(given[F_QK_NORM], "head") == 0)
+            m->qk_norm = MK_QK_HEAD;
+        else if (strcmp(given[F_QK_NORM], "vector") == 0)
+            m->qk_norm = MK_QK_VECTOR;
+        else
+            return mk_usage_error("--qk-norm: unknown form '%s' (known: head, vector)",
+                                  given[F_QK_NORM]);
+    }
     return fam->parse(given, m);
 }
 
@@ -621,4 +637,22 @@ int cmd_mkmodel(int argc, char **argv) {
     if (rc != TOOL_OK) return rc;
     fam->summary(&m);
     return TOOL_OK;
+}
+
+bool mk_add_qk_norm(struct rgguf_writer *w, const struct mk *m, uint32_t l, int64_t head_dim) {
+    if (m->qk_norm == MK_QK_NONE) return true;
+    const bool head = m->qk_norm == MK_QK_HEAD;
+    const int64_t nq[1] = {head ? head_dim : head_dim * m->n_attn_head},
+                  nk[1] = {head ? head_dim : head_dim * m->n_attn_kv_head};
+    char q[64], k[64];
+    snprintf(q, sizeof q, "blk.%u.attn_q_norm.weight", l);
+    snprintf(k, sizeof k, "blk.%u.attn_k_norm.weight", l);
+    return mk_add_tensor(w, m, q, NULL, RGGUF_F32, 1, nq, INIT_NEAR_ONE, 0) &&
+           mk_add_tensor(w, m, k, NULL, RGGUF_F32, 1, nk, INIT_NEAR_ONE, 0);
+}
+
+const char *mk_qk_norm_words(const struct mk *m) {
+    return m->qk_norm == MK_QK_HEAD     ? ", q/k norms per head"
+           : m->qk_norm == MK_QK_VECTOR ? ", q/k norms of the whole vector"
+                                        : "";
 }

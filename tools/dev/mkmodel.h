@@ -69,6 +69,7 @@ enum flag_id {
     F_SSM_NORM,
     F_PATTERN,
     F_ATTN_HEAD_DIM,
+    F_QK_NORM,
     F_HELP,
     F_COUNT
 };
@@ -116,6 +117,9 @@ struct mk {
     bool ssm_norm;
     /* nemotron_h (with n_attn_head, n_attn_kv_head, n_ff and the Mamba-2 sizes) */
     const char *pattern; /* --pattern (M, *, - per layer); NULL: M*- repeated */
+    /* granitehybrid, falcon-h1, nemotron_h: --qk-norm, the RMS norms of q and k that each
+       attention layer gets */
+    enum { MK_QK_NONE, MK_QK_HEAD, MK_QK_VECTOR } qk_norm;
 };
 
 /* What a family of architectures brings. The functions run in this order, each only when the
@@ -180,6 +184,13 @@ uint32_t mk_file_type(const struct mk *m);
 bool mk_add_tensor(struct rgguf_writer *w, const struct mk *m, const char *name,
                    const char *seed_name, uint32_t type, uint32_t n_dims, const int64_t *ne,
                    enum init init, double scale);
+
+/* The attention of layer l's attn_q_norm.weight and attn_k_norm.weight (f32, near 1) as
+ * m->qk_norm says: {head_dim} (each head) or the whole vectors {n_attn_head * head_dim} and
+ * {n_attn_kv_head * head_dim}; nothing for MK_QK_NONE. */
+bool mk_add_qk_norm(struct rgguf_writer *w, const struct mk *m, uint32_t l, int64_t head_dim);
+/* The summary's words for m->qk_norm: "" or ", q/k norms ...". */
+const char *mk_qk_norm_words(const struct mk *m);
 
 /* FNV-1a over p[0..n), from h (MK_FNV_OFFSET to start): names seed the tensors' generators
  * and key the vocabulary's hash sets. */
