@@ -593,6 +593,19 @@ RECUR_API int32_t recur_prefix_cache_restore(struct recur_context *ctx, recur_se
 RECUR_API int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
                                                   recur_seq_id seq, const recur_token *tokens,
                                                   int32_t n_tokens);
+/* Flags of recur_prefix_cache_store_flags. */
+enum {
+    /* only the state after all the tokens, not the snapshots: for a caller that stores the same
+       sequence again soon, with its snapshots, and wants this store quick (a server storing the
+       prompt minus its last token on the way to the first token, then the whole prompt after
+       it) */
+    RECUR_PREFIX_STORE_NO_SNAPSHOTS = 1u << 0,
+};
+/* store within tenant with flags (RECUR_PREFIX_STORE_*; 0: as recur_prefix_cache_store_tenant).
+ * -1 with the error set for a bit it does not know, as for the rest. */
+RECUR_API int32_t recur_prefix_cache_store_flags(struct recur_context *ctx, uint64_t tenant,
+                                                 recur_seq_id seq, const recur_token *tokens,
+                                                 int32_t n_tokens, uint32_t flags);
 /* restore within tenant, as described above. */
 RECUR_API int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,
                                                     recur_seq_id seq, const recur_token *tokens,

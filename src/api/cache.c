@@ -205,10 +205,14 @@ static int put_entry(struct recur_context *ctx, uint64_t tenant, recur_seq_id se
     return r;
 }
 
-int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
-                                        recur_seq_id seq, const recur_token *tokens,
-                                        int32_t n_tokens) {
-    if (!have_cache(ctx, __func__) || !seq_in_range(ctx, seq)) return -1;
+/* store_flags and store_tenant, their errors named fn. */
+static int32_t store(struct recur_context *ctx, uint64_t tenant, recur_seq_id seq,
+                     const recur_token *tokens, int32_t n_tokens, uint32_t flags, const char *fn) {
+    if (!have_cache(ctx, fn) || !seq_in_range(ctx, seq)) return -1;
+    if (flags & ~(uint32_t)RECUR_PREFIX_STORE_NO_SNAPSHOTS) {
+        rcore_error_set("%s: unknown flags 0x%x", fn, flags);
+        return -1;
+    }
     const int32_t pos = rmem_seq_pos_max(ctx->mem, seq);
     if (!tokens || n_tokens < 1 || n_tokens != pos + 1) {
         rcore_error_set("prefix cache store: sequence %d holds positions 0..%d, %d tokens were "
@@ -222,7 +226,9 @@ int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tena
     if (r < 0) return -1;
     stored += r;
     /* the snapshots it keeps, under the prefixes they end (positions are token indices) */
-    for (uint32_t i = 0; i < rmem_snap_count(ctx->mem, seq); i++) {
+    const uint32_t n_snaps =
+        flags & RECUR_PREFIX_STORE_NO_SNAPSHOTS ? 0 : rmem_snap_count(ctx->mem, seq);
+    for (uint32_t i = 0; i < n_snaps; i++) {
         const int32_t p = rmem_snap_pos(ctx->mem, seq, i);
         if (p >= pos) continue; /* the current state, stored above */
         r = put_entry(ctx, tenant, seq, tokens, p + 1, rmem_snap_data(ctx->mem, seq, i), false);
@@ -230,6 +236,18 @@ int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tena
         stored += r;
     }
     return stored;
+}
+
+int32_t recur_prefix_cache_store_flags(struct recur_context *ctx, uint64_t tenant, recur_seq_id seq,
+                                       const recur_token *tokens, int32_t n_tokens,
+                                       uint32_t flags) {
+    return store(ctx, tenant, seq, tokens, n_tokens, flags, __func__);
+}
+
+int32_t recur_prefix_cache_store_tenant(struct recur_context *ctx, uint64_t tenant,
+                                        recur_seq_id seq, const recur_token *tokens,
+                                        int32_t n_tokens) {
+    return store(ctx, tenant, seq, tokens, n_tokens, 0, __func__);
 }
 
 int32_t recur_prefix_cache_restore_tenant(struct recur_context *ctx, uint64_t tenant,

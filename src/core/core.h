@@ -128,4 +128,12 @@ void *rcore_alloc64(size_t bytes, bool zero);
 /* Frees what rcore_alloc64 returned. NULL is fine. */
 void rcore_free64(void *p);
 
+/* bytes of memory aligned to RCORE_ALIGN for a block of megabytes written once and kept
+ * (bigmem.c): from 2 MiB on, a mapping of its own advised as transparent huge pages, so that
+ * writing it faults once per 2 MiB; smaller, malloc's. Not zero-filled. NULL when it cannot be
+ * had or bytes overflows (the caller sets the error). Free it with rcore_free_big only. */
+void *rcore_alloc_big(size_t bytes);
+/* Frees what rcore_alloc_big returned. NULL is fine. */
+void rcore_free_big(void *p);
+
 #endif /* RECUR_CORE_H */

@@ -52,8 +52,8 @@ struct rpfx *rpfx_create(size_t max_bytes, size_t state_floats) {
 
 static void entry_free(struct entry *e) {
     free(e->tokens);
-    free(e->state);
-    free(e->extra);
+    rcore_free_big(e->state);
+    rcore_free_big(e->extra);
 }
 
 void rpfx_free(struct rpfx *c) {
@@ -151,8 +151,8 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, 
                       hash,
                       n,
                       malloc((size_t)n * sizeof(int32_t)),
-                      malloc(c->state_floats * sizeof(float)),
-                      extra_bytes ? malloc(extra_bytes) : NULL,
+                      rcore_alloc_big(c->state_floats * sizeof(float)),
+                      extra_bytes ? rcore_alloc_big(extra_bytes) : NULL,
                       extra_bytes,
                       0};
     if (!e.tokens || !e.state || (extra_bytes && !e.extra) ||
@@ -193,7 +193,7 @@ int rpfx_put(struct rpfx *c, uint64_t tenant, const int32_t *tokens, int32_t n, 
             memcmp(p->tokens, tokens, (size_t)p->n * sizeof(int32_t)) != 0)
             continue;
         c->stats.bytes -= p->extra_bytes;
-        free(p->extra);
+        rcore_free_big(p->extra);
         p->extra = NULL;
         p->extra_bytes = 0;
     }
@@ -375,7 +375,7 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
         if (!ok) break;
         e->n = (int32_t)len;
         e->tokens = malloc(len * sizeof(int32_t));
-        e->state = malloc(c->state_floats * sizeof(float));
+        e->state = rcore_alloc_big(c->state_floats * sizeof(float));
         if (!e->tokens || !e->state) {
             rcore_error_set("prefix cache: out of memory for entry %u", got);
             ok = false;
@@ -398,7 +398,7 @@ bool rpfx_read(struct rpfx *c, struct rio_reader *r) {
             }
             if (ok && extra) {
                 e->extra_bytes = (size_t)extra;
-                if (!(e->extra = malloc(e->extra_bytes))) {
+                if (!(e->extra = rcore_alloc_big(e->extra_bytes))) {
                     rcore_error_set("prefix cache: out of memory for entry %u", got);
                     ok = false;
                 } else {

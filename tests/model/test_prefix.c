@@ -626,6 +626,25 @@ static void test_second_tier(void) {
     for (int i = 0; i < f.n; i++) free(f.e[i].blob);
 }
 
+/* recur_prefix_cache_store_flags: NO_SNAPSHOTS stores the state after the tokens alone; 0 with
+ * the snapshots (checkpoint_every 8: 40 tokens keep several); an unknown bit is refused. */
+static void test_store_flags(void) {
+    struct recur_context *ctx = cache_ctx(1 << 28);
+    int32_t t[40];
+    random_tokens(t, 40, V);
+    CHECK(decode_seq(ctx, 0, t, 40, false) == 0);
+    struct recur_prefix_cache_stats s;
+    CHECK(recur_prefix_cache_store_flags(ctx, 0, 0, t, 40, 1u << 7) == -1 &&
+          strstr(recur_last_error(), "flags"));
+    CHECK(recur_prefix_cache_get_stats(ctx, &s) && s.n_entries == 0);
+    CHECK(recur_prefix_cache_store_flags(ctx, 0, 0, t, 40, RECUR_PREFIX_STORE_NO_SNAPSHOTS) == 1);
+    CHECK(recur_prefix_cache_get_stats(ctx, &s) && s.n_entries == 1);
+    const int32_t more = recur_prefix_cache_store_flags(ctx, 0, 0, t, 40, 0);
+    CHECK_MSG(more >= 3, "%d stored", more); /* the state again, and the snapshots */
+    CHECK(recur_prefix_cache_get_stats(ctx, &s) && s.n_entries == (uint32_t)more);
+    recur_free(ctx);
+}
+
 static void test_budget(void) {
     /* room for about three states: storing many keeps the budget */
     struct recur_context *probe = cache_ctx(1 << 20);
@@ -660,6 +679,7 @@ int main(int argc, char **argv) {
     RUN(test_share);
     RUN(test_reuse);
     RUN(test_budget);
+    RUN(test_store_flags);
     RUN(test_second_tier);
     recur_model_free(model);
     return test_finish("test_prefix");

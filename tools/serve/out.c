@@ -338,7 +338,8 @@ struct stream {
     struct serve_request *r; /* r->park: the connection, parked between events */
     struct sent sent[SERVE_MAX_PROMPTS][SERVE_MAX_N];
     bool done_sent;
-    int32_t progress[SERVE_MAX_PROMPTS]; /* return_progress: the prompt tokens reported */
+    int32_t progress[SERVE_MAX_PROMPTS]; /* return_progress: the steps reported */
+    int32_t reported[SERVE_MAX_PROMPTS]; /* and the prompt tokens they counted */
     struct serve_parts ans;              /* an echo's prompt logprobs, written as they are sent */
     struct serve_lazy *pending;          /* an event not yet all handed to MHD */
 };
@@ -567,7 +568,8 @@ again:;
  * prompt's tokens, those restored from the cache, those read so far counting those, and the
  * milliseconds since reading started), in a /completion chunk with no content or an OpenAI
  * chunk with no choices. One each time the scheduler read more of the prompt. */
-static char *progress_event(const struct stream *st, const struct task *t, int index) {
+static char *progress_event(const struct stream *st, const struct task *t, int index,
+                            int32_t processed, double ms) {
     cJSON *root;
     if (st->r->api == API_LLAMA) {
         root = cJSON_CreateObject();
@@ -583,8 +585,8 @@ static char *progress_event(const struct stream *st, const struct task *t, int i
     cJSON *pp = cJSON_AddObjectToObject(root, "prompt_progress");
     cJSON_AddNumberToObject(pp, "total", t->n_prompt);
     cJSON_AddNumberToObject(pp, "cache", t->n_cached);
-    cJSON_AddNumberToObject(pp, "processed", t->processed);
-    cJSON_AddNumberToObject(pp, "time_ms", t->processed_ms);
+    cJSON_AddNumberToObject(pp, "processed", processed);
+    cJSON_AddNumberToObject(pp, "time_ms", ms);
     return event(root);
 }
 
@@ -612,9 +614,14 @@ static char *next_event(struct stream *st, bool *end) {
             cJSON_AddNumberToObject(e, "code", status);
             return event(j);
         }
-        if (r->return_progress && t->processed > st->progress[ti]) {
-            st->progress[ti] = t->processed;
-            return progress_event(st, t, ti * t->n);
+        if (r->return_progress && st->progress[ti] < t->n_progress) { /* each step */
+            const struct serve_progress g = t->progress[st->progress[ti]++];
+            st->reported[ti] = g.processed;
+            return progress_event(st, t, ti * t->n, g.processed, g.ms);
+        }
+        if (r->return_progress && t->processed > st->reported[ti]) { /* steps not recorded */
+            st->reported[ti] = t->processed;
+            return progress_event(st, t, ti * t->n, t->processed, t->processed_ms);
         }
         for (int i = 0; i < t->n; i++) {
             struct sent *sn = &st->sent[ti][i];

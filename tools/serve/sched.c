@@ -54,6 +54,7 @@ static void task_free(struct task *t) {
     free(t->prompt_text);
     free(t->prompt_lp);
     free(t->embd);
+    free(t->progress);
     free(t);
 }
 
@@ -202,6 +203,11 @@ static bool admit_one(struct server *s) {
  * well. Under s->mu. */
 static void retire(struct server *s, struct task *t, enum task_state state) {
     recur_memory_t mem = recur_get_memory(s->ctx);
+    /* ended with its first token: its whole prompt now (store_prompts will not see it) */
+    if (t->store_prompt && state == TASK_DONE)
+        recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                        t->n_prompt);
+    t->store_prompt = false;
     if (state == TASK_DONE && t->cache_prompt && t->choice[0].n_out > 0) {
         /* prompt + completion, as far as the state holds it (the last token is not decoded) */
         const int32_t held = recur_memory_seq_pos_max(mem, t->choice[0].seq) + 1;
@@ -507,9 +513,11 @@ bool serve_sched_init(struct server *s) {
     w->base = calloc((size_t)s->lim.n_parallel, sizeof *w->base);
     w->len = calloc((size_t)s->lim.n_parallel, sizeof *w->len);
     w->prompt_row = calloc((size_t)s->lim.n_parallel, sizeof *w->prompt_row);
+    w->store = calloc((size_t)s->lim.n_parallel, sizeof *w->store);
     w->tok = calloc((size_t)s->lim.n_parallel, sizeof *w->tok);
     s->sched = w;
-    if (!w->batch.pos || !w->tasks || !w->base || !w->len || !w->prompt_row || !w->tok) {
+    if (!w->batch.pos || !w->tasks || !w->base || !w->len || !w->prompt_row || !w->store ||
+        !w->tok) {
         serve_sched_free(s);
         return false;
     }
@@ -525,6 +533,7 @@ void serve_sched_free(struct server *s) {
     free(w->base);
     free(w->len);
     free(w->prompt_row);
+    free(w->store);
     free(w->tok);
     free(w);
     s->sched = NULL;
@@ -557,15 +566,17 @@ static void after_decode(struct server *s, struct serve_sched *w, int32_t k) {
         return;
     }
     if (t->prompt_logprobs) record_prompt_logprobs(s, t);
+    /* the prompt's states in the prefix cache, off the way to the first token where they can
+       be: the prompt minus its last token now (its state is gone after the next decode), alone
+       (its snapshots wait); the whole prompt, with the snapshots, once the first token is out
+       (store_prompts) */
     if (t->cache_prompt && t->n_prompt > 1 && t->prefilled == t->n_prompt - 1 &&
         w->prompt_row[k] < 0)
-        recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
-                                        t->n_prompt - 1);
+        recur_prefix_cache_store_flags(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                       t->n_prompt - 1, RECUR_PREFIX_STORE_NO_SNAPSHOTS);
     if (w->prompt_row[k] >= 0) { /* the prompt is in: every choice samples its row */
         prompt_done(s, t);
-        if (t->cache_prompt)
-            recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
-                                            t->n_prompt);
+        t->store_prompt = t->cache_prompt;
         for (int i = 0; i < t->n; i++) t->choice[i].row = w->prompt_row[k];
     }
     for (int i = 0; i < t->n; i++) {
@@ -606,6 +617,12 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
     if (t->processed < t->prefilled) {
         t->processed = t->prefilled;
         t->processed_ms = (serve_now() - t->t_started) * 1e3;
+        struct serve_progress *g =
+            realloc(t->progress, sizeof *g * (size_t)(t->n_progress + 1)); /* a step each */
+        if (g) {
+            g[t->n_progress++] = (struct serve_progress){t->processed, t->processed_ms};
+            t->progress = g;
+        }
     }
     if (w->prompt_row[k] >= 0) {
         s->m.prompt_tokens += (uint64_t)t->n_prompt;
@@ -629,6 +646,23 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
         retire(s, t, TASK_DONE);
     else if (t->park && t->park->on_progress)
         serve_wake(s, t->park); /* a stream: there is new text */
+}
+
+/* The whole prompts whose first tokens this step sampled, with their snapshots, into the prefix
+ * cache: after the tokens are out (the first token does not wait for the copies) and outside
+ * s->mu (the copies take milliseconds a megabyte); the tasks run on, their sequences as the
+ * prompt left them until the next decode (only this thread retires a task). One that ended in
+ * this step stored its text when it retired. n_store tasks, w->store their indices. */
+static void store_prompts(struct server *s, struct serve_sched *w, int32_t n_store) {
+    for (int32_t i = 0; i < n_store; i++) {
+        struct task *t = w->tasks[w->store[i]];
+        t->store_prompt = false;
+        recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
+                                        t->n_prompt);
+    }
+    pthread_mutex_lock(&s->mu);
+    recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Task k's rows of the batch, decoded alone (their rows renumbered from 0); false with the
@@ -787,8 +821,15 @@ void *serve_sched_main(void *arg) {
             if (w->tasks[k]->state == TASK_RUNNING && w->len[k] > 0) take_tokens(s, w, k);
         s->m.busy_s += serve_now() - t0;
         recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
+        /* the prompts to store once the lock is let go: of tasks still running (one that
+           retired here may be freed by its connection from then on) */
+        int32_t n_store = 0;
+        for (int32_t k = 0; k < n_tasks; k++)
+            if (w->tasks[k]->state == TASK_RUNNING && w->tasks[k]->store_prompt)
+                w->store[n_store++] = k;
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);
+        if (n_store) store_prompts(s, w, n_store);
     }
     return NULL;
 }

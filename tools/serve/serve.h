@@ -122,6 +122,7 @@ struct task {
     char *grammar_trigger;    /* the grammar is lazy from this text on (tool calls, auto);
                                  NULL: from the first token */
     const char *grammar_root; /* its root rule (static text); NULL: "root" */
+    bool store_prompt;        /* the whole prompt waits to be stored (sched.c store_prompts) */
     bool tools;               /* chat: the answer is parsed into tool calls (toolcall.c) */
     char *eot;                /* a chat template's end-of-turn text: ends a choice like a stop
                                  string, not reported as one; NULL: none */
@@ -155,9 +156,16 @@ struct task {
     int32_t processed;   /* prefilled as of the last step, for return_progress (under mu: the
                             scheduler writes prefilled without it) */
     double processed_ms; /* when: milliseconds since the prompt started being read */
-    bool cancelled;      /* the client went away: free its sequences at the next step */
-    double t_started;    /* admitted: its prompt starts being read */
-    double t_first;      /* first token sampled */
+    /* every step's (processed, processed_ms), so that a stream that wakes late still reports
+       each one (return_progress); NULL without memory: the last one only (under mu) */
+    struct serve_progress {
+        int32_t processed;
+        double ms;
+    } * progress;
+    int32_t n_progress;
+    bool cancelled;   /* the client went away: free its sequences at the next step */
+    double t_started; /* admitted: its prompt starts being read */
+    double t_first;   /* first token sampled */
     double t_done;
     struct tok_prob *prompt_lp;            /* [n_prompt][1 + n_top] when prompt_logprobs: entry p is
                                               prompt[p] given prompt[0 .. p) (entry 0 unused) */
@@ -214,6 +222,7 @@ struct serve_sched {
     struct recur_batch batch;
     struct task **tasks;
     int32_t *base, *len, *prompt_row;
+    int32_t *store; /* the tasks whose prompts are stored after a step (sched.c store_prompts) */
     recur_token (*tok)[SERVE_MAX_N];
 };
 
