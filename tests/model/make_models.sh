@@ -104,4 +104,6 @@ for m in f32-wide f16-mamba2-wide f32-rwkv6-wide bf16-rwkv7-wide; do
 done
 quantize f32-wide quant/Q4_1-wide Q4_1
 quantize f32-wide quant/Q5_0-wide Q5_0
+# a hybrid's attention and feed-forward layers in the other types recur quantizes to
+for t in Q5_K_M Q4_1 Q5_1; do quantize f32-falcon-wide "quant/$t-falcon-wide" "$t"; done
 echo "make_models: $(ls "$out"/*.gguf "$out"/quant/*.gguf | wc -l) models in $out"
