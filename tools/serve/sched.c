@@ -199,27 +199,33 @@ static bool admit_one(struct server *s) {
     return true;
 }
 
-/* Frees t's sequences and slots; stores its text in the prefix cache first when it ended
- * well. Under s->mu. */
-static void retire(struct server *s, struct task *t, enum task_state state) {
+/* A task that ended well, its text into the prefix cache: its whole prompt when it ended with
+ * its first token (store_prompts did not see it), and its prompt and completion as far as the
+ * state holds them (the last token is not decoded). By the scheduler, without s->mu: a
+ * hybrid's entries take milliseconds a megabyte to copy, and the connections wait on s->mu. */
+static void store_text(struct server *s, struct task *t) {
     recur_memory_t mem = recur_get_memory(s->ctx);
-    /* ended with its first token: its whole prompt now (store_prompts will not see it) */
-    if (t->store_prompt && state == TASK_DONE)
+    if (t->store_prompt)
         recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, t->prompt,
                                         t->n_prompt);
     t->store_prompt = false;
-    if (state == TASK_DONE && t->cache_prompt && t->choice[0].n_out > 0) {
-        /* prompt + completion, as far as the state holds it (the last token is not decoded) */
-        const int32_t held = recur_memory_seq_pos_max(mem, t->choice[0].seq) + 1;
-        recur_token *all = malloc(sizeof(recur_token) * (size_t)(t->n_prompt + t->choice[0].n_out));
-        if (all && held > t->n_prompt && held <= t->n_prompt + t->choice[0].n_out) {
-            memcpy(all, t->prompt, sizeof(recur_token) * (size_t)t->n_prompt);
-            memcpy(all + t->n_prompt, t->choice[0].out,
-                   sizeof(recur_token) * (size_t)(held - t->n_prompt));
-            recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, all, held);
-        }
-        free(all);
+    if (!t->cache_prompt || t->choice[0].n_out == 0) return;
+    const int32_t held = recur_memory_seq_pos_max(mem, t->choice[0].seq) + 1;
+    recur_token *all = malloc(sizeof(recur_token) * (size_t)(t->n_prompt + t->choice[0].n_out));
+    if (all && held > t->n_prompt && held <= t->n_prompt + t->choice[0].n_out) {
+        memcpy(all, t->prompt, sizeof(recur_token) * (size_t)t->n_prompt);
+        memcpy(all + t->n_prompt, t->choice[0].out,
+               sizeof(recur_token) * (size_t)(held - t->n_prompt));
+        recur_prefix_cache_store_tenant(s->ctx, t->tenant, t->choice[0].seq, all, held);
     }
+    free(all);
+}
+
+/* Frees t's sequences and slots (a task that ended well has stored its text first:
+ * store_text). Under s->mu. */
+static void retire(struct server *s, struct task *t, enum task_state state) {
+    recur_memory_t mem = recur_get_memory(s->ctx);
+    t->store_prompt = t->ending = false;
     for (int i = 0; i < t->n; i++) {
         if (state == TASK_DONE && s->slot_keep && !t->embed)
             s->slot_keep(s, t, i); /* the slot keeps its conversation (slots.c) */
@@ -514,10 +520,11 @@ bool serve_sched_init(struct server *s) {
     w->len = calloc((size_t)s->lim.n_parallel, sizeof *w->len);
     w->prompt_row = calloc((size_t)s->lim.n_parallel, sizeof *w->prompt_row);
     w->store = calloc((size_t)s->lim.n_parallel, sizeof *w->store);
+    w->ending = calloc((size_t)s->lim.n_parallel, sizeof *w->ending);
     w->tok = calloc((size_t)s->lim.n_parallel, sizeof *w->tok);
     s->sched = w;
     if (!w->batch.pos || !w->tasks || !w->base || !w->len || !w->prompt_row || !w->store ||
-        !w->tok) {
+        !w->ending || !w->tok) {
         serve_sched_free(s);
         return false;
     }
@@ -534,6 +541,7 @@ void serve_sched_free(struct server *s) {
     free(w->len);
     free(w->prompt_row);
     free(w->store);
+    free(w->ending);
     free(w->tok);
     free(w);
     s->sched = NULL;
@@ -643,7 +651,7 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
         all_done &= c->finished;
     }
     if (all_done)
-        retire(s, t, TASK_DONE);
+        t->ending = true; /* end_task stores its text, then retires it */
     else if (t->park && t->park->on_progress)
         serve_wake(s, t->park); /* a stream: there is new text */
 }
@@ -662,6 +670,15 @@ static void store_prompts(struct server *s, struct serve_sched *w, int32_t n_sto
     }
     pthread_mutex_lock(&s->mu);
     recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A task whose choices all ended (t->ending, set under s->mu by take_tokens): its text stored
+ * outside s->mu, then retired under it. Only this thread retires a task, so t stays. */
+static void end_task(struct server *s, struct task *t) {
+    store_text(s, t);
+    pthread_mutex_lock(&s->mu);
+    retire(s, t, TASK_DONE);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -804,6 +821,7 @@ void *serve_sched_main(void *arg) {
                     pthread_mutex_lock(&s->mu);
                     fail_task(s, t, t->error);
                     pthread_mutex_unlock(&s->mu);
+                    w->tasks[k] = NULL; /* retired: its connection may free it now */
                     continue;
                 }
             }
@@ -811,25 +829,38 @@ void *serve_sched_main(void *arg) {
             if (rc != 0) { /* alone: its tokens now, before the next decode_alone */
                 pthread_mutex_lock(&s->mu);
                 take_tokens(s, w, k);
+                const bool ending = t->state == TASK_RUNNING && t->ending;
+                if (t->state != TASK_RUNNING) w->tasks[k] = NULL; /* failed: retired */
                 pthread_mutex_unlock(&s->mu);
+                if (ending) {
+                    end_task(s, t);
+                    w->tasks[k] = NULL;
+                }
             }
         }
         pthread_mutex_lock(&s->mu);
         s->m.steps++;
         s->m.busy_slots += (uint64_t)s->slots_in_use;
         for (int32_t k = 0; k < n_tasks && rc == 0; k++)
-            if (w->tasks[k]->state == TASK_RUNNING && w->len[k] > 0) take_tokens(s, w, k);
+            if (w->tasks[k] && w->tasks[k]->state == TASK_RUNNING && w->len[k] > 0)
+                take_tokens(s, w, k);
         s->m.busy_s += serve_now() - t0;
         recur_prefix_cache_get_stats(s->ctx, &s->m.cache);
-        /* the prompts to store once the lock is let go: of tasks still running (one that
-           retired here may be freed by its connection from then on) */
-        int32_t n_store = 0;
-        for (int32_t k = 0; k < n_tasks; k++)
-            if (w->tasks[k]->state == TASK_RUNNING && w->tasks[k]->store_prompt)
+        /* the prompts to store and the tasks to end once the lock is let go: of tasks still
+           running (one that retired here may be freed by its connection from then on) */
+        int32_t n_store = 0, n_end = 0;
+        for (int32_t k = 0; k < n_tasks; k++) {
+            const struct task *t = w->tasks[k]; /* NULL: retired in the loop above */
+            if (!t || t->state != TASK_RUNNING) continue;
+            if (t->ending)
+                w->ending[n_end++] = k;
+            else if (t->store_prompt)
                 w->store[n_store++] = k;
+        }
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);
         if (n_store) store_prompts(s, w, n_store);
+        for (int32_t i = 0; i < n_end; i++) end_task(s, w->tasks[w->ending[i]]);
     }
     return NULL;
 }

@@ -123,6 +123,7 @@ struct task {
                                  NULL: from the first token */
     const char *grammar_root; /* its root rule (static text); NULL: "root" */
     bool store_prompt;        /* the whole prompt waits to be stored (sched.c store_prompts) */
+    bool ending;              /* every choice ended: end_task stores its text, then retires it */
     bool tools;               /* chat: the answer is parsed into tool calls (toolcall.c) */
     char *eot;                /* a chat template's end-of-turn text: ends a choice like a stop
                                  string, not reported as one; NULL: none */
@@ -222,7 +223,8 @@ struct serve_sched {
     struct recur_batch batch;
     struct task **tasks;
     int32_t *base, *len, *prompt_row;
-    int32_t *store; /* the tasks whose prompts are stored after a step (sched.c store_prompts) */
+    int32_t *store;  /* the tasks whose prompts are stored after a step (sched.c store_prompts) */
+    int32_t *ending; /* the tasks that end after a step (sched.c end_task) */
     recur_token (*tok)[SERVE_MAX_N];
 };
 
