@@ -168,6 +168,37 @@ for r in tests.values():
         want = d["machine"]["read_gbps"] * 1e9 / (d["weights"]["bytes_per_token"] + k * st) * k
         assert abs(r["bound_tps"] / want - 1) < 1e-3, (r, want)
 EOF
+# --probe-each: every run with the probe before it, its fraction against that probe's bound
+# (recomputed here from the run's figures and the file's sizes), the median of those reported
+"$recur" bench -m "$model" -p 16 -n 4 -np 1,3 -r 3 -t 2 --probe-each --json \
+    >"$work/bench_pe.json" 2>"$work/bench_pe.err"
+rc=$?
+check "bench --probe-each exits 0 ($(head -c 200 "$work/bench_pe.err"))" [ "$rc" -eq 0 ]
+check "bench --probe-each: each run against its own probe, the median of those" \
+    python3 - "$work/bench_pe.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+w, st = d["weights"], d["weights"]["state_bytes_per_seq"]
+for r in d["results"]:
+    runs = r["runs"]
+    assert len(runs) == 3 and all(u["read_gbps"] > 0 and u["fma_gflops"] > 0 for u in runs), r
+    for u in runs:
+        if r["test"].startswith("pp"):
+            bound = u["fma_gflops"] * 1e9 / (2 * w["layer_params"])
+        else:
+            k = r["n_seq"]
+            mem = u["read_gbps"] * 1e9 / (w["bytes_per_token"] + k * st) * k
+            flops = u["fma_gflops"] * 1e9 / (2 * (w["layer_params"] + w["output_params"]))
+            bound = min(mem, flops)
+        assert abs(u["fraction_of_bound"] / (u["tps"] / bound) - 1) < 2e-3, (u, bound)
+    fr = sorted(u["fraction_of_bound"] for u in runs)
+    assert abs(r["paired_fraction_of_bound"] - fr[1]) < 1e-4, r
+    assert sorted(u["tps"] for u in runs) == sorted([r["min_tps"], r["median_tps"], r["max_tps"]])
+EOF
+"$recur" bench -m "$model" -p 16 -n 4 -np 1 -r 1 -t 2 --json >"$work/bench_np.json" 2>/dev/null
+check "bench without --probe-each reports no runs" python3 -c "
+import json, sys; assert 'runs' not in json.load(open(sys.argv[1]))['results'][0]" \
+    "$work/bench_np.json"
 "$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 >"$work/bench4.txt" 2>/dev/null
 check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
 expect_exit "bench: bad -np" 2 "-np: '1,x' is not a valid value" "$recur" bench -m "$model" -np 1,x

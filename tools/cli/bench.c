@@ -15,6 +15,11 @@
  * is read once per token, and so is the sequence's state (written once too, not counted): a
  * Mamba-2 130M state is a fifth of its Q4_K_M weights. K sequences read the weights once per
  * step for K tokens, and their K states: bound by whichever of the two is lower.
+ *
+ * --probe-each probes the machine again before every run and sets each run against its own
+ * bound: on a machine shared with others the bandwidth moves from minute to minute, and a
+ * fraction of one probe taken before all the runs measures the neighbours as much as recur.
+ * The fraction reported is then the median of the runs' own.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +37,7 @@ struct bench_opts {
     int32_t np[MAX_NP];
     int n_np;
     bool json;
+    bool probe_each; /* each run against a probe of its own */
 };
 
 struct result {
@@ -40,6 +46,13 @@ struct result {
     double median, lo, hi; /* tokens/s */
     double bound;          /* tokens/s the limiting resource allows */
     const char *bound_by;
+    double paired; /* --probe-each: the median of each run's t/s over its own probe's bound */
+};
+
+/* A test's runs: t/s, and with --probe-each the probe before each (GFLOP/s, GB/s) and the
+ * run's fraction of the bound that probe gives. */
+struct runs {
+    double *tps, *gflops, *gbps, *frac;
 };
 
 static void usage(FILE *out) {
@@ -54,6 +67,8 @@ static void usage(FILE *out) {
             "  -np, --parallel LIST sequences generating at once (default 1,4,16,64)\n"
             "  -t, --threads N      threads (default 2)\n"
             "  -r, --repetitions N  runs per test (default 3)\n"
+            "  --probe-each         probe the machine before every run and set each run\n"
+            "                       against its own bound (the median of those fractions)\n"
             "  --json               print JSON (the table goes to stderr)\n"
             "  -h, --help           show this help\n");
 }
@@ -82,6 +97,10 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--probe-each") == 0) {
+            o->probe_each = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -154,23 +173,44 @@ static double run_once(struct recur_context *ctx, struct recur_batch *b, int32_t
     return gen_now_s() - t0;
 }
 
+/* The median of v[0 .. n) (sorted in place). */
+static double median_of(double *v, int32_t n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The median of the runs' fractions (left in run order: a copy is sorted). */
+static double paired_median(const struct runs *u, int32_t n, double *scratch) {
+    memcpy(scratch, u->frac, sizeof *scratch * (size_t)n);
+    return median_of(scratch, n);
+}
+
+/* The test's runs into r (median and spread) and into u (each run's t/s, in order, and with
+ * --probe-each the probe taken just before it). */
 static bool measure(struct recur_context *ctx, struct recur_batch *b, const struct bench_opts *o,
                     int32_t n_seq, int32_t per_call, int32_t n_steps, bool all_logits,
-                    int32_t n_vocab, struct result *r) {
+                    int32_t n_vocab, struct result *r, struct runs *u) {
     double *tps = malloc(sizeof(double) * (size_t)o->reps);
     if (!tps) return false;
     uint64_t rng = 1;
     bool ok = run_once(ctx, b, n_seq, per_call, n_steps, all_logits, &rng, n_vocab) >= 0;
     for (int32_t i = 0; ok && i < o->reps; i++) {
+        if (o->probe_each && !recur_context_probe(ctx, &u->gflops[i], &u->gbps[i])) {
+            fprintf(stderr, "recur: %s\n", recur_last_error());
+            ok = false;
+            break;
+        }
         double dt = run_once(ctx, b, n_seq, per_call, n_steps, all_logits, &rng, n_vocab);
         ok = dt > 0;
-        tps[i] = (double)n_seq * per_call * n_steps / dt;
-        if (!o->json) fprintf(stderr, "  %s run %d: %.1f t/s\n", r->test, i + 1, ok ? tps[i] : 0.0);
+        u->tps[i] = tps[i] = (double)n_seq * per_call * n_steps / dt;
+        if (!o->json && o->probe_each)
+            fprintf(stderr, "  %s run %d: %.1f t/s (%.1f GB/s probed before it)\n", r->test, i + 1,
+                    ok ? tps[i] : 0.0, u->gbps[i]);
+        else if (!o->json)
+            fprintf(stderr, "  %s run %d: %.1f t/s\n", r->test, i + 1, ok ? tps[i] : 0.0);
     }
     if (ok) {
-        qsort(tps, (size_t)o->reps, sizeof *tps, cmp_double);
-        r->median =
-            o->reps % 2 ? tps[o->reps / 2] : 0.5 * (tps[o->reps / 2 - 1] + tps[o->reps / 2]);
+        r->median = median_of(tps, o->reps);
         r->lo = tps[0];
         r->hi = tps[o->reps - 1];
         r->n_seq = n_seq;
@@ -231,7 +271,16 @@ int cmd_bench(int argc, char **argv) {
     struct result res[MAX_NP + 1];
     int n_res = 0;
     struct recur_batch b = recur_batch_init(max_batch, 0, 1);
-    if (!b.pos) {
+    /* each test's runs, kept for --probe-each's fractions and the JSON */
+    double *runs_mem = calloc((size_t)(MAX_NP + 1) * 4 * (size_t)o.reps, sizeof(double)),
+           *scratch = malloc(sizeof(double) * (size_t)o.reps);
+    struct runs u[MAX_NP + 1];
+    for (int i = 0; runs_mem && i <= MAX_NP; i++)
+        u[i] = (struct runs){runs_mem + (size_t)i * 4 * (size_t)o.reps,
+                             runs_mem + ((size_t)i * 4 + 1) * (size_t)o.reps,
+                             runs_mem + ((size_t)i * 4 + 2) * (size_t)o.reps,
+                             runs_mem + ((size_t)i * 4 + 3) * (size_t)o.reps};
+    if (!b.pos || !runs_mem || !scratch) {
         fprintf(stderr, "recur: out of memory for the benchmark\n");
         goto done;
     }
@@ -252,9 +301,13 @@ int cmd_bench(int argc, char **argv) {
     if (o.n_prompt > 0) {
         struct result *r = &res[n_res++];
         snprintf(r->test, sizeof r->test, "pp%d", o.n_prompt);
-        if (!measure(ctx, &b, &o, 1, o.n_prompt, 1, false, n_vocab, r)) goto done;
+        struct runs *ru = &u[n_res - 1];
+        if (!measure(ctx, &b, &o, 1, o.n_prompt, 1, false, n_vocab, r, ru)) goto done;
         r->bound = gflops * 1e9 / flops_prompt;
         r->bound_by = "compute";
+        for (int32_t j = 0; o.probe_each && j < o.reps; j++) /* each run's own bound */
+            ru->frac[j] = ru->tps[j] / (ru->gflops[j] * 1e9 / flops_prompt);
+        if (o.probe_each) r->paired = paired_median(ru, o.reps, scratch);
     }
     for (int i = 0; i < o.n_np; i++) {
         struct result *r = &res[n_res++];
@@ -263,7 +316,8 @@ int cmd_bench(int argc, char **argv) {
             snprintf(r->test, sizeof r->test, "tg%d", o.n_gen);
         else
             snprintf(r->test, sizeof r->test, "tg%d x%d", o.n_gen, k);
-        if (!measure(ctx, &b, &o, k, 1, o.n_gen, true, n_vocab, r)) goto done;
+        struct runs *ru = &u[n_res - 1];
+        if (!measure(ctx, &b, &o, k, 1, o.n_gen, true, n_vocab, r, ru)) goto done;
         /* the sequences' states are there after a run: their size as recur_state_seq_get_size
            gives it (the f32 state and a few bytes of header) */
         state_bytes = (double)recur_state_seq_get_size(ctx, 0);
@@ -271,6 +325,12 @@ int cmd_bench(int argc, char **argv) {
                      by_flops = gflops * 1e9 / flops_gen;
         r->bound = by_mem < by_flops ? by_mem : by_flops;
         r->bound_by = by_mem < by_flops ? "memory" : "compute";
+        for (int32_t j = 0; o.probe_each && j < o.reps; j++) { /* each run's own bound */
+            const double m = ru->gbps[j] * 1e9 / (bytes_tok + k * state_bytes) * k,
+                         f = ru->gflops[j] * 1e9 / flops_gen;
+            ru->frac[j] = ru->tps[j] / (m < f ? m : f);
+        }
+        if (o.probe_each) r->paired = paired_median(ru, o.reps, scratch);
     }
 
     char mix[256];
@@ -283,13 +343,23 @@ int cmd_bench(int argc, char **argv) {
                "\"bytes_per_token\": %.0f, \"state_bytes_per_seq\": %.0f},\n  \"results\": [\n",
                o.model, file_bytes, o.n_threads, isa, mix, o.reps, gflops, gbps, layer_elems,
                out_elems, bytes_tok, state_bytes);
-        for (int i = 0; i < n_res; i++)
+        for (int i = 0; i < n_res; i++) {
             printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
                    "\"min_tps\": %.2f, \"max_tps\": %.2f, \"bound_tps\": %.2f, "
-                   "\"bound_by\": \"%s\", \"fraction_of_bound\": %.4f}%s\n",
+                   "\"bound_by\": \"%s\", \"fraction_of_bound\": %.4f",
                    res[i].test, res[i].n_seq, res[i].tokens, res[i].median, res[i].lo, res[i].hi,
-                   res[i].bound, res[i].bound_by, res[i].median / res[i].bound,
-                   i + 1 < n_res ? "," : "");
+                   res[i].bound, res[i].bound_by, res[i].median / res[i].bound);
+            /* each run in order: its t/s, the bandwidth probed before it, its own fraction */
+            if (o.probe_each) {
+                printf(", \"paired_fraction_of_bound\": %.6g, \"runs\": [", res[i].paired);
+                for (int32_t j = 0; j < o.reps; j++)
+                    printf("%s{\"tps\": %.2f, \"fma_gflops\": %.2f, \"read_gbps\": %.2f, "
+                           "\"fraction_of_bound\": %.6g}",
+                           j ? ", " : "", u[i].tps[j], u[i].gflops[j], u[i].gbps[j], u[i].frac[j]);
+                printf("]");
+            }
+            printf("}%s\n", i + 1 < n_res ? "," : "");
+        }
         printf("  ]\n}\n");
     }
     /* the table: on stdout, or on stderr beside the JSON */
@@ -302,10 +372,15 @@ int cmd_bench(int argc, char **argv) {
                 "| %s | %.1f MiB | %s | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
                 base ? base + 1 : o.model, file_bytes / 1048576.0, mix, o.n_threads, isa,
                 res[i].test, res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
-                100.0 * res[i].median / res[i].bound);
+                100.0 * (o.probe_each ? res[i].paired : res[i].median / res[i].bound));
+    if (o.probe_each)
+        fprintf(tf, "\nof bound: the median of each run against the probe taken just before it "
+                    "(--probe-each); bound t/s: the first probe's\n");
     fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     ret = TOOL_OK;
 done:
+    free(runs_mem);
+    free(scratch);
     recur_batch_free(b);
     recur_free(ctx);
     recur_model_free(model);
