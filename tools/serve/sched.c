@@ -660,7 +660,7 @@ static void take_tokens(struct server *s, struct serve_sched *w, int32_t k) {
  * cache: after the tokens are out (the first token does not wait for the copies) and outside
  * s->mu (the copies take milliseconds a megabyte); the tasks run on, their sequences as the
  * prompt left them until the next decode (only this thread retires a task). One that ended in
- * this step stored its text when it retired. n_store tasks, w->store their indices. */
+ * this step is end_task's. n_store tasks, w->store their indices. */
 static void store_prompts(struct server *s, struct serve_sched *w, int32_t n_store) {
     for (int32_t i = 0; i < n_store; i++) {
         struct task *t = w->tasks[w->store[i]];
