@@ -432,22 +432,25 @@ bool rmem_seq_set_state_f32(struct rmem *mem, int32_t seq, const float *src, int
     return set_state(mem, seq, src, pos, NULL, false);
 }
 
-bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
-                               struct rio_reader *attn) {
+/* The two hybrid setters: rows must be given (set_state alone would take a recurrent
+ * memory's block without them). */
+static bool set_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                       struct rio_reader *attn, bool upto) {
     if (!attn) {
         rcore_error_set("set state: sequence %d: no attention rows given", seq);
         return false;
     }
-    return set_state(mem, seq, src, pos, attn, false);
+    return set_state(mem, seq, src, pos, attn, upto);
+}
+
+bool rmem_seq_set_state_hybrid(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
+                               struct rio_reader *attn) {
+    return set_hybrid(mem, seq, src, pos, attn, false);
 }
 
 bool rmem_seq_set_state_hybrid_upto(struct rmem *mem, int32_t seq, const float *src, int32_t pos,
                                     struct rio_reader *attn) {
-    if (!attn) {
-        rcore_error_set("set state: sequence %d: no attention rows given", seq);
-        return false;
-    }
-    return set_state(mem, seq, src, pos, attn, true);
+    return set_hybrid(mem, seq, src, pos, attn, true);
 }
 
 /* ---- the snapshot section of state streams (memory_state.c) --------------------------------- */
