@@ -47,6 +47,14 @@ QK_INLINE __m256i qk_pick16(__m256i src, int a, int b) {
     return _mm256_shuffle_epi8(src, ctrl);
 }
 
+/* Byte a of src's low lane zero-extended in all int16 of the low lane, byte b of its high lane
+ * in all of the high lane. */
+QK_INLINE __m256i qk_pick8(__m256i src, int a, int b) {
+    const __m256i ctrl =
+        _mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | b)), _mm_set1_epi16((short)(0x8000 | a)));
+    return _mm256_shuffle_epi8(src, ctrl);
+}
+
 /* Each byte's bit k moved to bit t (other bits: garbage to mask off), k and t < 8. */
 QK_INLINE __m256i qk_bit_to(__m256i x, int k, int t) {
     if (k < t) return _mm256_slli_epi16(x, t - k);
@@ -58,8 +66,9 @@ QK_INLINE __m256i qk_bit_to(__m256i x, int k, int t) {
 struct qk_scales {
     __m256i lo, hi; /* int16 scales: each lane the 8 that vectors 0..3 (lo), 4..7 (hi) pick */
     bool per32;     /* one scale per 32 (sub-block v: element v of lo in both lanes) */
+    bool bytes;     /* per32 with lo's scales as unsigned bytes (picked zero-extended) */
     __m256i groups; /* the 16 groups' scales (for the offset), or their minimums */
-    float d, dmin;
+    __m128 d;       /* d, and dmin in element 1 for the types with minimums */
 };
 
 /* q4_K's and q5_K's 12 bytes of 6-bit scales and minimums, unpacked in a vector: bytes 0..7
@@ -81,29 +90,35 @@ QK_INLINE __m128i qk_unpack_k_scales(const uint8_t *scales) {
     return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 
+/* The f16 d and dmin at p (adjacent, as every type with minimums stores them) as floats. */
+QK_INLINE __m128 qk_d_dmin(const uint16_t *p) {
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)u));
+}
+
 /* The block's scales; its quant vectors come from qk_quants. */
 QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scales *s) {
-    s->dmin = 0.0f;
-    s->per32 = false;
+    s->per32 = s->bytes = false;
     switch (type) {
     case ROPS_TYPE_Q4_K:
     case ROPS_TYPE_Q5_K: { /* the same header: d, dmin, 12 bytes of 6-bit scales and mins */
         const struct rops_block_q4_K *b = (const struct rops_block_q4_K *)blk;
-        const __m128i v = qk_unpack_k_scales(b->scales);
-        s->lo = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+        s->lo = _mm256_broadcastsi128_si256(qk_unpack_k_scales(b->scales));
         s->hi = s->lo;
-        s->per32 = true;
-        /* each minimum for its sub-block's two groups */
-        s->groups = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-            v, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-        s->d = _cvtsh_ss(b->d);
-        s->dmin = _cvtsh_ss(b->dmin);
+        s->per32 = s->bytes = true;
+        /* each minimum, zero-extended, for its sub-block's two groups */
+        const char z = -128;
+        s->groups = _mm256_shuffle_epi8(
+            s->lo, _mm256_setr_epi8(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z, 12, z, 12,
+                                    z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z));
+        s->d = qk_d_dmin(&b->d);
         return;
     }
     case ROPS_TYPE_Q6_K: {
         const struct rops_block_q6_K *b = (const struct rops_block_q6_K *)blk;
         s->groups = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-        s->d = _cvtsh_ss(b->d);
+        s->d = _mm_set_ss(_cvtsh_ss(b->d));
         break;
     }
     case ROPS_TYPE_Q3_K: {
@@ -118,7 +133,7 @@ QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scal
                                          (int)((u[1] & m4) | ((u[2] >> 2) & m2) << 4),
                                          (int)((u[0] & m4) | (u[2] & m2) << 4));
         s->groups = _mm256_sub_epi16(_mm256_cvtepu8_epi16(sc), _mm256_set1_epi16(32));
-        s->d = _cvtsh_ss(b->d);
+        s->d = _mm_set_ss(_cvtsh_ss(b->d));
         break;
     }
     case ROPS_TYPE_Q2_K: {
@@ -128,8 +143,7 @@ QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scal
         s->lo = _mm256_permute2x128_si256(sc, sc, 0x00);
         s->hi = _mm256_permute2x128_si256(sc, sc, 0x11);
         s->groups = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
-        s->d = _cvtsh_ss(b->d);
-        s->dmin = _cvtsh_ss(b->dmin);
+        s->d = qk_d_dmin(&b->d);
         return;
     }
     default: { /* iq4_xs: 8 6-bit scales, less 32: sub-block ib's low 4 bits are nibble ib of
@@ -151,7 +165,7 @@ QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scal
         s->hi = s->lo;
         s->per32 = true;
         s->groups = _mm256_setzero_si256();
-        s->d = _cvtsh_ss(b->d);
+        s->d = _mm_set_ss(_cvtsh_ss(b->d));
         return;
     }
     }
@@ -162,7 +176,7 @@ QK_INLINE void qk_scales(enum rops_type type, const uint8_t *blk, struct qk_scal
 
 /* The scales of vector v's two groups, in its two lanes. */
 QK_INLINE __m256i qk_scale_of(const struct qk_scales *s, int v) {
-    if (s->per32) return qk_pick16(s->lo, v, v);
+    if (s->per32) return s->bytes ? qk_pick8(s->lo, v, v) : qk_pick16(s->lo, v, v);
     return v < 4 ? qk_pick16(s->lo, 2 * v, 2 * v + 1) : qk_pick16(s->hi, 2 * v - 8, 2 * v - 7);
 }
 
@@ -272,10 +286,11 @@ QK_INLINE void qk_term(enum rops_type type, const struct qk_scales *s,
     const __m256i per_group = _mm256_madd_epi16(bsums, s->groups);
     if (offset_shift >= 0)
         isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(per_group, offset_shift));
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(s->d * x->d), _mm256_cvtepi32_ps(isum), *acc);
+    const __m128 f = _mm_mul_ps(s->d, _mm_set1_ps(x->d)); /* d d_x, dmin d_x */
+    *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(isum), *acc);
     if (has_min)
-        *acc =
-            _mm256_fnmadd_ps(_mm256_set1_ps(s->dmin * x->d), _mm256_cvtepi32_ps(per_group), *acc);
+        *acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)),
+                                _mm256_cvtepi32_ps(per_group), *acc);
 }
 
 /* Quant vectors 2c and 2c + 1 against NI inputs, into two sums an input (two dependency
@@ -320,8 +335,9 @@ QK_INLINE __m512i qk_scale512(const struct qk_scales *s, int c) {
     const __m512i lo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s->lo)),
                   hi = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s->hi));
 #define QK_CTRL(e) ((short)((2 * (e) + 1) << 8 | 2 * (e)))
-    if (s->per32) { /* sub-blocks 2c, 2c + 1 */
-        const short a = QK_CTRL(2 * c), b = QK_CTRL(2 * c + 1);
+    if (s->per32) { /* sub-blocks 2c, 2c + 1 (bytes zero-extended, or int16) */
+        const short a = s->bytes ? (short)(0x8000 | 2 * c) : QK_CTRL(2 * c),
+                    b = s->bytes ? (short)(0x8000 | (2 * c + 1)) : QK_CTRL(2 * c + 1);
         return _mm512_shuffle_epi8(lo, _mm512_set_epi16(b, b, b, b, b, b, b, b, b, b, b, b, b, b, b,
                                                         b, a, a, a, a, a, a, a, a, a, a, a, a, a, a,
                                                         a, a));
