@@ -156,10 +156,16 @@ struct rops_q8_args {
     float *y;
 };
 
+/* Columns a product of ops_qmatmul.c's block types takes at most in one call (rops_qdot_args'
+ * kt): the vector kernels' float sums restart a tile at a time (x86/qdot_k.h, x86/qgemm_k.h), so
+ * the tiles must be the same for any number of inputs, and a prompt's panel of weight rows holds
+ * one tile. */
+#define ROPS_QMM_TILE 1024
+
 /* The products of ops_qmatmul.c's block types (rops_qmatmul_type): columns [c0, c0 + kt) of the
- * rows of w (c0 and kt whole blocks) against n inputs quantized to the type's partner
- * (rops_dot_partner), input i's blocks at xq + i * xq_stride (the first of them column c0's);
- * y[i * y_stride + r] = (accumulate ? y[i * y_stride + r] : 0) + the sum. */
+ * rows of w (c0 and kt whole blocks, kt at most ROPS_QMM_TILE) against n inputs quantized to the
+ * type's partner (rops_dot_partner), input i's blocks at xq + i * xq_stride (the first of them
+ * column c0's); y[i * y_stride + r] = (accumulate ? y[i * y_stride + r] : 0) + the sum. */
 struct rops_qdot_args {
     const struct rops_mat *w;
     int64_t c0, kt;

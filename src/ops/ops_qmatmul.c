@@ -48,10 +48,6 @@ static void quantize_input(const struct rops_kernels *kt, enum rops_type partner
     }
 }
 
-/* Columns a call takes at most (whole blocks of every type): the vector kernels' float sums
- * restart a tile at a time (x86/qdot_k.h, x86/qgemm_k.h), so the tiles must be the same for any
- * number of inputs, and a prompt's panel of weight rows holds one tile. */
-#define QMM_TILE 1024
 /* Bytes of quantized inputs a call takes at most: groups that stay in the cache while every
  * row of the thread passes over them (all 512 inputs of a prompt at 768 columns, 870 KiB of
  * q8_K, were streamed from L3 for every row), and at least 16 inputs a call. */
@@ -102,8 +98,8 @@ void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, c
                        int64_t n, float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols;
     const size_t stride = rops_qmatmul_input_bytes(w->type, k);
-    for (int64_t c0 = 0; c0 < k; c0 += QMM_TILE) {
-        const int64_t kt = k - c0 < QMM_TILE ? k - c0 : QMM_TILE;
+    for (int64_t c0 = 0; c0 < k; c0 += ROPS_QMM_TILE) {
+        const int64_t kt = k - c0 < ROPS_QMM_TILE ? k - c0 : ROPS_QMM_TILE;
         const struct rops_qdot_args a = {
             w, c0, kt, xq + rops_qmatmul_input_bytes(w->type, c0), stride, n, y, w->n_rows, c0 > 0};
         K->qdot_rows(&a, r0, r1);
@@ -121,9 +117,9 @@ void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const fl
         buf = ex->scratch;
         cap = ex->scratch_bytes;
     }
-    /* tiles of QMM_TILE columns (a block's quants do not depend on the others, and each sum
+    /* tiles of ROPS_QMM_TILE columns (a block's quants do not depend on the others, and each sum
        adds the tiles in order) */
-    const int64_t kt = k < QMM_TILE ? k : QMM_TILE;
+    const int64_t kt = k < ROPS_QMM_TILE ? k : ROPS_QMM_TILE;
     const size_t stride = rops_qmatmul_input_bytes(w->type, kt);
     int64_t group = (int64_t)(cap / stride);
     int64_t cached = QMM_GROUP_BYTES / (int64_t)stride;

@@ -489,7 +489,8 @@ static uint16_t random_f16(uint32_t *seed) {
  * (rops_qdot_rows_scalar), on blocks of random bytes (all valid once d and dmin are finite) and
  * extreme ones (every byte 0xff, 0x00, 0x80 or 0x7f: quants and scales at their ends), inputs of
  * random quants and of all +127, all -128 (more than rops_quantize_q8_K writes) or alternating,
- * with rows and columns [r0, r1) x [c0, c0 + kt) anywhere, n = 1..5 and 20, with and without
+ * with rows and columns [r0, r1) x [c0, c0 + kt) anywhere, n = 1..5, 20 and 24 (past the 20
+ * inputs of 3 blocks that AVX-512's q4_K reorders at a time: two groups), with and without
  * accumulate:
  *  - within 1e-5 of the magnitude the float steps see: sum |w x| over the dequantized values,
  *    plus what the kernels' partial sums may hold beyond it (the quants' offset times the
@@ -508,8 +509,8 @@ static void test_qdot_rows_isas(void) {
               {offsetof(struct rops_block_q5_K, d), offsetof(struct rops_block_q5_K, dmin)},
               {offsetof(struct rops_block_q6_K, d), 0},
               {offsetof(struct rops_block_iq4_xs, d), 0}};
-    enum { M = 21, NB = 3, K = NB * ROPS_QK_K, NMAX = 20 };
-    static const int ns[] = {1, 2, 3, 4, 5, 20};
+    enum { M = 21, NB = 3, K = NB * ROPS_QK_K, NMAX = 24 };
+    static const int ns[] = {1, 2, 3, 4, 5, 20, 24};
     static const int64_t spans[][4] = {/* r0, r1, c0, kt */
                                        {0, M, 0, K},
                                        {3, 17, 256, 512},

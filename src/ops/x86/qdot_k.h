@@ -5,7 +5,8 @@
  * A row at a time, its blocks in order (rows are contiguous, so the weights are one sequential
  * stream; a software prefetch 4 rows on helps the hardware's: qk_rows), each block unpacked
  * once for up to four inputs; with AVX-512, two vectors side by side in a 512-bit register
- * (qk_block512).
+ * (qk_block512), and q4_K's 64 bytes of quants split into four such at once against inputs whose
+ * sub-blocks qk_rows reorders once a call (qk_half_q4_K).
  * A block's 256 quants are 8 vectors of 32 bytes, vector v the groups of 16 numbered 2v (low
  * 128-bit lane) and 2v + 1 (high lane), as the input's quants at 32 v are. The weights' quants
  * are made non-negative to be vpmaddubsw's unsigned operand: q6_K's q + 32 (0..63), q3_K's
@@ -330,42 +331,39 @@ QK_INLINE void qk_block(enum rops_type type, int NI, const uint8_t *blk,
  * half the products, scale picks and input loads of qk_pair. Lane j of the low half gathers
  * what lane j of vector 2c's sum did, the high half vector 2c + 1's; the halves are added once a
  * block (qk_block512), so each of the 8 lanes holds the same exact integer as qk_block's. */
+#define QK_CTRL(e) ((short)((2 * (e) + 1) << 8 | 2 * (e)))
+/* One scale a sub-block (per32): sub-block e's in the low 256 bits, f's in the high 256. */
+QK_INLINE __m512i qk_pick512(const struct qk_scales *s, int e, int f) {
+    const __m512i lo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s->lo));
+    /* bytes zero-extended, or int16 */
+    const short a = s->bytes ? (short)(0x8000 | e) : QK_CTRL(e),
+                b = s->bytes ? (short)(0x8000 | f) : QK_CTRL(f);
+    return _mm512_shuffle_epi8(lo,
+                               _mm512_set_epi16(b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, a,
+                                                a, a, a, a, a, a, a, a, a, a, a, a, a, a, a));
+}
+
 QK_INLINE __m512i qk_scale512(const struct qk_scales *s, int c) {
+    if (s->per32) return qk_pick512(s, 2 * c, 2 * c + 1);
     /* element e of the low 128 bits of src in the low 256 bits, f in the high 256 */
     const __m512i lo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s->lo)),
                   hi = _mm512_broadcast_i32x4(_mm256_castsi256_si128(s->hi));
-#define QK_CTRL(e) ((short)((2 * (e) + 1) << 8 | 2 * (e)))
-    if (s->per32) { /* sub-blocks 2c, 2c + 1 (bytes zero-extended, or int16) */
-        const short a = s->bytes ? (short)(0x8000 | 2 * c) : QK_CTRL(2 * c),
-                    b = s->bytes ? (short)(0x8000 | (2 * c + 1)) : QK_CTRL(2 * c + 1);
-        return _mm512_shuffle_epi8(lo, _mm512_set_epi16(b, b, b, b, b, b, b, b, b, b, b, b, b, b, b,
-                                                        b, a, a, a, a, a, a, a, a, a, a, a, a, a, a,
-                                                        a, a));
-    }
     /* groups 4c .. 4c + 3, one a 128-bit lane: 0..7 in lo's low lane, 8..15 in hi's */
     const int g = (4 * c) % 8;
     const short g0 = QK_CTRL(g), g1 = QK_CTRL(g + 1), g2 = QK_CTRL(g + 2), g3 = QK_CTRL(g + 3);
     const __m512i ctrl =
         _mm512_set_epi16(g3, g3, g3, g3, g3, g3, g3, g3, g2, g2, g2, g2, g2, g2, g2, g2, g1, g1, g1,
                          g1, g1, g1, g1, g1, g0, g0, g0, g0, g0, g0, g0, g0);
-#undef QK_CTRL
     return _mm512_shuffle_epi8(c < 2 ? lo : hi, ctrl);
 }
+#undef QK_CTRL
 
 QK_INLINE void qk_pair512(enum rops_type type, int NI, const uint8_t *blk,
                           const struct qk_scales *s, const struct rops_block_q8_K *const *x, int c,
                           __m512i *isum) {
-    __m512i q;
-    if (type == ROPS_TYPE_Q4_K) { /* the 32 bytes in both halves, the high half's a nibble down */
-        const __m512i raw = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256((const __m256i *)((const struct rops_block_q4_K *)blk)->qs + c));
-        const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-        q = _mm512_and_si512(_mm512_srlv_epi16(raw, shift), _mm512_set1_epi8(15));
-    } else {
-        __m256i q0, q1;
-        qk_quants(type, blk, c, &q0, &q1);
-        q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    }
+    __m256i q0, q1;
+    qk_quants(type, blk, c, &q0, &q1);
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     const __m512i sc = qk_scale512(s, c);
     for (int i = 0; i < NI; i++) {
         const __m512i xv = _mm512_loadu_si512((const __m512i *)x[i]->qs + c);
@@ -379,16 +377,59 @@ QK_INLINE void qk_pair512(enum rops_type type, int NI, const uint8_t *blk,
     }
 }
 
+/* q4_K's 64 bytes at 64 j: their low nibbles are sub-blocks 4j (bytes 0..31) and 4j + 2 (32..63),
+ * their high nibbles 4j + 1 and 4j + 3, against an input whose sub-blocks are in the order
+ * 0 2 1 3 4 6 5 7 (qk_permute_q4_K): each 256-bit half's bytes are where its sub-block's are in
+ * qk_pair512, so the lanes gather the same integers, from one load and a shift for 128 quants. */
+QK_INLINE void qk_half_q4_K(int NI, const uint8_t *blk, const struct qk_scales *s,
+                            const struct rops_block_q8_K *const *x, int j, __m512i *isum,
+                            __m512i *isum2) {
+    const __m512i raw =
+        _mm512_loadu_si512((const __m512i *)((const struct rops_block_q4_K *)blk)->qs + j);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i lo = _mm512_and_si512(raw, m4),
+                  hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    const __m512i sl = qk_pick512(s, 4 * j, 4 * j + 2), sh = qk_pick512(s, 4 * j + 1, 4 * j + 3);
+    for (int i = 0; i < NI; i++) {
+        const __m512i *xv = (const __m512i *)x[i]->qs + 2 * j;
+        isum[i] =
+            _mm512_dpwssd_epi32(isum[i], _mm512_maddubs_epi16(lo, _mm512_loadu_si512(xv)), sl);
+        isum2[i] =
+            _mm512_dpwssd_epi32(isum2[i], _mm512_maddubs_epi16(hi, _mm512_loadu_si512(xv + 1)), sh);
+    }
+}
+
+/* n inputs' nb blocks (stride bytes apart) into out, each block's sub-blocks in the order
+ * qk_half_q4_K takes them. */
+static void qk_permute_q4_K(const uint8_t *xq, size_t stride, int64_t n, int64_t nb,
+                            struct rops_block_q8_K *out) {
+    static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t b = 0; b < nb; b++) {
+            const struct rops_block_q8_K *src =
+                (const struct rops_block_q8_K *)(xq + i * stride) + b;
+            struct rops_block_q8_K *dst = out + i * nb + b;
+            dst->d = src->d;
+            memcpy(dst->bsums, src->bsums, sizeof dst->bsums);
+            for (int v = 0; v < 8; v++) memcpy(dst->qs + 32 * v, src->qs + 32 * order[v], 32);
+        }
+}
+
 QK_INLINE void qk_block512(enum rops_type type, int NI, const uint8_t *blk,
                            const struct rops_block_q8_K *const *x, __m256 *acc) {
     struct qk_scales s;
     qk_scales(type, blk, &s);
     __m512i isum[4], isum2[4];
     for (int i = 0; i < NI; i++) isum[i] = isum2[i] = _mm512_setzero_si512();
-    qk_pair512(type, NI, blk, &s, x, 0, isum);
-    qk_pair512(type, NI, blk, &s, x, 1, isum2);
-    qk_pair512(type, NI, blk, &s, x, 2, isum);
-    qk_pair512(type, NI, blk, &s, x, 3, isum2);
+    if (type == ROPS_TYPE_Q4_K) {
+        qk_half_q4_K(NI, blk, &s, x, 0, isum, isum2);
+        qk_half_q4_K(NI, blk, &s, x, 1, isum, isum2);
+    } else {
+        qk_pair512(type, NI, blk, &s, x, 0, isum);
+        qk_pair512(type, NI, blk, &s, x, 1, isum2);
+        qk_pair512(type, NI, blk, &s, x, 2, isum);
+        qk_pair512(type, NI, blk, &s, x, 3, isum2);
+    }
     for (int i = 0; i < NI; i++) {
         const __m512i t = _mm512_add_epi32(isum[i], isum2[i]);
         const __m256i sum =
@@ -397,6 +438,9 @@ QK_INLINE void qk_block512(enum rops_type type, int NI, const uint8_t *blk,
     }
 }
 #define qk_block qk_block512
+/* input blocks qk_rows holds in qk_half_q4_K's order (on its stack: 18 KiB): 16 inputs of a
+ * whole tile */
+#define QK_PERMUTED (16 * ROPS_QMM_TILE / ROPS_QK_K)
 #endif
 
 /* One row's blocks [0, nb) at w against NI inputs. */
@@ -423,27 +467,47 @@ QK_INLINE void qk_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
     /* the row 4 on is prefetched into L1 as a row starts (one input from memory: 1.15-1.4x on
        the Q6_K files' generation, 1.1-1.3x for q4_K with its blocks as they are now; 8 KiB on
        measured the same) */
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *w = base + (size_t)r * a->w->row_bytes;
-        if (r + 4 < r1)
-            for (size_t o = 0; o < (size_t)nb * bb; o += 64)
-                _mm_prefetch((const char *)w + 4 * a->w->row_bytes + o, _MM_HINT_T0);
-        for (int64_t i = 0; i < a->n; i += 4) {
-            const uint8_t *xq = a->xq + (size_t)i * a->xq_stride;
-            float *y = a->y + i * a->y_stride + r;
-            switch (a->n - i < 4 ? a->n - i : 4) {
-            case 1:
-                qk_row(type, 1, w, nb, bb, xq, a->xq_stride, y, a->y_stride, a->accumulate);
-                break;
-            case 2:
-                qk_row(type, 2, w, nb, bb, xq, a->xq_stride, y, a->y_stride, a->accumulate);
-                break;
-            case 3:
-                qk_row(type, 3, w, nb, bb, xq, a->xq_stride, y, a->y_stride, a->accumulate);
-                break;
-            default:
-                qk_row(type, 4, w, nb, bb, xq, a->xq_stride, y, a->y_stride, a->accumulate);
-                break;
+    /* the inputs in groups: with AVX-512, q4_K's a group at a time in qk_half_q4_K's order */
+    const uint8_t *xq0 = a->xq;
+    size_t xq_stride = a->xq_stride;
+    int64_t group = a->n;
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+    _Alignas(64) struct rops_block_q8_K xp[QK_PERMUTED];
+    if (type == ROPS_TYPE_Q4_K) {
+        group = QK_PERMUTED / nb / 4 * 4;
+        xq0 = (const uint8_t *)xp;
+        xq_stride = (size_t)nb * sizeof *xp;
+    }
+#endif
+    for (int64_t i0 = 0; i0 < a->n; i0 += group) {
+        const int64_t g = a->n - i0 < group ? a->n - i0 : group;
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+        if (type == ROPS_TYPE_Q4_K)
+            qk_permute_q4_K(a->xq + (size_t)i0 * a->xq_stride, a->xq_stride, g, nb, xp);
+#endif
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *w = base + (size_t)r * a->w->row_bytes;
+            if (r + 4 < r1)
+                for (size_t o = 0; o < (size_t)nb * bb; o += 64)
+                    _mm_prefetch((const char *)w + 4 * a->w->row_bytes + o, _MM_HINT_T0);
+            for (int64_t i = 0; i < g; i += 4) {
+                const uint8_t *xq =
+                    (xq0 == a->xq ? a->xq + (size_t)i0 * xq_stride : xq0) + (size_t)i * xq_stride;
+                float *y = a->y + (i0 + i) * a->y_stride + r;
+                switch (g - i < 4 ? g - i : 4) {
+                case 1:
+                    qk_row(type, 1, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    break;
+                case 2:
+                    qk_row(type, 2, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    break;
+                case 3:
+                    qk_row(type, 3, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    break;
+                default:
+                    qk_row(type, 4, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    break;
+                }
             }
         }
     }

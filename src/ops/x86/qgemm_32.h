@@ -16,7 +16,7 @@
  */
 
 #define Q32_INLINE static inline __attribute__((always_inline))
-#define Q32_KB     32 /* blocks a tile holds at most: ops_qmatmul.c's QMM_TILE / 32 */
+#define Q32_KB     32 /* blocks a tile holds at most: ROPS_QMM_TILE / 32 */
 #define Q32_L      16 /* rows a panel: the lanes of a 512-bit vector */
 /* inputs from which the panel pays for its unpacking (x86/qdot_32.h takes fewer) */
 #define Q32_MIN_N 32
