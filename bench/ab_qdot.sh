@@ -3,13 +3,14 @@
 # their AVX-512 builds taking turns round by round, so that a shared machine's swings (which
 # moved whole runs of `recur bench` by 30% from one minute to the next) fall on both alike.
 #
-#   bench/ab_qdot.sh A.h B.h [TYPE THREADS ROUNDS LAYERS [N]]...
+#   bench/ab_qdot.sh A.h B.h [TYPE THREADS ROUNDS LAYERS [N] [, TYPE THREADS ...]]
 #
 # A.h and B.h are two copies of src/ops/x86/qdot_k.h (say `git show HEAD~1:src/ops/x86/qdot_k.h
 # > /tmp/a.h` and the working tree's); each is built into a copy of ops_avx512.c whose kernel
 # table alone stays global (rops_kernels_avx512_A / _B), against build/librecur_internal.a (the
-# README's build). Each group of four or five numbers after them is one measurement of
-# bench/ab_qdot.c (default: q4_K one input, in cache and from memory, one and two threads).
+# README's build). Each group of numbers after them (groups apart by a lone ",") is one run of
+# bench/ab_qdot.c, whose comment says what they are (default: q4_K, one input, in cache and from
+# memory, one and two threads).
 # Needs an AVX-512 + VNNI CPU.
 set -eu
 [ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
