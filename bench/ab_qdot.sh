@@ -13,7 +13,7 @@
 # memory, one and two threads).
 # Needs an AVX-512 + VNNI CPU.
 set -eu
-[ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,/^set -eu/p' "$0" | sed '$d'; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/build/librecur_internal.a
 [ -f "$lib" ] || { echo "ab_qdot.sh: $lib missing: build the project first (README)" >&2; exit 1; }
