@@ -43,13 +43,13 @@ struct job {
     struct rops_qdot_args a;
 };
 
-/* rops_qmatmul's split: blocks of 8 rows, evenly */
+/* rops_qmatmul's split (blocks of 8 rows, evenly) and its tiles of columns */
 static void job_thread(void *arg, int ith, int nth) {
     const struct job *j = arg;
     const int64_t m = j->a.w->n_rows, blocks = (m + 7) / 8;
     int64_t r0 = blocks * ith / nth * 8, r1 = blocks * (ith + 1) / nth * 8;
     if (r1 > m) r1 = m;
-    if (r0 < r1) j->k->qdot_rows(&j->a, r0, r1);
+    if (r0 < r1) rops_qmatmul_rows(j->k, j->a.w, j->a.xq, j->a.n, j->a.y, r0, r1);
 }
 
 int main(int argc, char **argv) {

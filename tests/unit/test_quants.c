@@ -489,8 +489,8 @@ static uint16_t random_f16(uint32_t *seed) {
  * (rops_qdot_rows_scalar), on blocks of random bytes (all valid once d and dmin are finite) and
  * extreme ones (every byte 0xff, 0x00, 0x80 or 0x7f: quants and scales at their ends), inputs of
  * random quants and of all +127, all -128 (more than rops_quantize_q8_K writes) or alternating,
- * with rows and columns [r0, r1) x [c0, c0 + kt) anywhere, n = 1..5, 20 and 24 (past the 20
- * inputs of 3 blocks that AVX-512's q4_K reorders at a time: two groups), with and without
+ * with rows and columns [r0, r1) x [c0, c0 + kt) anywhere, n = 1..5, 20 and 24 (past the 16
+ * inputs AVX-512's q4_K reorders at a time: two groups), with and without
  * accumulate:
  *  - within 1e-5 of the magnitude the float steps see: sum |w x| over the dequantized values,
  *    plus what the kernels' partial sums may hold beyond it (the quants' offset times the

@@ -26,6 +26,7 @@
  * bits alone or among others; against the portable path (one sum a block) only the order of
  * the float sums differs.
  */
+#include <assert.h>
 #include <string.h>
 
 #define QK_INLINE static inline __attribute__((always_inline))
@@ -438,9 +439,8 @@ QK_INLINE void qk_block512(enum rops_type type, int NI, const uint8_t *blk,
     }
 }
 #define qk_block qk_block512
-/* input blocks qk_rows holds in qk_half_q4_K's order (on its stack: 18 KiB): 16 inputs of a
- * whole tile */
-#define QK_PERMUTED (16 * ROPS_QMM_TILE / ROPS_QK_K)
+/* inputs qk_rows reorders at a time for qk_half_q4_K (on its stack: 18 KiB for a whole tile) */
+#define QK_GROUP 16
 #endif
 
 /* One row's blocks [0, nb) at w against NI inputs. */
@@ -464,48 +464,46 @@ QK_INLINE void qk_rows(enum rops_type type, size_t bb, const struct rops_qdot_ar
                        int64_t r1) {
     const uint8_t *base = (const uint8_t *)a->w->data + rops_row_bytes(type, a->c0);
     const int64_t nb = a->kt / ROPS_QK_K;
-    /* the row 4 on is prefetched into L1 as a row starts (one input from memory: 1.15-1.4x on
-       the Q6_K files' generation, 1.1-1.3x for q4_K with its blocks as they are now; 8 KiB on
-       measured the same) */
-    /* the inputs in groups: with AVX-512, q4_K's a group at a time in qk_half_q4_K's order */
-    const uint8_t *xq0 = a->xq;
-    size_t xq_stride = a->xq_stride;
+    /* the inputs in groups: with AVX-512, q4_K's reordered for qk_half_q4_K a group at a time */
     int64_t group = a->n;
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__)
-    _Alignas(64) struct rops_block_q8_K xp[QK_PERMUTED];
-    if (type == ROPS_TYPE_Q4_K) {
-        group = QK_PERMUTED / nb / 4 * 4;
-        xq0 = (const uint8_t *)xp;
-        xq_stride = (size_t)nb * sizeof *xp;
-    }
+    _Alignas(64) struct rops_block_q8_K xp[QK_GROUP * ROPS_QMM_TILE / ROPS_QK_K];
+    if (type == ROPS_TYPE_Q4_K) group = QK_GROUP;
+    assert(a->kt <= ROPS_QMM_TILE); /* xp holds a tile */
 #endif
     for (int64_t i0 = 0; i0 < a->n; i0 += group) {
         const int64_t g = a->n - i0 < group ? a->n - i0 : group;
+        const uint8_t *xg = a->xq + (size_t)i0 * a->xq_stride;
+        size_t xs = a->xq_stride;
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__)
-        if (type == ROPS_TYPE_Q4_K)
-            qk_permute_q4_K(a->xq + (size_t)i0 * a->xq_stride, a->xq_stride, g, nb, xp);
+        if (type == ROPS_TYPE_Q4_K) {
+            qk_permute_q4_K(xg, xs, g, nb, xp);
+            xg = (const uint8_t *)xp;
+            xs = (size_t)nb * sizeof *xp;
+        }
 #endif
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *w = base + (size_t)r * a->w->row_bytes;
+            /* the row 4 on, into L1 (one input from memory: 1.15-1.4x on the Q6_K files'
+               generation, 1.1-1.3x for q4_K; 8 KiB on measured the same) */
             if (r + 4 < r1)
                 for (size_t o = 0; o < (size_t)nb * bb; o += 64)
                     _mm_prefetch((const char *)w + 4 * a->w->row_bytes + o, _MM_HINT_T0);
             for (int64_t i = 0; i < g; i += 4) {
-                const uint8_t *xq =
-                    (xq0 == a->xq ? a->xq + (size_t)i0 * xq_stride : xq0) + (size_t)i * xq_stride;
+                const uint8_t *xq = xg + (size_t)i * xs;
                 float *y = a->y + (i0 + i) * a->y_stride + r;
                 switch (g - i < 4 ? g - i : 4) {
                 case 1:
-                    qk_row(type, 1, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    qk_row(type, 1, w, nb, bb, xq, xs, y, a->y_stride, a->accumulate);
                     break;
                 case 2:
-                    qk_row(type, 2, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    qk_row(type, 2, w, nb, bb, xq, xs, y, a->y_stride, a->accumulate);
                     break;
                 case 3:
-                    qk_row(type, 3, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    qk_row(type, 3, w, nb, bb, xq, xs, y, a->y_stride, a->accumulate);
                     break;
                 default:
-                    qk_row(type, 4, w, nb, bb, xq, xq_stride, y, a->y_stride, a->accumulate);
+                    qk_row(type, 4, w, nb, bb, xq, xs, y, a->y_stride, a->accumulate);
                     break;
                 }
             }

@@ -16,8 +16,8 @@
  */
 
 #define Q32_INLINE static inline __attribute__((always_inline))
-#define Q32_KB     32 /* blocks a tile holds at most: ROPS_QMM_TILE / 32 */
-#define Q32_L      16 /* rows a panel: the lanes of a 512-bit vector */
+#define Q32_KB     (ROPS_QMM_TILE / ROPS_QK) /* blocks a tile holds at most */
+#define Q32_L      16                        /* rows a panel: the lanes of a 512-bit vector */
 /* inputs from which the panel pays for its unpacking (x86/qdot_32.h takes fewer) */
 #define Q32_MIN_N 32
 

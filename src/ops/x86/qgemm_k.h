@@ -21,7 +21,7 @@
  */
 
 #define QG_INLINE static inline __attribute__((always_inline))
-#define QG_KB     4 /* blocks a tile holds at most: ROPS_QMM_TILE / 256 */
+#define QG_KB     (ROPS_QMM_TILE / ROPS_QK_K) /* blocks a tile holds at most */
 /* inputs from which the panel pays for its unpacking (x86/qdot_k.h takes fewer) */
 #define QG_MIN_N 32
 
