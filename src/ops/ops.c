@@ -228,7 +228,7 @@ struct batch_unit {
     int64_t n;
     float *y;
     int64_t grain;      /* rows per block of the threads' split, as rops_matmul's */
-    int64_t block_cost; /* a block of rows' weight bytes plus twice its multiply-adds */
+    int64_t block_cost; /* a block of rows' row_cost */
     int64_t blocks;
 };
 
@@ -240,6 +240,21 @@ struct batch_task {
     const struct rops_kernels *k;
     bool one_order; /* rops_exec's */
 };
+
+/* A row's share of a batch's time, in bytes' worth of streaming from memory. One input streams
+ * the weights whatever their type (the q4_K product's integer work hides under its loads), and
+ * each row adds a fixed cost, its sum's reduction and store (ROW_FIXED_BYTES: counting bytes
+ * alone, RWKV-7's LoRA ups, rows of 64 to 256 bytes, left the worker 2-3 us behind the caller's
+ * 12). More inputs are bound by their multiply-adds too. Shares that counted one input's
+ * multiply-adds gave RWKV-7's q4_K rows twice their time against its f16 LoRA rows: the worker,
+ * whose share ends with the LoRA units, took 39 us of a product batch the caller did in 28
+ * (bench/RESULTS.md). */
+#define ROW_FIXED_BYTES 128
+
+static int64_t row_cost(const struct rops_mat *w, int64_t n) {
+    const int64_t bytes = (int64_t)w->row_bytes + ROW_FIXED_BYTES;
+    return n == 1 ? bytes : bytes + 2 * w->n_cols * n;
+}
 
 /* Rows [r0, r1) of a unit, by the kernels rops_matmul runs for it: each row's sums do not
  * depend on which rows share its call, so the results are rops_matmul's. */
@@ -321,7 +336,7 @@ static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
     *used = (int64_t)((start + bytes + sizeof *buf - 1) / sizeof *buf);
     struct batch_unit *u = &t->u[t->n_units++];
     *u = (struct batch_unit){jb->w, jb->x, NULL, qx, jb->n, jb->y, 8, 0, 0};
-    u->block_cost = u->grain * ((int64_t)jb->w->row_bytes + 2 * k * jb->n);
+    u->block_cost = u->grain * row_cost(jb->w, jb->n);
     t->work += m * k * jb->n;
     u->blocks = (m + u->grain - 1) / u->grain;
     t->cost += u->blocks * u->block_cost;
@@ -383,9 +398,7 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
                 u->xq = xq;
                 used += n_blocks;
             }
-            /* the shares by time: a few inputs stream the weights (an f32 LoRA costs twice
-               an f16 one of its shape), more are bound by their multiply-adds */
-            u->block_cost = u->grain * ((int64_t)jb->w->row_bytes + 2 * k * g);
+            u->block_cost = u->grain * row_cost(jb->w, g);
             t.work += m * k * g;
             u->blocks = (m + u->grain - 1) / u->grain;
             t.cost += u->blocks * u->block_cost;
@@ -473,10 +486,14 @@ static int ssm_threads(const struct rops_exec *ex, int64_t work) {
     return nth < 1 ? 1 : (int)nth;
 }
 
+/* The conv is shared out from a quarter of ssm_threads' work: one token's conv reads its
+ * weights and state from memory (the whole model streamed since the last token), 36 bytes a
+ * channel, and on the caller alone Mamba's 1536 channels took 3.5 us of each layer, 2.2 us in
+ * two threads (bench/RESULTS.md). */
 void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a) {
     struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa)};
     rpool_run(ex->pool, ssm_thread, &t,
-              ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
+              ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
 }
 
 void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
