@@ -95,6 +95,11 @@ struct rgguf *rgguf_open(const char *path, bool use_mmap);
  * messages. */
 struct rgguf *rgguf_open_buffer(const void *data, size_t size, const char *name);
 void rgguf_close(struct rgguf *g); /* NULL is fine */
+/* Maps the pages of tensor t's data into the process now (MADV_POPULATE_READ), for a tensor read
+ * a row here and there: a token's embedding row otherwise took a page fault the first time each
+ * page was read, 12 us of a 3 ms token with 130M-parameter models' random tokens. An advice: a
+ * file read into memory, or a kernel older than Linux 5.14, leaves it as it was. */
+void rgguf_prefault(const struct rgguf *g, const struct rgguf_tensor *t);
 
 uint32_t rgguf_version(const struct rgguf *g);
 uint32_t rgguf_alignment(const struct rgguf *g);

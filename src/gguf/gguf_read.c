@@ -12,6 +12,7 @@
  * never copied: it points into the mapping or the buffer. The tables sorted by name (for the
  * lookups in gguf.c) are also how duplicate keys and tensor names are found.
  */
+#define _DEFAULT_SOURCE /* MADV_POPULATE_READ */
 #include "gguf_impl.h"
 
 #include <errno.h>
@@ -551,6 +552,18 @@ struct rgguf *rgguf_open(const char *path, bool use_mmap) {
 fail:
     rgguf_close(g);
     return NULL;
+}
+
+void rgguf_prefault(const struct rgguf *g, const struct rgguf_tensor *t) {
+#ifdef MADV_POPULATE_READ
+    if (!g || !g->map || !t || t->nbytes == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t start = (uintptr_t)t->data & ~(page - 1);
+    (void)madvise((void *)start, (uintptr_t)t->data + t->nbytes - start, MADV_POPULATE_READ);
+#else
+    (void)g;
+    (void)t;
+#endif
 }
 
 void rgguf_close(struct rgguf *g) {

@@ -109,6 +109,7 @@ bool rmodel_load_common(struct rmodel *m) {
     m->n_layer = (int32_t)n_layer;
     m->n_vocab = (int32_t)emb->ne[1];
     if (!rmodel_matrix(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
+    rgguf_prefault(m->gguf, emb); /* read a row a token: mapped now, not a page fault a token */
     const int64_t ne[1] = {n_embd};
     if (!(m->output_norm = rmodel_small_f32(m, "output_norm.weight", 1, ne))) return false;
     if (rgguf_find_tensor(m->gguf, "output.weight")) {
