@@ -163,9 +163,8 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
         }
         memcpy(w->dtr + t * R, dbc, (size_t)R * sizeof(float));
     }
-    rops_matmul(ex, &L->ssm_dt, w->dtr, n, w->dt);
-    rops_softplus_bias(ex->isa, w->dt, L->dt_b, n, Di);
-
+    /* dt = softplus(ssm_dt · dtr + dt_bias), made in the scan's hand-off for one token */
+    const struct rops_dt_proj dt = {&L->ssm_dt, w->dtr, L->dt_b, w->dt};
     rops_ssm_scan(ex, &(struct rops_scan_args){.state = w->ssm,
                                                .x = w->xc,
                                                .dt = w->dt,
@@ -181,7 +180,8 @@ static void layer_forward(const struct rmodel *m, const struct rops_exec *ex,
                                                .d_inner = Di,
                                                .d_state = N,
                                                .y = w->y,
-                                               .save = save_ssm});
+                                               .save = save_ssm,
+                                               .dt_proj = &dt});
     /* in the last layer, the outputs' rows only (model_impl.h) */
     const int64_t n_rows = rmodel_io_rows(io);
     rmodel_rows_gather(w->y, Di, io->out_tok, n_rows);

@@ -342,6 +342,69 @@ static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
     t->cost += u->blocks * u->block_cost;
 }
 
+static void batch_init(const struct rops_exec *ex, struct batch_task *t) {
+    t->n_units = 0;
+    t->cost = 0;
+    t->work = 0;
+    t->k = rops_kernels_of(ex->isa);
+    t->one_order = ex->one_order;
+}
+
+/* Adds job jb (1..ROPS_BATCH_MAX_N inputs) to t, its quantized inputs in buf (cap blocks, used of
+ * them taken): t's units run first when it has no room left, and a job wider than buf runs
+ * alone at once. */
+static void batch_add(const struct rops_exec *ex, struct batch_task *t,
+                      const struct rops_matjob *jb, struct rops_xq8 *buf, int64_t cap,
+                      int64_t *used) {
+    const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
+    if (rops_qmatmul_type(jb->w->type)) {
+        batch_qdot(ex, t, jb, buf, cap, used);
+        return;
+    }
+    const bool q = block_type(jb->w->type);
+    /* block weights: three inputs a product, as rops_matmul takes them */
+    for (int64_t i = 0; i < jb->n;) {
+        const int64_t g = !q ? jb->n : jb->n - i < 3 ? jb->n - i : 3;
+        const int64_t n_blocks = q ? g * (k / 32) : 0;
+        if (n_blocks > cap) { /* wider than any buffer here: alone, in column tiles */
+            matmul_q8_small(ex, jb->w, jb->x + i * k, g, jb->y + i * m);
+            i += g;
+            continue;
+        }
+        if (t->n_units == BATCH_UNITS || *used + n_blocks > cap) { /* full: run what it holds */
+            batch_flush(ex, t);
+            *used = 0;
+        }
+        struct batch_unit *u = &t->u[t->n_units++];
+        *u = (struct batch_unit){
+            jb->w, jb->x + i * k, NULL, NULL, g, jb->y + i * m, !q && g > 3 ? 8 : ROPS_RB, 0, 0};
+        if (q) {
+            struct rops_xq8 *xq = buf + *used;
+            for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
+                const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
+                for (int64_t ii = 0; ii < g; ii++)
+                    t->k->quantize_x(jb->x + (i + ii) * k + c0, nb, xq + g * (c0 / 32) + ii * nb);
+            }
+            u->xq = xq;
+            *used += n_blocks;
+        }
+        u->block_cost = u->grain * row_cost(jb->w, g);
+        t->work += m * k * g;
+        u->blocks = (m + u->grain - 1) / u->grain;
+        t->cost += u->blocks * u->block_cost;
+        i += g;
+    }
+}
+
+/* True when one input of w's quantized for it fits cap blocks of struct rops_xq8: batch_add
+ * then makes one unit of it without running anything. */
+static bool batch_fits_one(const struct rops_mat *w, int64_t cap) {
+    const size_t room = (size_t)cap * sizeof(struct rops_xq8);
+    if (rops_qmatmul_type(w->type))
+        return rops_qmatmul_input_bytes(w->type, w->n_cols) + 63 <= room;
+    return !block_type(w->type) || w->n_cols / 32 <= cap;
+}
+
 void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs) {
     /* the prompts' first: rops_matmul may use the scratch, which the quantized inputs of the
        batch below are about to fill */
@@ -356,55 +419,10 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
         cap = (int64_t)(ex->scratch_bytes / sizeof(struct rops_xq8));
     }
     struct batch_task t;
-    t.n_units = 0;
-    t.cost = 0;
-    t.work = 0;
-    t.k = rops_kernels_of(ex->isa);
-    t.one_order = ex->one_order;
-    for (int j = 0; j < n_jobs; j++) {
-        const struct rops_matjob *jb = &jobs[j];
-        const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
-        if (jb->n < 1 || jb->n > ROPS_BATCH_MAX_N || m < 1) continue;
-        if (rops_qmatmul_type(jb->w->type)) {
-            batch_qdot(ex, &t, jb, buf, cap, &used);
-            continue;
-        }
-        const bool q = block_type(jb->w->type);
-        /* block weights: three inputs a product, as rops_matmul takes them */
-        for (int64_t i = 0; i < jb->n;) {
-            const int64_t g = !q ? jb->n : jb->n - i < 3 ? jb->n - i : 3;
-            const int64_t n_blocks = q ? g * (k / 32) : 0;
-            if (n_blocks > cap) { /* wider than any buffer here: alone, in column tiles */
-                matmul_q8_small(ex, jb->w, jb->x + i * k, g, jb->y + i * m);
-                i += g;
-                continue;
-            }
-            if (t.n_units == BATCH_UNITS || used + n_blocks > cap) { /* full: run what it holds */
-                batch_flush(ex, &t);
-                used = 0;
-            }
-            struct batch_unit *u = &t.u[t.n_units++];
-            *u = (struct batch_unit){
-                jb->w, jb->x + i * k, NULL, NULL, g, jb->y + i * m, !q && g > 3 ? 8 : ROPS_RB, 0,
-                0};
-            if (q) {
-                struct rops_xq8 *xq = buf + used;
-                for (int64_t c0 = 0; c0 < k; c0 += Q8_TILE) {
-                    const int64_t nb = (k - c0 < Q8_TILE ? k - c0 : Q8_TILE) / 32;
-                    for (int64_t ii = 0; ii < g; ii++)
-                        t.k->quantize_x(jb->x + (i + ii) * k + c0, nb,
-                                        xq + g * (c0 / 32) + ii * nb);
-                }
-                u->xq = xq;
-                used += n_blocks;
-            }
-            u->block_cost = u->grain * row_cost(jb->w, g);
-            t.work += m * k * g;
-            u->blocks = (m + u->grain - 1) / u->grain;
-            t.cost += u->blocks * u->block_cost;
-            i += g;
-        }
-    }
+    batch_init(ex, &t);
+    for (int j = 0; j < n_jobs; j++)
+        if (jobs[j].n >= 1 && jobs[j].n <= ROPS_BATCH_MAX_N && jobs[j].w->n_rows >= 1)
+            batch_add(ex, &t, &jobs[j], buf, cap, &used);
     batch_flush(ex, &t);
 }
 
@@ -465,19 +483,28 @@ struct ssm_task {
     const struct rops_scan_args *scan;
     int64_t d_inner;
     const struct rops_kernels *k;
+    const struct batch_unit *dt; /* NULL, or the scan's dt product (rops_scan_args.dt_proj) */
+    bool one_order;
 };
 
 static void ssm_thread(void *arg, int ith, int nth) {
     const struct ssm_task *t = arg;
-    /* channels in runs of 8 (one vector) per thread */
-    const int64_t groups = (t->d_inner + 7) / 8;
-    int64_t c0 = groups * ith / nth * 8, c1 = groups * (ith + 1) / nth * 8;
+    /* channels in runs of 16 (an AVX-512 vector) per thread: a thread's dt rows then start
+       where a whole row's vectors do, and softplus_bias gives them the same bits */
+    const int64_t groups = (t->d_inner + 15) / 16;
+    int64_t c0 = groups * ith / nth * 16, c1 = groups * (ith + 1) / nth * 16;
     if (c1 > t->d_inner) c1 = t->d_inner;
     if (c0 >= c1) return;
-    if (t->conv)
+    if (t->conv) {
         t->k->conv_channels(t->conv, c0, c1);
-    else
-        t->k->scan_channels(t->scan, c0, c1);
+        return;
+    }
+    if (t->dt) { /* one token: its dt rows of these channels */
+        const struct rops_dt_proj *p = t->scan->dt_proj;
+        batch_rows(t->k, t->dt, c0, c1, t->one_order);
+        t->k->softplus_bias(p->dt + c0, p->bias + c0, 1, c1 - c0);
+    }
+    t->k->scan_channels(t->scan, c0, c1);
 }
 
 static int ssm_threads(const struct rops_exec *ex, int64_t work) {
@@ -491,13 +518,37 @@ static int ssm_threads(const struct rops_exec *ex, int64_t work) {
  * channel, and on the caller alone Mamba's 1536 channels took 3.5 us of each layer, 2.2 us in
  * two threads (bench/RESULTS.md). */
 void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a) {
-    struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa)};
+    struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa), NULL, false};
     rpool_run(ex->pool, ssm_thread, &t,
               ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
 }
 
+/* Input blocks a scan's dt product may take on the stack: Falcon-Mamba-7B's dt_rank of 256 */
+#define DT_STACK_BLOCKS 16
+
+/* With dt_proj, one token's dt product goes in the scan's own hand-off: as a product of its own
+ * it was Mamba's smallest (48 x 1536), a hand-off and a wait for 147 KB, then softplus on the
+ * caller alone (bench/RESULTS.md). */
 void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
-    struct ssm_task t = {NULL, a, a->d_inner, rops_kernels_of(ex->isa)};
+    const struct rops_dt_proj *p = a->dt_proj;
+    struct ssm_task t = {NULL, a, a->d_inner, rops_kernels_of(ex->isa), NULL, ex->one_order};
+    struct batch_task dt;
+    _Alignas(64) struct rops_xq8 buf[DT_STACK_BLOCKS];
+    if (p) {
+        assert(p->dt == a->dt && p->w->n_rows == a->d_inner);
+        const int64_t n = a->n_seqs * a->n_tok;
+        if (n == 1 && batch_fits_one(p->w, DT_STACK_BLOCKS)) {
+            int64_t used = 0;
+            batch_init(ex, &dt);
+            batch_add(ex, &dt, &(struct rops_matjob){p->w, p->x, 1, p->dt}, buf, DT_STACK_BLOCKS,
+                      &used);
+            assert(dt.n_units == 1);
+            t.dt = &dt.u[0];
+        } else {
+            rops_matmul(ex, p->w, p->x, n, p->dt);
+            rops_softplus_bias(ex->isa, p->dt, p->bias, n, a->d_inner);
+        }
+    }
     rpool_run(ex->pool, ssm_thread, &t,
               ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state));
 }

@@ -223,6 +223,13 @@ struct rops_conv_args {
 };
 void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a);
 
+/* The product that makes the scan's dt (rops_scan_args.dt_proj): dt = softplus(w · x + bias). */
+struct rops_dt_proj {
+    const struct rops_mat *w;
+    const float *x, *bias;
+    float *dt;
+};
+
 /*
  * The scan. s: per sequence a d_inner x d_state state (s[c*d_state + n]), sequence s's at
  * ssm_state + s * d_inner * d_state, updated in place. Per token t:
@@ -240,6 +247,11 @@ struct rops_scan_args {
     int64_t n_seqs, n_tok, d_inner, d_state;
     float *y;
     float *const *save;
+    /* NULL, or dt is made first: dt = softplus(dt_proj->w · x + bias) for every token (w:
+       d_inner rows, x: tokens x w->n_cols, dt_proj->dt == dt above). For one token each thread
+       makes the rows of its own channels, in the scan's hand-off; the same bits as
+       rops_matmul and rops_softplus_bias. */
+    const struct rops_dt_proj *dt_proj;
 };
 void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a);
 
