@@ -13,27 +13,32 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../core/core.h"
 
 #define RPOOL_MAX     256
 #define RPOOL_SPIN_NS 200000 /* 0.2 ms: longer than any gap between two kernels of a step */
+#define RPOOL_LINE    64
 
+/* Three cache lines, so that the two sides' spins do not share one: the call (what the workers
+ * spin on, with what they read next, written by the caller in one go), the count the caller
+ * spins on, and the rest. */
 struct rpool {
-    int n;
-    pthread_t *threads;
-    pthread_mutex_t mu;
-    pthread_cond_t wake; /* workers: a new generation or stop */
-    pthread_cond_t done; /* caller: pending reached 0 */
-    _Atomic unsigned gen;
-    _Atomic int pending;
+    _Alignas(RPOOL_LINE) _Atomic unsigned gen;
     _Atomic bool stop;
-    _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
-    bool caller_sleeping;
     rpool_fn fn;
     void *arg;
     int nth;
+    _Alignas(RPOOL_LINE) _Atomic int pending;
+    _Alignas(RPOOL_LINE) int n;
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;  /* workers: a new generation or stop */
+    pthread_cond_t done;  /* caller: pending reached 0 */
+    _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
+    bool caller_sleeping;
 };
 
 struct worker_arg {
@@ -100,7 +105,8 @@ struct rpool *rpool_create(int n_threads) {
         rcore_error_set("thread pool: %d threads requested (1..%d)", n_threads, RPOOL_MAX);
         return NULL;
     }
-    struct rpool *p = calloc(1, sizeof *p);
+    struct rpool *p = aligned_alloc(RPOOL_LINE, sizeof *p); /* a multiple of the line */
+    if (p) memset(p, 0, sizeof *p);
     if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads))) {
         free(p);
         rcore_error_set("thread pool: out of memory");
