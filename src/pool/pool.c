@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,22 @@
 #define RPOOL_MAX     256
 #define RPOOL_SPIN_NS 200000 /* 0.2 ms: longer than any gap between two kernels of a step */
 #define RPOOL_LINE    64
+
+#ifdef RPOOL_PROFILE
+/* A profiled build (cmake -DRECUR_POOL_PROFILE=ON) times every parallel call, per function
+ * run: the caller's time from the end of the call before to this one's start (the serial steps
+ * between kernels, while the workers spin), worker 1's lag to start, the time each of the two
+ * spends in fn, and the caller's wait for the workers after its own share. rpool_free prints
+ * them (bench/pool_profile.py names the functions). Gaps over RPOOL_PROF_IDLE_NS are the pool
+ * left idle, not counted. */
+#include <stdio.h>
+#define RPOOL_PROF_ROWS    64
+#define RPOOL_PROF_IDLE_NS 1000000
+struct rpool_prof_row {
+    rpool_fn fn;
+    uint64_t calls, gaps, gap, lag, caller, worker, wait; /* ns, summed */
+};
+#endif
 
 /* Three cache lines, so that the two sides' spins do not share one: the call (what the workers
  * spin on, with what they read next, written by the caller in one go), the count the caller
@@ -39,6 +56,11 @@ struct rpool {
     pthread_cond_t done;  /* caller: pending reached 0 */
     _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
     bool caller_sleeping;
+#ifdef RPOOL_PROFILE
+    _Alignas(RPOOL_LINE) _Atomic uint64_t w_start, w_end; /* worker 1's, this call */
+    uint64_t t_end;                                       /* the last call's end */
+    struct rpool_prof_row prof[RPOOL_PROF_ROWS];
+#endif
 };
 
 struct worker_arg {
@@ -95,7 +117,13 @@ static void *worker_main(void *varg) {
     for (;;) {
         seen = wait_generation(p, seen);
         if (atomic_load(&p->stop)) return NULL;
+#ifdef RPOOL_PROFILE
+        if (ith == 1) atomic_store_explicit(&p->w_start, now_ns(), memory_order_relaxed);
+#endif
         if (ith < p->nth) p->fn(p->arg, ith, p->nth);
+#ifdef RPOOL_PROFILE
+        if (ith == 1) atomic_store_explicit(&p->w_end, now_ns(), memory_order_relaxed);
+#endif
         finish_one(p);
     }
 }
@@ -135,8 +163,44 @@ struct rpool *rpool_create(int n_threads) {
     return p;
 }
 
+#ifdef RPOOL_PROFILE
+static void prof_add(struct rpool *p, rpool_fn fn, uint64_t t_pub, uint64_t t_fn, uint64_t t_end) {
+    struct rpool_prof_row *r = p->prof;
+    while (r < p->prof + RPOOL_PROF_ROWS - 1 && r->fn && r->fn != fn) r++;
+    r->fn = fn; /* the last row takes every function past the table's room */
+    r->calls++;
+    if (p->t_end && t_pub - p->t_end < RPOOL_PROF_IDLE_NS) {
+        r->gaps++;
+        r->gap += t_pub - p->t_end;
+    }
+    const uint64_t ws = atomic_load_explicit(&p->w_start, memory_order_relaxed),
+                   we = atomic_load_explicit(&p->w_end, memory_order_relaxed);
+    r->lag += ws > t_pub ? ws - t_pub : 0;
+    r->worker += we > ws ? we - ws : 0;
+    r->caller += t_fn - t_pub;
+    r->wait += t_end - t_fn;
+    p->t_end = t_end;
+}
+
+static void prof_print(const struct rpool *p) {
+    for (const struct rpool_prof_row *r = p->prof; r < p->prof + RPOOL_PROF_ROWS && r->fn; r++) {
+        const double n = (double)r->calls;
+        fprintf(stderr,
+                "rpool profile: fn rpool_run%+lld calls %llu gap %.3f lag %.3f caller %.3f "
+                "worker %.3f wait %.3f (us a call)\n",
+                (long long)((intptr_t)r->fn - (intptr_t)rpool_run), (unsigned long long)r->calls,
+                r->gaps ? (double)r->gap / (double)r->gaps / 1e3 : 0.0, (double)r->lag / n / 1e3,
+                (double)r->caller / n / 1e3, (double)r->worker / n / 1e3,
+                (double)r->wait / n / 1e3);
+    }
+}
+#endif
+
 void rpool_free(struct rpool *p) {
     if (!p) return;
+#ifdef RPOOL_PROFILE
+    prof_print(p);
+#endif
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->wake);
@@ -159,6 +223,11 @@ void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
         return;
     }
     if (nth > p->n) nth = p->n;
+#ifdef RPOOL_PROFILE
+    const uint64_t t_pub = now_ns();
+    atomic_store_explicit(&p->w_start, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->w_end, 0, memory_order_relaxed);
+#endif
     p->fn = fn;
     p->arg = arg;
     p->nth = nth;
@@ -173,6 +242,9 @@ void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
     }
     fn(arg, 0, nth);
     const uint64_t t0 = now_ns();
+#ifdef RPOOL_PROFILE
+    const uint64_t t_fn = t0;
+#endif
     for (unsigned spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
         if ((spins & 255) == 255 && now_ns() - t0 > RPOOL_SPIN_NS) {
             pthread_mutex_lock(&p->mu);
@@ -184,4 +256,7 @@ void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
         }
         cpu_relax();
     }
+#ifdef RPOOL_PROFILE
+    prof_add(p, fn, t_pub, t_fn, now_ns());
+#endif
 }
