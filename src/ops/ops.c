@@ -67,6 +67,7 @@ struct matmul_task {
     float *y;
     const struct rops_kernels *k;
     bool one_order; /* each input by the one-input kernel (rops_exec.one_order) */
+    const struct rpool *pool;
 };
 
 static void matmul_thread(void *arg, int ith, int nth) {
@@ -75,7 +76,8 @@ static void matmul_thread(void *arg, int ith, int nth) {
        where they run, else ROPS_RB */
     const int64_t rb = t->n > 3 && !t->one_order ? 8 : ROPS_RB;
     const int64_t m = t->w->n_rows, blocks = (m + rb - 1) / rb;
-    int64_t r0 = blocks * ith / nth * rb, r1 = blocks * (ith + 1) / nth * rb;
+    int64_t r0 = rpool_share(t->pool, ith, nth, blocks) * rb,
+            r1 = rpool_share(t->pool, ith + 1, nth, blocks) * rb;
     if (r1 > m) r1 = m;
     if (r0 >= r1) return;
     if (t->one_order)
@@ -94,8 +96,8 @@ static int matmul_threads(const struct rops_exec *ex, int64_t work) {
 
 static void matmul_f32_inputs(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
                               int64_t n, float *y) {
-    struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa), ex->one_order && n > 1};
-    rpool_run(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
+    struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa), ex->one_order && n > 1, ex->pool};
+    rpool_run_shared(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
 }
 
 struct q8_task {
@@ -238,7 +240,8 @@ struct batch_task {
     int64_t cost; /* of all blocks of all units */
     int64_t work; /* multiply-adds of all units, for matmul_threads */
     const struct rops_kernels *k;
-    bool one_order; /* rops_exec's */
+    bool one_order;           /* rops_exec's */
+    const struct rpool *pool; /* the threads' parts (rpool_share) */
 };
 
 /* A row's share of a batch's time, in bytes' worth of streaming from memory. One input streams
@@ -297,16 +300,18 @@ static void batch_part(const struct batch_task *t, int64_t lo, int64_t hi) {
     }
 }
 
-/* Even shares of the cost, a thread's blocks contiguous (parts claimed in turn from a counter,
- * 32 KiB of weights each, so that a slower thread took fewer, made generation 1.3x slower:
- * each thread's weights then came in short streams). */
+/* Shares of the cost by the threads' recent speeds (rpool_share), a thread's blocks contiguous
+ * (parts claimed in turn from a counter, 32 KiB of weights each, so that a slower thread took
+ * fewer, made generation 1.3x slower: each thread's weights then came in short streams). */
 static void batch_thread(void *arg, int ith, int nth) {
     const struct batch_task *t = arg;
-    batch_part(t, t->cost * ith / nth, t->cost * (ith + 1) / nth);
+    batch_part(t, rpool_share(t->pool, ith, nth, t->cost),
+               rpool_share(t->pool, ith + 1, nth, t->cost));
 }
 
 static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
-    if (t->n_units > 0) rpool_run(ex->pool, batch_thread, t, matmul_threads(ex, t->work));
+    t->pool = ex->pool;
+    if (t->n_units > 0) rpool_run_shared(ex->pool, batch_thread, t, matmul_threads(ex, t->work));
     t->n_units = 0;
     t->cost = 0;
     t->work = 0;

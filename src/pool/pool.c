@@ -45,6 +45,7 @@ struct rpool_prof_row {
 struct rpool {
     _Alignas(RPOOL_LINE) _Atomic unsigned gen;
     _Atomic bool stop;
+    bool shared; /* the call is rpool_run_shared's: bounds and times below */
     rpool_fn fn;
     void *arg;
     int nth;
@@ -56,12 +57,29 @@ struct rpool {
     pthread_cond_t done;  /* caller: pending reached 0 */
     _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
     bool caller_sleeping;
+    /* rpool_run_shared: bound[i], i in [0, nth], the start of thread i's part in 1 / 2^20ths
+       (bound[nth] = 2^20) for this call; speed[i] the parts a second thread i ran lately,
+       relative to the others'; ns[i] (a line each) its time in fn this call */
+    uint32_t *bound;
+    double *speed;
+    struct rpool_time *ns;
 #ifdef RPOOL_PROFILE
     _Alignas(RPOOL_LINE) _Atomic uint64_t w_start, w_end; /* worker 1's, this call */
     uint64_t t_end;                                       /* the last call's end */
     struct rpool_prof_row prof[RPOOL_PROF_ROWS];
 #endif
 };
+
+struct rpool_time {
+    _Alignas(RPOOL_LINE) uint64_t ns;
+};
+
+/* rpool_share's fixed point; each call moves the speeds 1/RPOOL_SPEED_STEP of the way to what it
+ * measured, a thread's part stays within [1/2, 2] of an even one, and calls whose parts took
+ * less than RPOOL_SPEED_MIN_NS are not timed (a hand-off's jitter is ~1 us) */
+#define RPOOL_ONE          (1u << 20)
+#define RPOOL_SPEED_STEP   16.0
+#define RPOOL_SPEED_MIN_NS 4000
 
 struct worker_arg {
     struct rpool *pool;
@@ -120,7 +138,11 @@ static void *worker_main(void *varg) {
 #ifdef RPOOL_PROFILE
         if (ith == 1) atomic_store_explicit(&p->w_start, now_ns(), memory_order_relaxed);
 #endif
-        if (ith < p->nth) p->fn(p->arg, ith, p->nth);
+        if (ith < p->nth) {
+            const uint64_t t0 = p->shared ? now_ns() : 0;
+            p->fn(p->arg, ith, p->nth);
+            if (p->shared) p->ns[ith].ns = now_ns() - t0;
+        }
 #ifdef RPOOL_PROFILE
         if (ith == 1) atomic_store_explicit(&p->w_end, now_ns(), memory_order_relaxed);
 #endif
@@ -135,11 +157,16 @@ struct rpool *rpool_create(int n_threads) {
     }
     struct rpool *p = aligned_alloc(RPOOL_LINE, sizeof *p); /* a multiple of the line */
     if (p) memset(p, 0, sizeof *p);
-    if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads))) {
+    if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads)) ||
+        !(p->bound = calloc((size_t)n_threads + 1, sizeof *p->bound)) ||
+        !(p->speed = calloc((size_t)n_threads, sizeof *p->speed)) ||
+        !(p->ns = aligned_alloc(RPOOL_LINE, (size_t)n_threads * sizeof *p->ns))) {
+        if (p) free(p->threads), free(p->bound), free(p->speed);
         free(p);
         rcore_error_set("thread pool: out of memory");
         return NULL;
     }
+    for (int i = 0; i < n_threads; i++) p->speed[i] = 1.0;
     p->n = 1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -210,6 +237,9 @@ void rpool_free(struct rpool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p->threads);
+    free(p->bound);
+    free(p->speed);
+    free(p->ns);
     free(p);
 }
 
@@ -217,12 +247,60 @@ int rpool_size(const struct rpool *p) {
     return p ? p->n : 1;
 }
 
+/* The parts of a shared call of nth threads, from the speeds. */
+static void set_bounds(struct rpool *p, int nth) {
+    double sum = 0;
+    for (int i = 0; i < nth; i++) sum += p->speed[i];
+    double at = 0;
+    for (int i = 0; i < nth; i++) {
+        p->bound[i] = (uint32_t)(at / sum * RPOOL_ONE + 0.5);
+        at += p->speed[i];
+    }
+    p->bound[nth] = RPOOL_ONE;
+}
+
+/* After a shared call: each thread's parts a nanosecond against the mean of all, and the speeds
+ * moved towards those ratios. */
+static void update_speeds(struct rpool *p, int nth) {
+    double rate[RPOOL_MAX], mean = 0;
+    for (int i = 0; i < nth; i++) {
+        const uint32_t part = p->bound[i + 1] - p->bound[i];
+        if (p->ns[i].ns < RPOOL_SPEED_MIN_NS || part == 0) return;
+        rate[i] = (double)part / (double)p->ns[i].ns;
+        mean += rate[i] / nth;
+    }
+    for (int i = 0; i < nth; i++) {
+        const double s = p->speed[i] + (rate[i] / mean - p->speed[i]) / RPOOL_SPEED_STEP;
+        p->speed[i] = s < 0.5 ? 0.5 : s > 2.0 ? 2.0 : s;
+    }
+}
+
+int64_t rpool_share(const struct rpool *p, int ith, int nth, int64_t total) {
+    if (!p || !p->shared || nth != p->nth) return total * ith / nth;
+    /* total * bound / 2^20 without overflow: its high and low 20 bits apart */
+    const int64_t b = p->bound[ith];
+    return (total >> 20) * b + (((total & (RPOOL_ONE - 1)) * b) >> 20);
+}
+
+static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared);
+
 void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
+    run(p, fn, arg, nth, false);
+}
+
+void rpool_run_shared(struct rpool *p, rpool_fn fn, void *arg, int nth) {
+    run(p, fn, arg, nth, true);
+}
+
+static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared) {
     if (!p || nth <= 1 || p->n == 1) {
+        if (p) p->shared = false; /* no worker reads it before the next call sets it */
         fn(arg, 0, 1);
         return;
     }
     if (nth > p->n) nth = p->n;
+    if (shared) set_bounds(p, nth);
+    p->shared = shared;
 #ifdef RPOOL_PROFILE
     const uint64_t t_pub = now_ns();
     atomic_store_explicit(&p->w_start, 0, memory_order_relaxed);
@@ -240,8 +318,10 @@ void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
+    const uint64_t t_start = shared ? now_ns() : 0;
     fn(arg, 0, nth);
     const uint64_t t0 = now_ns();
+    if (shared) p->ns[0].ns = t0 - t_start;
 #ifdef RPOOL_PROFILE
     const uint64_t t_fn = t0;
 #endif
@@ -256,6 +336,7 @@ void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
         }
         cpu_relax();
     }
+    if (shared) update_speeds(p, nth);
 #ifdef RPOOL_PROFILE
     prof_add(p, fn, t_pub, t_fn, now_ns());
 #endif

@@ -13,6 +13,7 @@
 #define RECUR_POOL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct rpool;
 
@@ -31,5 +32,16 @@ int rpool_size(const struct rpool *pool);
 /* Runs fn(arg, i, nth) for every i in [0, nth) and returns when all are done; the caller runs
  * i = 0. nth is clamped to [1, rpool_size]. A NULL pool runs fn(arg, 0, 1) on the caller. */
 void rpool_run(struct rpool *pool, rpool_fn fn, void *arg, int nth);
+
+/* As rpool_run, for work that fn shares out with rpool_share: any split of it gives the same
+ * results, and a part costs in proportion to its size. The threads' parts follow how fast each
+ * ran the shared calls before: on a machine shared with others one core can run 5-30% slower
+ * than the other for seconds, and an even split then leaves the other waiting. */
+void rpool_run_shared(struct rpool *pool, rpool_fn fn, void *arg, int nth);
+
+/* In fn of rpool_run_shared, where thread ith's part of [0, total) starts; its part ends where
+ * thread ith + 1's starts (ith = nth gives total). Even parts (total * ith / nth) in a call of
+ * rpool_run, with a NULL pool, or before the pool has timed enough calls. */
+int64_t rpool_share(const struct rpool *pool, int ith, int nth, int64_t total);
 
 #endif /* RECUR_POOL_H */

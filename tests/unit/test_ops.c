@@ -77,6 +77,63 @@ static void test_pool(void) {
     rpool_free(NULL);
 }
 
+/* A shared call's work: each thread's part of `total` units, and a busy loop of `slow[ith]`
+ * spins a unit (thread 1 made slower than thread 0, as a busy core is). */
+struct share_task {
+    const struct rpool *pool;
+    int64_t total;
+    int slow[4];
+    int64_t lo[4], hi[4];
+    _Atomic int bad;
+    volatile unsigned sink[4 * 16];
+};
+
+static void share_fn(void *arg, int ith, int nth) {
+    struct share_task *t = arg;
+    const int64_t lo = rpool_share(t->pool, ith, nth, t->total),
+                  hi = rpool_share(t->pool, ith + 1, nth, t->total);
+    if (lo > hi || lo < 0 || hi > t->total) atomic_fetch_add(&t->bad, 1);
+    t->lo[ith] = lo;
+    t->hi[ith] = hi;
+    unsigned x = (unsigned)ith;
+    for (int64_t u = lo; t->slow[ith] > 0 && u < hi; u++) /* slow 0: the split alone */
+        for (int k = 0; k < t->slow[ith]; k++) x = x * 1664525u + 1013904223u;
+    t->sink[ith * 16] = x;
+}
+
+/* rpool_run_shared's parts: they tile [0, total) whatever the pool has learnt, start even, and
+ * move work off a thread that runs its parts at half the speed (towards a third of it) or a
+ * tenth (down to the floor, a fifth); rpool_run's calls and no pool split evenly. */
+static void test_pool_shared(void) {
+    CHECK(rpool_share(NULL, 1, 3, 300) == 100 && rpool_share(NULL, 3, 3, 300) == 300);
+    const int slows[3][2] = {{40, 40}, {40, 80}, {40, 400}};
+    const double lo_part[3] = {0.3, 0.25, 0.19}, hi_part[3] = {0.7, 0.42, 0.23};
+    for (int c = 0; c < 3; c++) {
+        struct rpool *p = rpool_create(2);
+        REQUIRE(p);
+        struct share_task t = {.pool = p, .total = 2000, .slow = {slows[c][0], slows[c][1]}};
+        rpool_run_shared(p, share_fn, &t, 2);
+        CHECK_MSG(t.hi[0] == 1000 && t.lo[1] == 1000, "first shared call: %lld | %lld",
+                  (long long)t.hi[0], (long long)t.lo[1]);
+        for (int r = 0; r < 400; r++) rpool_run_shared(p, share_fn, &t, 2);
+        const double part1 = (double)(t.hi[1] - t.lo[1]) / (double)t.total;
+        CHECK_MSG(t.bad == 0 && t.lo[0] == 0 && t.hi[0] == t.lo[1] && t.hi[1] == t.total &&
+                      part1 > lo_part[c] && part1 < hi_part[c],
+                  "thread 1 %d spins a unit against %d: its part %.3f (%.2f..%.2f expected)",
+                  slows[c][1], slows[c][0], part1, lo_part[c], hi_part[c]);
+        /* a plain call of the same pool splits evenly, and the next shared one resumes */
+        rpool_run(p, share_fn, &t, 2);
+        CHECK(t.hi[0] == 1000 && t.lo[1] == 1000);
+        /* totals past 2^40 split without overflow, the parts still tiling them */
+        t.slow[0] = t.slow[1] = 0;
+        t.total = (int64_t)1 << 50;
+        rpool_run_shared(p, share_fn, &t, 2);
+        CHECK(t.bad == 0 && t.lo[0] == 0 && t.hi[0] == t.lo[1] && t.hi[1] == t.total &&
+              t.hi[0] > t.total / 8);
+        rpool_free(p);
+    }
+}
+
 /* ---- matmul -------------------------------------------------------------------------------- */
 
 /* A random matrix in a ggml type, and its exact values (as float64) for the reference. */
@@ -959,6 +1016,7 @@ static void test_ssm2_chunked(void) {
 int main(void) {
     printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
     RUN(test_pool);
+    RUN(test_pool_shared);
     RUN(test_matmul);
     RUN(test_quantize);
     RUN(test_quantize_inputs);
