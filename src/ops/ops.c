@@ -490,6 +490,7 @@ struct ssm_task {
     const struct rops_kernels *k;
     const struct batch_unit *dt; /* NULL, or the scan's dt product (rops_scan_args.dt_proj) */
     bool one_order;
+    const struct rpool *pool; /* the threads' channels (rpool_share) */
 };
 
 static void ssm_thread(void *arg, int ith, int nth) {
@@ -497,7 +498,8 @@ static void ssm_thread(void *arg, int ith, int nth) {
     /* channels in runs of 16 (an AVX-512 vector) per thread: a thread's dt rows then start
        where a whole row's vectors do, and softplus_bias gives them the same bits */
     const int64_t groups = (t->d_inner + 15) / 16;
-    int64_t c0 = groups * ith / nth * 16, c1 = groups * (ith + 1) / nth * 16;
+    int64_t c0 = rpool_share(t->pool, ith, nth, groups) * 16,
+            c1 = rpool_share(t->pool, ith + 1, nth, groups) * 16;
     if (c1 > t->d_inner) c1 = t->d_inner;
     if (c0 >= c1) return;
     if (t->conv) {
@@ -523,9 +525,9 @@ static int ssm_threads(const struct rops_exec *ex, int64_t work) {
  * channel, and on the caller alone Mamba's 1536 channels took 3.5 us of each layer, 2.2 us in
  * two threads (bench/RESULTS.md). */
 void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a) {
-    struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa), NULL, false};
-    rpool_run(ex->pool, ssm_thread, &t,
-              ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
+    struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa), NULL, false, ex->pool};
+    rpool_run_shared(ex->pool, ssm_thread, &t,
+                     ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
 }
 
 /* Input blocks a scan's dt product may take on the stack: Falcon-Mamba-7B's dt_rank of 256 */
@@ -536,7 +538,8 @@ void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a) {
  * caller alone (bench/RESULTS.md). */
 void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
     const struct rops_dt_proj *p = a->dt_proj;
-    struct ssm_task t = {NULL, a, a->d_inner, rops_kernels_of(ex->isa), NULL, ex->one_order};
+    struct ssm_task t = {NULL,          a,       a->d_inner, rops_kernels_of(ex->isa), NULL,
+                         ex->one_order, ex->pool};
     struct batch_task dt;
     _Alignas(64) struct rops_xq8 buf[DT_STACK_BLOCKS];
     if (p) {
@@ -554,8 +557,8 @@ void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
             rops_softplus_bias(ex->isa, p->dt, p->bias, n, a->d_inner);
         }
     }
-    rpool_run(ex->pool, ssm_thread, &t,
-              ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state));
+    rpool_run_shared(ex->pool, ssm_thread, &t,
+                     ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state));
 }
 
 /* ---- Mamba-2's scan ------------------------------------------------------------------------ */
@@ -563,17 +566,19 @@ void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
 struct scan2_task {
     const struct rops_scan2_args *a;
     const struct rops_kernels *k;
+    const struct rpool *pool; /* the threads' heads (rpool_share) */
 };
 
 static void scan2_thread(void *arg, int ith, int nth) {
     const struct scan2_task *t = arg;
-    const int64_t h0 = t->a->n_head * ith / nth, h1 = t->a->n_head * (ith + 1) / nth;
+    const int64_t h0 = rpool_share(t->pool, ith, nth, t->a->n_head),
+                  h1 = rpool_share(t->pool, ith + 1, nth, t->a->n_head);
     t->k->scan2_heads(t->a, h0, h1);
 }
 
 void rops_ssm_scan2(const struct rops_exec *ex, const struct rops_scan2_args *a) {
-    struct scan2_task t = {a, rops_kernels_of(ex->isa)};
+    struct scan2_task t = {a, rops_kernels_of(ex->isa), ex->pool};
     int64_t nth = ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state);
     if (nth > a->n_head) nth = a->n_head;
-    rpool_run(ex->pool, scan2_thread, &t, (int)nth);
+    rpool_run_shared(ex->pool, scan2_thread, &t, (int)nth);
 }

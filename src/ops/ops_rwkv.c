@@ -22,13 +22,15 @@ struct wkv_task {
     const struct rops_wkv_args *a;
     const struct rops_kernels *k;
     bool v7, one_order;
+    const struct rpool *pool; /* the threads' heads (rpool_share) */
 };
 
 static void wkv_thread(void *arg, int ith, int nth) {
     const struct wkv_task *t = arg;
     const struct rops_wkv_args *a = t->a;
     const int64_t hs = a->head_size, H = a->n_embd / hs, E = a->n_embd;
-    const int64_t h0 = H * ith / nth, h1 = H * (ith + 1) / nth;
+    const int64_t h0 = rpool_share(t->pool, ith, nth, H),
+                  h1 = rpool_share(t->pool, ith + 1, nth, H);
     /* a head's tokens one after the other: its state stays in L1 over the run */
     for (int64_t s = 0; s < a->n_seqs; s++)
         for (int64_t h = h0; h < h1; h++) {
@@ -56,7 +58,7 @@ static void wkv_thread(void *arg, int ith, int nth) {
 }
 
 static void wkv_run(const struct rops_exec *ex, const struct rops_wkv_args *a, bool v7) {
-    struct wkv_task t = {a, rops_kernels_of(ex->isa), v7, ex->one_order};
+    struct wkv_task t = {a, rops_kernels_of(ex->isa), v7, ex->one_order, ex->pool};
     const int64_t H = a->n_embd / a->head_size;
     int64_t nth = ex->n_threads;
     /* a thread's share must outweigh the hand-off: ~4096 state updates at least */
@@ -64,7 +66,7 @@ static void wkv_run(const struct rops_exec *ex, const struct rops_wkv_args *a, b
     if (nth > work / 4096) nth = work / 4096;
     if (nth > H) nth = H;
     if (nth < 1) nth = 1;
-    rpool_run(ex->pool, wkv_thread, &t, (int)nth);
+    rpool_run_shared(ex->pool, wkv_thread, &t, (int)nth);
 }
 
 void rops_wkv6(const struct rops_exec *ex, const struct rops_wkv_args *a) {
