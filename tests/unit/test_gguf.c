@@ -1228,8 +1228,9 @@ static long minor_faults(void) {
     return ru.ru_minflt + ru.ru_majflt;
 }
 
-/* Page faults taken reading one byte of every page of t. */
-static long faults_reading(const struct rgguf_tensor *t) {
+/* Page faults taken reading one byte of every page of t (not through AddressSanitizer's checks,
+ * whose shadow pages take faults of their own). */
+__attribute__((no_sanitize_address)) static long faults_reading(const struct rgguf_tensor *t) {
     const long page = sysconf(_SC_PAGESIZE), before = minor_faults();
     unsigned sum = 0;
     for (size_t o = 0; o < t->nbytes; o += (size_t)page)
@@ -1249,7 +1250,6 @@ static void test_prefault(void) {
     bb_tensor(&b, "warm", 1, ne, RGGUF_F32, (uint64_t)N * 4);
     bb_pad(&b, 32);
     const size_t data = b.n;
-    bb_put(&b, NULL, 0);
     b.cap = data + (size_t)N * 8;
     REQUIRE((b.p = realloc(b.p, b.cap)));
     for (size_t i = 0; i < (size_t)N * 8; i++) b.p[data + i] = (uint8_t)(i * 7 + 1);
