@@ -72,8 +72,8 @@ struct matmul_task {
 
 static void matmul_thread(void *arg, int ith, int nth) {
     const struct matmul_task *t = arg;
-    /* whole blocks of rows per thread, as even as the blocks allow; the prompt kernels' (8)
-       where they run, else ROPS_RB */
+    /* whole blocks of rows per thread, the parts by the threads' speeds (rpool_share); the
+       prompt kernels' (8) where they run, else ROPS_RB */
     const int64_t rb = t->n > 3 && !t->one_order ? 8 : ROPS_RB;
     const int64_t m = t->w->n_rows, blocks = (m + rb - 1) / rb;
     int64_t r0 = rpool_share(t->pool, ith, nth, blocks) * rb,
@@ -319,8 +319,8 @@ static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
 
 /* Adds a job with weights of rops_qmatmul's types to t: its inputs quantized whole into buf
  * (cap blocks, used of them taken) on the caller, a unit of all of them (the kernels take the
- * inputs four at a time); a job wider than buf goes alone through rops_qmatmul. */
-static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
+ * inputs four at a time); a job wider than buf goes alone through rops_qmatmul (false). */
+static bool batch_qdot(const struct rops_exec *ex, struct batch_task *t,
                        const struct rops_matjob *jb, struct rops_xq8 *buf, int64_t cap,
                        int64_t *used) {
     const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
@@ -328,7 +328,7 @@ static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
     const size_t room = (size_t)cap * sizeof *buf;
     if (bytes > room) {
         rops_qmatmul(ex, jb->w, jb->x, jb->n, jb->y, matmul_threads(ex, m * k * jb->n));
-        return;
+        return false;
     }
     /* q8_K's blocks hold floats: each input's blocks from a 64-byte boundary of buf */
     size_t start = ((size_t)*used * sizeof *buf + 63) & ~(size_t)63;
@@ -345,6 +345,7 @@ static void batch_qdot(const struct rops_exec *ex, struct batch_task *t,
     t->work += m * k * jb->n;
     u->blocks = (m + u->grain - 1) / u->grain;
     t->cost += u->blocks * u->block_cost;
+    return true;
 }
 
 static void batch_init(const struct rops_exec *ex, struct batch_task *t) {
@@ -357,22 +358,21 @@ static void batch_init(const struct rops_exec *ex, struct batch_task *t) {
 
 /* Adds job jb (1..ROPS_BATCH_MAX_N inputs) to t, its quantized inputs in buf (cap blocks, used of
  * them taken): t's units run first when it has no room left, and a job wider than buf runs
- * alone at once. */
-static void batch_add(const struct rops_exec *ex, struct batch_task *t,
+ * alone at once. True when all of the job is in t's units, false when some of it ran alone. */
+static bool batch_add(const struct rops_exec *ex, struct batch_task *t,
                       const struct rops_matjob *jb, struct rops_xq8 *buf, int64_t cap,
                       int64_t *used) {
     const int64_t k = jb->w->n_cols, m = jb->w->n_rows;
-    if (rops_qmatmul_type(jb->w->type)) {
-        batch_qdot(ex, t, jb, buf, cap, used);
-        return;
-    }
+    if (rops_qmatmul_type(jb->w->type)) return batch_qdot(ex, t, jb, buf, cap, used);
     const bool q = block_type(jb->w->type);
+    bool queued = true;
     /* block weights: three inputs a product, as rops_matmul takes them */
     for (int64_t i = 0; i < jb->n;) {
         const int64_t g = !q ? jb->n : jb->n - i < 3 ? jb->n - i : 3;
         const int64_t n_blocks = q ? g * (k / 32) : 0;
         if (n_blocks > cap) { /* wider than any buffer here: alone, in column tiles */
             matmul_q8_small(ex, jb->w, jb->x + i * k, g, jb->y + i * m);
+            queued = false;
             i += g;
             continue;
         }
@@ -399,15 +399,7 @@ static void batch_add(const struct rops_exec *ex, struct batch_task *t,
         t->cost += u->blocks * u->block_cost;
         i += g;
     }
-}
-
-/* True when one input of w's quantized for it fits cap blocks of struct rops_xq8: batch_add
- * then makes one unit of it without running anything. */
-static bool batch_fits_one(const struct rops_mat *w, int64_t cap) {
-    const size_t room = (size_t)cap * sizeof(struct rops_xq8);
-    if (rops_qmatmul_type(w->type))
-        return rops_qmatmul_input_bytes(w->type, w->n_cols) + 63 <= room;
-    return !block_type(w->type) || w->n_cols / 32 <= cap;
+    return queued;
 }
 
 void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *jobs, int n_jobs) {
@@ -427,7 +419,7 @@ void rops_matmul_batch(const struct rops_exec *ex, const struct rops_matjob *job
     batch_init(ex, &t);
     for (int j = 0; j < n_jobs; j++)
         if (jobs[j].n >= 1 && jobs[j].n <= ROPS_BATCH_MAX_N && jobs[j].w->n_rows >= 1)
-            batch_add(ex, &t, &jobs[j], buf, cap, &used);
+            (void)batch_add(ex, &t, &jobs[j], buf, cap, &used);
     batch_flush(ex, &t);
 }
 
@@ -545,15 +537,16 @@ void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
     if (p) {
         assert(p->dt == a->dt && p->w->n_rows == a->d_inner);
         const int64_t n = a->n_seqs * a->n_tok;
-        if (n == 1 && batch_fits_one(p->w, DT_STACK_BLOCKS)) {
-            int64_t used = 0;
-            batch_init(ex, &dt);
-            batch_add(ex, &dt, &(struct rops_matjob){p->w, p->x, 1, p->dt}, buf, DT_STACK_BLOCKS,
-                      &used);
+        int64_t used = 0;
+        batch_init(ex, &dt);
+        /* one token's product a unit for the scan's threads; else (more tokens, or an input
+           wider than the stack holds, whose product batch_add then ran alone) made here */
+        if (n == 1 && batch_add(ex, &dt, &(struct rops_matjob){p->w, p->x, 1, p->dt}, buf,
+                                DT_STACK_BLOCKS, &used)) {
             assert(dt.n_units == 1);
             t.dt = &dt.u[0];
         } else {
-            rops_matmul(ex, p->w, p->x, n, p->dt);
+            if (n > 1) rops_matmul(ex, p->w, p->x, n, p->dt);
             rops_softplus_bias(ex->isa, p->dt, p->bias, n, a->d_inner);
         }
     }

@@ -7,6 +7,8 @@
  * that a call is over only when no worker can still be looking at its fn / arg / nth.
  * Waiting is a spin on the atomics for up to RPOOL_SPIN_NS, then the mutex and condition
  * variable: the spin makes back-to-back kernel calls cheap, the sleep keeps idle pools idle.
+ * A shared call (rpool_run_shared) also times each thread's fn, and the caller moves the
+ * threads' relative speeds towards what it measured before the next shared call's parts.
  */
 #include "pool.h"
 

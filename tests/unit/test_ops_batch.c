@@ -171,15 +171,18 @@ static double softplus64(double v) {
  * and K types), and a d_inner (536) that two threads split inside an AVX-512 vector when they
  * take channels in runs of 8 (a scalar tail of softplus then gave other bits). dt
  * against float64 over the dequantized weights: within 1e-6 for float weights (measured 2.2e-7),
- * 0.02 where the input is quantized too (measured 0.011, q6_K at 256 columns). */
+ * 0.02 x sqrt(columns / 256) where the input is quantized too, its rounding adding up over the
+ * columns (measured 0.0103 at 256 columns, q6_K; 0.018 at 512, q4_K; 0.022 at 640, q8_0). */
 static void test_scan_dt(void) {
     struct rpool *pool = rpool_create(2);
     REQUIRE(pool);
     const struct {
         uint32_t type;
         int64_t k;
-    } types[] = {{F32, 48},  {F16, 48}, {BF16, 64}, {Q8_0, 160},
-                 {Q4_0, 64}, {6, 160},  {12, 256},  {14, 256}}; /* 6 q5_0, 12 q4_K, 14 q6_K */
+    } types[] = {{F32, 48}, {F16, 48}, {BF16, 64}, {Q8_0, 160}, {Q4_0, 64},
+                 {6, 160},  {12, 256}, {14, 256},  {Q8_0, 640}, {12, 512}};
+    /* 6 q5_0, 12 q4_K, 14 q6_K; the last two wider than the scan's stack buffer of inputs, whose
+       one-token product then runs before the scan's hand-off */
     const int64_t dis[] = {56, 536}, N = 16;
     enum rops_isa isas[ROPS_ISA_COUNT];
     const int n_isas = test_isas(isas);
@@ -259,7 +262,7 @@ static void test_scan_dt(void) {
                     }
                 const bool fl =
                     types[ti].type == F32 || types[ti].type == F16 || types[ti].type == BF16;
-                CHECK_MSG(err < (fl ? 1e-6 : 0.02),
+                CHECK_MSG(err < (fl ? 1e-6 : 0.02 * sqrt((double)k / 256)),
                           "scan dt type %u d_inner %lld n %lld: dt %g "
                           "from float64",
                           types[ti].type, (long long)Di, (long long)n, err);
