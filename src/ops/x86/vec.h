@@ -8,6 +8,8 @@
  *   vec_load/store/set1/bcast/zero, vec_add/sub/mul/div/fma (a * b + c)/fnma (c - a * b),
  *   vec_max/min/abs/copysign, vec_hsum (the sum of the lanes, in a fixed order; vec_hsum8
  *                               that of 8 lanes at either width)
+ *   vec_hsums(v)                lane i: vec_hsum(v[i]) for VL vectors, the same bits (the
+ *                               same tree of adds, VL sums at once)
  *   vec_lanes(n)                the first n lanes (0 <= n, VL and more: all); vec_load_m
  *                               (the others read as zero, not touched), vec_store_m, vec_keep
  *                               (the others zero)
@@ -49,6 +51,23 @@ static inline float vec_hsum(vf v) {
 }
 static inline vf vec_bcast(const float *p) {
     return _mm256_broadcast_ss(p);
+}
+/* vec_hsum8's tree for 8 vectors at once: each level adds the lanes that vec_hsum8's step adds,
+ * of two vectors side by side (lo + hi halves, then elements 0 + 2 and 1 + 3, then 0 + 1) */
+static inline vf vec_hsums(const vf *v) {
+    __m256 h[4], g[2];
+    for (int i = 0; i < 4; i++) /* [v(2i) halves' sum | v(2i + 1)'s] */
+        h[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; i++) {
+        const __m256d a = _mm256_castps_pd(h[2 * i]), b = _mm256_castps_pd(h[2 * i + 1]);
+        g[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    /* lanes v0 v2 v4 v6 | v1 v3 v5 v7, put in order */
+    const __m256 r =
+        _mm256_add_ps(_mm256_shuffle_ps(g[0], g[1], 0x88), _mm256_shuffle_ps(g[0], g[1], 0xdd));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 static inline vf vec_round(vf x) {
     return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -121,6 +140,28 @@ typedef __mmask16 vmask;
 
 static inline float vec_hsum(vf v) {
     return _mm512_reduce_add_ps(v);
+}
+/* _mm512_reduce_add_ps's tree for 16 vectors at once: each level adds the lanes that its step
+ * adds (lanes l + 8 and l, then l + 4 and l, then 0 + 2 and 1 + 3, then 0 + 1), of two vectors
+ * side by side */
+static inline vf vec_hsums(const vf *v) {
+    __m512 h[8], g[4], k[2];
+    for (int i = 0; i < 8; i++) /* quarters q0 + q2, q1 + q3 of v(2i), then of v(2i + 1) */
+        h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+    for (int i = 0; i < 4; i++) /* quarter m: v(4i + m)'s 4 partial sums */
+        g[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd));
+    for (int i = 0; i < 2; i++) {
+        const __m512d a = _mm512_castps_pd(g[2 * i]), b = _mm512_castps_pd(g[2 * i + 1]);
+        k[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    /* lane 4j + m: v(j + 4m); put in order */
+    const __m512 r =
+        _mm512_add_ps(_mm512_shuffle_ps(k[0], k[1], 0x88), _mm512_shuffle_ps(k[0], k[1], 0xdd));
+    return _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 static inline vf vec_bcast(const float *p) {
     return _mm512_set1_ps(*p);
