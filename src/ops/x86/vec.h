@@ -9,7 +9,8 @@
  *   vec_max/min/abs/copysign, vec_hsum (the sum of the lanes, in a fixed order; vec_hsum8
  *                               that of 8 lanes at either width)
  *   vec_hsums(v)                lane i: vec_hsum(v[i]) for VL vectors, the same bits (the
- *                               same tree of adds, VL sums at once)
+ *                               same tree of adds, VL sums at once); vec_hsum8s that of
+ *                               vec_hsum8 for 8 vectors of 8 at either width
  *   vec_lanes(n)                the first n lanes (0 <= n, VL and more: all); vec_load_m
  *                               (the others read as zero, not touched), vec_store_m, vec_keep
  *                               (the others zero)
@@ -36,6 +37,23 @@ static inline float vec_hsum8(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* vec_hsum8's tree for 8 vectors at once: each level adds the lanes that vec_hsum8's step adds,
+ * of two vectors side by side (lo + hi halves, then elements 0 + 2 and 1 + 3, then 0 + 1) */
+static inline __m256 vec_hsum8s(const __m256 *v) {
+    __m256 h[4], g[2];
+    for (int i = 0; i < 4; i++) /* [v(2i) halves' sum | v(2i + 1)'s] */
+        h[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; i++) {
+        const __m256d a = _mm256_castps_pd(h[2 * i]), b = _mm256_castps_pd(h[2 * i + 1]);
+        g[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    /* lanes v0 v2 v4 v6 | v1 v3 v5 v7, put in order */
+    const __m256 r =
+        _mm256_add_ps(_mm256_shuffle_ps(g[0], g[1], 0x88), _mm256_shuffle_ps(g[0], g[1], 0xdd));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
 
 #if ROPS_VEC_WIDTH == 8
 
@@ -52,22 +70,8 @@ static inline float vec_hsum(vf v) {
 static inline vf vec_bcast(const float *p) {
     return _mm256_broadcast_ss(p);
 }
-/* vec_hsum8's tree for 8 vectors at once: each level adds the lanes that vec_hsum8's step adds,
- * of two vectors side by side (lo + hi halves, then elements 0 + 2 and 1 + 3, then 0 + 1) */
 static inline vf vec_hsums(const vf *v) {
-    __m256 h[4], g[2];
-    for (int i = 0; i < 4; i++) /* [v(2i) halves' sum | v(2i + 1)'s] */
-        h[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
-    for (int i = 0; i < 2; i++) {
-        const __m256d a = _mm256_castps_pd(h[2 * i]), b = _mm256_castps_pd(h[2 * i + 1]);
-        g[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
-                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-    }
-    /* lanes v0 v2 v4 v6 | v1 v3 v5 v7, put in order */
-    const __m256 r =
-        _mm256_add_ps(_mm256_shuffle_ps(g[0], g[1], 0x88), _mm256_shuffle_ps(g[0], g[1], 0xdd));
-    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return vec_hsum8s(v);
 }
 static inline vf vec_round(vf x) {
     return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
