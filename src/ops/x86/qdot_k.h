@@ -21,10 +21,11 @@
  * inputs).
  *
  * Then one float step per block and input on the int32 lanes as they are (no horizontal sum a
- * block): lanes += d d_x x isum - dmin d_x x msum, the lanes summed once at the row's end.
- * An input's float steps are the same whatever n and the rows, so its results are the same
- * bits alone or among others; against the portable path (one sum a block) only the order of
- * the float sums differs.
+ * block): lanes += d d_x x isum - dmin d_x x msum, the lanes summed once at the row's end (with
+ * one input, 8 rows' lanes at once by vec_hsum8s, the same bits as vec_hsum8 on each: a row's
+ * own sum had held up the next short row). An input's float steps are the same whatever n and the
+ * rows, so its results are the same bits alone or among others; against the portable path (one sum
+ * a block) only the order of the float sums differs.
  */
 #include <assert.h>
 #include <string.h>
