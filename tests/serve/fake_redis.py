@@ -19,10 +19,11 @@ class FakeRedis:
     .attack is set; then the next SMEMBERS (every one with always=True) gets "drip": DRIP_REPLY
     one byte every 40 ms, or "huge": the header of an array of two billion members and nothing
     more. .held: for each attack, the seconds from its command to the client closing the
-    connection (None while it holds on, or when the drip ended first)."""
+    connection (None while it holds on, or when the drip ended first); .asked: the SMEMBERS
+    received (the lookups that reached the server)."""
 
     def __init__(self, attack=None, always=False):
-        self.attack, self.always, self.held = attack, always, []
+        self.attack, self.always, self.held, self.asked = attack, always, [], 0
         self.lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -97,6 +98,7 @@ class FakeRedis:
                 continue
             name = args[0].upper()
             with self.lock:
+                self.asked += name == b"SMEMBERS"
                 attack = self.attack if name == b"SMEMBERS" else None
                 if attack:
                     if not self.always:

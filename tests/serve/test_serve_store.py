@@ -385,6 +385,33 @@ for attack in ("drip", "huge"):
     S.stop()
     fake.close()
 
+print("a late lookup costs one miss: the next one asks again at once; late twice, it waits")
+fake = FakeRedis(attack="drip", always=True)
+S = Server("--prefix-cache-store", fake.url)
+
+
+def lookup(first):
+    """A request whose prompt no cache holds; (status, tokens_cached, seconds)."""
+    t0 = time.monotonic()
+    st, b, _ = S.post("/completion", {"prompt": list(range(first, first + 5)), "n_predict": 1,
+                                      "temperature": 0}, timeout=60)
+    return st, b.get("tokens_cached"), time.monotonic() - t0
+
+
+# three lookups well within a second: the drip makes each that reaches the server late
+late = [lookup(first) for first in (401, 411, 421)]
+check("late lookups: every request completes as a miss",
+      all(st == 200 and cached == 0 for st, cached, _ in late), late)
+asked, spent = fake.asked, sum(t for _, _, t in late)
+check("late lookups: the second reached the server", asked >= 2, (asked, late))
+# the back-off is a second from the second late lookup; a slower machine may outlast it
+if spent < 0.9:
+    check("late lookups: the third did not (late twice running)", asked == 2, (asked, late))
+else:
+    print("late lookups: the three took %.2f s, past the back-off; the third not checked" % spent)
+S.stop()
+fake.close()
+
 print("bad store flags")
 for url_bad, want in (("redis://", "no host"), ("redis://h:99999", "port"),
                       ("http://x", "redis://"), ("redis://h:1/x", "database")):

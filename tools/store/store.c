@@ -18,7 +18,7 @@
  *    bounded replies: what is late or too big is a miss) and one for the writer thread (a
  *    longer timeout for each read, and a write is tried again after a lost connection); a
  *    failed one is dropped and made again at most every second, meanwhile every read is a
- *    miss.
+ *    miss (a read connection dropped for one late lookup may be made again at once).
  *  - A folder: DIR/FP/TENANT/C/L-E.entry, written to a temporary name and renamed (a reader
  *    never sees half a file). The writer deletes entries past the TTL (once a minute) and, as
  *    soon as the folder is over its budget, the least recently written first (its bytes
@@ -72,6 +72,7 @@ typedef int array_len;
 struct rconn {
     redisContext *c;
     double next_try; /* after a failure: not before this */
+    bool was_late;   /* the read connection's last lookup ran out of time */
 };
 
 struct store {
@@ -371,9 +372,17 @@ static int32_t redis_get(struct store *st, uint64_t model, uint64_t tenant,
         failed = !rd_send(c, 2, argv, argl, deadline) || !(r = rd_reply(c, deadline, &budget));
     }
     if (failed) {
+        /* Out of time is not broken: a loaded machine may not have run Redis or this thread
+           for a while. The connection goes (its next reply may be half read), but the next
+           lookup may make one at once, so that a slow moment costs one miss and not a second
+           of them; a server late twice running waits the second, as after an error. */
+        const bool late = left_ms(deadline) <= 0;
         rconn_fail(st, &st->rd);
+        if (late && !st->rd.was_late) st->rd.next_try = 0;
+        st->rd.was_late = late;
         return 0;
     }
+    st->rd.was_late = false;
     int32_t got = 0;
     if (r && r->type == REDIS_REPLY_STRING && r->len <= entry_max(st, best) &&
         (*blob = malloc(r->len))) {
