@@ -7,12 +7,17 @@
  * that a call is over only when no worker can still be looking at its fn / arg / nth.
  * Waiting is a spin on the atomics for up to RPOOL_SPIN_NS, then the mutex and condition
  * variable: the spin makes back-to-back kernel calls cheap, the sleep keeps idle pools idle.
+ * Past RPOOL_PAUSE_NS the spin yields the CPU at each turn (spin_step says why).
  * A shared call (rpool_run_shared) also times each thread's fn, and the caller moves the
  * threads' relative speeds towards what it measured before the next shared call's parts.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity and CPU_COUNT: the CPUs this process may run on */
+#endif
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,9 +26,10 @@
 
 #include "../core/core.h"
 
-#define RPOOL_MAX     256
-#define RPOOL_SPIN_NS 200000 /* 0.2 ms: longer than any gap between two kernels of a step */
-#define RPOOL_LINE    64
+#define RPOOL_MAX      256
+#define RPOOL_SPIN_NS  200000 /* 0.2 ms: longer than any gap between two kernels of a step */
+#define RPOOL_PAUSE_NS 20000  /* then each spin yields the CPU (see spin_step) */
+#define RPOOL_LINE     64
 
 #ifdef RPOOL_PROFILE
 /* A profiled build (cmake -DRECUR_POOL_PROFILE=ON) times every parallel call, per function
@@ -58,6 +64,7 @@ struct rpool {
     pthread_cond_t wake;  /* workers: a new generation or stop */
     pthread_cond_t done;  /* caller: pending reached 0 */
     _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
+    bool oversub;         /* more threads than the CPUs this process may run on */
     bool caller_sleeping;
     /* rpool_run_shared: bound[i], i in [0, nth], the start of thread i's part in 1 / 2^20ths
        (bound[nth] = 2^20) for this call; speed[i] the parts a second thread i ran lately,
@@ -100,14 +107,32 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* One turn of a spin that began at t0: false when it is time to sleep instead. A spinning
+ * thread may hold the CPU that the thread it waits for needs (a pool larger than the CPUs, or
+ * other programs on them), and then every hand-off waits for the scheduler's time slice: with
+ * four threads on two CPUs a whole decode ran 10 to 20 times slower than with two. So past
+ * RPOOL_PAUSE_NS, or from the start in a pool with more threads than CPUs, a spin yields the
+ * CPU to whichever thread is ready; on an idle CPU sched_yield returns at once. */
+static bool spin_step(const struct rpool *p, unsigned spins, uint64_t t0) {
+    if ((spins & 63) == 63 || p->oversub) {
+        const uint64_t t = now_ns() - t0;
+        if (t > RPOOL_SPIN_NS) return false;
+        if (p->oversub || t > RPOOL_PAUSE_NS) {
+            sched_yield();
+            return true;
+        }
+    }
+    cpu_relax();
+    return true;
+}
+
 /* Waits until gen differs from seen (or stop); returns the new generation. */
 static unsigned wait_generation(struct rpool *p, unsigned seen) {
     const uint64_t t0 = now_ns();
     for (unsigned spins = 0;; spins++) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen || atomic_load(&p->stop)) return g;
-        if ((spins & 255) == 255 && now_ns() - t0 > RPOOL_SPIN_NS) break;
-        cpu_relax();
+        if (!spin_step(p, spins, t0)) break;
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->sleepers, 1);
@@ -170,6 +195,8 @@ struct rpool *rpool_create(int n_threads) {
     }
     for (int i = 0; i < n_threads; i++) p->speed[i] = 1.0;
     p->n = 1;
+    cpu_set_t cpus;
+    p->oversub = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && n_threads > CPU_COUNT(&cpus);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -328,7 +355,7 @@ static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared) {
     const uint64_t t_fn = t0;
 #endif
     for (unsigned spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
-        if ((spins & 255) == 255 && now_ns() - t0 > RPOOL_SPIN_NS) {
+        if (!spin_step(p, spins, t0)) {
             pthread_mutex_lock(&p->mu);
             p->caller_sleeping = true;
             while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
@@ -336,7 +363,6 @@ static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared) {
             pthread_mutex_unlock(&p->mu);
             break;
         }
-        cpu_relax();
     }
     if (shared) update_speeds(p, nth);
 #ifdef RPOOL_PROFILE

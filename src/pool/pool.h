@@ -5,7 +5,10 @@
  * threads are made once, with the context, and a parallel call costs a hand-off of tens of
  * nanoseconds while the workers are spinning: after a call they spin for a short while
  * (about RPOOL_SPIN_NS) waiting for the next one, then sleep on a condition variable, so an
- * idle context burns no CPU. The calling thread always takes part as thread 0.
+ * idle context burns no CPU. A spin that goes on past a few microseconds, or any spin in a pool
+ * with more threads than the process has CPUs, yields the CPU at each turn, so that a thread
+ * that still has work is not kept waiting for a time slice. The calling thread always takes
+ * part as thread 0.
  *
  * Not reentrant: one rpool_run at a time per pool (a context decodes one batch at a time).
  */

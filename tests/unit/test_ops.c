@@ -3,9 +3,14 @@
  * bf16, q8_0, q4_0) on every ISA path this CPU has, 1 and 2 threads, sizes that are not
  * multiples of the vector, tile or block width, against a float64 reference written here from
  * ggml's block layouts; the conv and scan paths against a float64 reference; and the pool's
- * guarantees (each index once, calls back to back, calls after the workers went to sleep).
+ * guarantees (each index once, calls back to back, calls after the workers went to sleep, and
+ * all of that again pinned to one CPU, where a pool has more threads than CPUs).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_setaffinity: the pool pinned to one CPU */
+#endif
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,15 +47,9 @@ static void count_fn(void *arg, int ith, int nth) {
     atomic_fetch_add(&t->calls, 1);
 }
 
-static void test_pool(void) {
-    CHECK(rpool_create(0) == NULL);
-    CHECK_ERR("0 threads requested");
-    CHECK(rpool_size(NULL) == 1);
+/* Pools of 1 to 4 threads: every index once a call, back to back and after the workers slept. */
+static void check_pool_calls(void) {
     struct count_task t;
-    memset(&t, 0, sizeof t);
-    rpool_run(NULL, count_fn, &t, 4); /* no pool: the caller alone */
-    CHECK(t.calls == 1 && t.hits[0] == 1);
-
     for (int n = 1; n <= 4; n++) {
         struct rpool *p = rpool_create(n);
         REQUIRE(p);
@@ -74,7 +73,33 @@ static void test_pool(void) {
         CHECK(t.calls == 3 * n);
         rpool_free(p);
     }
+}
+
+static void test_pool(void) {
+    CHECK(rpool_create(0) == NULL);
+    CHECK_ERR("0 threads requested");
+    CHECK(rpool_size(NULL) == 1);
+    struct count_task t;
+    memset(&t, 0, sizeof t);
+    rpool_run(NULL, count_fn, &t, 4); /* no pool: the caller alone */
+    CHECK(t.calls == 1 && t.hits[0] == 1);
+    check_pool_calls();
     rpool_free(NULL);
+}
+
+/* The same calls with the process pinned to one CPU (threads inherit it): every pool of two or
+ * more threads has more threads than CPUs, the case where the waits yield the CPU at once. */
+static void test_pool_one_cpu(void) {
+    cpu_set_t given, one;
+    REQUIRE(sched_getaffinity(0, sizeof given, &given) == 0);
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &given)) first++;
+    REQUIRE(first < CPU_SETSIZE);
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    check_pool_calls();
+    REQUIRE(sched_setaffinity(0, sizeof given, &given) == 0);
 }
 
 /* A shared call's work: each thread's part of `total` units, and a busy loop of `slow[ith]`
@@ -1016,6 +1041,7 @@ static void test_ssm2_chunked(void) {
 int main(void) {
     printf("kernels: best ISA on this CPU is %s\n", rops_isa_name(rops_isa_best()));
     RUN(test_pool);
+    RUN(test_pool_one_cpu);
     RUN(test_pool_shared);
     RUN(test_matmul);
     RUN(test_quantize);
