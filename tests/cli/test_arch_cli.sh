@@ -193,7 +193,9 @@ for name in "${arch_models[@]}"; do
     check "$name: cache: a repeat prints the same" cmp -s "$d/c2.txt" "$d/long.txt"
 
     # ---- bench --------------------------------------------------------------------------------
-    "$recur" bench -m "$m" -p 16 -n 4 -np 1,2 -t 1 -r 1 --json >"$d/bench.json" 2>"$d/bench.err"
+    # (no probe: test_cli.sh checks the bounds; here the model's steps)
+    "$recur" bench -m "$m" -p 16 -n 4 -np 1,2 -t 1 -r 1 --no-probe --json >"$d/bench.json" \
+        2>"$d/bench.err"
     rc=$?
     check "$name: bench exits 0 ($(head -c 200 "$d/bench.err"))" [ "$rc" -eq 0 ]
     check "$name: bench reports pp16, tg4, tg4 x2" python3 - "$d/bench.json" <<'EOF'

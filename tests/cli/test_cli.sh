@@ -195,12 +195,27 @@ for r in d["results"]:
     assert abs(r["paired_fraction_of_bound"] - fr[1]) < 1e-4, r
     assert sorted(u["tps"] for u in runs) == sorted([r["min_tps"], r["median_tps"], r["max_tps"]])
 EOF
-"$recur" bench -m "$model" -p 16 -n 4 -np 1 -r 1 -t 2 --json >"$work/bench_np.json" 2>/dev/null
-check "bench without --probe-each reports no runs" python3 -c "
-import json, sys; assert 'runs' not in json.load(open(sys.argv[1]))['results'][0]" \
-    "$work/bench_np.json"
-"$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 >"$work/bench4.txt" 2>/dev/null
+# --no-probe: speeds without a machine, so no bounds (null in JSON, dashes in the table)
+"$recur" bench -m "$model" -p 16 -n 4 -np 1 -r 1 -t 2 --no-probe --json >"$work/bench_np.json" \
+    2>"$work/bench_np.err"
+rc=$?
+check "bench --no-probe exits 0 ($(head -c 200 "$work/bench_np.err"))" [ "$rc" -eq 0 ]
+check "bench --no-probe: speeds, no machine, no bounds, no runs" python3 - "$work/bench_np.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["machine"] is None, d
+assert [r["test"] for r in d["results"]] == ["pp16", "tg4"], d
+for r in d["results"]:
+    assert r["median_tps"] > 0 and "runs" not in r, r
+    assert r["bound_tps"] is None and r["bound_by"] is None and r["fraction_of_bound"] is None, r
+EOF
+check "bench --no-probe: no machine line on stderr" bash -c '! grep -q "GB/s" "$1"' _ "$work/bench_np.err"
+"$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 --no-probe >"$work/bench4.txt" 2>/dev/null
 check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
+check "bench --no-probe: the table's bound columns are dashes" grep -qE "\| tg2 \| [0-9.]+ \([0-9.]+-[0-9.]+\) \| - \| - \|$" "$work/bench4.txt"
+check "bench --no-probe: the table says why" grep -q "not probed (--no-probe)" "$work/bench4.txt"
+expect_exit "bench: --no-probe with --probe-each" 2 "--probe-each and --no-probe contradict" \
+    "$recur" bench -m "$model" --no-probe --probe-each
 expect_exit "bench: bad -np" 2 "-np: '1,x' is not a valid value" "$recur" bench -m "$model" -np 1,x
 
 # errors: usage (2) and runtime (1), one clear line

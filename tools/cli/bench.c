@@ -16,6 +16,8 @@
  * Mamba-2 130M state is a fifth of its Q4_K_M weights. K sequences read the weights once per
  * step for K tokens, and their K states: bound by whichever of the two is lower.
  *
+ * --no-probe skips the probe: speeds alone, without bounds.
+ *
  * --probe-each probes the machine again before every run and sets each run against its own
  * bound: on a machine shared with others the bandwidth moves from minute to minute, and a
  * fraction of one probe taken before all the runs measures the neighbours as much as recur.
@@ -38,6 +40,7 @@ struct bench_opts {
     int n_np;
     bool json;
     bool probe_each; /* each run against a probe of its own */
+    bool no_probe;   /* no probe, so no bounds: tokens/s alone */
 };
 
 struct result {
@@ -69,6 +72,8 @@ static void usage(FILE *out) {
             "  -r, --repetitions N  runs per test (default 3)\n"
             "  --probe-each         probe the machine before every run and set each run\n"
             "                       against its own bound (the median of those fractions)\n"
+            "  --no-probe           skip the probe (a second or so) and report tokens/s\n"
+            "                       without bounds\n"
             "  --json               print JSON (the table goes to stderr)\n"
             "  -h, --help           show this help\n");
 }
@@ -101,6 +106,10 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (strcmp(a, "--probe-each") == 0) {
             o->probe_each = true;
+            continue;
+        }
+        if (strcmp(a, "--no-probe") == 0) {
+            o->no_probe = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -139,6 +148,11 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             usage(stderr);
             return TOOL_USAGE;
         }
+    }
+    if (o->probe_each && o->no_probe) {
+        fprintf(stderr, "recur bench: --probe-each and --no-probe contradict each other\n\n");
+        usage(stderr);
+        return TOOL_USAGE;
     }
     if (!o->model) o->model = gen_default_model(o->model_buf);
     return -1;
@@ -285,14 +299,14 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
 
-    /* the machine, on the same threads and ISA as the model */
-    double gflops, gbps;
-    if (!recur_context_probe(ctx, &gflops, &gbps)) {
+    /* the machine, on the same threads and ISA as the model (--no-probe: 0, no bounds) */
+    double gflops = 0, gbps = 0;
+    if (!o.no_probe && !recur_context_probe(ctx, &gflops, &gbps)) {
         fprintf(stderr, "recur: %s\n", recur_last_error());
         goto done;
     }
     const char *isa = recur_context_isa(ctx);
-    if (!o.json)
+    if (!o.json && !o.no_probe)
         fprintf(stderr, "machine: %.1f GFLOP/s FMA peak, %.1f GB/s read (%d threads, %s)\n", gflops,
                 gbps, o.n_threads, isa);
 
@@ -333,22 +347,28 @@ int cmd_bench(int argc, char **argv) {
         if (o.probe_each) r->paired = paired_median(ru, o.reps, scratch);
     }
 
-    char mix[256];
+    char mix[256], machine[96] = "null";
     gen_type_mix_text(model, mix, sizeof mix);
+    if (!o.no_probe)
+        snprintf(machine, sizeof machine, "{\"fma_gflops\": %.2f, \"read_gbps\": %.2f}", gflops,
+                 gbps);
     if (o.json) {
         printf("{\n  \"model\": \"%s\",\n  \"file_bytes\": %.0f,\n  \"threads\": %d,\n"
                "  \"isa\": \"%s\",\n  \"weight_types\": \"%s\",\n  \"repetitions\": %d,\n"
-               "  \"machine\": {\"fma_gflops\": %.2f, \"read_gbps\": %.2f},\n"
+               "  \"machine\": %s,\n"
                "  \"weights\": {\"layer_params\": %.0f, \"output_params\": %.0f, "
                "\"bytes_per_token\": %.0f, \"state_bytes_per_seq\": %.0f},\n  \"results\": [\n",
-               o.model, file_bytes, o.n_threads, isa, mix, o.reps, gflops, gbps, layer_elems,
-               out_elems, bytes_tok, state_bytes);
+               o.model, file_bytes, o.n_threads, isa, mix, o.reps, machine, layer_elems, out_elems,
+               bytes_tok, state_bytes);
         for (int i = 0; i < n_res; i++) {
             printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
-                   "\"min_tps\": %.2f, \"max_tps\": %.2f, \"bound_tps\": %.2f, "
-                   "\"bound_by\": \"%s\", \"fraction_of_bound\": %.4f",
-                   res[i].test, res[i].n_seq, res[i].tokens, res[i].median, res[i].lo, res[i].hi,
-                   res[i].bound, res[i].bound_by, res[i].median / res[i].bound);
+                   "\"min_tps\": %.2f, \"max_tps\": %.2f",
+                   res[i].test, res[i].n_seq, res[i].tokens, res[i].median, res[i].lo, res[i].hi);
+            if (o.no_probe)
+                printf(", \"bound_tps\": null, \"bound_by\": null, \"fraction_of_bound\": null");
+            else
+                printf(", \"bound_tps\": %.2f, \"bound_by\": \"%s\", \"fraction_of_bound\": %.4f",
+                       res[i].bound, res[i].bound_by, res[i].median / res[i].bound);
             /* each run in order: its t/s, the bandwidth probed before it, its own fraction */
             if (o.probe_each) {
                 printf(", \"paired_fraction_of_bound\": %.6g, \"runs\": [", res[i].paired);
@@ -367,16 +387,23 @@ int cmd_bench(int argc, char **argv) {
     fprintf(tf, "| model | size | weights | threads | isa | test | t/s (median, min-max) | "
                 "bound t/s | of bound |\n|---|---:|---|---:|---|---|---:|---:|---:|\n");
     const char *base = strrchr(o.model, '/');
-    for (int i = 0; i < n_res; i++)
-        fprintf(tf,
-                "| %s | %.1f MiB | %s | %d | %s | %s | %.1f (%.1f-%.1f) | %.1f (%s) | %.0f%% |\n",
+    for (int i = 0; i < n_res; i++) {
+        fprintf(tf, "| %s | %.1f MiB | %s | %d | %s | %s | %.1f (%.1f-%.1f) | ",
                 base ? base + 1 : o.model, file_bytes / 1048576.0, mix, o.n_threads, isa,
-                res[i].test, res[i].median, res[i].lo, res[i].hi, res[i].bound, res[i].bound_by,
-                100.0 * (o.probe_each ? res[i].paired : res[i].median / res[i].bound));
+                res[i].test, res[i].median, res[i].lo, res[i].hi);
+        if (o.no_probe)
+            fprintf(tf, "- | - |\n");
+        else
+            fprintf(tf, "%.1f (%s) | %.0f%% |\n", res[i].bound, res[i].bound_by,
+                    100.0 * (o.probe_each ? res[i].paired : res[i].median / res[i].bound));
+    }
     if (o.probe_each)
         fprintf(tf, "\nof bound: the median of each run against the probe taken just before it "
                     "(--probe-each); bound t/s: the first probe's\n");
-    fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
+    if (o.no_probe)
+        fprintf(tf, "\nno bounds: the machine was not probed (--no-probe)\n");
+    else
+        fprintf(tf, "\nmachine: %.1f GFLOP/s FMA peak, %.1f GB/s read bandwidth\n", gflops, gbps);
     ret = TOOL_OK;
 done:
     free(runs_mem);
