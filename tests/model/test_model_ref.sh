@@ -21,6 +21,26 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/check.sh
 . "$here/../lib/check.sh"
 
+# The reference's answers depend only on the model and the arguments, and every kernel path's run
+# (test_model_ref_ISA, side by side under ctest -j) asks the same questions: the first run to ask
+# computes an answer under a lock and the others read it, from MODELS_DIR/.ref, keyed by the
+# model's checksum and the arguments. A file there is complete: it is written aside and renamed.
+cache="$models/.ref"
+mkdir -p "$cache"
+# ref_file MODEL ARGS...: prints the path of mamba_ref.py's standard output for MODEL ARGS...
+ref_file() {
+    local key
+    key=$({ md5sum <"$1"; printf '%s\n' "$@"; } | md5sum | cut -d' ' -f1)
+    (
+        flock 9
+        if [ ! -e "$cache/$key" ]; then
+            python3 "$here/../ref/mamba_ref.py" "$@" >"$cache/$key.tmp"
+            mv "$cache/$key.tmp" "$cache/$key"
+        fi
+    ) 9>"$cache/$key.lock"
+    echo "$cache/$key"
+}
+
 # three sequences: one token, a short run, and 23 tokens spread over the first 256 ids
 seqs=("7" "1,2,3,250,4,5,0,255" "17,200,33,91,128,6,44,250,3,77,160,12,9,199,81,64,31,222,140,5,18,96,240")
 for model in "$models"/*.gguf; do
@@ -52,7 +72,8 @@ for model in "$models"/*.gguf; do
         Q*rwkv7*) margin=3e-6 ;;
         Q*) margin=1e-6 ;;
         esac
-        mapfile -t keep < <(python3 "$here/../ref/mamba_ref.py" "$model" "${args[@]}" --comparable "$margin")
+        keep_file=$(ref_file "$model" "${args[@]}" --comparable "$margin")
+        mapfile -t keep <"$keep_file"
         use=()
         for i in "${!seqs[@]}"; do
             IFS=, read -ra ids <<<"${seqs[$i]}"
@@ -72,17 +93,18 @@ for model in "$models"/*.gguf; do
         for s in "${use[@]}"; do args+=(--tokens "$s"); done
         ;;
     esac
-    python3 "$here/../ref/mamba_ref.py" "$model" "${args[@]}" --out "$work/ref.bin"
+    # the logits as little-endian float64 (--out /dev/stdout)
+    ref=$(ref_file "$model" "${args[@]}" --out /dev/stdout)
     # a hybrid model's attention rows in f32 (recur's default), as the reference keeps them
     check "$(basename "$model") within $tol of the reference" \
-        env RECUR_TEST_ATTN_TYPE=f32 "$test_bin" ref "$model" "$work/ref.bin" "$tol" "${use[@]}"
+        env RECUR_TEST_ATTN_TYPE=f32 "$test_bin" ref "$model" "$ref" "$tol" "${use[@]}"
     # and in f16 (llama.cpp's default): rounding K and V to f16 costs a few 1e-3 (worst measured 4.0e-3
     # on f32-falcon-wide, 2.0e-3 on f16-nemotron). Float weights only: with block weights the
     # rounded rows move the quantized inputs of later products off the reference's (4-15%)
     case "$(basename "$model")" in
     f*granite* | f*nemotron* | f*falcon* | bf16*granite* | bf16*nemotron* | bf16*falcon*)
         check "$(basename "$model") with an f16 attention cache within 1e-2 of the reference" \
-            env RECUR_TEST_ATTN_TYPE=f16 "$test_bin" ref "$model" "$work/ref.bin" 1e-2 "${use[@]}"
+            env RECUR_TEST_ATTN_TYPE=f16 "$test_bin" ref "$model" "$ref" 1e-2 "${use[@]}"
         ;;
     esac
 done
