@@ -7,7 +7,7 @@
  * that a call is over only when no worker can still be looking at its fn / arg / nth.
  * Waiting is a spin on the atomics for up to RPOOL_SPIN_NS, then the mutex and condition
  * variable: the spin makes back-to-back kernel calls cheap, the sleep keeps idle pools idle.
- * Past RPOOL_PAUSE_NS the spin yields the CPU at each turn (spin_step says why).
+ * Past RPOOL_PAUSE_NS the spin also yields the CPU now and then (spin_step says why).
  * A shared call (rpool_run_shared) also times each thread's fn, and the caller moves the
  * threads' relative speeds towards what it measured before the next shared call's parts.
  */
@@ -28,7 +28,7 @@
 
 #define RPOOL_MAX      256
 #define RPOOL_SPIN_NS  200000 /* 0.2 ms: longer than any gap between two kernels of a step */
-#define RPOOL_PAUSE_NS 20000  /* then each spin yields the CPU (see spin_step) */
+#define RPOOL_PAUSE_NS 20000  /* then the spin yields the CPU now and then (spin_step) */
 #define RPOOL_LINE     64
 
 #ifdef RPOOL_PROFILE
@@ -111,8 +111,9 @@ static inline void cpu_relax(void) {
  * thread may hold the CPU that the thread it waits for needs (a pool larger than the CPUs, or
  * other programs on them), and then every hand-off waits for the scheduler's time slice: with
  * four threads on two CPUs a whole decode ran 10 to 20 times slower than with two. So past
- * RPOOL_PAUSE_NS, or from the start in a pool with more threads than CPUs, a spin yields the
- * CPU to whichever thread is ready; on an idle CPU sched_yield returns at once. */
+ * RPOOL_PAUSE_NS a spin yields the CPU every 64 turns (about a microsecond of pauses), and in a
+ * pool with more threads than CPUs at every turn from the start, to whichever thread is ready;
+ * on an otherwise idle CPU sched_yield returns at once. */
 static bool spin_step(const struct rpool *p, unsigned spins, uint64_t t0) {
     if ((spins & 63) == 63 || p->oversub) {
         const uint64_t t = now_ns() - t0;

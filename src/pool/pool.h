@@ -6,7 +6,7 @@
  * nanoseconds while the workers are spinning: after a call they spin for a short while
  * (about RPOOL_SPIN_NS) waiting for the next one, then sleep on a condition variable, so an
  * idle context burns no CPU. A spin that goes on past a few microseconds, or any spin in a pool
- * with more threads than the process has CPUs, yields the CPU at each turn, so that a thread
+ * with more threads than the process has CPUs, yields the CPU now and then, so that a thread
  * that still has work is not kept waiting for a time slice. The calling thread always takes
  * part as thread 0.
  *
