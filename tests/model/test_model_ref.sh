@@ -27,17 +27,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 # model's checksum and the arguments. A file there is complete: it is written aside and renamed.
 cache="$models/.ref"
 mkdir -p "$cache"
-# ref_file MODEL ARGS...: prints the path of mamba_ref.py's standard output for MODEL ARGS...
+# ref_file MODEL ARGS...: prints the path of mamba_ref.py's standard output for MODEL ARGS...;
+# fails, caching nothing, when the reference fails (each step's status is read here: set -e does
+# not reach into a command substitution)
 ref_file() {
     local key
     key=$({ md5sum <"$1"; printf '%s\n' "$@"; } | md5sum | cut -d' ' -f1)
     (
-        flock 9
-        if [ ! -e "$cache/$key" ]; then
-            python3 "$here/../ref/mamba_ref.py" "$@" >"$cache/$key.tmp"
+        flock 9 || exit 1
+        [ -e "$cache/$key" ] && exit 0
+        python3 "$here/../ref/mamba_ref.py" "$@" >"$cache/$key.tmp" &&
             mv "$cache/$key.tmp" "$cache/$key"
-        fi
-    ) 9>"$cache/$key.lock"
+    ) 9>"$cache/$key.lock" || return 1
     echo "$cache/$key"
 }
 
@@ -72,7 +73,7 @@ for model in "$models"/*.gguf; do
         Q*rwkv7*) margin=3e-6 ;;
         Q*) margin=1e-6 ;;
         esac
-        keep_file=$(ref_file "$model" "${args[@]}" --comparable "$margin")
+        keep_file=$(ref_file "$model" "${args[@]}" --comparable "$margin") || exit 1
         mapfile -t keep <"$keep_file"
         use=()
         for i in "${!seqs[@]}"; do
@@ -94,7 +95,7 @@ for model in "$models"/*.gguf; do
         ;;
     esac
     # the logits as little-endian float64 (--out /dev/stdout)
-    ref=$(ref_file "$model" "${args[@]}" --out /dev/stdout)
+    ref=$(ref_file "$model" "${args[@]}" --out /dev/stdout) || exit 1
     # a hybrid model's attention rows in f32 (recur's default), as the reference keeps them
     check "$(basename "$model") within $tol of the reference" \
         env RECUR_TEST_ATTN_TYPE=f32 "$test_bin" ref "$model" "$ref" "$tol" "${use[@]}"
