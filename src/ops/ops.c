@@ -97,7 +97,8 @@ static int matmul_threads(const struct rops_exec *ex, int64_t work) {
 static void matmul_f32_inputs(const struct rops_exec *ex, const struct rops_mat *w, const float *x,
                               int64_t n, float *y) {
     struct matmul_task t = {w, x, n, y, rops_kernels_of(ex->isa), ex->one_order && n > 1, ex->pool};
-    rpool_run_shared(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n));
+    rpool_run_keyed(ex->pool, matmul_thread, &t, matmul_threads(ex, w->n_rows * w->n_cols * n),
+                    w->data);
 }
 
 struct q8_task {
@@ -311,7 +312,8 @@ static void batch_thread(void *arg, int ith, int nth) {
 
 static void batch_flush(const struct rops_exec *ex, struct batch_task *t) {
     t->pool = ex->pool;
-    if (t->n_units > 0) rpool_run_shared(ex->pool, batch_thread, t, matmul_threads(ex, t->work));
+    if (t->n_units > 0)
+        rpool_run_keyed(ex->pool, batch_thread, t, matmul_threads(ex, t->work), t->u[0].w->data);
     t->n_units = 0;
     t->cost = 0;
     t->work = 0;
@@ -518,8 +520,8 @@ static int ssm_threads(const struct rops_exec *ex, int64_t work) {
  * two threads (bench/RESULTS.md). */
 void rops_ssm_conv(const struct rops_exec *ex, const struct rops_conv_args *a) {
     struct ssm_task t = {a, NULL, a->d_inner, rops_kernels_of(ex->isa), NULL, false, ex->pool};
-    rpool_run_shared(ex->pool, ssm_thread, &t,
-                     ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv));
+    rpool_run_keyed(ex->pool, ssm_thread, &t,
+                    ssm_threads(ex, 4 * a->n_seqs * a->n_tok * a->d_inner * a->d_conv), a->w);
 }
 
 /* Input blocks a scan's dt product may take on the stack: Falcon-Mamba-7B's dt_rank of 256 */
@@ -550,8 +552,8 @@ void rops_ssm_scan(const struct rops_exec *ex, const struct rops_scan_args *a) {
             rops_softplus_bias(ex->isa, p->dt, p->bias, n, a->d_inner);
         }
     }
-    rpool_run_shared(ex->pool, ssm_thread, &t,
-                     ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state));
+    rpool_run_keyed(ex->pool, ssm_thread, &t,
+                    ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state), a->A);
 }
 
 /* ---- Mamba-2's scan ------------------------------------------------------------------------ */
@@ -573,5 +575,5 @@ void rops_ssm_scan2(const struct rops_exec *ex, const struct rops_scan2_args *a)
     struct scan2_task t = {a, rops_kernels_of(ex->isa), ex->pool};
     int64_t nth = ssm_threads(ex, a->n_seqs * a->n_tok * a->d_inner * a->d_state);
     if (nth > a->n_head) nth = a->n_head;
-    rpool_run_shared(ex->pool, scan2_thread, &t, (int)nth);
+    rpool_run_keyed(ex->pool, scan2_thread, &t, (int)nth, a->A);
 }

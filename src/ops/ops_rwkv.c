@@ -66,7 +66,7 @@ static void wkv_run(const struct rops_exec *ex, const struct rops_wkv_args *a, b
     if (nth > work / 4096) nth = work / 4096;
     if (nth > H) nth = H;
     if (nth < 1) nth = 1;
-    rpool_run_shared(ex->pool, wkv_thread, &t, (int)nth);
+    rpool_run_keyed(ex->pool, wkv_thread, &t, (int)nth, a->state); /* a layer's states */
 }
 
 void rops_wkv6(const struct rops_exec *ex, const struct rops_wkv_args *a) {

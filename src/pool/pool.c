@@ -8,8 +8,11 @@
  * Waiting is a spin on the atomics for up to RPOOL_SPIN_NS, then the mutex and condition
  * variable: the spin makes back-to-back kernel calls cheap, the sleep keeps idle pools idle.
  * Past RPOOL_PAUSE_NS the spin also yields the CPU now and then (spin_step says why).
- * A shared call (rpool_run_shared) also times each thread's fn, and the caller moves the
- * threads' relative speeds towards what it measured before the next shared call's parts.
+ * A shared call (rpool_run_keyed) also times each thread's fn, and the caller moves the
+ * threads' relative speeds towards what it measured before the next shared call's parts. The
+ * speeds are kept per key, in an open-addressed table: each call site (a layer's product, its
+ * scan) splits unevenly in a way of its own, which one set of speeds for every call averaged
+ * away, so that every site waited on its own bias.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity and CPU_COUNT: the CPUs this process may run on */
@@ -30,6 +33,11 @@
 #define RPOOL_SPIN_NS  200000 /* 0.2 ms: longer than any gap between two kernels of a step */
 #define RPOOL_PAUSE_NS 20000  /* then the spin yields the CPU now and then (spin_step) */
 #define RPOOL_LINE     64
+/* keys whose speeds a pool keeps (rpool_run_keyed), a power of two, and the slots a key may
+   take from where its hash points: a token's calls, ~70-180 sites for the models of
+   bench/speed.sh, fit with room */
+#define RPOOL_KEYS  512
+#define RPOOL_PROBE 8
 
 #ifdef RPOOL_PROFILE
 /* A profiled build (cmake -DRECUR_POOL_PROFILE=ON) times every parallel call, per function
@@ -53,7 +61,7 @@ struct rpool_prof_row {
 struct rpool {
     _Alignas(RPOOL_LINE) _Atomic unsigned gen;
     _Atomic bool stop;
-    bool shared; /* the call is rpool_run_shared's: bounds and times below */
+    bool shared; /* the call is rpool_run_keyed's: bounds and times below */
     rpool_fn fn;
     void *arg;
     int nth;
@@ -66,11 +74,13 @@ struct rpool {
     _Atomic int sleepers; /* workers blocked (or about to block) on `wake` */
     bool oversub;         /* more threads than the CPUs this process may run on */
     bool caller_sleeping;
-    /* rpool_run_shared: bound[i], i in [0, nth], the start of thread i's part in 1 / 2^20ths
-       (bound[nth] = 2^20) for this call; speed[i] the parts a second thread i ran lately,
-       relative to the others'; ns[i] (a line each) its time in fn this call */
+    /* rpool_run_keyed: bound[i], i in [0, nth], the start of thread i's part in 1 / 2^20ths
+       (bound[nth] = 2^20) for this call; speed[k * n + i] the parts a second thread i ran
+       lately in the calls of key[k], relative to the others', cur this call's (the key's);
+       ns[i] (a line each) its time in fn this call */
     uint32_t *bound;
-    double *speed;
+    const void **key;
+    double *speed, *cur;
     struct rpool_time *ns;
 #ifdef RPOOL_PROFILE
     _Alignas(RPOOL_LINE) _Atomic uint64_t w_start, w_end; /* worker 1's, this call */
@@ -187,14 +197,14 @@ struct rpool *rpool_create(int n_threads) {
     if (p) memset(p, 0, sizeof *p);
     if (!p || !(p->threads = calloc((size_t)n_threads, sizeof *p->threads)) ||
         !(p->bound = calloc((size_t)n_threads + 1, sizeof *p->bound)) ||
-        !(p->speed = calloc((size_t)n_threads, sizeof *p->speed)) ||
+        !(p->key = calloc(RPOOL_KEYS, sizeof *p->key)) ||
+        !(p->speed = calloc((size_t)n_threads * RPOOL_KEYS, sizeof *p->speed)) ||
         !(p->ns = aligned_alloc(RPOOL_LINE, (size_t)n_threads * sizeof *p->ns))) {
-        if (p) free(p->threads), free(p->bound), free(p->speed);
+        if (p) free(p->threads), free(p->bound), free(p->key), free(p->speed);
         free(p);
         rcore_error_set("thread pool: out of memory");
         return NULL;
     }
-    for (int i = 0; i < n_threads; i++) p->speed[i] = 1.0;
     p->n = 1;
     cpu_set_t cpus;
     p->oversub = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && n_threads > CPU_COUNT(&cpus);
@@ -268,6 +278,7 @@ void rpool_free(struct rpool *p) {
     pthread_mutex_destroy(&p->mu);
     free(p->threads);
     free(p->bound);
+    free(p->key);
     free(p->speed);
     free(p->ns);
     free(p);
@@ -277,14 +288,33 @@ int rpool_size(const struct rpool *p) {
     return p ? p->n : 1;
 }
 
-/* The parts of a shared call of nth threads, from the speeds. */
-static void set_bounds(struct rpool *p, int nth) {
+/* The speeds of key's calls: its slot within RPOOL_PROBE of where its hash points; for a key new
+ * to the table the first empty slot there, or else the hash's own (whose key's speeds go), set
+ * to even parts. */
+static double *key_speeds(struct rpool *p, const void *key) {
+    const size_t home = (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> 40);
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i < RPOOL_PROBE; i++) {
+        const size_t k = (home + i) % RPOOL_KEYS;
+        if (p->key[k] == key) return p->speed + k * (size_t)p->n;
+        if (!p->key[k] && at == SIZE_MAX) at = k;
+    }
+    if (at == SIZE_MAX) at = home % RPOOL_KEYS;
+    p->key[at] = key;
+    double *s = p->speed + at * (size_t)p->n;
+    for (int i = 0; i < p->n; i++) s[i] = 1.0;
+    return s;
+}
+
+/* The parts of a shared call of nth threads, from the speeds of its key. */
+static void set_bounds(struct rpool *p, const void *key, int nth) {
+    p->cur = key_speeds(p, key);
     double sum = 0;
-    for (int i = 0; i < nth; i++) sum += p->speed[i];
+    for (int i = 0; i < nth; i++) sum += p->cur[i];
     double at = 0;
     for (int i = 0; i < nth; i++) {
         p->bound[i] = (uint32_t)(at / sum * RPOOL_ONE + 0.5);
-        at += p->speed[i];
+        at += p->cur[i];
     }
     p->bound[nth] = RPOOL_ONE;
 }
@@ -300,8 +330,8 @@ static void update_speeds(struct rpool *p, int nth) {
         mean += rate[i] / nth;
     }
     for (int i = 0; i < nth; i++) {
-        const double s = p->speed[i] + (rate[i] / mean - p->speed[i]) / RPOOL_SPEED_STEP;
-        p->speed[i] = s < 0.5 ? 0.5 : s > 2.0 ? 2.0 : s;
+        const double s = p->cur[i] + (rate[i] / mean - p->cur[i]) / RPOOL_SPEED_STEP;
+        p->cur[i] = s < 0.5 ? 0.5 : s > 2.0 ? 2.0 : s;
     }
 }
 
@@ -312,24 +342,25 @@ int64_t rpool_share(const struct rpool *p, int ith, int nth, int64_t total) {
     return (total >> 20) * b + (((total & (RPOOL_ONE - 1)) * b) >> 20);
 }
 
-static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared);
+static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, const void *key);
 
 void rpool_run(struct rpool *p, rpool_fn fn, void *arg, int nth) {
-    run(p, fn, arg, nth, false);
+    run(p, fn, arg, nth, NULL);
 }
 
-void rpool_run_shared(struct rpool *p, rpool_fn fn, void *arg, int nth) {
-    run(p, fn, arg, nth, true);
+void rpool_run_keyed(struct rpool *p, rpool_fn fn, void *arg, int nth, const void *key) {
+    run(p, fn, arg, nth, key ? key : (const void *)p); /* NULL: the pool's one key */
 }
 
-static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, bool shared) {
+static void run(struct rpool *p, rpool_fn fn, void *arg, int nth, const void *key) {
+    const bool shared = key != NULL;
     if (!p || nth <= 1 || p->n == 1) {
         if (p) p->shared = false; /* no worker reads it before the next call sets it */
         fn(arg, 0, 1);
         return;
     }
     if (nth > p->n) nth = p->n;
-    if (shared) set_bounds(p, nth);
+    if (shared) set_bounds(p, key, nth);
     p->shared = shared;
 #ifdef RPOOL_PROFILE
     const uint64_t t_pub = now_ns();

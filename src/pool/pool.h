@@ -38,11 +38,17 @@ void rpool_run(struct rpool *pool, rpool_fn fn, void *arg, int nth);
 
 /* As rpool_run, for work that fn shares out with rpool_share: any split of it gives the same
  * results, and a part costs in proportion to its size. The threads' parts follow how fast each
- * ran the shared calls before: on a machine shared with others one core can run 5-30% slower
- * than the other for seconds, and an even split then leaves the other waiting. */
-void rpool_run_shared(struct rpool *pool, rpool_fn fn, void *arg, int nth);
+ * ran the calls of the same key before: on a machine shared with others one core can run 5-30%
+ * slower than the other for seconds, and an even split then leaves the other waiting; and one
+ * call site splits unevenly in a way of its own (a thread's share of a layer's product or scan
+ * is the one whose state or rows its caches hold, or not), so the speeds are kept per key.
+ * key: the same for calls of the same work, say a layer's first weight matrix; any pointer,
+ * never dereferenced; NULL is one key of its own for every such call. The pool keeps the speeds of
+ * a few hundred keys (the calls of a token of the largest models of bench/speed.sh fit); a new key
+ * may take the place of an older one, which then starts again from even parts. */
+void rpool_run_keyed(struct rpool *pool, rpool_fn fn, void *arg, int nth, const void *key);
 
-/* In fn of rpool_run_shared, where thread ith's part of [0, total) starts; its part ends where
+/* In fn of rpool_run_keyed, where thread ith's part of [0, total) starts; its part ends where
  * thread ith + 1's starts (ith = nth gives total). Even parts (total * ith / nth) in a call of
  * rpool_run, with a NULL pool, or before the pool has timed enough calls. */
 int64_t rpool_share(const struct rpool *pool, int ith, int nth, int64_t total);

@@ -126,7 +126,7 @@ static void share_fn(void *arg, int ith, int nth) {
     t->sink[ith * 16] = x;
 }
 
-/* rpool_run_shared's parts: they tile [0, total) whatever the pool has learnt, start even, and
+/* rpool_run_keyed's parts: they tile [0, total) whatever the pool has learnt, start even, and
  * move work off a thread that runs its parts at half the speed (towards a third of it) or a
  * tenth (down to the floor, a fifth); rpool_run's calls and no pool split evenly. */
 static void test_pool_shared(void) {
@@ -137,10 +137,10 @@ static void test_pool_shared(void) {
         struct rpool *p = rpool_create(2);
         REQUIRE(p);
         struct share_task t = {.pool = p, .total = 2000, .slow = {slows[c][0], slows[c][1]}};
-        rpool_run_shared(p, share_fn, &t, 2);
+        rpool_run_keyed(p, share_fn, &t, 2, NULL);
         CHECK_MSG(t.hi[0] == 1000 && t.lo[1] == 1000, "first shared call: %lld | %lld",
                   (long long)t.hi[0], (long long)t.lo[1]);
-        for (int r = 0; r < 400; r++) rpool_run_shared(p, share_fn, &t, 2);
+        for (int r = 0; r < 400; r++) rpool_run_keyed(p, share_fn, &t, 2, NULL);
         const double part1 = (double)(t.hi[1] - t.lo[1]) / (double)t.total;
         CHECK_MSG(t.bad == 0 && t.lo[0] == 0 && t.hi[0] == t.lo[1] && t.hi[1] == t.total &&
                       part1 > lo_part[c] && part1 < hi_part[c],
@@ -152,11 +152,48 @@ static void test_pool_shared(void) {
         /* totals past 2^40 split without overflow, the parts still tiling them */
         t.slow[0] = t.slow[1] = 0;
         t.total = (int64_t)1 << 50;
-        rpool_run_shared(p, share_fn, &t, 2);
+        rpool_run_keyed(p, share_fn, &t, 2, NULL);
         CHECK(t.bad == 0 && t.lo[0] == 0 && t.hi[0] == t.lo[1] && t.hi[1] == t.total &&
               t.hi[0] > t.total / 8);
         rpool_free(p);
     }
+}
+
+/* Keys keep their own speeds: two call sites, one slow on thread 1 and one on thread 0, called
+ * in turn, learn opposite splits (one set of speeds for both would settle near even); a key new
+ * to the pool starts even, and past the pool's table of keys (hundreds of sites) every call still
+ * tiles [0, total) and a site called again resumes or restarts from even parts. */
+static void test_pool_keys(void) {
+    struct rpool *p = rpool_create(2);
+    REQUIRE(p);
+    struct share_task a = {.pool = p, .total = 2000, .slow = {40, 200}},
+                      b = {.pool = p, .total = 2000, .slow = {200, 40}};
+    int key_a, key_b;
+    for (int r = 0; r < 400; r++) {
+        rpool_run_keyed(p, share_fn, &a, 2, &key_a);
+        rpool_run_keyed(p, share_fn, &b, 2, &key_b);
+    }
+    const double part_a = (double)(a.hi[1] - a.lo[1]) / 2000,
+                 part_b = (double)(b.hi[1] - b.lo[1]) / 2000;
+    CHECK_MSG(a.bad == 0 && b.bad == 0 && part_a < 0.35 && part_b > 0.65,
+              "thread 1's parts: %.3f of key a's (slow there), %.3f of key b's (fast there)",
+              part_a, part_b);
+    /* a new key: even parts at its first call */
+    int key_c;
+    struct share_task c = {.pool = p, .total = 2000};
+    rpool_run_keyed(p, share_fn, &c, 2, &key_c);
+    CHECK(c.hi[0] == 1000 && c.lo[1] == 1000);
+    /* many more keys than the table holds (addresses one byte apart, never dereferenced) */
+    static const char many[4096];
+    for (int k = 0; k < 4096; k++) {
+        c.total = 1000 + k;
+        rpool_run_keyed(p, share_fn, &c, 2, many + k);
+        if (c.lo[0] != 0 || c.hi[0] != c.lo[1] || c.hi[1] != c.total) c.bad++;
+    }
+    CHECK_MSG(c.bad == 0, "%d calls of 4096 keys did not tile their work", (int)c.bad);
+    rpool_run_keyed(p, share_fn, &a, 2, &key_a);
+    CHECK(a.bad == 0 && a.lo[0] == 0 && a.hi[0] == a.lo[1] && a.hi[1] == a.total);
+    rpool_free(p);
 }
 
 /* ---- matmul -------------------------------------------------------------------------------- */
@@ -1043,6 +1080,7 @@ int main(void) {
     RUN(test_pool);
     RUN(test_pool_one_cpu);
     RUN(test_pool_shared);
+    RUN(test_pool_keys);
     RUN(test_matmul);
     RUN(test_quantize);
     RUN(test_quantize_inputs);
