@@ -8,7 +8,8 @@
  * once a group and read from memory once. Two rows share a vector: one holds the first 16 weights
  * of both (bytes 0..15 row a, 16..31 row b), the other the last 16, against the input's halves
  * repeated, so that lanes 0..3 sum row a and 4..7 row b; three rounds of vphaddd then sum the
- * 8 rows' lanes, in lanes ordered as qdot32_row below. The weights become bytes:
+ * 8 rows' lanes, in lanes ordered as qdot32_row below (q5_0 against one input with AVX-512:
+ * four rows a vector, qdot32_q5_0_one). The weights become bytes:
  *   q4_1, q5_1  the quants as they are, unsigned (0..15, 0..31);
  *   q5_0        the same 0..31, the 16 it is offset by taken out in advance: an input block's
  *               sums (in fours, as ROPS_DPBUSD adds them) start at -16 x the sums of its quants;
@@ -165,6 +166,23 @@ qdot32_scales(enum rops_type type, const uint8_t *const rows[8], size_t o, __m25
     *d = _mm256_cvtph_ps(_mm_set_epi64x((int64_t)q[1], (int64_t)q[0]));
 }
 
+/* y's first rb of 8 floats (the others 0), and v's first rb lanes stored there. */
+static inline __attribute__((always_inline)) __m256 qdot32_load8(const float *y, int64_t rb) {
+    if (rb == 8) return _mm256_loadu_ps(y);
+    float y0[8] = {0};
+    for (int64_t j = 0; j < rb; j++) y0[j] = y[j];
+    return _mm256_loadu_ps(y0);
+}
+static inline __attribute__((always_inline)) void qdot32_store8(float *y, __m256 v, int64_t rb) {
+    if (rb == 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    float y0[8];
+    _mm256_storeu_ps(y0, v);
+    for (int64_t j = 0; j < rb; j++) y[j] = y0[j];
+}
+
 /* The 8 rows from r (rb of them real; the others repeat row r, their sums not stored) times
  * the NB inputs from i0; while the block loop runs, pf_bytes from pf are prefetched, a share
  * per block. */
@@ -191,15 +209,8 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
     __m256 acc[4];
     for (int i = 0; i < NB; i++) {
         float *y = a->y + (i0 + i) * a->y_stride + r;
-        if (!a->accumulate) {
-            acc[i] = _mm256_setzero_ps();
-        } else if (rb == 8) {
-            acc[i] = _mm256_permutevar8x32_ps(_mm256_loadu_ps(y), to_row);
-        } else {
-            float y0[8] = {0};
-            for (int64_t j = 0; j < rb; j++) y0[j] = y[j];
-            acc[i] = _mm256_permutevar8x32_ps(_mm256_loadu_ps(y0), to_row);
-        }
+        acc[i] = a->accumulate ? _mm256_permutevar8x32_ps(qdot32_load8(y, rb), to_row)
+                               : _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         for (int64_t o = b * per_step; o < (b + 1) * per_step && o < pf_bytes; o += 64)
@@ -250,16 +261,98 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
     }
     for (int i = 0; i < NB; i++) {
         float *y = a->y + (i0 + i) * a->y_stride + r;
-        const __m256 v = _mm256_permutevar8x32_ps(acc[i], to_lane);
-        if (rb == 8) {
-            _mm256_storeu_ps(y, v);
-        } else {
-            float y0[8];
-            _mm256_storeu_ps(y0, v);
-            for (int64_t j = 0; j < rb; j++) y[j] = y0[j];
-        }
+        qdot32_store8(y, _mm256_permutevar8x32_ps(acc[i], to_lane), rb);
     }
 }
+
+#if ROPS_VEC_WIDTH == 16
+/* q5_0 against one input with AVX-512 (RWKV-6's FFN value in its Q4_K_M files, whose 2688-wide
+ * rows are not whole 256s): four rows a 512-bit vector (row j's 16 bytes of quants at bytes
+ * 16 j), half the products and unpacking of qdot32_group's pairs; the 8 rows' d and fifth bits
+ * loaded as two vectors of 32-bit words and narrowed to their halves (vpmovdw) in place of the
+ * scalar shifts and ors a pair (a vpgatherdd for the words took twice the whole kernel's time on
+ * Zen 5). Lanes 4j..4j + 3 of a quad's sums are row j's, added into one lane a row in row order;
+ * the float steps are qdot32_group's, so the bits are the portable path's. bench_isa's q5_0
+ * 1536 x 768, one input, one thread: 0.80x qdot32_group's time. */
+static inline __attribute__((always_inline)) void qdot32_q5_0_one(const struct rops_qdot_args *a,
+                                                                  int64_t r, int64_t rb,
+                                                                  const uint8_t *pf,
+                                                                  int64_t pf_bytes) {
+    const struct rops_mat *w = a->w;
+    const size_t bb = sizeof(struct rops_block_q5_0);
+    const int64_t nb = a->kt / ROPS_QK;
+    const int64_t per_step = nb > 0 ? ((pf_bytes + nb - 1) / nb + 63) & ~(int64_t)63 : 0;
+    const uint8_t *base =
+        (const uint8_t *)w->data + (size_t)r * w->row_bytes + (size_t)(a->c0 / ROPS_QK) * bb;
+    /* row j at base + off[j] (the rows past rb repeat row r, their sums not stored) */
+    size_t off[8];
+    for (int j = 0; j < 8; j++) off[j] = j < rb ? (size_t)j * w->row_bytes : 0;
+    const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    /* pairs of lanes, then pairs of those: even and odd lanes of two vectors */
+    const __m512i even =
+                      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                  odd =
+                      _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    float *y = a->y + r;
+    __m256 acc = a->accumulate ? qdot32_load8(y, rb) : _mm256_setzero_ps();
+    const struct rops_xq8 *xb = (const struct rops_xq8 *)a->xq;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int64_t o = b * per_step; o < (b + 1) * per_step && o < pf_bytes; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+        const uint8_t *blk = base + (size_t)b * bb;
+        const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xb[b].qs)),
+                      xhi =
+                          _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xb[b].qs + 16)));
+        /* the -16 offset: minus 16 times the input's sums in fours */
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i start = _mm512_sub_epi32(
+            zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, sixteen, xlo), sixteen, xhi));
+        /* the words at the block's bytes 0 (d | qh's low half << 16) and 2 (qh), lane j row j's */
+        int32_t u0[8], u2[8];
+        for (int k = 0; k < 8; k++) {
+            memcpy(&u0[k], blk + off[k], 4);
+            memcpy(&u2[k], blk + off[k] + 2, 4);
+        }
+        const __m256i g0 =
+                          _mm256_setr_epi32(u0[0], u0[1], u0[2], u0[3], u0[4], u0[5], u0[6], u0[7]),
+                      g2 =
+                          _mm256_setr_epi32(u2[0], u2[1], u2[2], u2[3], u2[4], u2[5], u2[6], u2[7]);
+        const __m128i d16 = _mm256_cvtepi32_epi16(g0),
+                      hlo = _mm256_cvtepi32_epi16(_mm256_srli_epi32(g0, 16)),
+                      hhi = _mm256_cvtepi32_epi16(_mm256_srli_epi32(g2, 16));
+        __m512i sum[2];
+        for (int q = 0; q < 2; q++) {
+            const uint8_t *r0 = blk + off[4 * q] + 6;
+            __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)r0));
+            raw = _mm512_inserti32x4(
+                raw, _mm_loadu_si128((const __m128i *)(blk + off[4 * q + 1] + 6)), 1);
+            raw = _mm512_inserti32x4(
+                raw, _mm_loadu_si128((const __m128i *)(blk + off[4 * q + 2] + 6)), 2);
+            raw = _mm512_inserti32x4(
+                raw, _mm_loadu_si128((const __m128i *)(blk + off[4 * q + 3] + 6)), 3);
+            const __mmask64 klo =
+                                (__mmask64)(q ? _mm_extract_epi64(hlo, 1) : _mm_cvtsi128_si64(hlo)),
+                            khi =
+                                (__mmask64)(q ? _mm_extract_epi64(hhi, 1) : _mm_cvtsi128_si64(hhi));
+            __m512i lo = _mm512_and_si512(raw, m4),
+                    hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            lo = _mm512_mask_add_epi8(lo, klo, lo, sixteen);
+            hi = _mm512_mask_add_epi8(hi, khi, hi, sixteen);
+            sum[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, xlo), hi, xhi);
+        }
+        /* lanes 4j..4j + 3 of sum[q] are row 4q + j's: pairs, then pairs of pairs */
+        const __m512i p2 = _mm512_add_epi32(_mm512_permutex2var_epi32(sum[0], even, sum[1]),
+                                            _mm512_permutex2var_epi32(sum[0], odd, sum[1]));
+        const __m512i p4 =
+            _mm512_add_epi32(_mm512_permutexvar_epi32(even, p2), _mm512_permutexvar_epi32(odd, p2));
+        const __m256i isum = _mm512_castsi512_si256(p4);
+        const __m256 dw = _mm256_cvtph_ps(d16);
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb[b].d)),
+                                               _mm256_cvtepi32_ps(isum)));
+    }
+    qdot32_store8(y, acc, rb);
+}
+#endif
 
 /* All of a type's rows [r0, r1) and inputs: blocks of 8 rows, each for every group of inputs
  * (the first group prefetching 8 rows further on). */
@@ -274,6 +367,12 @@ qdot32_type(enum rops_type type, const struct rops_qdot_args *a, int64_t r0, int
         const int64_t next_bytes = r + ahead + 8 <= r1 ? 8 * (int64_t)row_bytes : 0;
         const uint8_t *next =
             next_bytes ? (const uint8_t *)a->w->data + (size_t)(r + ahead) * row_bytes : NULL;
+#if ROPS_VEC_WIDTH == 16
+        if (type == ROPS_TYPE_Q5_0 && a->n == 1) {
+            qdot32_q5_0_one(a, r, rb, next, next_bytes);
+            continue;
+        }
+#endif
         for (int64_t i = 0; i < a->n; i += 4) {
             const uint8_t *pf = i == 0 ? next : NULL;
             const int64_t pf_bytes = i == 0 ? next_bytes : 0;
