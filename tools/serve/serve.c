@@ -356,6 +356,7 @@ struct listener {
     struct sockaddr_storage addr;
     bool v6;
     struct MHD_Daemon *d;
+    MHD_socket quiesced; /* the listening socket once the drain took it back (drain) */
 };
 
 static bool parse_host(const char *host, struct listener *l) {
@@ -389,16 +390,20 @@ static void set_port(struct listener *l, unsigned port) {
         ((struct sockaddr_in *)&l->addr)->sin_port = htons((uint16_t)port);
 }
 
-/* One daemon per address: a pool of --threads-http event-loop threads (epoll), connections
+/* One daemon per address: a pool of --threads-http event-loop threads (poll), connections
  * suspended while they wait for the decode loop, the connection limits, and the idle timeout;
- * the read deadline and the rest are conn.c's. */
+ * the read deadline and the rest are conn.c's. poll, not epoll: with epoll, libmicrohttpd
+ * 0.9.75's MHD_quiesce_daemon takes the listening socket out of each worker's epoll set while
+ * the worker, which has seen the quiesce flag, may be taking it out too, and aborts the process
+ * when it loses that race (daemon.c, "Failed to remove listen FD from epoll set": seen once in
+ * CI, a SIGTERM ending in abort); with poll a worker drops the socket from its next poll set. */
 static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
                                     const struct serve_opts *o) {
     set_port(l, port);
     /* an IPv6 socket takes IPv6 only (MHD sets IPV6_V6ONLY without MHD_USE_DUAL_STACK), so
        that --host :: --host 0.0.0.0 can both be listened on */
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
             MHD_USE_ERROR_LOG | (l->v6 ? MHD_USE_IPv6 : 0),
         (uint16_t)port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &l->addr,
         MHD_OPTION_NOTIFY_COMPLETED, request_free, s, MHD_OPTION_NOTIFY_CONNECTION,
@@ -552,14 +557,16 @@ static unsigned open_connections(struct listener *ls, int n) {
     return open;
 }
 
-/* The drain, after the first SIGTERM, SIGINT or SIGHUP: the listening sockets are closed at
- * once (a new connection is refused, not left in a backlog), the queued requests are answered
- * 503 with Retry-After, the running ones finish; a second signal ends the process at once. */
+/* The drain, after the first SIGTERM, SIGINT or SIGHUP: the listening sockets stop listening
+ * at once (a new connection is refused, not left in a backlog), the queued requests are answered
+ * 503 with Retry-After, the running ones finish; a second signal ends the process at once. A
+ * quiesced socket is shut down, not closed, until its daemon has stopped: a worker may still
+ * have it in the poll set it is waiting on, and a closed descriptor's number could be reused. */
 static void drain(struct server *s, struct listener *ls, int n_up, const sigset_t *sigs, int sig,
                   pthread_t sched) {
     for (int i = 0; i < n_up; i++) {
-        const MHD_socket fd = MHD_quiesce_daemon(ls[i].d);
-        if (fd != MHD_INVALID_SOCKET) close(fd);
+        ls[i].quiesced = MHD_quiesce_daemon(ls[i].d);
+        if (ls[i].quiesced != MHD_INVALID_SOCKET) shutdown(ls[i].quiesced, SHUT_RDWR);
     }
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
@@ -609,6 +616,7 @@ static void drain(struct server *s, struct listener *ls, int n_up, const sigset_
     for (int i = 0; i < n_up; i++) {
         MHD_stop_daemon(ls[i].d);
         ls[i].d = NULL;
+        if (ls[i].quiesced != MHD_INVALID_SOCKET) close(ls[i].quiesced);
     }
     fprintf(stderr, "recur serve: stopped\n");
 }
@@ -635,7 +643,10 @@ int cmd_serve(int argc, char **argv) {
     struct listener ls[GEN_MAX_HOSTS];
     const int n_ls = srv.n_hosts ? srv.n_hosts : 1;
     memset(ls, 0, sizeof ls);
-    for (int i = 0; i < n_ls; i++) ls[i].host = srv.n_hosts ? srv.hosts[i] : "127.0.0.1";
+    for (int i = 0; i < n_ls; i++) {
+        ls[i].host = srv.n_hosts ? srv.hosts[i] : "127.0.0.1";
+        ls[i].quiesced = MHD_INVALID_SOCKET;
+    }
     if (!check_flags(&o, &srv, ls, n_ls)) return TOOL_USAGE;
     struct serve_cors cors;
     if (!serve_cors_init(&cors, &srv)) return TOOL_USAGE;
