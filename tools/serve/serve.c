@@ -395,8 +395,8 @@ static void set_port(struct listener *l, unsigned port) {
  * the read deadline and the rest are conn.c's. poll, not epoll: with epoll, libmicrohttpd
  * 0.9.75's MHD_quiesce_daemon takes the listening socket out of each worker's epoll set while
  * the worker, which has seen the quiesce flag, may be taking it out too, and aborts the process
- * when it loses that race (daemon.c, "Failed to remove listen FD from epoll set": seen once in
- * CI, a SIGTERM ending in abort); with poll a worker drops the socket from its next poll set. */
+ * when it loses that race ("Failed to remove listen FD from epoll set"); with poll a worker
+ * drops the socket from its next poll set. */
 static struct MHD_Daemon *listen_on(struct server *s, struct listener *l, unsigned port,
                                     const struct serve_opts *o) {
     set_port(l, port);

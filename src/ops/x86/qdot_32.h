@@ -166,6 +166,18 @@ qdot32_scales(enum rops_type type, const uint8_t *const rows[8], size_t o, __m25
     *d = _mm256_cvtph_ps(_mm_set_epi64x((int64_t)q[1], (int64_t)q[0]));
 }
 
+/* The pf_bytes at pf go into L1 a share per block of a row, whole lines (qdot32_pf_step each,
+ * computed once a call): the rows further on come from memory while this block's are worked
+ * on. */
+static inline __attribute__((always_inline)) int64_t qdot32_pf_step(int64_t pf_bytes, int64_t nb) {
+    return nb > 0 ? ((pf_bytes + nb - 1) / nb + 63) & ~(int64_t)63 : 0;
+}
+static inline __attribute__((always_inline)) void
+qdot32_prefetch(const uint8_t *pf, int64_t pf_bytes, int64_t per_step, int64_t b) {
+    for (int64_t o = b * per_step; o < (b + 1) * per_step && o < pf_bytes; o += 64)
+        _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+}
+
 /* y's first rb of 8 floats (the others 0), and v's first rb lanes stored there. */
 static inline __attribute__((always_inline)) __m256 qdot32_load8(const float *y, int64_t rb) {
     if (rb == 8) return _mm256_loadu_ps(y);
@@ -192,13 +204,12 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
     const struct rops_mat *w = a->w;
     const bool affine = type == ROPS_TYPE_Q4_1 || type == ROPS_TYPE_Q5_1;
     const size_t bb = qdot32_block_bytes(type);
-    const int64_t nb = a->kt / ROPS_QK;
+    const int64_t nb = a->kt / ROPS_QK, per_step = qdot32_pf_step(pf_bytes, nb);
     __m256i levels =
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rops_iq4nl_values));
 #ifdef QDOT32_DPBUSD_WIDE
     levels = _mm256_xor_si256(levels, _mm256_set1_epi8(-128)); /* 128 up, unsigned */
 #endif
-    const int64_t per_step = nb > 0 ? ((pf_bytes + nb - 1) / nb + 63) & ~(int64_t)63 : 0;
     const uint8_t *rows[8];
     for (int64_t j = 0; j < 8; j++)
         rows[j] = (const uint8_t *)w->data + (size_t)(r + (j < rb ? j : 0)) * w->row_bytes +
@@ -213,8 +224,7 @@ qdot32_group(enum rops_type type, const struct rops_qdot_args *a, int NB, int64_
                                : _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        for (int64_t o = b * per_step; o < (b + 1) * per_step && o < pf_bytes; o += 64)
-            _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+        qdot32_prefetch(pf, pf_bytes, per_step, b);
         __m256i xlo[4], xhi[4], base[4];
         float dx[4], sx[4];
 #pragma GCC unroll 4
@@ -280,8 +290,7 @@ static inline __attribute__((always_inline)) void qdot32_q5_0_one(const struct r
                                                                   int64_t pf_bytes) {
     const struct rops_mat *w = a->w;
     const size_t bb = sizeof(struct rops_block_q5_0);
-    const int64_t nb = a->kt / ROPS_QK;
-    const int64_t per_step = nb > 0 ? ((pf_bytes + nb - 1) / nb + 63) & ~(int64_t)63 : 0;
+    const int64_t nb = a->kt / ROPS_QK, per_step = qdot32_pf_step(pf_bytes, nb);
     const uint8_t *base =
         (const uint8_t *)w->data + (size_t)r * w->row_bytes + (size_t)(a->c0 / ROPS_QK) * bb;
     /* row j at base + off[j] (the rows past rb repeat row r, their sums not stored) */
@@ -297,8 +306,7 @@ static inline __attribute__((always_inline)) void qdot32_q5_0_one(const struct r
     __m256 acc = a->accumulate ? qdot32_load8(y, rb) : _mm256_setzero_ps();
     const struct rops_xq8 *xb = (const struct rops_xq8 *)a->xq;
     for (int64_t b = 0; b < nb; b++) {
-        for (int64_t o = b * per_step; o < (b + 1) * per_step && o < pf_bytes; o += 64)
-            _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+        qdot32_prefetch(pf, pf_bytes, per_step, b);
         const uint8_t *blk = base + (size_t)b * bb;
         const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xb[b].qs)),
                       xhi =
