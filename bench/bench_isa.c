@@ -2,9 +2,9 @@
  * bench_isa: the kernels on each instruction set this CPU runs, side by side, on the shapes of
  * a mamba-130m-shaped model (embd 768, d_inner 1536, d_state 16, dt_rank 48): the products of
  * its layers (in_proj 768 -> 3072, x_proj 1536 -> 80, out_proj 1536 -> 768) in f16, bf16, f32,
- * q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K for 1, 3, 16 and 512 inputs, the scan and the conv (d_conv 4) for 1 and 512
- * tokens; and RWKV's WKV6 and WKV7 on an RWKV 130m-shaped layer (embd 768, 12 heads of 64) for
- * 1, 16 and 512 tokens.
+ * q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K for 1, 3, 16 and 512 inputs, the scan and the
+ * conv (d_conv 4) for 1 and 512 tokens; and RWKV's WKV6 and WKV7 on an RWKV 130m-shaped layer (embd
+ * 768, 12 heads of 64) for 1, 16 and 512 tokens.
  *
  *   bench_isa [--reps N] [--threads T] [--only TEXT]
  *
@@ -226,10 +226,9 @@ int main(int argc, char **argv) {
     } mats[] = {{"in_proj 768x3072", 768, 3072},
                 {"x_proj 1536x80", 1536, 80},
                 {"out_proj 1536x768", 1536, 768}};
-    const enum rops_type types[] = {ROPS_TYPE_F16,  ROPS_TYPE_BF16, ROPS_TYPE_F32,
-                                    ROPS_TYPE_Q8_0, ROPS_TYPE_Q4_0, ROPS_TYPE_Q4_1,
-                                    ROPS_TYPE_Q5_0, ROPS_TYPE_Q5_1, ROPS_TYPE_Q4_K,
-                                    ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K};
+    const enum rops_type types[] = {ROPS_TYPE_F16,  ROPS_TYPE_BF16, ROPS_TYPE_F32,  ROPS_TYPE_Q8_0,
+                                    ROPS_TYPE_Q4_0, ROPS_TYPE_Q4_1, ROPS_TYPE_Q5_0, ROPS_TYPE_Q5_1,
+                                    ROPS_TYPE_Q4_K, ROPS_TYPE_Q5_K, ROPS_TYPE_Q6_K};
     const char *type_names[] = {"f16",  "bf16", "f32",  "q8_0", "q4_0", "q4_1",
                                 "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
     const int64_t ns[] = {1, 3, 16, 512};
@@ -259,7 +258,7 @@ int main(int argc, char **argv) {
                         }
                     }
             }
-            const struct rops_mat w = {wq, ty, k, m, rb};
+            const struct rops_mat w = {wq, ty, k, m, rb, NULL};
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
                 char what[64];
                 snprintf(what, sizeof what, "%s %s n=%lld", type_names[ti], mats[mi].name,
@@ -270,6 +269,27 @@ int main(int argc, char **argv) {
                                 .y = y,
                                 .ex = {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes}};
                 bench_row(what, 2.0 * (double)(k * m * ns[ni]), &j, &is, reps);
+            }
+            /* one input from the interleaved copy a model makes at load (AVX-512 reads it) */
+            const size_t b16 = rops_rows16_bytes(&w, ROPS_ISA_AVX512);
+            if (b16) {
+                void *rows16 = aligned_alloc(64, (b16 + 63) / 64 * 64);
+                if (!rows16) {
+                    fprintf(stderr, "bench_isa: out of memory\n");
+                    return 1;
+                }
+                rops_rows16_make(&w, rows16);
+                struct rops_mat w16 = w;
+                w16.rows16 = rows16;
+                char what[64];
+                snprintf(what, sizeof what, "%s rows16 %s n=1", type_names[ti], mats[mi].name);
+                struct job j = {.w = &w16,
+                                .x = x,
+                                .n = 1,
+                                .y = y,
+                                .ex = {pool, nth, ROPS_ISA_AVX2, scratch, scratch_bytes}};
+                bench_row(what, 2.0 * (double)(k * m), &j, &is, reps);
+                free(rows16);
             }
         }
     /* the scan: d_inner 1536, d_state 16, one sequence */

@@ -12,7 +12,7 @@
 /* ---- parameters -------------------------------------------------------------------------- */
 
 struct recur_model_params recur_model_default_params(void) {
-    struct recur_model_params p = {.use_mmap = true};
+    struct recur_model_params p = {.use_mmap = true, .repack = true};
     return p;
 }
 
@@ -103,7 +103,7 @@ struct recur_model *recur_model_load_from_file(const char *path, struct recur_mo
         return NULL;
     }
     if (params.vocab_only) return load_vocab_only(model, path, params.use_mmap);
-    if (!(model->m = rmodel_load(path, params.use_mmap))) {
+    if (!(model->m = rmodel_load(path, params.use_mmap, params.repack))) {
         free(model);
         return NULL;
     }

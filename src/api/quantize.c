@@ -181,8 +181,8 @@ static void *convert(const struct rgguf_tensor *t, uint32_t ggml_type, struct rp
                      size_t *nbytes) {
     const int64_t k = t->ne[0], rows = t->ne[1];
     const size_t out_row = rops_row_bytes((enum rops_type)ggml_type, k);
-    const struct rops_mat src = {t->data, (enum rops_type)t->type, k, rows,
-                                 t->nbytes / (size_t)rows};
+    const struct rops_mat src = {t->data, (enum rops_type)t->type,  k,
+                                 rows,    t->nbytes / (size_t)rows, NULL};
     if (nth > rows) nth = rows > 0 ? (int)rows : 1;
     uint8_t *out = malloc(out_row * (size_t)rows);
     float *rowbuf = malloc(sizeof(float) * (size_t)k * (size_t)nth);

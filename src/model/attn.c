@@ -162,7 +162,7 @@ void rmodel_attn_rotate(void *user, uint32_t il, uint32_t type, void *rows, uint
         if (delta[r] == 0) continue;
         for (int64_t h = 0; h < H; h++) {
             uint8_t *head = (uint8_t *)rows + r * row_bytes + h * head_bytes;
-            const struct rops_mat row = {head, (enum rops_type)type, hd, 1, head_bytes};
+            const struct rops_mat row = {head, (enum rops_type)type, hd, 1, head_bytes, NULL};
             rops_get_row(&row, 0, x);
             rope(&serial, hp, x, 1, 1, hd, &delta[r]);
             store_row(type, x, hd, head);

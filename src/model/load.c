@@ -46,7 +46,7 @@ const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dim
     for (uint32_t d = 0; d < n_dims; d++) n *= (size_t)ne[d];
     float *dst = rmodel_small_new(m, n, name);
     if (!dst) return NULL;
-    struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes};
+    struct rops_mat as_mat = {t->data, (enum rops_type)t->type, (int64_t)n, 1, t->nbytes, NULL};
     rops_get_row(&as_mat, 0, dst);
     return dst;
 }
@@ -60,14 +60,27 @@ const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int
     return lag;
 }
 
+bool rmodel_rows16(struct rmodel *m, struct rops_mat *w, const char *name) {
+    const size_t bytes = rops_rows16_bytes(w, m->rows16_isa);
+    if (!bytes) return true;
+    /* whole floats: the copy is 2304-byte blocks */
+    float *copy = rmodel_small_new(m, bytes / sizeof(float), name);
+    if (!copy) return false;
+    rops_rows16_make(w, copy);
+    w->rows16 = copy;
+    return true;
+}
+
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
                    struct rops_mat *out) {
     const int64_t ne[2] = {n_cols, n_rows};
     const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, RMODEL_MATRIX_TYPES);
     if (!t || !rmodel_matrix_rows(name, t->type, n_cols)) return false;
-    *out = (struct rops_mat){t->data, (enum rops_type)t->type, n_cols, n_rows,
-                             t->nbytes / (size_t)(n_rows ? n_rows : 1)};
-    return true;
+    *out = (struct rops_mat){
+        t->data, (enum rops_type)t->type, n_cols, n_rows, t->nbytes / (size_t)(n_rows ? n_rows : 1),
+        NULL};
+    /* the embedding is read a row at a time (its copy is made for the output when tied) */
+    return strcmp(name, "token_embd.weight") == 0 || rmodel_rows16(m, out, name);
 }
 
 bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
@@ -116,6 +129,7 @@ bool rmodel_load_common(struct rmodel *m) {
         if (!rmodel_matrix(m, "output.weight", n_embd, m->n_vocab, &m->output)) return false;
     } else {
         m->output = m->tok_embd; /* tied */
+        if (!rmodel_rows16(m, &m->output, "token_embd.weight")) return false;
     }
     uint32_t id;
     m->bos = rgguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? (int32_t)id : -1;

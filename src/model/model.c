@@ -42,7 +42,7 @@ static uint64_t fingerprint(const struct rmodel *m) {
     return XXH64_digest(&st);
 }
 
-struct rmodel *rmodel_load(const char *path, bool use_mmap) {
+struct rmodel *rmodel_load(const char *path, bool use_mmap, bool repack) {
     struct rgguf *g = rgguf_open(path, use_mmap);
     if (!g) return NULL;
     struct rmodel *m = calloc(1, sizeof *m);
@@ -52,6 +52,12 @@ struct rmodel *rmodel_load(const char *path, bool use_mmap) {
         return NULL;
     }
     m->gguf = g;
+    m->rows16_isa = ROPS_ISA_SCALAR;
+    if (repack && !rops_isa_from_env(&m->rows16_isa)) {
+        /* the contexts refuse such a RECUR_ISA themselves, with this message */
+        m->rows16_isa = ROPS_ISA_SCALAR;
+        rcore_error_clear();
+    }
 
     const char *arch;
     size_t len;

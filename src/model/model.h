@@ -34,8 +34,11 @@ struct rmodel_ws;
 
 /* Loads a model file. NULL with the last error set: the file is not GGUF, its architecture is
  * not supported ("model.gguf: architecture gpt2 is not supported (supported: mamba, ...)"), a key
- * or tensor is missing or has the wrong shape or type (the message names it). */
-struct rmodel *rmodel_load(const char *path, bool use_mmap);
+ * or tensor is missing or has the wrong shape or type (the message names it).
+ * repack: give each weight matrix a product reads the layout the kernels of the contexts'
+ * instruction set (rops_isa_from_env) read fastest for one input, where it has one
+ * (rops_rows16_bytes: q4_K with AVX-512), a copy owned by the model beside the file's. */
+struct rmodel *rmodel_load(const char *path, bool use_mmap, bool repack);
 void rmodel_free(struct rmodel *model); /* NULL is fine */
 
 enum rmodel_arch rmodel_arch(const struct rmodel *model);

@@ -119,6 +119,9 @@ struct rmodel {
     /* the file has block-type weights: its products sum every input as if alone
        (rops_exec.one_order), so that its logits do not depend on the batch */
     bool one_order;
+    /* the instruction set whose kernels' interleaved copies (rops_rows16_bytes) the matrices
+       get at load, or ROPS_ISA_SCALAR for none (rmodel_load's repack) */
+    enum rops_isa rows16_isa;
 
     struct rops_mat tok_embd;
     struct rops_mat output; /* the same matrix as tok_embd when tied */
@@ -161,6 +164,10 @@ const float *rmodel_small_f32(struct rmodel *m, const char *name, uint32_t n_dim
 /* n floats owned by the model (64-byte aligned), for what the loader derives from a tensor
  * (name: for the error). NULL with the error set when out of memory. */
 float *rmodel_small_new(struct rmodel *m, size_t n, const char *name);
+/* Gives w (a weight matrix the products read, of the tensor name) its interleaved copy for one
+ * input, owned by the model, when m->rows16_isa's kernels read one for it. False (error set)
+ * out of memory. */
+bool rmodel_rows16(struct rmodel *m, struct rops_mat *w, const char *name);
 /* The conv weights w (n_ch x d_conv) lag-major, as rops_conv_args' w_lag, owned by the model.
  * NULL with the error set when out of memory. */
 const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int64_t d_conv,

@@ -23,7 +23,11 @@ static bool matrix_stack(struct rmodel *m, const char *name, int64_t n_cols, int
     const size_t row_bytes = t->nbytes / (size_t)(n_rows * n_mats);
     for (int64_t i = 0; i < n_mats; i++)
         out[i] = (struct rops_mat){(const uint8_t *)t->data + (size_t)(i * n_rows) * row_bytes,
-                                   (enum rops_type)t->type, n_cols, n_rows, row_bytes};
+                                   (enum rops_type)t->type,
+                                   n_cols,
+                                   n_rows,
+                                   row_bytes,
+                                   NULL};
     return true;
 }
 

@@ -342,7 +342,8 @@ static bool batch_qdot(const struct rops_exec *ex, struct batch_task *t,
     rops_qmatmul_quantize(t->k, jb->w, jb->x, jb->n, qx);
     *used = (int64_t)((start + bytes + sizeof *buf - 1) / sizeof *buf);
     struct batch_unit *u = &t->u[t->n_units++];
-    *u = (struct batch_unit){jb->w, jb->x, NULL, qx, jb->n, jb->y, 8, 0, 0};
+    *u = (struct batch_unit){jb->w, jb->x, NULL, qx, jb->n, jb->y, rops_qmatmul_grain(jb->w, jb->n),
+                             0,     0};
     u->block_cost = u->grain * row_cost(jb->w, jb->n);
     t->work += m * k * jb->n;
     u->blocks = (m + u->grain - 1) / u->grain;

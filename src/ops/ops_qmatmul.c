@@ -53,16 +53,21 @@ static void quantize_input(const struct rops_kernels *kt, enum rops_type partner
  * q8_K, were streamed from L3 for every row), and at least 16 inputs a call. */
 #define QMM_GROUP_BYTES (256 << 10)
 
+int64_t rops_qmatmul_grain(const struct rops_mat *w, int64_t n) {
+    return n == 1 && w->rows16 ? 16 : 8;
+}
+
 struct qmm_task {
     struct rops_qdot_args a;
     const struct rops_kernels *k;
 };
 
-/* A thread's share of the rows, in blocks of 8 (the vector kernels' row groups). */
+/* A thread's share of the rows, in blocks of rops_qmatmul_grain. */
 static void qmm_thread(void *arg, int ith, int nth) {
     const struct qmm_task *t = arg;
-    const int64_t blocks = (t->a.w->n_rows + 7) / 8;
-    int64_t r0 = blocks * ith / nth * 8, r1 = blocks * (ith + 1) / nth * 8;
+    const int64_t grain = rops_qmatmul_grain(t->a.w, t->a.n);
+    const int64_t blocks = (t->a.w->n_rows + grain - 1) / grain;
+    int64_t r0 = blocks * ith / nth * grain, r1 = blocks * (ith + 1) / nth * grain;
     if (r1 > t->a.w->n_rows) r1 = t->a.w->n_rows;
     if (r0 < r1) t->k->qdot_rows(&t->a, r0, r1);
 }

@@ -85,6 +85,16 @@ struct rops_block_q4_K {
     uint8_t scales[ROPS_K_SCALE_SIZE];
     uint8_t qs[128];
 };
+/* The same block of 16 consecutive rows interleaved (ops_rows16.c, not a file format): what a
+ * 512-bit vector of the AVX-512 one-input kernel takes at once, each row in a 32-bit lane.
+ * d[r], dmin[r], scales[k][r] are row r's d, dmin and scales[k]; qs[c][l][r][t] is row r's
+ * qs[32 c + 4 l + t]: its low nibble the weight at 64 c + 4 l + t, its high nibble the one 32
+ * on. 2304 bytes, 16 rows' worth, each part at a multiple of 32 bytes. */
+struct rops_block_q4_Kx16 {
+    uint16_t d[16], dmin[16];
+    uint8_t scales[ROPS_K_SCALE_SIZE][16];
+    uint8_t qs[4][8][16][4];
+};
 /* q5_K: q4_K with a fifth bit per weight in qh. */
 struct rops_block_q5_K {
     uint16_t d, dmin;
@@ -217,5 +227,9 @@ void rops_qmatmul_quantize(const struct rops_kernels *K, const struct rops_mat *
                            int64_t n, uint8_t *xq);
 void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, const uint8_t *xq,
                        int64_t n, float *y, int64_t r0, int64_t r1);
+/* The rows a block of the threads' split holds for n inputs with w: the vector kernels' row
+ * groups, 16 where one input reads w's interleaved copy (a group split between two threads
+ * goes a row at a time), else 8. */
+int64_t rops_qmatmul_grain(const struct rops_mat *w, int64_t n);
 
 #endif

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/recur-fuzz-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0) return 0;
-    if (write(fd, data, size) == (ssize_t)size) rmodel_free(rmodel_load(path, false));
+    if (write(fd, data, size) == (ssize_t)size) rmodel_free(rmodel_load(path, false, true));
     close(fd);
     unlink(path);
     return 0;

@@ -277,7 +277,7 @@ static struct test_mat make_mat(uint32_t type, int64_t rows, int64_t k) {
             }
         }
     }
-    t.m = (struct rops_mat){t.bytes, type, k, rows, rb};
+    t.m = (struct rops_mat){t.bytes, type, k, rows, rb, NULL};
     return t;
 }
 
@@ -485,7 +485,7 @@ static void test_quantize(void) {
         const uint32_t types[2] = {8, 2};
         for (int ti = 0; ti < 2; ti++) {
             REQUIRE(rops_quantize_row(types[ti], x, 96, q));
-            const struct rops_mat m = {q, types[ti], 96, 1, rops_row_bytes(types[ti], 96)};
+            const struct rops_mat m = {q, types[ti], 96, 1, rops_row_bytes(types[ti], 96), NULL};
             rops_get_row(&m, 0, back);
             for (int b = 0; b < 3; b++) {
                 float amax = 0;

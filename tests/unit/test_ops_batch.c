@@ -52,7 +52,7 @@ static struct rops_mat make_mat(uint32_t type, int64_t rows, int64_t k) {
         }
     }
     free(row);
-    return (struct rops_mat){bytes, type, k, rows, rb};
+    return (struct rops_mat){bytes, type, k, rows, rb, NULL};
 }
 
 /* A job's shape. */

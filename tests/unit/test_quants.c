@@ -402,7 +402,7 @@ static void test_qmatmul(void) {
         size_t qlen;
         unsigned char *q = slurp(qname, &qlen);
         REQUIRE(q);
-        const struct rops_mat w = {q, types[t], COLS, ROWS, qlen / ROWS};
+        const struct rops_mat w = {q, types[t], COLS, ROWS, qlen / ROWS, NULL};
         CHECK(rops_matmul_scratch_bytes(&w, N) <= sizeof scratch);
         for (int ii = 0; ii < n_isas; ii++)
             for (int run = 0; run < 3; run++) {
@@ -509,11 +509,14 @@ static void test_qdot_rows_isas(void) {
               {offsetof(struct rops_block_q5_K, d), offsetof(struct rops_block_q5_K, dmin)},
               {offsetof(struct rops_block_q6_K, d), 0},
               {offsetof(struct rops_block_iq4_xs, d), 0}};
-    enum { M = 21, NB = 3, K = NB * ROPS_QK_K, NMAX = 24 };
+    enum { M = 37, NB = 3, K = NB * ROPS_QK_K, NMAX = 24 };
     static const int ns[] = {1, 2, 3, 4, 5, 20, 24};
+    /* with q4_K's interleaved copy (AVX-512, one input): whole groups of 16 rows, with rows
+       before and after them, and spans with none */
     static const int64_t spans[][4] = {/* r0, r1, c0, kt */
                                        {0, M, 0, K},
-                                       {3, 17, 256, 512},
+                                       {3, 35, 256, 512},
+                                       {16, 32, 0, K},
                                        {5, 6, 512, 256},
                                        {9, 21, 0, 256}};
     uint32_t seed = 12345;
@@ -588,7 +591,15 @@ static void test_qdot_rows_isas(void) {
                                               fabs((double)dmin_of[r][b]) * min_max);
                 }
             }
-        const struct rops_mat w = {wq, types[t], K, M, row_bytes};
+        struct rops_mat w = {wq, types[t], K, M, row_bytes, NULL};
+        const size_t b16 = rops_rows16_bytes(&w, ROPS_ISA_AVX512);
+        void *rows16 = NULL;
+        if (b16) {
+            rows16 = aligned_alloc(64, (b16 + 63) / 64 * 64);
+            REQUIRE(rows16);
+            rops_rows16_make(&w, rows16);
+            w.rows16 = rows16;
+        }
         int differ = 0, moved = 0, unstable = 0;
         for (int ii = 0; ii < n_isas; ii++)
             for (size_t sp = 0; sp < sizeof spans / sizeof spans[0]; sp++)
@@ -642,6 +653,29 @@ static void test_qdot_rows_isas(void) {
         CHECK_MSG(unstable == 0, "%s: %d results differ alone and among others", tr->name,
                   unstable);
         CHECK_MSG(moved == 0, "%s: %d values outside the rows or inputs changed", tr->name, moved);
+        if (rows16 && rops_isa_runs(ROPS_ISA_AVX512)) {
+            /* the copy is what one input reads there: a zeroed one changes the 16 x 2 rows of
+               the two groups and no other */
+            struct rops_qdot_args a = {&w,   0, K,    (const uint8_t *)xq[0], sizeof xq[0], 1,
+                                       want, M, false};
+            rops_kernels_of(ROPS_ISA_AVX512)->qdot_rows(&a, 0, M);
+            memset(rows16, 0, b16);
+            a.y = got;
+            rops_kernels_of(ROPS_ISA_AVX512)->qdot_rows(&a, 0, M);
+            int changed = 0, others = 0;
+            for (int r = 0; r < M; r++) {
+                const bool same = memcmp(&got[r], &want[r], sizeof got[r]) == 0;
+                if (r < 32)
+                    changed += !same;
+                else
+                    others += !same;
+            }
+            CHECK_MSG(changed == 32 && others == 0,
+                      "q4_K's copy: %d of its 32 rows and %d others follow it", changed, others);
+        } else if (rows16) {
+            printf("  SKIP %s's interleaved copy: %s\n", tr->name, rops_isa_lacks(ROPS_ISA_AVX512));
+        }
+        free(rows16);
         free(wq);
     }
     fprintf(stderr, "  worst difference %.3g of the magnitude\n", worst);
@@ -706,7 +740,7 @@ static void test_qdot_32_kernels(void) {
             memcpy(w + o, &d, 2);
             if (affine) memcpy(w + o + 2, &m, 2);
         }
-        const struct rops_mat mat = {w, type, K, M, row_bytes};
+        const struct rops_mat mat = {w, type, K, M, row_bytes, NULL};
         for (int ii = 0; ii < n_isas; ii++) {
             const struct rops_kernels *k = rops_kernels_of(isas[ii]);
             int runs = 0, differ = 0;
@@ -790,7 +824,7 @@ static void test_qmatmul_tiles(void) {
         const size_t row_bytes = rops_row_bytes(types[t], K);
         REQUIRE(row_bytes * M <= sizeof wq);
         for (int r = 0; r < M; r++) rops_quantizer_of(types[t])(wf + r * K, wq + r * row_bytes, K);
-        const struct rops_mat w = {wq, types[t], K, M, row_bytes};
+        const struct rops_mat w = {wq, types[t], K, M, row_bytes, NULL};
         const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
         for (int ii = 0; ii < n_isas; ii++) {
             const struct rops_exec ex = {pool, 2, isas[ii], scratch, sizeof scratch, false};

@@ -41,6 +41,7 @@ struct bench_opts {
     bool json;
     bool probe_each; /* each run against a probe of its own */
     bool no_probe;   /* no probe, so no bounds: tokens/s alone */
+    bool no_repack;  /* the file's layout only (recur_model_params.repack false) */
 };
 
 struct result {
@@ -74,6 +75,8 @@ static void usage(FILE *out) {
             "                       against its own bound (the median of those fractions)\n"
             "  --no-probe           skip the probe (a second or so) and report tokens/s\n"
             "                       without bounds\n"
+            "  -nr, --no-repack     no second copy of the weights in the layout the one-input\n"
+            "                       kernels read fastest (recur_model_params.repack)\n"
             "  --json               print JSON (the table goes to stderr)\n"
             "  -h, --help           show this help\n");
 }
@@ -110,6 +113,10 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (strcmp(a, "--no-probe") == 0) {
             o->no_probe = true;
+            continue;
+        }
+        if (strcmp(a, "-nr") == 0 || strcmp(a, "--no-repack") == 0 || strcmp(a, "--repack") == 0) {
+            o->no_repack = strcmp(a, "--repack") != 0;
             continue;
         }
         if (i + 1 >= argc) {
@@ -270,6 +277,7 @@ int cmd_bench(int argc, char **argv) {
     memset(&go, 0, sizeof go);
     go.model = o.model;
     go.n_threads = o.n_threads;
+    go.no_repack = o.no_repack;
     go.n_batch = (uint32_t)max_batch;
     go.n_ubatch = (uint32_t)(max_batch < 512 ? max_batch : 512);
     /* a hybrid model's attention cache: room for the prompt and every sequence's tokens */

@@ -215,6 +215,7 @@ int cmd_embed(int argc, char **argv) {
     if (!text) return TOOL_FAIL;
     struct recur_model_params mp = recur_model_default_params();
     mp.use_mmap = !o.no_mmap;
+    mp.repack = !o.no_repack;
     struct recur_model *model = recur_model_load_from_file(o.model, mp);
     if (!model) {
         fprintf(stderr, "recur embed: %s\n", recur_last_error());

@@ -55,6 +55,7 @@ struct gen_opts {
     const char *grammar_file; /* GBNF file (--grammar-file) */
     const char *json_schema;  /* JSON schema text (--json-schema) */
     bool no_mmap, mlock;
+    bool no_repack; /* recur_model_params.repack false (--no-repack) */
     /* the prefix cache's second tier */
     const char *prefix_store; /* --prefix-cache-store URL, NULL: none */
     int64_t prefix_ttl_s;

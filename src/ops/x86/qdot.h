@@ -28,6 +28,7 @@
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include "qgemm_32.h"
 #include "qgemm_k.h"
+#include "qdot_k16.h"
 #else /* the panels are written for 16 rows a vector (qgemm_k.h) */
 static bool qgemm_k_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
     (void)a, (void)r0, (void)r1;
@@ -37,10 +38,14 @@ static bool qgemm_32_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1
     (void)a, (void)r0, (void)r1;
     return false;
 }
+static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    (void)a, (void)r0, (void)r1;
+    return false;
+}
 #endif
 
 static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
-    if (!qgemm_k_rows(a, r0, r1) && !qgemm_32_rows(a, r0, r1) && !qdot_k_rows(a, r0, r1) &&
-        !qdot_32_rows(a, r0, r1))
+    if (!qgemm_k_rows(a, r0, r1) && !qgemm_32_rows(a, r0, r1) && !qdot_k16_rows(a, r0, r1) &&
+        !qdot_k_rows(a, r0, r1) && !qdot_32_rows(a, r0, r1))
         rops_qdot_rows_scalar(a, r0, r1);
 }

@@ -1,0 +1,137 @@
+/*
+ * q4_K weights against one q8_K input, 16 rows a vector, from the matrix's interleaved copy
+ * (ops_rows16.c; part of x86/qdot.h, in the AVX-512 file only).
+ *
+ * Row r of a group of 16 is lane r of every vector: a 64-byte load holds 4 quants of each row,
+ * whose low nibbles meet the input's 4 quants (broadcast) in one vpmaddubsw and whose high
+ * nibbles the 4 quants 32 on in another; vpdpwssd adds each pair times the row's sub-block scale
+ * (a vector of the 16 rows' scales, made once a block). x86/qdot_k.h, a row at a time, spends
+ * a third of its instructions on what the lanes give here for nothing: picking a sub-block's
+ * scale into the lanes, the block's d and minimums, and summing a block's lanes.
+ *
+ * The results are x86/qdot_k.h's bit for bit, as x86/qgemm_k.h's are: each row keeps the 8
+ * lane-class sums of that kernel (class l: the columns 32 v + 4 l .. 32 v + 4 l + 3 of every
+ * sub-block v, times its scale), as exact integers, then the same float steps a block (qg_step)
+ * and the same tree over the classes at the end (qg_store's). A token's logits are then the
+ * same whether its rows come from here, from the file's layout or from a prompt's panels.
+ */
+
+#define K16_INLINE static inline __attribute__((always_inline))
+/* While a group's blocks are worked on, the group this many on goes into L1 a share per block:
+ * one input streams its weights from memory. From memory, with the Q4_K_M speed files, 2
+ * groups on measured 5-10% faster than 1 or 3, and without it the copy was slower than the
+ * file's layout (bench/RESULTS.md). */
+#define K16_PF 2
+
+/* Lane r: byte 16 k + r of src as the int16 pair (byte, byte), zero-extended; k a constant. */
+#define K16_PAIRS(src, k)                                                                          \
+    _mm512_shuffle_epi8(_mm512_shuffle_i32x4(src, src, (k)*0x55), k16_pair_ctrl())
+
+K16_INLINE __m512i k16_pair_ctrl(void) {
+    /* in the 128-bit lane j, dword t (row 4 j + t): bytes 4 j + t, zero, 4 j + t, zero */
+    const int z = 0x80;
+#define K16_W(r) ((int)((unsigned)(r) | (unsigned)z << 8 | (unsigned)(r) << 16 | (unsigned)z << 24))
+    return _mm512_setr_epi32(K16_W(0), K16_W(1), K16_W(2), K16_W(3), K16_W(4), K16_W(5), K16_W(6),
+                             K16_W(7), K16_W(8), K16_W(9), K16_W(10), K16_W(11), K16_W(12),
+                             K16_W(13), K16_W(14), K16_W(15));
+#undef K16_W
+}
+
+/* Chunk c of the block's quants (sub-blocks 2 c and 2 c + 1) into the 8 lane classes' sums. */
+#define K16_CHUNK(c)                                                                               \
+    for (int l = 0; l < 8; l++) {                                                                  \
+        const __m512i q = _mm512_load_si512((const __m512i *)p->qs[c][l]);                         \
+        const __m512i lo = _mm512_and_si512(q, m4),                                                \
+                      hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);                          \
+        int32_t x0, x1;                                                                            \
+        memcpy(&x0, x->qs + 64 * (c) + 4 * l, 4);                                                  \
+        memcpy(&x1, x->qs + 64 * (c) + 32 + 4 * l, 4);                                             \
+        is[l] = _mm512_dpwssd_epi32(is[l], _mm512_maddubs_epi16(lo, _mm512_set1_epi32(x0)), s0);   \
+        is[l] = _mm512_dpwssd_epi32(is[l], _mm512_maddubs_epi16(hi, _mm512_set1_epi32(x1)), s1);   \
+    }
+
+/* One interleaved block against the input's block x, into the 16 rows' lane-class sums acc. */
+K16_INLINE void k16_block(const struct rops_block_q4_Kx16 *p, const struct rops_block_q8_K *x,
+                          __m512 acc[8]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p->d)),
+                 dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p->dmin));
+    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d)),
+                 dm = _mm512_mul_ps(dmin, _mm512_set1_ps(x->d));
+    /* the 6-bit scales and minimums (x86/qdot_k.h's qk_unpack_k_scales, 16 rows at once):
+       byte 16 k + r of sc_lo is row r's scale of sub-block k, of sc_hi of sub-block 4 + k */
+    const __m512i z0 = _mm512_load_si512((const __m512i *)p->scales[0]),
+                  z1 = _mm512_load_si512((const __m512i *)p->scales[4]),
+                  z2 = _mm512_load_si512((const __m512i *)p->scales[8]);
+    const __m512i m6 = _mm512_set1_epi8(63), m4 = _mm512_set1_epi8(15),
+                  top = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(z0, m6),
+                  sc_hi = _mm512_or_si512(_mm512_and_si512(z2, m4),
+                                          _mm512_and_si512(_mm512_srli_epi16(z0, 2), top)),
+                  mn_lo = _mm512_and_si512(z1, m6),
+                  mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(z2, 4), m4),
+                                          _mm512_and_si512(_mm512_srli_epi16(z1, 2), top));
+    __m512i is[8];
+    for (int l = 0; l < 8; l++) is[l] = _mm512_setzero_si512();
+    {
+        const __m512i s0 = K16_PAIRS(sc_lo, 0), s1 = K16_PAIRS(sc_lo, 1);
+        K16_CHUNK(0)
+    }
+    {
+        const __m512i s0 = K16_PAIRS(sc_lo, 2), s1 = K16_PAIRS(sc_lo, 3);
+        K16_CHUNK(1)
+    }
+    {
+        const __m512i s0 = K16_PAIRS(sc_hi, 0), s1 = K16_PAIRS(sc_hi, 1);
+        K16_CHUNK(2)
+    }
+    {
+        const __m512i s0 = K16_PAIRS(sc_hi, 2), s1 = K16_PAIRS(sc_hi, 3);
+        K16_CHUNK(3)
+    }
+    /* lane class l's minimum term is sub-block l's minimum against bsums 2 l, 2 l + 1 */
+    acc[0] = qg_step(ROPS_TYPE_Q4_K, acc[0], dd, dm, is[0], K16_PAIRS(mn_lo, 0), x, 0);
+    acc[1] = qg_step(ROPS_TYPE_Q4_K, acc[1], dd, dm, is[1], K16_PAIRS(mn_lo, 1), x, 1);
+    acc[2] = qg_step(ROPS_TYPE_Q4_K, acc[2], dd, dm, is[2], K16_PAIRS(mn_lo, 2), x, 2);
+    acc[3] = qg_step(ROPS_TYPE_Q4_K, acc[3], dd, dm, is[3], K16_PAIRS(mn_lo, 3), x, 3);
+    acc[4] = qg_step(ROPS_TYPE_Q4_K, acc[4], dd, dm, is[4], K16_PAIRS(mn_hi, 0), x, 4);
+    acc[5] = qg_step(ROPS_TYPE_Q4_K, acc[5], dd, dm, is[5], K16_PAIRS(mn_hi, 1), x, 5);
+    acc[6] = qg_step(ROPS_TYPE_Q4_K, acc[6], dd, dm, is[6], K16_PAIRS(mn_hi, 2), x, 6);
+    acc[7] = qg_step(ROPS_TYPE_Q4_K, acc[7], dd, dm, is[7], K16_PAIRS(mn_hi, 3), x, 7);
+}
+#undef K16_CHUNK
+
+/* Groups [g0, g1) of 16 rows through the call's tile. */
+static void k16_groups(const struct rops_qdot_args *a, int64_t g0, int64_t g1) {
+    const int64_t nb_row = a->w->n_cols / ROPS_QK_K, b0 = a->c0 / ROPS_QK_K, nb = a->kt / ROPS_QK_K;
+    const struct rops_block_q4_Kx16 *base = a->w->rows16;
+    const struct rops_block_q8_K *x = (const struct rops_block_q8_K *)a->xq;
+    const int64_t pf_bytes = nb * (int64_t)sizeof *base, per_step = qdot32_pf_step(pf_bytes, nb);
+    for (int64_t g = g0; g < g1; g++) {
+        const struct rops_block_q4_Kx16 *p = base + g * nb_row + b0;
+        __m512 acc[8];
+        for (int l = 0; l < 8; l++) acc[l] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            if (g + K16_PF < g1)
+                qdot32_prefetch((const uint8_t *)(p + K16_PF * nb_row), pf_bytes, per_step, b);
+            k16_block(p + b, x + b, acc);
+        }
+        qg_store(a, 0, 16 * g, 16, acc);
+    }
+}
+
+/* False when the call is not one input against q4_K weights with an interleaved copy. The rows
+ * of [r0, r1) outside its whole groups of 16 go to x86/qdot_k.h (the same bits). */
+static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    if (a->n != 1 || a->w->type != ROPS_TYPE_Q4_K || !a->w->rows16) return false;
+    int64_t g0 = (r0 + 15) / 16, g1 = r1 / 16;
+    if (g1 > a->w->n_rows / 16) g1 = a->w->n_rows / 16;
+    if (g0 >= g1) return false;
+    if (r0 < 16 * g0) qdot_k_rows(a, r0, 16 * g0);
+    k16_groups(a, g0, g1);
+    if (16 * g1 < r1) qdot_k_rows(a, 16 * g1, r1);
+    return true;
+}
+
+#undef K16_PAIRS
+#undef K16_PF
+#undef K16_INLINE
