@@ -98,9 +98,9 @@ struct recur_model_params {
     bool use_mlock; /* lock the weights in memory (default false); when the system refuses
                        (RLIMIT_MEMLOCK) the model still loads, with a warning */
     /* Write the matrices that a faster one-input kernel reads in another layout a second time
-     * at load, in that layout (default true, as llama.cpp's repacking): with AVX-512, q4_K
-     * matrices with their rows interleaved 16 at a time, read by single-sequence generation at
-     * about twice the speed of the file's layout. The copies are the model's own memory, as much
+     * at load, in that layout (default true, as llama.cpp's repacking): with AVX-512, q4_K and
+     * q6_K matrices with their rows interleaved 16 at a time, which single-sequence generation
+     * computes 2.3x (q4_K) and 1.25x (q6_K) as fast as the file's layout. The copies are the model's own memory, as much
      * again as those matrices, beside the file's pages (which prompts still read); use_mlock
      * does not lock them. The logits are the same bits either way. */
     bool repack;

@@ -94,8 +94,8 @@ enum rops_type {
 
 /* A weight matrix of n_rows rows of n_cols elements (GGUF {n_cols, n_rows}).
  * rows16: NULL, or the same weights in the interleaved layout of rops_rows16_make (its first
- * n_rows / 16 * 16 rows), which the AVX-512 q4_K kernel reads for one input; data stays the
- * matrix every other path reads, and the two give the same bits. */
+ * n_rows / 16 * 16 rows), which the AVX-512 q4_K and q6_K kernels read for one input; data stays
+ * the matrix every other path reads, and the two give the same bits. */
 struct rops_mat {
     const void *data;
     enum rops_type type;
@@ -106,8 +106,8 @@ struct rops_mat {
 };
 
 /* Bytes of w's rows in the interleaved layout (ops_rows16.c: each 16 rows' blocks side by
- * side), or 0 when no kernel reads that layout for w: its type (q4_K only), fewer than 16
- * rows, or an instruction set other than AVX-512 (isa). */
+ * side), or 0 when no kernel reads that layout for w: its type (q4_K and q6_K only), fewer
+ * than 16 rows, or an instruction set other than AVX-512 (isa). */
 size_t rops_rows16_bytes(const struct rops_mat *w, enum rops_isa isa);
 /* Writes w's first n_rows / 16 * 16 rows in the interleaved layout into dst (64-byte aligned,
  * rops_rows16_bytes(w, ROPS_ISA_AVX512) bytes); w->data is only read. */

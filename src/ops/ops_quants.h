@@ -110,6 +110,16 @@ struct rops_block_q6_K {
     int8_t scales[16];
     uint16_t d;
 };
+/* 16 consecutive rows' q6_K blocks interleaved (ops_rows16.c; see rops_block_q4_Kx16):
+ * ql[h][j][l][r][t] is row r's ql[64 h + 32 j + 4 l + t], qh[h][l][r][t] its qh[32 h + 4 l + t],
+ * scales[g][r] and d[r] its scales[g] and d. 3360 bytes; ql and qh start at multiples of 64
+ * bytes of the block, which is 32 bytes past a multiple of 64 every other block. */
+struct rops_block_q6_Kx16 {
+    uint8_t ql[2][2][8][16][4];
+    uint8_t qh[2][8][16][4];
+    int8_t scales[16][16];
+    uint16_t d[16];
+};
 /* q8_K: the activations' type of the K-quant dot products (never in files): value = d * q,
  * d f32, with the sums of each 16 quants kept for the products with the minimums. */
 struct rops_block_q8_K {

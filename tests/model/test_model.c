@@ -832,7 +832,8 @@ static double worst_rows(struct recur_context *ctx, const float *ref, int32_t n,
  * (n_ubatch 512: the products' many-input path), in chunks of 7 with n_ubatch 5, interleaved
  * with three other sequences in one batch, and a token a step beside three others: every
  * logit of every position within tol of the logits' rms (issue 30: 1e-3 for every weight type
- * and architecture). Prints the worst of each way, for the spread per type. */
+ * and architecture). Prints the worst of each way, for the spread per type. And one token a
+ * batch loaded without the repacked copies: the same bits. */
 static int run_batching(const char *path, double tol) {
     enum { N = 48, S = 4 };
     struct recur_model *m = recur_model_load_from_file(path, recur_model_default_params());
@@ -879,6 +880,21 @@ static int run_batching(const char *path, double tol) {
     }
     recur_batch_free(b);
     recur_free(ctx);
+
+    /* the same file without the repacked copies (recur_model_params.repack): one token a batch
+       reads the file's layout, and its logits must be the same bits */
+    struct recur_model_params mp = recur_model_default_params();
+    mp.repack = false;
+    struct recur_model *plain = recur_model_load_from_file(path, mp);
+    REQUIRE(plain);
+    float *ref_plain = one_at_a_time(plain, t[0], N);
+    size_t differ = 0;
+    for (size_t i = 0; i < (size_t)N * (size_t)nv; i++)
+        differ += memcmp(&ref[i], &ref_plain[i], sizeof ref[i]) != 0;
+    CHECK_MSG(differ == 0, "%s: %zu logits differ with and without the repacked copies", path,
+              differ);
+    free(ref_plain);
+    recur_model_free(plain);
 
     static const char *const ways[4] = {"one prompt", "chunks of 7, n_ubatch 5",
                                         "4 sequences in one batch",

@@ -203,8 +203,8 @@ static const struct flag flags[] = {
     ROW("-nr", "--no-repack", NULL, RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_ON, GEN(no_repack),
         0, 0,
         "no second copy of the matrices in the layout that one sequence's generation reads "
-        "fastest (with AVX-512: q4_K rows interleaved 16 at a time, about twice the speed); "
-        "the copy costs as much memory again as those matrices"),
+        "fastest (with AVX-512: q4_K and q6_K rows interleaved 16 at a time); the copy costs "
+        "as much memory again as those matrices"),
     ROW(NULL, "--repack", NULL, RUN | CHAT | PAR | PPL | SERVE | EMBED, FLAG_OFF, GEN(no_repack), 0,
         0, "make that copy (the default)"),
     ROW(NULL, "--api-key-file", "FILE", SERVE, FLAG_TEXT, SRV(api_key_file), 0, 0,
