@@ -5,7 +5,7 @@ single-sequence generation can reach on this machine with these kernels, however
 reads overlap its work.
 
     bench/cache_floor.py [--recur PATH] [--type TYPE] [--rounds N] [--threads T]
-                         [--only FAMILY[,FAMILY...]] [--dir DIR]
+                         [--only FAMILY[,FAMILY...]] [--dir DIR] [--no-repack]
 
 For each family (bench/speed.sh's shapes: Mamba and Mamba-2 130M, RWKV-6 and RWKV-7 0.1B),
 `recur mkmodel` makes two f16 models with few layers and a vocabulary of 512 (an output matrix
@@ -57,10 +57,10 @@ def run(cmd):
     return p.stdout
 
 
-def bench_json(recur, model, threads, probe):
+def bench_json(recur, model, threads, probe, extra=()):
     """recur bench's JSON (it prints its table after the object)."""
     cmd = [recur, "bench", "-m", model, "-p", "0", "-n", "256" if not probe else "16", "-np",
-           "1", "-t", str(threads), "-r", "5" if not probe else "1", "--json"]
+           "1", "-t", str(threads), "-r", "5" if not probe else "1", "--json"] + list(extra)
     if not probe:
         cmd.append("--no-probe")
     return json.JSONDecoder().raw_decode(run(cmd))[0]
@@ -89,6 +89,9 @@ def main():
     ap.add_argument("--only", default=",".join(FAMILIES))
     ap.add_argument("--dir", default=os.path.join(ROOT, "build", "floor"),
                     help="where the small models are made (default build/floor)")
+    ap.add_argument("--no-repack", action="store_true",
+                    help="recur bench --no-repack: the file's layout only, without the "
+                         "interleaved copies the one-input kernels read")
     a = ap.parse_args()
     families = a.only.split(",")
     for f in families:
@@ -103,7 +106,8 @@ def main():
     for r in range(a.rounds):
         order = list(files) if r % 2 == 0 else list(reversed(files))
         for key in order:
-            d = bench_json(a.recur, files[key], a.threads, False)
+            d = bench_json(a.recur, files[key], a.threads, False,
+                           ["--no-repack"] if a.no_repack else [])
             us = 1e6 / d["results"][0]["max_tps"]
             w = d["weights"]
             nbytes = w["bytes_per_token"] + w["state_bytes_per_seq"]
@@ -111,7 +115,8 @@ def main():
                 best[key] = (us, nbytes)
     probe = bench_json(a.recur, files[(families[0], FAMILIES[families[0]][1])], a.threads,
                        True)["machine"]["read_gbps"]
-    print(f"{a.type}, {a.threads} threads, fastest of {a.rounds} rounds; probe {probe:.1f} GB/s")
+    print(f"{a.type}{' --no-repack' if a.no_repack else ''}, {a.threads} threads, fastest of "
+          f"{a.rounds} rounds; probe {probe:.1f} GB/s")
     print("| family | cache us a token (layers) | cache us a layer | MB a layer | cache GB/s "
           "| memory us a layer at the probe | ceiling |")
     print("|---|---|---:|---:|---:|---:|---:|")

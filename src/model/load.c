@@ -63,12 +63,26 @@ const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int
 bool rmodel_rows16(struct rmodel *m, struct rops_mat *w, const char *name) {
     const size_t bytes = rops_rows16_bytes(w, m->rows16_isa);
     if (!bytes) return true;
-    /* whole floats: the copy is 2304-byte blocks */
-    float *copy = rmodel_small_new(m, bytes / sizeof(float), name);
-    if (!copy) return false;
+    if (m->n_copies == m->cap_copies) {
+        size_t cap = m->cap_copies ? 2 * m->cap_copies : 16;
+        void **grown = realloc(m->copies, cap * sizeof *grown);
+        if (!grown) goto oom;
+        m->copies = grown;
+        m->cap_copies = cap;
+    }
+    /* huge pages where the system gives them: one input streams the copy from memory, and 4 KiB
+       pages took a TLB miss each 4 KiB of it */
+    void *copy = rcore_alloc_big(bytes);
+    if (!copy) goto oom;
+    m->copies[m->n_copies++] = copy;
     rops_rows16_make(w, copy);
     w->rows16 = copy;
     return true;
+oom:
+    rcore_error_set("out of memory for the interleaved copy of tensor %s (%zu bytes; "
+                    "recur_model_params.repack false, or --no-repack, loads without it)",
+                    name, bytes);
+    return false;
 }
 
 bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,

@@ -92,6 +92,8 @@ void rmodel_free(struct rmodel *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_small; i++) rcore_free64(m->small[i]);
     free(m->small);
+    for (size_t i = 0; i < m->n_copies; i++) rcore_free_big(m->copies[i]);
+    free(m->copies);
     if (m->ops) m->ops->free(m);
     rgguf_close(m->gguf);
     free(m);

@@ -149,6 +149,9 @@ struct rmodel {
     /* f32 copies of the small tensors (a few per layer), freed with the model */
     float **small;
     size_t n_small, cap_small;
+    /* the matrices' interleaved copies (rmodel_rows16; rcore_alloc_big's, huge pages) */
+    void **copies;
+    size_t n_copies, cap_copies;
 };
 
 /* ---- load.c: what every architecture's loader uses ---------------------------------------- */
