@@ -21,14 +21,19 @@ bool rmodel_matrix_rows(const char *name, uint32_t type, int64_t n_cols) {
     return false;
 }
 
+/* Room for one more pointer in the model's list *items (n of them, *cap allocated). */
+static bool list_room(void ***items, size_t n, size_t *cap) {
+    if (n < *cap) return true;
+    const size_t want = *cap ? 2 * *cap : 16;
+    void **grown = realloc(*items, want * sizeof *grown);
+    if (!grown) return false;
+    *items = grown;
+    *cap = want;
+    return true;
+}
+
 float *rmodel_small_new(struct rmodel *m, size_t n, const char *name) {
-    if (m->n_small == m->cap_small) {
-        size_t cap = m->cap_small ? 2 * m->cap_small : 16;
-        float **grown = realloc(m->small, cap * sizeof *grown);
-        if (!grown) goto oom;
-        m->small = grown;
-        m->cap_small = cap;
-    }
+    if (!list_room(&m->small, m->n_small, &m->cap_small)) goto oom;
     float *dst = rcore_alloc64(n * sizeof(float), false); /* vectors the kernels load */
     if (!dst) goto oom;
     m->small[m->n_small++] = dst;
@@ -63,13 +68,7 @@ const float *rmodel_conv_lag(struct rmodel *m, const float *w, int64_t n_ch, int
 bool rmodel_rows16(struct rmodel *m, struct rops_mat *w, const char *name) {
     const size_t bytes = rops_rows16_bytes(w, m->rows16_isa);
     if (!bytes) return true;
-    if (m->n_copies == m->cap_copies) {
-        size_t cap = m->cap_copies ? 2 * m->cap_copies : 16;
-        void **grown = realloc(m->copies, cap * sizeof *grown);
-        if (!grown) goto oom;
-        m->copies = grown;
-        m->cap_copies = cap;
-    }
+    if (!list_room(&m->copies, m->n_copies, &m->cap_copies)) goto oom;
     /* huge pages where the system gives them: one input streams the copy from memory, and 4 KiB
        pages took a TLB miss each 4 KiB of it */
     void *copy = rcore_alloc_big(bytes);

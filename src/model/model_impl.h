@@ -147,7 +147,7 @@ struct rmodel {
     struct rhybrid_layer *hlayers; /* NULL: not a hybrid model */
 
     /* f32 copies of the small tensors (a few per layer), freed with the model */
-    float **small;
+    void **small;
     size_t n_small, cap_small;
     /* the matrices' interleaved copies (rmodel_rows16; rcore_alloc_big's, huge pages) */
     void **copies;
