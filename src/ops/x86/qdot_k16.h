@@ -20,7 +20,7 @@
 #define K16_INLINE static inline __attribute__((always_inline))
 /* While a group's blocks are worked on, the group this many on goes into L1 a share per block:
  * one input streams its weights from memory. From memory, with the Q4_K_M speed files, 2
- * groups on measured 5-10% faster than 1 or 3, and without it the copy was slower than the
+ * groups on measured 2-10% faster than 1 or 3, and without it the copy was slower than the
  * file's layout (bench/RESULTS.md). */
 #define K16_PF 2
 
