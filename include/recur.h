@@ -100,9 +100,9 @@ struct recur_model_params {
     /* Write the matrices that a faster one-input kernel reads in another layout a second time
      * at load, in that layout (default true, as llama.cpp's repacking): with AVX-512, q4_K and
      * q6_K matrices with their rows interleaved 16 at a time, which single-sequence generation
-     * computes 2.3x (q4_K) and 1.25x (q6_K) as fast as the file's layout. The copies are the model's own memory, as much
-     * again as those matrices, beside the file's pages (which prompts still read); use_mlock
-     * does not lock them. The logits are the same bits either way. */
+     * computes 2.3x (q4_K) and 1.25x (q6_K) as fast as the file's layout. The copies are the
+     * model's own memory, as much again as those matrices, beside the file's pages (which prompts
+     * still read); use_mlock does not lock them. The logits are the same bits either way. */
     bool repack;
     /* Load only the vocabulary and the metadata (default false): any GGUF file with a
      * tokenizer, a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf included, whatever
@@ -325,6 +325,11 @@ RECUR_API void recur_set_n_threads(struct recur_context *ctx, int32_t n_threads,
 RECUR_API uint64_t recur_model_size(const struct recur_model *model);
 /* Elements of the model's weights, every tensor counted. 0 for a vocab_only model. */
 RECUR_API uint64_t recur_model_n_params(const struct recur_model *model);
+/* Bytes of the second copies of matrices that recur_model_params.repack made at load, the
+ * model's own memory beside the file's: 0 with repack false, for a vocab_only model, and where
+ * no kernel of the contexts' instruction set reads another layout (today: q4_K and q6_K
+ * matrices with AVX-512). */
+RECUR_API uint64_t recur_model_repack_size(const struct recur_model *model);
 /* A 64-bit hash of the model's hyper-parameters, tensor names, types, shapes and the first and
  * last 4 KiB of each tensor's bytes: the one saved states and prefix cache entries carry, so
  * equal for the same weights, and different for other weights. 0 for a vocab_only model. */

@@ -192,6 +192,11 @@ uint64_t recur_model_size(const struct recur_model *model) {
     return bytes;
 }
 
+uint64_t recur_model_repack_size(const struct recur_model *model) {
+    API_NEED(model, 0);
+    return model->m ? rmodel_repack_bytes(model->m) : 0;
+}
+
 uint64_t recur_model_n_params(const struct recur_model *model) {
     API_NEED(model, 0);
     uint64_t n = 0;

@@ -74,6 +74,7 @@ bool rmodel_rows16(struct rmodel *m, struct rops_mat *w, const char *name) {
     void *copy = rcore_alloc_big(bytes);
     if (!copy) goto oom;
     m->copies[m->n_copies++] = copy;
+    m->copy_bytes += bytes;
     rops_rows16_make(w, copy);
     w->rows16 = copy;
     return true;
@@ -84,16 +85,21 @@ oom:
     return false;
 }
 
-bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
-                   struct rops_mat *out) {
+/* The matrix name read in place from the file, without a copy. */
+static bool matrix_in_place(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                            struct rops_mat *out) {
     const int64_t ne[2] = {n_cols, n_rows};
     const struct rgguf_tensor *t = rgguf_require_tensor(m->gguf, name, 2, ne, RMODEL_MATRIX_TYPES);
     if (!t || !rmodel_matrix_rows(name, t->type, n_cols)) return false;
     *out = (struct rops_mat){
         t->data, (enum rops_type)t->type, n_cols, n_rows, t->nbytes / (size_t)(n_rows ? n_rows : 1),
         NULL};
-    /* the embedding is read a row at a time (its copy is made for the output when tied) */
-    return strcmp(name, "token_embd.weight") == 0 || rmodel_rows16(m, out, name);
+    return true;
+}
+
+bool rmodel_matrix(struct rmodel *m, const char *name, int64_t n_cols, int64_t n_rows,
+                   struct rops_mat *out) {
+    return matrix_in_place(m, name, n_cols, n_rows, out) && rmodel_rows16(m, out, name);
 }
 
 bool rmodel_key_u32(const struct rmodel *m, const char *suffix, uint32_t *out) {
@@ -134,7 +140,8 @@ bool rmodel_load_common(struct rmodel *m) {
     m->n_embd = (int32_t)n_embd;
     m->n_layer = (int32_t)n_layer;
     m->n_vocab = (int32_t)emb->ne[1];
-    if (!rmodel_matrix(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
+    /* read a row a token: no copy (one is made for the output when tied) */
+    if (!matrix_in_place(m, "token_embd.weight", n_embd, m->n_vocab, &m->tok_embd)) return false;
     rgguf_prefault(m->gguf, emb); /* read a row a token: mapped now, not a page fault a token */
     const int64_t ne[1] = {n_embd};
     if (!(m->output_norm = rmodel_small_f32(m, "output_norm.weight", 1, ne))) return false;

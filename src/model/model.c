@@ -131,6 +131,10 @@ const struct rgguf *rmodel_gguf(const struct rmodel *m) {
     return m->gguf;
 }
 
+uint64_t rmodel_repack_bytes(const struct rmodel *m) {
+    return m->copy_bytes;
+}
+
 uint64_t rmodel_fingerprint(const struct rmodel *m) {
     return m->fingerprint;
 }

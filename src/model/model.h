@@ -37,8 +37,11 @@ struct rmodel_ws;
  * or tensor is missing or has the wrong shape or type (the message names it).
  * repack: give each weight matrix a product reads the layout the kernels of the contexts'
  * instruction set (rops_isa_from_env) read fastest for one input, where it has one
- * (rops_rows16_bytes: q4_K with AVX-512), a copy owned by the model beside the file's. */
+ * (rops_rows16_bytes: q4_K and q6_K with AVX-512), a copy owned by the model beside the
+ * file's. */
 struct rmodel *rmodel_load(const char *path, bool use_mmap, bool repack);
+/* Bytes of the copies repack made (0 for none). */
+uint64_t rmodel_repack_bytes(const struct rmodel *model);
 void rmodel_free(struct rmodel *model); /* NULL is fine */
 
 enum rmodel_arch rmodel_arch(const struct rmodel *model);

@@ -152,6 +152,7 @@ struct rmodel {
     /* the matrices' interleaved copies (rmodel_rows16; rcore_alloc_big's, huge pages) */
     void **copies;
     size_t n_copies, cap_copies;
+    uint64_t copy_bytes; /* theirs, all together */
 };
 
 /* ---- load.c: what every architecture's loader uses ---------------------------------------- */

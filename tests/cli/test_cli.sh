@@ -213,6 +213,27 @@ check "bench --no-probe: no machine line on stderr" bash -c '! grep -q "GB/s" "$
 "$recur" bench -m "$work/q4km.gguf" -p 8 -n 2 -np 1 -r 1 -t 1 --no-probe >"$work/bench4.txt" 2>/dev/null
 check "bench names a mix's weight types" grep -qE "\| q[0-9]_[0-9K]+ [0-9]+%, q" "$work/bench4.txt"
 check "bench --no-probe: the table's bound columns are dashes" grep -qE "\| tg2 \| [0-9.]+ \([0-9.]+-[0-9.]+\) \| - \| - \|$" "$work/bench4.txt"
+# repacking: the q4_K / q6_K matrices' second copy, which AVX-512 reads; -nr loads without it
+# (a file whose rows are whole 256s: the small one's fall back to q5_0)
+"$recur" bench -m "$models/quant/Q4_K_M-wide.gguf" -p 0 -n 2 -np 1 -r 1 -t 1 --no-probe --json \
+    >"$work/bench_rp.json" 2>/dev/null
+rc=$?
+check "bench of the Q4_K_M file exits 0" [ "$rc" -eq 0 ]
+"$recur" bench -m "$models/quant/Q4_K_M-wide.gguf" -p 0 -n 2 -np 1 -r 1 -t 1 --no-probe --json -nr \
+    >"$work/bench_nr.json" 2>/dev/null
+rc=$?
+check "bench -nr exits 0" [ "$rc" -eq 0 ]
+check "bench: a copy with AVX-512 (none without), none with -nr" python3 - "$work/bench_rp.json" \
+    "$work/bench_nr.json" <<'EOF'
+import json, sys
+rp, nr = (json.load(open(f)) for f in sys.argv[1:3])
+assert nr["weights"]["repacked_bytes"] == 0, nr["weights"]
+if rp["isa"] == "avx512":
+    assert rp["weights"]["repacked_bytes"] > 0, rp["weights"]
+else:
+    assert rp["weights"]["repacked_bytes"] == 0, rp
+    print("  (isa %s: no copy is made, so only -nr's none is checked)" % rp["isa"])
+EOF
 check "bench --no-probe: the table says why" grep -q "not probed (--no-probe)" "$work/bench4.txt"
 expect_exit "bench: --no-probe with --probe-each" 2 "--probe-each and --no-probe contradict" \
     "$recur" bench -m "$model" --no-probe --probe-each

@@ -887,6 +887,7 @@ static int run_batching(const char *path, double tol) {
     mp.repack = false;
     struct recur_model *plain = recur_model_load_from_file(path, mp);
     REQUIRE(plain);
+    CHECK_MSG(recur_model_repack_size(plain) == 0, "%s: a copy with repack false", path);
     float *ref_plain = one_at_a_time(plain, t[0], N);
     size_t differ = 0;
     for (size_t i = 0; i < (size_t)N * (size_t)nv; i++)

@@ -78,7 +78,7 @@ static void test_vocab_only(const struct recur_model *full, const char *path, co
     EXPECT(strcmp(recur_model_arch_name(v), recur_model_arch_name(full)) == 0);
     EXPECT(recur_token_eos(v) == recur_token_eos(full));
     EXPECT(recur_model_size(v) == 0 && recur_model_n_params(v) == 0 &&
-           recur_model_n_tensors(v) == 0);
+           recur_model_n_tensors(v) == 0 && recur_model_repack_size(v) == 0);
     EXPECT(recur_model_n_embd(v) == 0 && recur_model_n_layer(v) == 0);
     EXPECT(recur_model_fingerprint(v) == 0 && recur_model_fingerprint(full) != 0);
     EXPECT(recur_init_from_model(v, recur_context_default_params()) == NULL);

@@ -61,6 +61,7 @@ static void test_null_models(void) {
     EXPECT_FAIL(NULL, recur_model_arch_name, "model", m);
     EXPECT_FAIL(0, recur_model_size, "model", m);
     EXPECT_FAIL(0, recur_model_n_params, "model", m);
+    EXPECT_FAIL(0, recur_model_repack_size, "model", m);
     EXPECT_FAIL(0, recur_model_fingerprint, "model", m);
     EXPECT_FAIL(0, recur_model_n_tensors, "model", m);
     struct recur_tensor_info info;

@@ -365,9 +365,10 @@ int cmd_bench(int argc, char **argv) {
                "  \"isa\": \"%s\",\n  \"weight_types\": \"%s\",\n  \"repetitions\": %d,\n"
                "  \"machine\": %s,\n"
                "  \"weights\": {\"layer_params\": %.0f, \"output_params\": %.0f, "
-               "\"bytes_per_token\": %.0f, \"state_bytes_per_seq\": %.0f},\n  \"results\": [\n",
+               "\"bytes_per_token\": %.0f, \"state_bytes_per_seq\": %.0f, "
+               "\"repacked_bytes\": %llu},\n  \"results\": [\n",
                o.model, file_bytes, o.n_threads, isa, mix, o.reps, machine, layer_elems, out_elems,
-               bytes_tok, state_bytes);
+               bytes_tok, state_bytes, (unsigned long long)recur_model_repack_size(model));
         for (int i = 0; i < n_res; i++) {
             printf("    {\"test\": \"%s\", \"n_seq\": %d, \"tokens\": %d, \"median_tps\": %.2f, "
                    "\"min_tps\": %.2f, \"max_tps\": %.2f",
