@@ -156,16 +156,17 @@ struct rops_q8_args {
     float *y;
 };
 
-/* Columns a product of ops_qmatmul.c's block types takes at most in one call (rops_qdot_args'
- * kt): the vector kernels' float sums restart a tile at a time (x86/qdot_k.h, x86/qgemm_k.h), so
- * the tiles must be the same for any number of inputs, and a prompt's panel of weight rows holds
- * one tile. */
+/* The tile of ops_qmatmul.c's block types' products (rops_qdot_args' kt): the vector kernels'
+ * float sums restart a tile at a time (x86/qdot_k.h, x86/qgemm_k.h), so the tiles must be the
+ * same for any number of inputs, and a prompt's panel of weight rows holds one tile. */
 #define ROPS_QMM_TILE 1024
 
 /* The products of ops_qmatmul.c's block types (rops_qmatmul_type): columns [c0, c0 + kt) of the
- * rows of w (c0 and kt whole blocks, kt at most ROPS_QMM_TILE) against n inputs quantized to the
- * type's partner (rops_dot_partner), input i's blocks at xq + i * xq_stride (the first of them
- * column c0's); y[i * y_stride + r] = (accumulate ? y[i * y_stride + r] : 0) + the sum. */
+ * rows of w (c0 and kt whole blocks) against n inputs quantized to the type's partner
+ * (rops_dot_partner), input i's blocks at xq + i * xq_stride (the first of them column c0's);
+ * y[i * y_stride + r] = (accumulate ? y[i * y_stride + r] : 0) + the sum. kt is at most
+ * ROPS_QMM_TILE, or, for one input, a whole row (c0 0): the sums are then taken a tile at a
+ * time and added in order, the bits of one call a tile (rops_qdot_by_tiles). */
 struct rops_qdot_args {
     const struct rops_mat *w;
     int64_t c0, kt;
@@ -176,6 +177,15 @@ struct rops_qdot_args {
     int64_t y_stride;
     bool accumulate;
 };
+
+/* A kernel table's qdot_rows. */
+typedef void (*rops_qdot_fn)(const struct rops_qdot_args *a, int64_t r0, int64_t r1);
+
+/* fn over a's columns a tile of ROPS_QMM_TILE at a time (a->c0 a multiple of it, a->kt any
+ * number of whole blocks), each tile's sums added to the ones before: the bits of
+ * rops_qmatmul_rows's calls a tile at a time. For a kernel that takes a tile a call and is
+ * given a whole row (rops_qdot_args). */
+void rops_qdot_by_tiles(rops_qdot_fn fn, const struct rops_qdot_args *a, int64_t r0, int64_t r1);
 
 /* The scalar table's qdot_rows: rops_qdot_inputs a row at a time (the vector tables' fallback
  * for a type they have no kernel of their own for). */

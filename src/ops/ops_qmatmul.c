@@ -99,10 +99,25 @@ void rops_qmatmul_quantize(const struct rops_kernels *K, const struct rops_mat *
 
 /* A tile at a time over all the rows (windows of 32 rows, each row's tiles in turn, were
  * slower: the weights came in three interleaved streams). */
+void rops_qdot_by_tiles(rops_qdot_fn fn, const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+    for (int64_t c = 0; c < a->kt; c += ROPS_QMM_TILE) {
+        struct rops_qdot_args t = *a;
+        t.c0 = a->c0 + c;
+        t.kt = a->kt - c < ROPS_QMM_TILE ? a->kt - c : ROPS_QMM_TILE;
+        t.xq = a->xq + rops_qmatmul_input_bytes(a->w->type, c);
+        t.accumulate = a->accumulate || c > 0;
+        fn(&t, r0, r1);
+    }
+}
+
 void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, const uint8_t *xq,
                        int64_t n, float *y, int64_t r0, int64_t r1) {
     const int64_t k = w->n_cols;
     const size_t stride = rops_qmatmul_input_bytes(w->type, k);
+    if (n == 1) { /* a whole row a call: a kernel that can streams its rows' tiles in one pass */
+        K->qdot_rows(&(struct rops_qdot_args){w, 0, k, xq, stride, 1, y, w->n_rows, false}, r0, r1);
+        return;
+    }
     for (int64_t c0 = 0; c0 < k; c0 += ROPS_QMM_TILE) {
         const int64_t kt = k - c0 < ROPS_QMM_TILE ? k - c0 : ROPS_QMM_TILE;
         const struct rops_qdot_args a = {

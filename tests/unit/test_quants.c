@@ -797,7 +797,10 @@ static void test_other_types_have_no_traits(void) {
  * 1024 columns at a time, adding each to the outputs): 2560 columns (tiles of 1024, 1024, 512),
  * 37 rows (a last panel of 5) and 40 inputs, weights quantized from random floats, on every
  * table: each input's result bit for bit the same alone, and within 1e-5 of sum |w x| of a
- * float64 product of the dequantized weights and the quantized inputs (the worst printed). */
+ * float64 product of the dequantized weights and the quantized inputs (the worst printed).
+ * q4_K and q6_K run again with their interleaved copy, which one input reads a whole row at a
+ * time, its tiles' sums kept apart (x86/qdot_k16.h): the same bits again, and with AVX-512 a
+ * zeroed copy changes the 32 rows of its two groups alone (the copy is what was read). */
 static void test_qmatmul_tiles(void) {
     static const enum rops_type types[] = {ROPS_TYPE_Q5_0, ROPS_TYPE_Q4_K, ROPS_TYPE_Q5_K,
                                            ROPS_TYPE_Q6_K};
@@ -824,43 +827,74 @@ static void test_qmatmul_tiles(void) {
         const size_t row_bytes = rops_row_bytes(types[t], K);
         REQUIRE(row_bytes * M <= sizeof wq);
         for (int r = 0; r < M; r++) rops_quantizer_of(types[t])(wf + r * K, wq + r * row_bytes, K);
-        const struct rops_mat w = {wq, types[t], K, M, row_bytes, NULL};
+        struct rops_mat w = {wq, types[t], K, M, row_bytes, NULL};
         const struct rops_qtraits *tr = rops_qtraits_of(types[t]);
-        for (int ii = 0; ii < n_isas; ii++) {
-            const struct rops_exec ex = {pool, 2, isas[ii], scratch, sizeof scratch, false};
-            rops_matmul(&ex, &w, x, N, y);
-            int differ = 0;
-            double worst = 0;
-            for (int i = 0; i < N; i++) {
-                rops_matmul(&ex, &w, x + i * K, 1, y1);
-                differ += memcmp(y1, y + i * M, sizeof y1) != 0;
-                if (types[t] == ROPS_TYPE_Q5_0) {
-                    for (int b = 0; b < K / ROPS_QK; b++) {
-                        int8_t qs[32];
-                        const float d = rcore_f16_to_f32(rops_q8_block(x + i * K + 32 * b, qs));
-                        for (int j = 0; j < 32; j++) xd[32 * b + j] = d * (float)qs[j];
+        const size_t b16 = rops_rows16_bytes(&w, ROPS_ISA_AVX512);
+        void *copy = NULL;
+        if (b16) {
+            REQUIRE((copy = aligned_alloc(64, (b16 + 63) / 64 * 64)));
+            rops_rows16_make(&w, copy);
+        }
+        for (int pass = 0; pass < (copy ? 2 : 1); pass++)
+            for (int ii = 0; ii < n_isas; ii++) {
+                w.rows16 = pass ? copy : NULL;
+                const struct rops_exec ex = {pool, 2, isas[ii], scratch, sizeof scratch, false};
+                rops_matmul(&ex, &w, x, N, y);
+                int differ = 0;
+                double worst = 0;
+                for (int i = 0; i < N; i++) {
+                    rops_matmul(&ex, &w, x + i * K, 1, y1);
+                    differ += memcmp(y1, y + i * M, sizeof y1) != 0;
+                    if (types[t] == ROPS_TYPE_Q5_0) {
+                        for (int b = 0; b < K / ROPS_QK; b++) {
+                            int8_t qs[32];
+                            const float d = rcore_f16_to_f32(rops_q8_block(x + i * K + 32 * b, qs));
+                            for (int j = 0; j < 32; j++) xd[32 * b + j] = d * (float)qs[j];
+                        }
+                    } else {
+                        rops_quantize_q8_K(x + i * K, xk, K);
+                        rops_qtraits_of(ROPS_TYPE_Q8_K)->to_f32(xk, xd, K);
                     }
-                } else {
-                    rops_quantize_q8_K(x + i * K, xk, K);
-                    rops_qtraits_of(ROPS_TYPE_Q8_K)->to_f32(xk, xd, K);
+                    for (int r = 0; r < M; r++) {
+                        tr->to_f32(wq + r * row_bytes, wd, K);
+                        double ref = 0, mag = 0;
+                        for (int c = 0; c < K; c++) {
+                            ref += (double)wd[c] * xd[c];
+                            mag += fabs((double)wd[c] * xd[c]);
+                        }
+                        const double rel = fabs(y[i * M + r] - ref) / (mag + 1e-30);
+                        if (!(rel <= worst)) worst = rel;
+                    }
                 }
-                for (int r = 0; r < M; r++) {
-                    tr->to_f32(wq + r * row_bytes, wd, K);
-                    double ref = 0, mag = 0;
-                    for (int c = 0; c < K; c++) {
-                        ref += (double)wd[c] * xd[c];
-                        mag += fabs((double)wd[c] * xd[c]);
+                CHECK_MSG(differ == 0, "%s %s%s: %d of %d inputs differ alone", tr->name,
+                          rops_isa_name(isas[ii]), pass ? " (copy)" : "", differ, N);
+                CHECK_MSG(worst <= 1e-5, "%s %s%s: relative error %g", tr->name,
+                          rops_isa_name(isas[ii]), pass ? " (copy)" : "", worst);
+                if (worst > worst_all) worst_all = worst;
+                if (pass && isas[ii] == ROPS_ISA_AVX512) {
+                    static float zeroed[M];
+                    static unsigned char keep[(M / 16) * 16 * K]; /* b16 bytes at most */
+                    REQUIRE(b16 <= sizeof keep);
+                    memcpy(keep, copy, b16);
+                    memset(copy, 0, b16);
+                    rops_matmul(&ex, &w, x, 1, zeroed);
+                    memcpy(copy, keep, b16);
+                    int changed = 0, others = 0;
+                    for (int r = 0; r < M; r++) {
+                        const bool same = memcmp(&zeroed[r], &y[r], sizeof y[r]) == 0;
+                        changed += r < 32 && !same;
+                        others += r >= 32 && !same;
                     }
-                    const double rel = fabs(y[i * M + r] - ref) / (mag + 1e-30);
-                    if (!(rel <= worst)) worst = rel;
+                    CHECK_MSG(
+                        changed == 32 && others == 0,
+                        "%s's copy, a whole row at once: %d of its 32 rows and %d others follow "
+                        "it",
+                        tr->name, changed, others);
                 }
             }
-            CHECK_MSG(differ == 0, "%s %s: %d of %d inputs differ alone", tr->name,
-                      rops_isa_name(isas[ii]), differ, N);
-            CHECK_MSG(worst <= 1e-5, "%s %s: relative error %g", tr->name, rops_isa_name(isas[ii]),
-                      worst);
-            if (worst > worst_all) worst_all = worst;
-        }
+        if (copy && !rops_isa_runs(ROPS_ISA_AVX512))
+            printf("  SKIP %s's interleaved copy: %s\n", tr->name, rops_isa_lacks(ROPS_ISA_AVX512));
+        free(copy);
     }
     fprintf(stderr, "  worst error %.3g of sum |w x|\n", worst_all);
     rpool_free(pool);

@@ -38,14 +38,27 @@ static bool qgemm_32_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1
     (void)a, (void)r0, (void)r1;
     return false;
 }
-static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
-    (void)a, (void)r0, (void)r1;
+static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1, int64_t *g0,
+                          int64_t *g1) {
+    (void)a, (void)r0, (void)r1, (void)g0, (void)g1;
     return false;
 }
 #endif
 
 static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
-    if (!qgemm_k_rows(a, r0, r1) && !qgemm_32_rows(a, r0, r1) && !qdot_k16_rows(a, r0, r1) &&
-        !qdot_k_rows(a, r0, r1) && !qdot_32_rows(a, r0, r1))
+    /* one input from an interleaved copy: its whole groups of 16 rows there (a whole row's
+       columns at once), the few rows around them here (no whole group: not there again) */
+    int64_t g0, g1;
+    if (qdot_k16_rows(a, r0, r1, &g0, &g1)) {
+        if (r0 < 16 * g0) ROPS_QDOT_NAME(a, r0, 16 * g0);
+        if (16 * g1 < r1) ROPS_QDOT_NAME(a, 16 * g1, r1);
+        return;
+    }
+    if (a->kt > ROPS_QMM_TILE) { /* the other kernels take a tile a call */
+        rops_qdot_by_tiles(ROPS_QDOT_NAME, a, r0, r1);
+        return;
+    }
+    if (!qgemm_k_rows(a, r0, r1) && !qgemm_32_rows(a, r0, r1) && !qdot_k_rows(a, r0, r1) &&
+        !qdot_32_rows(a, r0, r1))
         rops_qdot_rows_scalar(a, r0, r1);
 }

@@ -158,44 +158,62 @@ K16_INLINE void k16_block_q6(const struct rops_block_q6_Kx16 *p, const struct ro
 }
 #undef K16_Q6
 
-/* Groups [g0, g1) of 16 rows through the call's tile; bb the type's interleaved block bytes. */
+/* A group's blocks [t0, t1) (one tile's) at p against x, the sums stored at y (added to y's
+ * values with accumulate), while pf_bytes from pf (NULL: none) are prefetched a share a block. */
+K16_INLINE void k16_tile(enum rops_type type, size_t bb, const uint8_t *p,
+                         const struct rops_block_q8_K *x, int64_t t0, int64_t t1, const uint8_t *pf,
+                         int64_t pf_bytes, int64_t per_step, float *y, bool accumulate) {
+    __m512 acc[8];
+    for (int l = 0; l < 8; l++) acc[l] = _mm512_setzero_ps();
+    for (int64_t b = t0; b < t1; b++) {
+        if (pf) qdot32_prefetch(pf, pf_bytes, per_step, b);
+        if (type == ROPS_TYPE_Q4_K)
+            k16_block((const struct rops_block_q4_Kx16 *)(p + (size_t)b * bb), x + b, acc);
+        else
+            k16_block_q6((const struct rops_block_q6_Kx16 *)(p + (size_t)b * bb), x + b, acc);
+    }
+    qg_store_at(y, accumulate, 16, acc);
+}
+
+/* Groups [g0, g1) of 16 rows over the call's columns [c0, c0 + kt); bb the type's interleaved
+ * block bytes. A group's blocks lie side by side, so one group after another streams the copy
+ * front to back. Columns past a tile (a whole row's call) are taken tile by tile within each
+ * group: each tile's sums start from zero and are added to the ones before, as the calls a tile
+ * at a time add them, the same bits. A whole row at once, where rops_qmatmul_rows had made one
+ * pass over the groups a tile, reading 4 of each group's 6 blocks of Mamba's out_proj, then the
+ * other 2: from memory that matrix took 54 us against 19 us in L2, one thread (bench/RESULTS.md).
+ */
 K16_INLINE void k16_groups(enum rops_type type, size_t bb, const struct rops_qdot_args *a,
                            int64_t g0, int64_t g1) {
-    const int64_t nb_row = a->w->n_cols / ROPS_QK_K, b0 = a->c0 / ROPS_QK_K, nb = a->kt / ROPS_QK_K;
+    const int64_t nb_row = a->w->n_cols / ROPS_QK_K, b0 = a->c0 / ROPS_QK_K, nb = a->kt / ROPS_QK_K,
+                  tile = ROPS_QMM_TILE / ROPS_QK_K;
     const uint8_t *base = a->w->rows16;
     const struct rops_block_q8_K *x = (const struct rops_block_q8_K *)a->xq;
     const int64_t pf_bytes = nb * (int64_t)bb, per_step = qdot32_pf_step(pf_bytes, nb);
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *p = base + (size_t)(g * nb_row + b0) * bb;
-        __m512 acc[8];
-        for (int l = 0; l < 8; l++) acc[l] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            if (g + K16_PF < g1)
-                qdot32_prefetch(p + (size_t)(K16_PF * nb_row) * bb, pf_bytes, per_step, b);
-            if (type == ROPS_TYPE_Q4_K)
-                k16_block((const struct rops_block_q4_Kx16 *)(p + (size_t)b * bb), x + b, acc);
-            else
-                k16_block_q6((const struct rops_block_q6_Kx16 *)(p + (size_t)b * bb), x + b, acc);
-        }
-        qg_store(a, 0, 16 * g, 16, acc);
+        for (int64_t t0 = 0; t0 < nb; t0 += tile)
+            k16_tile(type, bb, p, x, t0, t0 + tile < nb ? t0 + tile : nb,
+                     g + K16_PF < g1 ? p + (size_t)(K16_PF * nb_row) * bb : NULL, pf_bytes,
+                     per_step, a->y + 16 * g, a->accumulate || t0 > 0);
     }
 }
 
-/* False when the call is not one input against q4_K or q6_K weights with an interleaved copy.
- * The rows of [r0, r1) outside its whole groups of 16 go to x86/qdot_k.h (the same bits). */
-static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
+/* False when the call is not one input against q4_K or q6_K weights with an interleaved copy,
+ * or [r0, r1) holds no whole group of 16 rows. Else its whole groups' rows are done,
+ * [16 g0, 16 g1): the rows around them are the caller's. */
+static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1, int64_t *g0,
+                          int64_t *g1) {
     const enum rops_type type = a->w->type;
     if (a->n != 1 || (type != ROPS_TYPE_Q4_K && type != ROPS_TYPE_Q6_K) || !a->w->rows16)
         return false;
-    int64_t g0 = (r0 + 15) / 16, g1 = r1 / 16;
-    if (g1 > a->w->n_rows / 16) g1 = a->w->n_rows / 16;
-    if (g0 >= g1) return false;
-    if (r0 < 16 * g0) qdot_k_rows(a, r0, 16 * g0);
+    *g0 = (r0 + 15) / 16, *g1 = r1 / 16;
+    if (*g1 > a->w->n_rows / 16) *g1 = a->w->n_rows / 16;
+    if (*g0 >= *g1) return false;
     if (type == ROPS_TYPE_Q4_K)
-        k16_groups(ROPS_TYPE_Q4_K, sizeof(struct rops_block_q4_Kx16), a, g0, g1);
+        k16_groups(ROPS_TYPE_Q4_K, sizeof(struct rops_block_q4_Kx16), a, *g0, *g1);
     else
-        k16_groups(ROPS_TYPE_Q6_K, sizeof(struct rops_block_q6_Kx16), a, g0, g1);
-    if (16 * g1 < r1) qdot_k_rows(a, 16 * g1, r1);
+        k16_groups(ROPS_TYPE_Q6_K, sizeof(struct rops_block_q6_Kx16), a, *g0, *g1);
     return true;
 }
 

@@ -175,16 +175,19 @@ QG_INLINE void qg_inputs2(enum rops_type type, const struct rops_qdot_args *a,
 }
 
 /* Row r's 16 outputs of input i from its 8 lane-class sums. */
-QG_INLINE void qg_store(const struct rops_qdot_args *a, int64_t i, int64_t r, int64_t rb,
-                        const __m512 acc[8]) {
+QG_INLINE void qg_store_at(float *y, bool accumulate, int64_t rb, const __m512 acc[8]) {
     /* vec_hsum8's order, lane class by lane class: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
     const __m512 sum =
         _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
                       _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
     _Alignas(64) float out[QG_L];
     _mm512_store_ps(out, sum);
-    float *y = a->y + i * a->y_stride + r;
-    for (int64_t j = 0; j < rb; j++) y[j] = (a->accumulate ? y[j] : 0.0f) + out[j];
+    for (int64_t j = 0; j < rb; j++) y[j] = (accumulate ? y[j] : 0.0f) + out[j];
+}
+
+QG_INLINE void qg_store(const struct rops_qdot_args *a, int64_t i, int64_t r, int64_t rb,
+                        const __m512 acc[8]) {
+    qg_store_at(a->y + i * a->y_stride + r, a->accumulate, rb, acc);
 }
 
 QG_INLINE void qg_rows(enum rops_type type, size_t bb, const struct rops_qdot_args *a, int64_t r0,
