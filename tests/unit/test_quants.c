@@ -795,16 +795,17 @@ static void test_other_types_have_no_traits(void) {
 
 /* The prompt panels over several column tiles (x86/qgemm_k.h, x86/qgemm_32.h take a tile of
  * 1024 columns at a time, adding each to the outputs): 2560 columns (tiles of 1024, 1024, 512),
- * 37 rows (a last panel of 5) and 40 inputs, weights quantized from random floats, on every
+ * 141 rows (a last panel of 13; one input's whole rows go to the kernels of a tile a call 128
+ * rows at a time, x86/qdot.h) and 40 inputs, weights quantized from random floats, on every
  * table: each input's result bit for bit the same alone, and within 1e-5 of sum |w x| of a
  * float64 product of the dequantized weights and the quantized inputs (the worst printed).
  * q4_K and q6_K run again with their interleaved copy, which one input reads a whole row at a
  * time, its tiles' sums kept apart (x86/qdot_k16.h): the same bits again, and with AVX-512 a
- * zeroed copy changes the 32 rows of its two groups alone (the copy is what was read). */
+ * zeroed copy changes the 128 rows of its eight groups alone (the copy is what was read). */
 static void test_qmatmul_tiles(void) {
     static const enum rops_type types[] = {ROPS_TYPE_Q5_0, ROPS_TYPE_Q4_K, ROPS_TYPE_Q5_K,
                                            ROPS_TYPE_Q6_K};
-    enum { K = 2560, M = 37, N = 40 };
+    enum { K = 2560, M = 141, N = 40, GROUPED = M / 16 * 16 };
     static float wf[M * K], x[N * K], y[N * M], y1[M], xd[K], wd[K];
     static uint8_t wq[M * K * 2];
     static struct rops_block_q8_K xk[K / ROPS_QK_K];
@@ -873,7 +874,7 @@ static void test_qmatmul_tiles(void) {
                 if (worst > worst_all) worst_all = worst;
                 if (pass && isas[ii] == ROPS_ISA_AVX512) {
                     static float zeroed[M];
-                    static unsigned char keep[(M / 16) * 16 * K]; /* b16 bytes at most */
+                    static unsigned char keep[GROUPED * K]; /* b16 bytes at most */
                     REQUIRE(b16 <= sizeof keep);
                     memcpy(keep, copy, b16);
                     memset(copy, 0, b16);
@@ -882,14 +883,13 @@ static void test_qmatmul_tiles(void) {
                     int changed = 0, others = 0;
                     for (int r = 0; r < M; r++) {
                         const bool same = memcmp(&zeroed[r], &y[r], sizeof y[r]) == 0;
-                        changed += r < 32 && !same;
-                        others += r >= 32 && !same;
+                        changed += r < GROUPED && !same;
+                        others += r >= GROUPED && !same;
                     }
-                    CHECK_MSG(
-                        changed == 32 && others == 0,
-                        "%s's copy, a whole row at once: %d of its 32 rows and %d others follow "
-                        "it",
-                        tr->name, changed, others);
+                    CHECK_MSG(changed == GROUPED && others == 0,
+                              "%s's copy, a whole row at once: %d of its %d rows and %d others "
+                              "follow it",
+                              tr->name, changed, GROUPED, others);
                 }
             }
         if (copy && !rops_isa_runs(ROPS_ISA_AVX512))

@@ -45,6 +45,13 @@ static bool qdot_k16_rows(const struct rops_qdot_args *a, int64_t r0, int64_t r1
 }
 #endif
 
+/* A whole row's call (one input) goes to the kernels of a tile a call over this many rows at a
+ * time, every tile of them before the next rows: x86/qdot_32.h prefetches whole rows, so the
+ * second and third tiles find them in the caches. RWKV-6 Q4_K_M's q5_0 ffn value (2688 columns,
+ * three tiles), alternated generation runs against every tile over all of a thread's rows:
+ * 128 rows 1.07-1.08x, 32 rows 1.02x, 512 rows 0.99x (bench/RESULTS.md). */
+#define QDOT_ROW_CHUNK 128
+
 static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
     /* one input from an interleaved copy: its whole groups of 16 rows there (a whole row's
        columns at once), the few rows around them here (no whole group: not there again) */
@@ -55,7 +62,9 @@ static void ROPS_QDOT_NAME(const struct rops_qdot_args *a, int64_t r0, int64_t r
         return;
     }
     if (a->kt > ROPS_QMM_TILE) { /* the other kernels take a tile a call */
-        rops_qdot_by_tiles(ROPS_QDOT_NAME, a, r0, r1);
+        for (int64_t r = r0; r < r1; r += QDOT_ROW_CHUNK)
+            rops_qdot_by_tiles(ROPS_QDOT_NAME, a, r,
+                               r + QDOT_ROW_CHUNK < r1 ? r + QDOT_ROW_CHUNK : r1);
         return;
     }
     if (!qgemm_k_rows(a, r0, r1) && !qgemm_32_rows(a, r0, r1) && !qdot_k_rows(a, r0, r1) &&
