@@ -19,10 +19,10 @@
 
 #define K16_INLINE static inline __attribute__((always_inline))
 /* While a group's blocks are worked on, the group this many on goes into L1 a share per block:
- * one input streams its weights from memory. From memory, with the Q4_K_M speed files, 2
- * groups on measured 2-10% faster than 1 or 3, and without it the copy was slower than the
- * file's layout (bench/RESULTS.md). */
-#define K16_PF 2
+ * one input streams its weights from memory. Without it the copy was slower than the file's
+ * layout. With whole rows a call, 1 group on measured 1.04-1.15x faster than 2 in alternated
+ * generation runs of seven of the eight speed files, the eighth the same (bench/RESULTS.md). */
+#define K16_PF 1
 
 /* Lane r: byte 16 k + r of src as the int16 pair (byte, byte), zero-extended; k a constant. */
 #define K16_PAIRS(src, k)                                                                          \
