@@ -179,10 +179,9 @@ K16_INLINE void k16_tile(enum rops_type type, size_t bb, const uint8_t *p,
  * block bytes. A group's blocks lie side by side, so one group after another streams the copy
  * front to back. Columns past a tile (a whole row's call) are taken tile by tile within each
  * group: each tile's sums start from zero and are added to the ones before, as the calls a tile
- * at a time add them, the same bits. A whole row at once, where rops_qmatmul_rows had made one
- * pass over the groups a tile, reading 4 of each group's 6 blocks of Mamba's out_proj, then the
- * other 2: from memory that matrix took 54 us against 19 us in L2, one thread (bench/RESULTS.md).
- */
+ * at a time add them, the same bits. Why a whole row at once: a pass over the groups a tile,
+ * reading 4 of each group's 6 blocks of Mamba's out_proj and then the other 2, took that matrix
+ * 51-54 us from memory against 19 us in L2, one thread (bench/RESULTS.md). */
 K16_INLINE void k16_groups(enum rops_type type, size_t bb, const struct rops_qdot_args *a,
                            int64_t g0, int64_t g1) {
     const int64_t nb_row = a->w->n_cols / ROPS_QK_K, b0 = a->c0 / ROPS_QK_K, nb = a->kt / ROPS_QK_K,
