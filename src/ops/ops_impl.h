@@ -182,9 +182,8 @@ struct rops_qdot_args {
 typedef void (*rops_qdot_fn)(const struct rops_qdot_args *a, int64_t r0, int64_t r1);
 
 /* fn over a's columns a tile of ROPS_QMM_TILE at a time (a->c0 a multiple of it, a->kt any
- * number of whole blocks), each tile's sums added to the ones before: the bits of
- * rops_qmatmul_rows's calls a tile at a time. For a kernel that takes a tile a call and is
- * given a whole row (rops_qdot_args). */
+ * number of whole blocks), each tile's sums added to the ones before: how a product wider than
+ * a tile is summed, whoever takes it. For a kernel that takes a tile a call (rops_qdot_args). */
 void rops_qdot_by_tiles(rops_qdot_fn fn, const struct rops_qdot_args *a, int64_t r0, int64_t r1);
 
 /* The scalar table's qdot_rows: rops_qdot_inputs a row at a time (the vector tables' fallback

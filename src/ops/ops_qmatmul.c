@@ -97,8 +97,6 @@ void rops_qmatmul_quantize(const struct rops_kernels *K, const struct rops_mat *
         quantize_input(K, partner, x + i * w->n_cols, w->n_cols, xq + (size_t)i * stride);
 }
 
-/* A tile at a time over all the rows (windows of 32 rows, each row's tiles in turn, were
- * slower: the weights came in three interleaved streams). */
 void rops_qdot_by_tiles(rops_qdot_fn fn, const struct rops_qdot_args *a, int64_t r0, int64_t r1) {
     for (int64_t c = 0; c < a->kt; c += ROPS_QMM_TILE) {
         struct rops_qdot_args t = *a;
@@ -110,20 +108,17 @@ void rops_qdot_by_tiles(rops_qdot_fn fn, const struct rops_qdot_args *a, int64_t
     }
 }
 
+/* One input: a whole row a call, so that a kernel that can streams its rows' tiles in one pass.
+ * More: a tile at a time over all the rows (windows of 32 rows, each row's tiles in turn, were
+ * slower: the weights came in three interleaved streams). */
 void rops_qmatmul_rows(const struct rops_kernels *K, const struct rops_mat *w, const uint8_t *xq,
                        int64_t n, float *y, int64_t r0, int64_t r1) {
-    const int64_t k = w->n_cols;
-    const size_t stride = rops_qmatmul_input_bytes(w->type, k);
-    if (n == 1) { /* a whole row a call: a kernel that can streams its rows' tiles in one pass */
-        K->qdot_rows(&(struct rops_qdot_args){w, 0, k, xq, stride, 1, y, w->n_rows, false}, r0, r1);
-        return;
-    }
-    for (int64_t c0 = 0; c0 < k; c0 += ROPS_QMM_TILE) {
-        const int64_t kt = k - c0 < ROPS_QMM_TILE ? k - c0 : ROPS_QMM_TILE;
-        const struct rops_qdot_args a = {
-            w, c0, kt, xq + rops_qmatmul_input_bytes(w->type, c0), stride, n, y, w->n_rows, c0 > 0};
+    const struct rops_qdot_args a = {
+        w, 0, w->n_cols, xq, rops_qmatmul_input_bytes(w->type, w->n_cols), n, y, w->n_rows, false};
+    if (n == 1)
         K->qdot_rows(&a, r0, r1);
-    }
+    else
+        rops_qdot_by_tiles(K->qdot_rows, &a, r0, r1);
 }
 
 void rops_qmatmul(const struct rops_exec *ex, const struct rops_mat *w, const float *x, int64_t n,

@@ -174,7 +174,7 @@ QG_INLINE void qg_inputs2(enum rops_type type, const struct rops_qdot_args *a,
     }
 }
 
-/* Row r's 16 outputs of input i from its 8 lane-class sums. */
+/* rb outputs at y from their 8 lane-class sums. */
 QG_INLINE void qg_store_at(float *y, bool accumulate, int64_t rb, const __m512 acc[8]) {
     /* vec_hsum8's order, lane class by lane class: ((0+4) + (2+6)) + ((1+5) + (3+7)) */
     const __m512 sum =
@@ -185,6 +185,7 @@ QG_INLINE void qg_store_at(float *y, bool accumulate, int64_t rb, const __m512 a
     for (int64_t j = 0; j < rb; j++) y[j] = (accumulate ? y[j] : 0.0f) + out[j];
 }
 
+/* Row r's outputs of input i (rb of them) from their 8 lane-class sums. */
 QG_INLINE void qg_store(const struct rops_qdot_args *a, int64_t i, int64_t r, int64_t rb,
                         const __m512 acc[8]) {
     qg_store_at(a->y + i * a->y_stride + r, a->accumulate, rb, acc);
